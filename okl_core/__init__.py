@@ -1,0 +1,43 @@
+"""okl_core: online kernel learners as pure numpy (no Beam, no Dask).
+
+Public interface::
+
+    learner = okl_core.make_learner("fogd", n_inputs=123, sigma=8.0)
+    state = learner.init()
+    state, online_scores = learner.update(state, X, y)   # predict, score, then learn
+    scores = learner.predict(state, X_test)
+    okl_core.save_model("model.npz", learner, state)
+    learner, state = okl_core.load_model("model.npz")
+    merged = okl_core.merge_states(learner, [state_a, state_b])
+"""
+
+from okl_core.features import FeatureSpec, FourierFeatures, exact_kernel, median_heuristic
+from okl_core.learners.base import Learner, NotMergeableError
+from okl_core.merge import merge_states
+from okl_core.metrics import Prequential
+from okl_core.random import GENERATOR_VERSION
+from okl_core.registry import learner_class, learner_names, make_learner, register
+from okl_core.state import ModelFileError, load_model, model_bytes, model_from_bytes, save_model
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FeatureSpec",
+    "FourierFeatures",
+    "GENERATOR_VERSION",
+    "Learner",
+    "ModelFileError",
+    "NotMergeableError",
+    "Prequential",
+    "exact_kernel",
+    "learner_class",
+    "learner_names",
+    "load_model",
+    "make_learner",
+    "median_heuristic",
+    "merge_states",
+    "model_bytes",
+    "model_from_bytes",
+    "register",
+    "save_model",
+]

@@ -1,0 +1,265 @@
+"""Seeded random Fourier feature maps, regenerated block by block from ``(seed, block)``.
+
+A :class:`FourierFeatures` map is a pure function of its :class:`FeatureSpec` (kernel,
+sigma, input dimension, number of frequencies, block size, seed, generator version).
+Frequency block ``b`` holds ``block_size`` frequencies drawn from the counter-based
+generator keyed by ``(seed, b)`` (:mod:`okl_core.random`), so any block can be made on any
+worker, in any order, without the blocks before it. The frequency matrix is never stored
+in a model file.
+
+Kernels and their spectral densities (spec/README.md):
+
+=========  ===========================================  ============================
+kernel     k(x, x')                                     frequency coordinates
+=========  ===========================================  ============================
+gaussian   exp(-||x - x'||^2 / (2 sigma^2))             normal, scale 1/sigma
+laplacian  exp(-||x - x'||_1 / sigma)                   Cauchy, scale 1/sigma
+cauchy     prod_i 1 / (1 + (x_i - x'_i)^2 / sigma^2)    Laplace, scale 1/sigma
+=========  ===========================================  ============================
+
+``D`` frequencies give ``2 D`` features ``[cos(Omega^T x), sin(Omega^T x)]``. The *scaled*
+form divides by ``sqrt(D)`` so that ``z(x) . z(x')`` approximates ``k(x, x')``; the
+*unscaled* form (FOGD's paper and code) has ``||z||^2 = D``; ``eta_scaled = D eta_unscaled``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import OrderedDict
+
+import numpy as np
+
+from okl_core.random import DISTRIBUTIONS, GENERATOR_VERSION, block_bit_generator
+
+__all__ = [
+    "KERNELS",
+    "FeatureSpec",
+    "FourierFeatures",
+    "frequency_block",
+    "exact_kernel",
+    "median_heuristic",
+]
+
+KERNELS = {"gaussian": "normal", "laplacian": "cauchy", "cauchy": "laplace"}
+"""Kernel name -> distribution of the frequency coordinates (in units of 1/sigma)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """Everything that determines a random Fourier feature map (JSON scalars only).
+
+    Parameters
+    ----------
+    n_inputs : int
+        Input dimension ``d``.
+    n_components : int
+        Number of frequencies ``D``; the map outputs ``2 D`` features.
+    kernel : {'gaussian', 'laplacian', 'cauchy'}
+        Shift-invariant kernel to approximate.
+    sigma : float
+        Kernel bandwidth (> 0).
+    seed : int
+        Model seed; frequency block ``b`` is keyed by ``(seed, b)``.
+    block_size : int
+        Frequencies per generator block. Part of the spec: a different block size gives
+        different frequencies.
+    scaled : bool
+        Divide features by ``sqrt(D)`` (kernel-approximating form) or not (FOGD form).
+    generator_version : int
+        Version of the raw-bits transform; must equal the running library's.
+    """
+
+    n_inputs: int
+    n_components: int
+    kernel: str = "gaussian"
+    sigma: float = 1.0
+    seed: int = 0
+    block_size: int = 256
+    scaled: bool = True
+    generator_version: int = GENERATOR_VERSION
+
+    def __post_init__(self):
+        _check_int("n_inputs", self.n_inputs, 1)
+        _check_int("n_components", self.n_components, 1)
+        _check_int("block_size", self.block_size, 1)
+        _check_int("seed", self.seed, 0)
+        if self.seed >= 2**64:
+            raise ValueError(f"seed must be < 2**64, got {self.seed}")
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {self.kernel!r}")
+        if not (isinstance(self.sigma, (int, float)) and math.isfinite(self.sigma) and self.sigma > 0):
+            raise ValueError(f"sigma must be a finite number > 0, got {self.sigma!r}")
+        if not isinstance(self.scaled, bool):
+            raise ValueError(f"scaled must be a bool, got {self.scaled!r}")
+        if self.generator_version != GENERATOR_VERSION:
+            raise ValueError(
+                f"feature generator version {self.generator_version} is not supported by this "
+                f"okl (version {GENERATOR_VERSION}): the frequencies would differ"
+            )
+
+    @property
+    def n_blocks(self) -> int:
+        """Number of generator blocks covering ``n_components`` frequencies."""
+        return -(-self.n_components // self.block_size)
+
+    @property
+    def n_outputs(self) -> int:
+        """Number of output features, ``2 D``."""
+        return 2 * self.n_components
+
+    def to_dict(self) -> dict:
+        """Return the spec as a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def frequency_block(kernel: str, sigma: float, n_inputs: int, block_size: int, seed: int, block: int) -> np.ndarray:
+    """Generate frequency block ``block`` as a float32 array of shape ``(n_inputs, block_size)``.
+
+    Draws are made in C order of a ``(block_size, n_inputs)`` array (each frequency's
+    coordinates consecutive), divided by ``sigma`` in float64, then transposed and cast.
+    """
+    sampler = DISTRIBUTIONS[KERNELS[kernel]]
+    draws = sampler(block_bit_generator(seed, block), block_size * n_inputs)
+    omega = (draws / float(sigma)).reshape(block_size, n_inputs)
+    return np.ascontiguousarray(omega.T, dtype=np.float32)
+
+
+class FourierFeatures:
+    """Random Fourier feature map of a :class:`FeatureSpec`, with a bounded block cache.
+
+    Parameters
+    ----------
+    spec : FeatureSpec
+        The map's definition.
+    cache_bytes : int, default 256 MiB
+        Upper bound on the memory kept for generated frequency blocks (least recently
+        used blocks are dropped and regenerated on demand).
+
+    Examples
+    --------
+    >>> spec = FeatureSpec(n_inputs=3, n_components=8, sigma=2.0, seed=1)
+    >>> z = FourierFeatures(spec).transform(np.ones((2, 3)))
+    >>> z.shape, z.dtype
+    ((2, 16), dtype('float32'))
+    """
+
+    def __init__(self, spec: FeatureSpec, cache_bytes: int = 256 * 2**20):
+        self.spec = spec
+        self.cache_bytes = int(cache_bytes)
+        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._cached_bytes = 0
+
+    def block(self, b: int) -> np.ndarray:
+        """Frequencies of block ``b``: float32 ``(n_inputs, block_size)`` (cached, read-only)."""
+        omega = self._cache.get(b)
+        if omega is not None:
+            self._cache.move_to_end(b)
+            return omega
+        s = self.spec
+        omega = frequency_block(s.kernel, s.sigma, s.n_inputs, s.block_size, s.seed, b)
+        omega.flags.writeable = False
+        if omega.nbytes <= self.cache_bytes:
+            self._cache[b] = omega
+            self._cached_bytes += omega.nbytes
+            while self._cached_bytes > self.cache_bytes:
+                _, dropped = self._cache.popitem(last=False)
+                self._cached_bytes -= dropped.nbytes
+        return omega
+
+    def frequencies(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Frequencies ``start..stop-1`` as float32 ``(n_inputs, stop - start)``."""
+        s = self.spec
+        stop = s.n_components if stop is None else stop
+        if not 0 <= start < stop:
+            raise ValueError(f"frequency range [{start}, {stop}) is empty or negative")
+        first, last = start // s.block_size, -(-stop // s.block_size)
+        parts = [self.block(b) for b in range(first, last)]
+        omega = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+        offset = first * s.block_size
+        return omega[:, start - offset : stop - offset]
+
+    def transform(self, X: np.ndarray, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Map rows of ``X`` to ``[cos(X Omega), sin(X Omega)]`` for frequencies start..stop-1.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, n_inputs)
+        start, stop : int
+            Frequency range (default: all ``n_components``). The scale factor, when
+            ``spec.scaled``, is ``1 / sqrt(stop - start)``.
+
+        Returns
+        -------
+        ndarray of float32, shape (n, 2 (stop - start))
+        """
+        X = np.asarray(X, dtype=np.float32)
+        if X.ndim != 2 or X.shape[1] != self.spec.n_inputs:
+            raise ValueError(f"expected X of shape (n, {self.spec.n_inputs}), got {X.shape}")
+        projection = X @ self.frequencies(start, stop)
+        n_freq = projection.shape[1]
+        out = np.empty((X.shape[0], 2 * n_freq), dtype=np.float32)
+        np.cos(projection, out=out[:, :n_freq])
+        np.sin(projection, out=out[:, n_freq:])
+        if self.spec.scaled:
+            out *= np.float32(1.0 / math.sqrt(n_freq))
+        return out
+
+
+def exact_kernel(kernel: str, X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:
+    """Exact kernel matrix ``k(X_i, Y_j)`` (float64) for the kernels in :data:`KERNELS`."""
+    X = np.asarray(X, dtype=np.float64)
+    Y = np.asarray(Y, dtype=np.float64)
+    if kernel == "gaussian":
+        sq = (X * X).sum(1)[:, None] + (Y * Y).sum(1)[None, :] - 2.0 * X @ Y.T
+        return np.exp(-np.maximum(sq, 0.0) / (2.0 * sigma**2))
+    diff = np.abs(X[:, None, :] - Y[None, :, :])
+    if kernel == "laplacian":
+        return np.exp(-diff.sum(-1) / sigma)
+    if kernel == "cauchy":
+        return np.prod(1.0 / (1.0 + (diff / sigma) ** 2), axis=-1)
+    raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
+
+
+def median_heuristic(X: np.ndarray, n_samples: int = 1000, seed: int = 0, metric: str = "euclidean") -> float:
+    """Median pairwise distance over a fixed-seed subsample of rows (the papers' sigma).
+
+    Parameters
+    ----------
+    X : array-like of shape (n, d)
+    n_samples : int
+        Rows drawn without replacement (all rows when ``n <= n_samples``).
+    seed : int
+        Seed of the subsample (through :func:`okl_core.random.block_bit_generator`).
+    metric : {'euclidean', 'l1'}
+        Distance; use ``'l1'`` for the Laplacian kernel.
+
+    Returns
+    -------
+    float
+        The median of the distances between distinct sampled rows (> 0).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] < 2:
+        raise ValueError(f"median heuristic needs at least 2 rows of a 2-d array, got shape {X.shape}")
+    if X.shape[0] > n_samples:
+        # A stable permutation: sort rows by their raw Philox word.
+        keys = block_bit_generator(seed, 0).random_raw(X.shape[0])
+        X = X[np.sort(np.argsort(keys, kind="stable")[:n_samples])]
+    iu = np.triu_indices(X.shape[0], k=1)
+    if metric == "euclidean":
+        sq = (X * X).sum(1)[:, None] + (X * X).sum(1)[None, :] - 2.0 * X @ X.T
+        dist = np.sqrt(np.maximum(sq[iu], 0.0))
+    elif metric == "l1":
+        dist = np.abs(X[:, None, :] - X[None, :, :]).sum(-1)[iu]
+    else:
+        raise ValueError(f"metric must be 'euclidean' or 'l1', got {metric!r}")
+    med = float(np.median(dist))
+    if not med > 0:
+        raise ValueError("median pairwise distance is 0: the sampled rows are identical")
+    return med

@@ -1,0 +1,275 @@
+"""The learner protocol shared by every okl learner, and config validation helpers.
+
+A learner is a small object built from a frozen config dataclass (JSON scalars only). It
+holds no training data: everything learned lives in a *state*, a ``NamedTuple`` of numpy
+arrays (scalars as 0-d arrays), always with an ``n_seen`` field counting the examples the
+state has learned from. ``update`` never mutates its inputs, so an update is a function
+that can be folded, and states can be saved without pickle and merged.
+
+Scores, not labels: ``update`` and ``predict`` return decision values -- shape ``(n,)`` for
+binary (label = sign, sign(0) = +1) and regression, ``(n, C)`` for multiclass (label =
+first argmax). :meth:`Learner.to_labels` converts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "Learner",
+    "NotMergeableError",
+    "TASKS",
+    "check_int",
+    "check_positive",
+    "check_nonnegative",
+    "check_choice",
+    "check_bool",
+    "check_fraction",
+    "validate_xy",
+    "labels_from_scores",
+    "weighted_average",
+]
+
+TASKS = ("binary", "multiclass", "regression")
+
+
+class NotMergeableError(ValueError):
+    """The states cannot be combined into one model (the learner or the specs forbid it)."""
+
+
+def check_int(name: str, value: Any, minimum: int = 0) -> None:
+    """Raise ValueError unless ``value`` is an int (not bool) ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_positive(name: str, value: Any) -> None:
+    """Raise ValueError unless ``value`` is a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def check_nonnegative(name: str, value: Any) -> None:
+    """Raise ValueError unless ``value`` is a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def check_fraction(name: str, value: Any) -> None:
+    """Raise ValueError unless ``value`` is a number in (0, 1]."""
+    check_positive(name, value)
+    if value > 1:
+        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+
+
+def check_choice(name: str, value: Any, choices) -> None:
+    """Raise ValueError unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+
+
+def check_bool(name: str, value: Any) -> None:
+    """Raise ValueError unless ``value`` is a bool."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+def labels_from_scores(task: str, scores: np.ndarray) -> np.ndarray:
+    """Turn decision values into labels: sign (0 -> +1), first argmax, or the value itself."""
+    scores = np.asarray(scores)
+    if task == "binary":
+        return np.where(scores >= 0, 1, -1).astype(np.int32)
+    if task == "multiclass":
+        return np.argmax(scores, axis=1).astype(np.int32)
+    return scores
+
+
+def validate_xy(learner: "Learner", X, y=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Check shapes and labels of a batch for ``learner``; return float32 X and typed y.
+
+    Raises
+    ------
+    ValueError
+        Wrong dimensions, non-finite values, length mismatch, or labels outside the task's
+        set (binary: -1/+1; multiclass: 0..n_classes-1).
+    """
+    X = np.asarray(X, dtype=np.float32)
+    d = learner.config.n_inputs
+    if X.ndim != 2 or X.shape[1] != d:
+        raise ValueError(f"{learner.name}: expected X of shape (n, {d}), got {X.shape}")
+    if not np.isfinite(X).all():
+        raise ValueError(f"{learner.name}: X contains NaN or inf")
+    if y is None:
+        return X, None
+    y = np.asarray(y)
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"{learner.name}: y must have shape ({X.shape[0]},), got {y.shape}")
+    task = learner.task
+    if task == "binary":
+        if not np.isin(y, (-1, 1)).all():
+            raise ValueError(f"{learner.name}: binary labels must be -1 or +1, got {np.unique(y)[:5]}")
+        y = y.astype(np.float64)
+    elif task == "multiclass":
+        C = learner.config.n_classes
+        if not np.issubdtype(y.dtype, np.integer) and not np.all(np.mod(y, 1) == 0):
+            raise ValueError(f"{learner.name}: multiclass labels must be integers 0..{C - 1}")
+        y = y.astype(np.intp)
+        if y.size and (y.min() < 0 or y.max() >= C):
+            raise ValueError(f"{learner.name}: multiclass labels must be in 0..{C - 1}, got {y.min()}..{y.max()}")
+    else:
+        y = y.astype(np.float64)
+        if not np.isfinite(y).all():
+            raise ValueError(f"{learner.name}: regression targets contain NaN or inf")
+    return X, y
+
+
+def weighted_average(arrays: list[np.ndarray], weights: np.ndarray) -> np.ndarray:
+    """Average ``arrays`` with ``weights`` (normalised), summing in list order (deterministic)."""
+    weights = np.asarray(weights, dtype=np.float64)
+    total = weights.sum()
+    weights = weights / total if total > 0 else np.full(len(arrays), 1.0 / len(arrays))
+    out = np.zeros_like(np.asarray(arrays[0], dtype=np.float64))
+    for w, a in zip(weights, arrays):
+        out = out + w * a
+    return out
+
+
+class Learner:
+    """Base class: config in, pure ``init`` / ``update`` / ``predict`` functions of state.
+
+    Subclasses set the class attributes and implement :meth:`init`, :meth:`update`,
+    :meth:`predict`; random-feature learners also implement :meth:`feature_spec` and
+    :meth:`merge`.
+
+    Attributes
+    ----------
+    name : str
+        Registry name.
+    config_class : type
+        Frozen dataclass of the learner's parameters.
+    state_class : type
+        ``NamedTuple`` of the state's arrays (must include ``n_seen``).
+    minibatch_defined : bool
+        True when the learner is defined on mini-batches (DSG): a batch update is then not
+        the row-by-row fold.
+    growing_fields : tuple of str
+        State fields whose first axis grows with training (checked loosely on load).
+    conformance_params : dict
+        Small parameters that keep the common conformance tests fast.
+    """
+
+    name: ClassVar[str] = ""
+    config_class: ClassVar[type] = None
+    state_class: ClassVar[type] = None
+    minibatch_defined: ClassVar[bool] = False
+    growing_fields: ClassVar[tuple] = ()
+    conformance_params: ClassVar[dict] = {}
+
+    def __init__(self, config):
+        if not isinstance(config, self.config_class):
+            raise TypeError(f"{self.name} needs a {self.config_class.__name__}, got {type(config).__name__}")
+        self.config = config
+
+    @classmethod
+    def from_params(cls, **params) -> "Learner":
+        """Build the learner from keyword parameters, with a clear error for unknown ones."""
+        fields = {f.name for f in dataclasses.fields(cls.config_class)}
+        unknown = sorted(set(params) - fields)
+        if unknown:
+            raise ValueError(f"{cls.name}: unknown parameter(s) {unknown}; valid: {sorted(fields)}")
+        try:
+            return cls(cls.config_class(**params))
+        except TypeError as err:  # missing required fields
+            raise ValueError(f"{cls.name}: {err}") from None
+
+    @property
+    def task(self) -> str:
+        """One of :data:`TASKS`."""
+        return self.config.task
+
+    def init(self) -> NamedTuple:
+        """Return the initial state (the model before any example)."""
+        raise NotImplementedError
+
+    def update(self, state, X, y):
+        """Learn from a batch in order: returns ``(new_state, online_scores)``.
+
+        ``online_scores[i]`` is the prediction for row ``i`` made before learning from it.
+        """
+        raise NotImplementedError
+
+    def predict(self, state, X) -> np.ndarray:
+        """Decision values of ``state`` on rows ``X``."""
+        raise NotImplementedError
+
+    def feature_spec(self):
+        """The :class:`~okl_core.features.FeatureSpec` the model lives in, or None."""
+        return None
+
+    def merge(self, states: list) -> NamedTuple:
+        """Combine states trained on disjoint shards into one (see :func:`okl_core.merge_states`)."""
+        raise NotMergeableError(f"{self.name} states cannot be merged")
+
+    def to_labels(self, scores: np.ndarray) -> np.ndarray:
+        """Labels from decision values: sign (0 -> +1), first argmax, or the value."""
+        return labels_from_scores(self.task, scores)
+
+    def describe(self) -> dict:
+        """JSON-ready description: name, task and config."""
+        return {"learner": self.name, "task": self.task, "config": dataclasses.asdict(self.config)}
+
+    def __repr__(self):
+        params = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self.config).items())
+        return f"{type(self).__name__}({params})"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RandomFeatureConfig:
+    """Parameters shared by learners on one seeded random Fourier feature map.
+
+    Parameters
+    ----------
+    n_inputs : int
+        Input dimension ``d``.
+    n_components : int
+        Number of frequencies ``D`` (the map has ``2 D`` features).
+    kernel : {'gaussian', 'laplacian', 'cauchy'}
+    sigma : float
+        Kernel bandwidth.
+    seed : int
+        Model seed: frequency block ``b`` comes from the generator keyed by ``(seed, b)``.
+    block_size : int
+        Frequencies per generator block.
+    scaled : bool
+        Features divided by ``sqrt(D)`` (kernel-approximating) or not (FOGD's form; then
+        ``eta_scaled = D * eta_unscaled``).
+    """
+
+    n_inputs: int
+    n_components: int = 400
+    kernel: str = "gaussian"
+    sigma: float = 8.0
+    seed: int = 0
+    block_size: int = 256
+    scaled: bool = False
+
+    def __post_init__(self):
+        self.feature_spec()  # validates the feature fields with clear messages
+
+    def feature_spec(self):
+        """The :class:`~okl_core.features.FeatureSpec` of these parameters."""
+        from okl_core.features import FeatureSpec
+
+        return FeatureSpec(
+            n_inputs=self.n_inputs,
+            n_components=self.n_components,
+            kernel=self.kernel,
+            sigma=self.sigma,
+            seed=self.seed,
+            block_size=self.block_size,
+            scaled=self.scaled,
+        )

@@ -1,0 +1,56 @@
+"""Merging states trained on disjoint shards (one-shot or iterative parameter mixing).
+
+States combine only when they belong to the same learner and live in the same feature
+space: same learner name and same feature spec (kernel, sigma, dimensions, block size,
+seed, generator version). The combination itself is the learner's own ``merge`` (weighted
+average by examples seen for random-feature learners; learners that cannot merge raise
+:class:`~okl_core.learners.base.NotMergeableError`). States are combined in the order
+given: callers sort them (by shard) for bit-for-bit determinism.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from okl_core.learners.base import Learner, NotMergeableError
+
+__all__ = ["merge_states", "check_mergeable", "NotMergeableError"]
+
+
+def check_mergeable(learner: Learner, other: Learner) -> None:
+    """Raise :class:`NotMergeableError` unless two learners' states can be merged."""
+    if learner.name != other.name:
+        raise NotMergeableError(f"cannot merge a {other.name} model into a {learner.name} model")
+    a, b = learner.feature_spec(), other.feature_spec()
+    if a != b:
+        diff = {}
+        if a is not None and b is not None:
+            da, db = dataclasses.asdict(a), dataclasses.asdict(b)
+            diff = {k: (da[k], db[k]) for k in da if da[k] != db[k]}
+        raise NotMergeableError(f"{learner.name}: feature specs differ {diff or (a, b)}; models must share seed and spec")
+
+
+def merge_states(learner: Learner, states: list, learners: list[Learner] | None = None):
+    """Combine ``states`` (all of ``learner``, or of the matching ``learners``) into one.
+
+    Parameters
+    ----------
+    learner : Learner
+        The learner whose state comes out.
+    states : list of states
+        Non-empty, in a deterministic order.
+    learners : list of Learner, optional
+        The learner of each state when they were built separately (for example loaded
+        from files); each must match ``learner``'s name and feature spec.
+    """
+    states = list(states)
+    if not states:
+        raise NotMergeableError(f"{learner.name}: no states to merge")
+    for other in learners or ():
+        check_mergeable(learner, other)
+    for s in states:
+        if not isinstance(s, learner.state_class):
+            raise NotMergeableError(f"{learner.name}: cannot merge a {type(s).__name__}")
+    if len(states) == 1:
+        return states[0]
+    return learner.merge(states)

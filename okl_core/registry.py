@@ -1,0 +1,58 @@
+"""Registry of learners by name: drives ``make_learner``, the CLIs and the conformance suite.
+
+A learner family module registers its classes here (see ``_BUILTIN``); third parties can
+call :func:`register`. Names are stable: they are written into model files.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from okl_core.learners.base import Learner
+
+__all__ = ["register", "learner_class", "learner_names", "make_learner"]
+
+# name -> "module:Class", imported lazily so that one family's import cost is not everyone's.
+_BUILTIN = {
+    "fogd": "okl_core.learners.fogd:FOGD",
+    "mfogd": "okl_core.learners.fogd:MFOGD",
+    "fogd_r": "okl_core.learners.fogd:FOGDRegressor",
+    "dsg": "okl_core.learners.dsg:DSG",
+}
+_REGISTERED: dict[str, type[Learner]] = {}
+
+
+def register(cls: type[Learner]) -> type[Learner]:
+    """Register a :class:`Learner` subclass under ``cls.name`` (usable as a decorator)."""
+    if not (isinstance(cls, type) and issubclass(cls, Learner) and cls.name):
+        raise TypeError(f"{cls!r} is not a named Learner subclass")
+    if cls.name in _BUILTIN or (cls.name in _REGISTERED and _REGISTERED[cls.name] is not cls):
+        raise ValueError(f"a learner named {cls.name!r} is already registered")
+    _REGISTERED[cls.name] = cls
+    return cls
+
+
+def learner_names() -> list[str]:
+    """All registered learner names, sorted."""
+    return sorted(set(_BUILTIN) | set(_REGISTERED))
+
+
+def learner_class(name: str) -> type[Learner]:
+    """The learner class registered as ``name``.
+
+    Raises
+    ------
+    ValueError
+        Unknown name (the message lists the valid ones).
+    """
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name not in _BUILTIN:
+        raise ValueError(f"unknown learner {name!r}; choose from {learner_names()}")
+    module, cls_name = _BUILTIN[name].split(":")
+    return getattr(importlib.import_module(module), cls_name)
+
+
+def make_learner(name: str, **params) -> Learner:
+    """Build learner ``name`` from its parameters (see each learner's config class)."""
+    return learner_class(name).from_params(**params)
