@@ -18,16 +18,17 @@ __all__ = ["merge_states", "check_mergeable", "NotMergeableError"]
 
 
 def check_mergeable(learner: Learner, other: Learner) -> None:
-    """Raise :class:`NotMergeableError` unless two learners' states can be merged."""
+    """Raise :class:`NotMergeableError` unless two learners' states can be merged.
+
+    Same learner name and same config, ignoring the learner's ``runtime_fields`` (such
+    as cache sizes); equal configs imply equal seeds and feature specs.
+    """
     if learner.name != other.name:
         raise NotMergeableError(f"cannot merge a {other.name} model into a {learner.name} model")
-    a, b = learner.feature_spec(), other.feature_spec()
-    if a != b:
-        diff = {}
-        if a is not None and b is not None:
-            da, db = dataclasses.asdict(a), dataclasses.asdict(b)
-            diff = {k: (da[k], db[k]) for k in da if da[k] != db[k]}
-        raise NotMergeableError(f"{learner.name}: feature specs differ {diff or (a, b)}; models must share seed and spec")
+    a, b = dataclasses.asdict(learner.config), dataclasses.asdict(other.config)
+    diff = {k: (a[k], b.get(k)) for k in a if k not in learner.runtime_fields and a[k] != b.get(k)}
+    if diff:
+        raise NotMergeableError(f"{learner.name}: configs differ {diff}; merged models must share seed, feature spec and parameters")
 
 
 def merge_states(learner: Learner, states: list, learners: list[Learner] | None = None):

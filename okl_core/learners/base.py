@@ -158,6 +158,8 @@ class Learner:
         the row-by-row fold.
     growing_fields : tuple of str
         State fields whose first axis grows with training (checked loosely on load).
+    runtime_fields : tuple of str
+        Config fields that do not change the model (cache sizes); ignored by merge checks.
     conformance_params : dict
         Small parameters that keep the common conformance tests fast.
     """
@@ -167,6 +169,7 @@ class Learner:
     state_class: ClassVar[type] = None
     minibatch_defined: ClassVar[bool] = False
     growing_fields: ClassVar[tuple] = ()
+    runtime_fields: ClassVar[tuple] = ()
     conformance_params: ClassVar[dict] = {}
 
     def __init__(self, config):

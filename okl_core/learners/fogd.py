@@ -200,7 +200,7 @@ class FOGDRegressor(_FourierLinear):
 
     name = "fogd_r"
     config_class = FOGDRConfig
-    conformance_params = {"n_components": 32, "sigma": 1.0, "eta": 0.05, "eps": 0.01}
+    conformance_params = {"n_components": 32, "sigma": 1.0, "eta": 0.01, "eps": 0.01}
 
     def _fold(self, w, Z, y):
         eta, eps = self.config.eta, self.config.eps
