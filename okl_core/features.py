@@ -30,7 +30,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from okl_core.random import DISTRIBUTIONS, GENERATOR_VERSION, block_bit_generator
+from okl_core.random import DISTRIBUTIONS, GENERATOR_VERSION, block_bit_generator, permutation
 
 __all__ = [
     "KERNELS",
@@ -248,9 +248,7 @@ def median_heuristic(X: np.ndarray, n_samples: int = 1000, seed: int = 0, metric
     if X.ndim != 2 or X.shape[0] < 2:
         raise ValueError(f"median heuristic needs at least 2 rows of a 2-d array, got shape {X.shape}")
     if X.shape[0] > n_samples:
-        # A stable permutation: sort rows by their raw Philox word.
-        keys = block_bit_generator(seed, 0).random_raw(X.shape[0])
-        X = X[np.sort(np.argsort(keys, kind="stable")[:n_samples])]
+        X = X[np.sort(permutation(X.shape[0], seed, 0)[:n_samples])]
     iu = np.triu_indices(X.shape[0], k=1)
     if metric == "euclidean":
         sq = (X * X).sum(1)[:, None] + (X * X).sum(1)[None, :] - 2.0 * X @ X.T

@@ -25,6 +25,8 @@ The transforms (version :data:`GENERATOR_VERSION`)
 * standard Laplace: inverse CDF ``-sign(u - 1/2) log(1 - 2 |u - 1/2|)``, one word each.
 * ``log`` is :func:`stable_log`: ``frexp`` reduction and an odd series in
   ``s = (m - 1) / (m + 1)``, accurate to a few ulp.
+* permutation of ``n`` items keyed by ``(seed, key)``: the stable argsort of the first
+  ``n`` raw words of the generator keyed by ``(seed, key)`` (:func:`permutation`).
 
 Changing any of this changes every model's features: bump :data:`GENERATOR_VERSION`.
 """
@@ -41,6 +43,7 @@ __all__ = [
     "standard_normal",
     "standard_cauchy",
     "standard_laplace",
+    "permutation",
     "DISTRIBUTIONS",
 ]
 
@@ -155,6 +158,25 @@ def standard_laplace(bitgen: np.random.Philox, n: int) -> np.ndarray:
     """Draw ``n`` standard Laplace float64 values (inverse CDF on open uniforms)."""
     u = uniform_open(bitgen.random_raw(n)) - 0.5
     return -np.sign(u) * stable_log(1.0 - 2.0 * np.abs(u))
+
+
+def permutation(n: int, seed: int, key: int) -> np.ndarray:
+    """Random permutation of ``range(n)`` keyed by ``(seed, key)``, stable everywhere.
+
+    The stable argsort of the first ``n`` raw 64-bit words of
+    ``block_bit_generator(seed, key)``: integer sorting only, so the same on every machine
+    and numpy release. Used for the papers' random permutations of a data set (key = run
+    index) and for fixed-seed subsamples (a prefix of the permutation).
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+    """
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"permutation size must be >= 0, got {n}")
+    words = block_bit_generator(seed, key).random_raw(n) if n else np.zeros(0, np.uint64)
+    return np.argsort(words, kind="stable").astype(np.int64)
 
 
 DISTRIBUTIONS = {

@@ -1,0 +1,209 @@
+"""Evaluation protocols on in-memory arrays: the online (prequential) run and test scoring.
+
+The papers report two kinds of numbers (spec/README.md):
+
+* the *online* metric: every example is predicted, scored, then learned from, in stream
+  order; the metric is the cumulative mistake rate (or mean loss) over the whole stream.
+  :func:`run_online` folds ``learner.update`` over consecutive batches and accumulates a
+  :class:`~okl_core.metrics.Prequential`; it also records the metric after a few
+  log-spaced numbers of examples (the papers' "online error vs examples seen" figures);
+* the *test* metric: a trained state predicts a held-out set (:func:`evaluate`).
+
+Multiple runs are random permutations of one data set; :func:`permuted` gives run ``r``'s
+order from :func:`okl_core.random.permutation` keyed by ``(shuffle_seed, r)``.
+
+Metric names used across okl (sweeps, reports, reproductions): ``error`` (mistake rate,
+classification), ``mse`` and ``mae`` (regression); :func:`metric_value` reads them from
+a :class:`Prequential`. Everything here is plain numpy: the Dask sweeps and the Beam
+pipelines call it, never the other way round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from okl_core.learners.base import Learner
+from okl_core.metrics import Prequential
+from okl_core.random import permutation
+
+__all__ = [
+    "METRICS",
+    "OnlineRun",
+    "run_online",
+    "evaluate",
+    "permuted",
+    "metric_value",
+    "default_metric",
+    "task_metrics",
+    "curve_checkpoints",
+    "effective_batch_rows",
+    "mean_std",
+]
+
+METRICS = {
+    "error": "mistake rate of sign / first argmax (classification)",
+    "mse": "mean squared error (regression)",
+    "mae": "mean absolute error (regression)",
+}
+"""Metric name -> meaning. All are "lower is better"."""
+
+
+def task_metrics(task: str) -> tuple[str, ...]:
+    """The metric names meaningful for ``task``."""
+    return ("mse", "mae") if task == "regression" else ("error",)
+
+
+def default_metric(task: str) -> str:
+    """The papers' headline metric of ``task``: ``error`` or ``mse``."""
+    return task_metrics(task)[0]
+
+
+def metric_value(metrics: Prequential, name: str) -> float:
+    """Read metric ``name`` (see :data:`METRICS`) from an accumulator.
+
+    Raises
+    ------
+    ValueError
+        Unknown name, or a metric that does not exist for the accumulator's task.
+    """
+    if name not in task_metrics(metrics.task):
+        raise ValueError(f"metric {name!r} is not defined for {metrics.task} (choose from {task_metrics(metrics.task)})")
+    return {"error": metrics.mistake_rate, "mse": metrics.mse, "mae": metrics.mae}[name]
+
+
+@dataclasses.dataclass
+class OnlineRun:
+    """Result of :func:`run_online`.
+
+    Attributes
+    ----------
+    state : NamedTuple
+        The learner's state after the whole stream.
+    metrics : Prequential
+        Online (predict-then-learn) metrics over the stream.
+    curve_n : ndarray of int64
+        Numbers of examples seen at the checkpoints (increasing, last = n).
+    curve_value : ndarray of float64
+        The task's default metric (:func:`default_metric`) over the first ``curve_n[k]``
+        examples.
+    seconds : float
+        Wall time of the updates.
+    """
+
+    state: Any
+    metrics: Prequential
+    curve_n: np.ndarray
+    curve_value: np.ndarray
+    seconds: float
+
+
+def curve_checkpoints(n: int, points: int) -> np.ndarray:
+    """About ``points`` log-spaced example counts in ``[1, n]``, always ending at ``n``."""
+    if n <= 0 or points <= 0:
+        return np.zeros(0, dtype=np.int64)
+    grid = np.unique(np.round(np.geomspace(1, n, num=max(points, 1))).astype(np.int64))
+    return np.unique(np.append(grid[(grid >= 1) & (grid <= n)], n))
+
+
+def effective_batch_rows(learner: Learner, batch_rows: int) -> int:
+    """``batch_rows`` rounded up to a multiple of the learner's mini-batch, if it has one.
+
+    A mini-batch-defined learner (DSG) cuts each ``update`` batch into mini-batches; a
+    batch that is not a multiple of its ``batch_size`` would end in a short mini-batch
+    and change the algorithm.
+    """
+    batch_rows = int(batch_rows)
+    if batch_rows < 1:
+        raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+    mini = getattr(learner.config, "batch_size", None) if learner.minibatch_defined else None
+    if mini:
+        batch_rows = -(-batch_rows // mini) * mini
+    return batch_rows
+
+
+def run_online(learner: Learner, X, y, batch_rows: int = 4096, state=None, curve_points: int = 64) -> OnlineRun:
+    """Fold ``learner.update`` over ``(X, y)`` in order, in batches; prequential metrics.
+
+    Parameters
+    ----------
+    learner : Learner
+    X : array-like (n, d)
+    y : array-like (n,)
+    batch_rows : int
+        Rows per ``update`` call (rounded up to a multiple of a mini-batch learner's
+        ``batch_size``, see :func:`effective_batch_rows`). For per-row learners the result
+        does not depend on it.
+    state : NamedTuple, optional
+        Start from this state instead of ``learner.init()``.
+    curve_points : int
+        About how many log-spaced checkpoints to record (0: none).
+
+    Returns
+    -------
+    OnlineRun
+    """
+    X = np.asarray(X)
+    y = np.asarray(y)
+    if len(X) != len(y):
+        raise ValueError(f"X has {len(X)} rows but y has {len(y)}")
+    batch_rows = effective_batch_rows(learner, batch_rows)
+    state = learner.init() if state is None else state
+    metrics = Prequential(task=learner.task)
+    checkpoints = curve_checkpoints(len(y), curve_points)
+    curve = []
+    next_cp = 0
+    start_time = time.perf_counter()
+    for start in range(0, len(y), batch_rows):
+        stop = min(start + batch_rows, len(y))
+        state, scores = learner.update(state, X[start:stop], y[start:stop])
+        # Account the batch in pieces cut at the checkpoints so the curve is exact.
+        lo = start
+        while next_cp < len(checkpoints) and checkpoints[next_cp] <= stop:
+            cp = int(checkpoints[next_cp])
+            metrics.add(scores[lo - start : cp - start], y[lo:cp])
+            curve.append(metric_value(metrics, default_metric(learner.task)))
+            lo = cp
+            next_cp += 1
+        if lo < stop:
+            metrics.add(scores[lo - start :], y[lo:stop])
+    seconds = time.perf_counter() - start_time
+    return OnlineRun(
+        state=state,
+        metrics=metrics,
+        curve_n=checkpoints[: len(curve)].astype(np.int64),
+        curve_value=np.asarray(curve, dtype=np.float64),
+        seconds=seconds,
+    )
+
+
+def evaluate(learner: Learner, state, X, y, batch_rows: int = 4096) -> Prequential:
+    """Score a trained ``state`` on held-out rows (predictions in chunks of ``batch_rows``)."""
+    X = np.asarray(X)
+    y = np.asarray(y)
+    if len(X) != len(y):
+        raise ValueError(f"X has {len(X)} rows but y has {len(y)}")
+    batch_rows = max(1, int(batch_rows))
+    metrics = Prequential(task=learner.task)
+    for start in range(0, len(y), batch_rows):
+        metrics.add(learner.predict(state, X[start : start + batch_rows]), y[start : start + batch_rows])
+    return metrics
+
+
+def permuted(X, y, shuffle_seed: int, run: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``(X, y)`` in the order of run ``run``: permutation keyed ``(shuffle_seed, run)``."""
+    order = permutation(len(y), shuffle_seed, run)
+    return np.asarray(X)[order], np.asarray(y)[order]
+
+
+def mean_std(values) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof = 1, as Matlab's ``std``; NaN for one value)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return math.nan, math.nan
+    std = float(values.std(ddof=1)) if values.size > 1 else math.nan
+    return float(values.mean()), std
