@@ -103,11 +103,17 @@ class OnlineRun:
 
 
 def curve_checkpoints(n: int, points: int) -> np.ndarray:
-    """About ``points`` log-spaced example counts in ``[1, n]``, always ending at ``n``."""
+    """Example counts in ``[1, n]`` where a curve is sampled, always ending at ``n``.
+
+    The union of ``points`` log-spaced and ``points`` evenly spaced counts (at most
+    ``2 points``), so that the curve reads well on a log and on a linear axis.
+    """
     if n <= 0 or points <= 0:
         return np.zeros(0, dtype=np.int64)
-    grid = np.unique(np.round(np.geomspace(1, n, num=max(points, 1))).astype(np.int64))
-    return np.unique(np.append(grid[(grid >= 1) & (grid <= n)], n))
+    log_spaced = np.round(np.geomspace(1, n, num=points))
+    even = np.round(np.linspace(n / points, n, num=points))
+    grid = np.concatenate([log_spaced, even, [n]]).astype(np.int64)
+    return np.unique(grid[(grid >= 1) & (grid <= n)])
 
 
 def effective_batch_rows(learner: Learner, batch_rows: int) -> int:
@@ -141,7 +147,8 @@ def run_online(learner: Learner, X, y, batch_rows: int = 4096, state=None, curve
     state : NamedTuple, optional
         Start from this state instead of ``learner.init()``.
     curve_points : int
-        About how many log-spaced checkpoints to record (0: none).
+        Checkpoints of the online curve: ``curve_points`` log-spaced plus as many evenly
+        spaced (see :func:`curve_checkpoints`; 0: no curve).
 
     Returns
     -------

@@ -248,22 +248,26 @@ def _failed(task: RunTask, err: BaseException) -> dict:
             "curve_n": [], "curve_value": [], "seconds": 0.0, "worker": "", "loaded": False}
 
 
-def execute(tasks: list[RunTask], client=None) -> Iterator[dict]:
-    """Run ``tasks`` and yield their results as they finish.
+def execute(tasks: list[RunTask], client=None, func: Callable[[RunTask], dict] = run_task) -> Iterator[dict]:
+    """Run ``func`` (default :func:`run_task`) on ``tasks``; yield results as they finish.
 
     ``client`` None runs them here in order (no Dask). With a ``distributed.Client`` every
     task is submitted at once and results come back through ``as_completed``; a task
-    whose future errs (a killed worker) yields an error result.
+    whose future errs (an exception outside the task's own guard, a killed worker) yields
+    an error result.
     """
     if client is None:
         for task in tasks:
-            yield run_task(task)
+            try:
+                yield func(task)
+            except Exception as err:
+                yield _failed(task, err)
         return
     from distributed import as_completed
 
     futures = {}
     for task in tasks:
-        future = client.submit(run_task, task, pure=False, key=f"okl-run-{task.point}-{task.run}-{os.urandom(4).hex()}")
+        future = client.submit(func, task, pure=False, key=f"okl-run-{task.point}-{task.run}-{os.urandom(4).hex()}")
         futures[future] = task
     for future in as_completed(list(futures)):
         task = futures.pop(future)
@@ -659,7 +663,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test", help="held-out okl data set: adds test_* metrics (the default ranking metric then)")
     p.add_argument("--metric", help="ranking metric: online_error|online_mse|online_mae|test_error|test_mse|test_mae")
     p.add_argument("--batch-rows", type=int, default=4096, help="rows per learner update call (default 4096)")
-    p.add_argument("--curve-points", type=int, default=64, help="log-spaced points of the online curve kept per run")
+    p.add_argument("--curve-points", type=int, default=64, help="online curve checkpoints per run: this many log-spaced plus as many evenly spaced (default 64)")
     p.add_argument("--scheduler", help="scheduler address, or 'serial' (default: a new LocalCluster)")
     p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes, 1 thread each (default 2)")
     p.add_argument("--dashboard", action="store_true", help="serve the LocalCluster's dashboard on :8787")
