@@ -78,6 +78,7 @@ __all__ = [
     "SweepSettings",
     "SweepResult",
     "cached_data",
+    "preload",
     "run_task",
     "execute",
     "dask_client",
@@ -155,6 +156,15 @@ def cached_data(source: DataSource) -> tuple[ArrayData, bool]:
     while len(_CACHE) > _CACHE_SOURCES:
         _CACHE.popitem(last=False)
     return data, True
+
+
+def preload(source: DataSource) -> int:
+    """Load ``source`` into this process's cache; returns its row count.
+
+    ``client.run(preload, source)`` loads a data set on every worker ahead of a sweep.
+    """
+    data, _ = cached_data(source)
+    return len(data.y)
 
 
 def load_okl_dataset(path: str) -> ArrayData:

@@ -1,0 +1,95 @@
+"""Report figures: curves from sweeps / JSON / a run spec, sweep parameter plots, heatmaps."""
+
+import json
+
+import numpy as np
+import pytest
+
+import okl_core
+from okl_core.data.layout import write_dataset
+from okl_core.evaluation import permuted, run_online
+from pipelines import report
+from pipelines.grid import SearchSpace
+from pipelines.sweep import SweepSettings, make_points, okl_source, sweep
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _data(path, n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1, -1)
+    write_dataset(path, X, y, "binary", classes=[-1, 1])
+    return X, y
+
+
+def _png(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data.startswith(PNG) and 5_000 < len(data) < 200_000
+    return data
+
+
+@pytest.fixture
+def grid_results(tmp_path):
+    _data(tmp_path / "d")
+    source = okl_source(str(tmp_path / "d"))
+    points = make_points("fogd", SearchSpace.from_tokens(["sigma=0.5,1,2", "eta=0.05,0.5", "n_components=16"]), source)
+    return sweep(SweepSettings("fogd", source, repeats=2), points, out_dir=str(tmp_path / "sweep"))
+
+
+def test_sweep_figures_one_per_parameter_and_a_heatmap(grid_results, tmp_path):
+    written = report.run(["sweep", grid_results.results_path, "-o", str(tmp_path / "fig")])
+    names = sorted(p.rsplit("/", 1)[1] for p in written)
+    assert names == ["sweep_eta.png", "sweep_heatmap_sigma_eta.png", "sweep_sigma.png"]
+    for path in written:
+        _png(path)
+    with pytest.raises(SystemExit, match="heatmap"):
+        report.run(["sweep", grid_results.results_path, "-o", str(tmp_path / "f2"), "--heatmap", "sigma,nope"])
+
+
+def test_random_search_heatmap_is_a_scatter(tmp_path):
+    _data(tmp_path / "d")
+    source = okl_source(str(tmp_path / "d"))
+    points = make_points("fogd", SearchSpace.from_tokens(["sigma=0.3:3", "eta=1e-3:1", "n_components=16"]), source, samples=6)
+    result = sweep(SweepSettings("fogd", source), points, out_dir=str(tmp_path / "sweep"))
+    written = report.plot_sweep(result.results_path, str(tmp_path / "fig"))
+    assert len(written) == 3
+    for path in written:
+        _png(path)
+
+
+def test_curves_from_sweep_results_and_curve_json(grid_results, tmp_path):
+    X, y = _data(tmp_path / "d2", seed=1)
+    learner = okl_core.make_learner("fogd", n_inputs=3, n_components=16, sigma=1.0, eta=0.1)
+    curve_file = tmp_path / "run.json"
+    curve_file.write_text(json.dumps(report.curve_record(run_online(learner, X, y), "direct run")))
+    curves = report.read_curves([grid_results.results_path, str(curve_file)], top=2)
+    assert [c.label for c in curves][-1] == "direct run" and len(curves) == 3
+    best = min(grid_results.rows, key=lambda r: (r["online_error_mean"], r["point"]))
+    assert curves[0].value[-1] == pytest.approx(best["online_error_mean"])  # mean curve ends at the mean
+    out = tmp_path / "curves.png"
+    assert report.run(["curves", grid_results.results_path, str(curve_file), "-o", str(out), "--log-x"]) == [str(out)]
+    _png(out)
+    with pytest.raises(SystemExit, match="no such file"):
+        report.run(["curves", str(tmp_path / "missing.json")])
+
+
+def test_run_spec_runs_the_learners_and_plots_exact_curves(tmp_path):
+    X, y = _data(tmp_path / "d")
+    spec = {"title": "toy", "data": {"path": "d"}, "repeats": 2, "shuffle_seed": 5,
+            "runs": [{"label": "FOGD", "learner": "fogd", "params": {"sigma": 1.0, "eta": 0.1, "n_components": 16}},
+                     {"label": "DSG", "learner": "dsg", "params": {"sigma": "median", "theta": 2.0, "batch_size": 8}}]}
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    written = report.run(["run", str(path), "-o", str(tmp_path / "o.png"), "--curves-out", str(tmp_path / "c.json")])
+    _png(written[0])
+    curves = json.loads((tmp_path / "c.json").read_text())
+    assert [c["label"] for c in curves] == ["FOGD", "DSG"]
+    learner = okl_core.make_learner("fogd", n_inputs=3, sigma=1.0, eta=0.1, n_components=16)
+    runs = [run_online(learner, *permuted(X, y, 5, r)) for r in range(2)]
+    np.testing.assert_allclose(curves[0]["curve"]["value"], np.mean([r.curve_value for r in runs], axis=0), rtol=0, atol=0)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"data": {"path": "d"}, "runs": [{"learner": "fogd", "params": {"eta": -1}}]}))
+    with pytest.raises(SystemExit, match="eta"):
+        report.run(["run", str(bad), "-o", str(tmp_path / "x.png")])
