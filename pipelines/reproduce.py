@@ -238,6 +238,7 @@ SETTINGS = [
     Setting("dsg-a9a", "dsg", "a9a", {"loss": "hinge", "sigma": "median", "nu": "0.01/n", "batch_size": 64, "block_size": 32},
             "test_error", 0.153, "Dai et al. 2014, Sec. 6 (Adult)", test="a9a.t", runs=3, tolerance=0.015,
             tune={"theta": [1000.0, 3000.0, 10000.0], "step_offset": [0.0, 300.0, 1000.0, 3000.0]},
+            tuned={"theta": 10000.0, "step_offset": 3000.0},
             note="one pass; theta and the step offset (gamma_i = theta / (offset + i)) tuned on the online error of a9a"),
     Setting("oks-a9a", "oks", "a9a-pm1", {"loss": "logistic"}, "online_error", 0.1965, "Li & Liao 2022, Table 2",
             paper_std=0.0012, runs=10, tolerance=0.015, note="features scaled to [-1, 1]; 6 Gaussian kernels 2^-2..2^3"),
