@@ -36,7 +36,6 @@ import itertools
 import json
 import math
 import os
-import sys
 
 import numpy as np
 
@@ -284,7 +283,7 @@ def _heatmap(plt, params, rows, pair, metric, scale, ylabel, out_dir) -> str:
 
 def run_spec(spec_path: str, data_root: str | None = None) -> tuple[list[Curve], str]:
     """Run the learners of a JSON run spec in this process; their curves and the title."""
-    from pipelines.reproduce import DEFAULT_DATA_ROOT, _resolve, load_real, real_source
+    from pipelines.reproduce import DEFAULT_DATA_ROOT, resolve_data_params, real_source
     from pipelines.sweep import RunTask, cached_data, okl_source, resolve_params, run_task
 
     try:
@@ -310,7 +309,7 @@ def run_spec(spec_path: str, data_root: str | None = None) -> tuple[list[Curve],
             learner, label = entry["learner"], entry.get("label", entry["learner"])
         except (KeyError, TypeError):
             raise ValueError(f"{spec_path}: runs[{i}] needs a 'learner'") from None
-        params = resolve_params(learner, _resolve(entry.get("params", {}), arrays), source)
+        params = resolve_params(learner, resolve_data_params(entry.get("params", {}), arrays), source)
         results = [run_task(RunTask(i, r, learner, tuple(sorted(params.items())), source,
                                     shuffle_seed=spec.get("shuffle_seed", 0), batch_rows=int(spec.get("batch_rows", 4096))))
                    for r in range(repeats)]

@@ -58,14 +58,13 @@ import socket
 import sys
 import time
 import traceback
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from okl_core.evaluation import evaluate, mean_std, permuted, run_online, task_metrics, default_metric, metric_value
-from okl_core.learners.base import TASKS
+from okl_core.evaluation import default_metric, evaluate, mean_std, metric_value, permuted, run_online, task_metrics
 from okl_core.registry import learner_class, learner_names, make_learner
 from okl_core.state import atomic_write_bytes
 from pipelines.grid import SearchSpace, point_key
