@@ -30,7 +30,8 @@ import okl_core
 from okl_core.data.layout import write_dataset
 from okl_core.evaluation import permuted, run_online
 from pipelines.grid import SearchSpace
-from pipelines.sweep import SweepSettings, cached_data, dask_client, execute, make_points, okl_source, preload, run_task, sweep
+from pipelines.runner import cached_data, dask_client, execute, okl_source, preload, run_task
+from pipelines.sweep import SweepSettings, make_points, sweep
 
 from common import best_of
 

@@ -284,7 +284,8 @@ def _heatmap(plt, params, rows, pair, metric, scale, ylabel, out_dir) -> str:
 def run_spec(spec_path: str, data_root: str | None = None) -> tuple[list[Curve], str]:
     """Run the learners of a JSON run spec in this process; their curves and the title."""
     from pipelines.reproduce import DEFAULT_DATA_ROOT, resolve_data_params, real_source
-    from pipelines.sweep import RunTask, cached_data, okl_source, resolve_params, run_task
+    from pipelines.runner import RunTask, cached_data, okl_source, run_task
+    from pipelines.sweep import resolve_params
 
     try:
         with open(spec_path) as f:

@@ -42,7 +42,8 @@ from okl_core.features import median_heuristic
 from okl_core.registry import learner_names
 from okl_core.state import atomic_write_bytes
 from pipelines.grid import Choice, SearchSpace
-from pipelines.sweep import ArrayData, DataSource, Point, SweepSettings, dask_client, make_points, sweep
+from pipelines.runner import ArrayData, DataSource, dask_client
+from pipelines.sweep import Point, SweepSettings, make_points, sweep
 
 __all__ = ["RealData", "Setting", "DATASETS", "SETTINGS", "read_real_files", "load_real", "real_source", "resolve_data_params", "reproduce", "run"]
 

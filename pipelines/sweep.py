@@ -17,7 +17,7 @@ How it runs
 * One Dask task per (point, run): a small :class:`RunTask` naming the learner, its
   parameters and the data *source* (a loader and a path), never the data. A worker loads
   each source once and keeps it in a per-process cache keyed by the source
-  (:func:`cached_data`), so the data crosses the network zero times; the path must be
+  (:mod:`pipelines.runner`), so the data crosses the network zero times; the path must be
   readable where the workers run.
 * ``--scheduler`` unset: a ``LocalCluster`` of ``--workers`` processes with one thread
   each; ``--scheduler tcp://host:8786``: an existing cluster; ``--scheduler serial``: in
@@ -46,42 +46,30 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import dataclasses
-import importlib
 import io
 import json
-import logging
 import math
 import os
-import socket
 import sys
 import time
-import traceback
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from okl_core.evaluation import default_metric, evaluate, mean_std, metric_value, permuted, run_online, task_metrics
+from okl_core.evaluation import default_metric, mean_std, task_metrics
 from okl_core.registry import learner_class, learner_names, make_learner
 from okl_core.state import atomic_write_bytes
 from pipelines.grid import SearchSpace, point_key
+from pipelines.runner import DataSource, RunTask, dask_client, execute, okl_source
 
 __all__ = [
-    "ArrayData",
-    "DataSource",
-    "RunTask",
     "Point",
     "SweepSettings",
     "SweepResult",
-    "cached_data",
-    "preload",
-    "run_task",
-    "execute",
-    "dask_client",
-    "okl_source",
+    "make_points",
     "resolve_params",
     "sweep",
     "read_results",
@@ -89,232 +77,11 @@ __all__ = [
     "run",
 ]
 
-logger = logging.getLogger(__name__)
-
 RESULTS_FILE = "results.parquet"
 BEST_FILE = "best.json"
 MARKDOWN_FILE = "results.md"
 _METADATA_KEY = b"okl_sweep"
 _RESULTS_VERSION = 1
-
-
-# -- data sources and the per-worker cache ---------------------------------------------
-class ArrayData(NamedTuple):
-    """A data set in memory: float32 ``X``, labels/targets ``y``, task and class count."""
-
-    X: np.ndarray
-    y: np.ndarray
-    task: str
-    n_classes: int | None
-
-
-@dataclasses.dataclass(frozen=True)
-class DataSource:
-    """Where a worker loads a data set from: ``loader`` (``"module:function"``) and its args.
-
-    The function is called as ``function(*args)`` and returns an :class:`ArrayData`. The
-    remaining fields describe the data for the client (which builds learner parameters
-    from them) without loading it.
-    """
-
-    loader: str
-    args: tuple
-    n_features: int
-    task: str
-    n_classes: int | None = None
-    n_rows: int | None = None
-
-    def load(self) -> ArrayData:
-        """Call the loader (in the worker process) and check it matches the description."""
-        module, _, func = self.loader.partition(":")
-        data = getattr(importlib.import_module(module), func)(*self.args)
-        if data.X.ndim != 2 or data.X.shape[1] != self.n_features or data.task != self.task:
-            raise ValueError(f"{self.describe()}: loaded {data.task} data of shape {data.X.shape}, expected {self.task} with {self.n_features} features")
-        return data
-
-    def describe(self) -> dict:
-        """JSON-ready identity of the source (recorded with the results)."""
-        return {"loader": self.loader, "args": list(self.args)}
-
-
-_CACHE: "collections.OrderedDict[DataSource, ArrayData]" = collections.OrderedDict()
-_CACHE_SOURCES = 4  # sources kept per process (train + test of two sweeps)
-LOADS: collections.Counter = collections.Counter()
-"""Loads per source in this process (diagnostics: a worker loads each source once)."""
-
-
-def cached_data(source: DataSource) -> tuple[ArrayData, bool]:
-    """The source's data, loaded at most once per process; returns ``(data, loaded_now)``."""
-    data = _CACHE.get(source)
-    if data is not None:
-        _CACHE.move_to_end(source)
-        return data, False
-    data = source.load()
-    LOADS[source] += 1
-    _CACHE[source] = data
-    while len(_CACHE) > _CACHE_SOURCES:
-        _CACHE.popitem(last=False)
-    return data, True
-
-
-def preload(source: DataSource) -> int:
-    """Load ``source`` into this process's cache; returns its row count.
-
-    ``client.run(preload, source)`` loads a data set on every worker ahead of a sweep.
-    """
-    data, _ = cached_data(source)
-    return len(data.y)
-
-
-def load_okl_dataset(path: str) -> ArrayData:
-    """Loader for okl data sets (directory or Parquet files): all rows in row order."""
-    from okl_core.data.layout import open_dataset
-
-    ds = open_dataset(path)
-    batch = ds.read_all()
-    return ArrayData(batch.X, batch.y, ds.info.task, ds.info.n_classes)
-
-
-def okl_source(path: str) -> DataSource:
-    """A :class:`DataSource` for an okl data set, described from its metadata (no rows read)."""
-    from okl_core.data.layout import open_dataset
-
-    ds = open_dataset(path)
-    n_classes = ds.info.n_classes
-    if ds.info.task == "multiclass" and n_classes is None:
-        raise ValueError(f"{path}: multiclass data set without a class list in dataset.json")
-    return DataSource(
-        loader="pipelines.sweep:load_okl_dataset",
-        args=(os.path.abspath(os.fspath(path)),),
-        n_features=ds.info.n_features,
-        task=ds.info.task,
-        n_classes=n_classes,
-        n_rows=ds.info.n_rows,
-    )
-
-
-# -- one run of one point (executes on a worker) ---------------------------------------
-@dataclasses.dataclass(frozen=True)
-class RunTask:
-    """Everything a worker needs for run ``run`` of point ``point`` (no data: sources).
-
-    ``params`` are sorted ``(name, value)`` pairs for :func:`okl_core.make_learner`.
-    ``shuffle_seed`` None keeps the stored order.
-    """
-
-    point: int
-    run: int
-    learner: str
-    params: tuple
-    train: DataSource
-    test: DataSource | None = None
-    shuffle_seed: int | None = 0
-    reseed: bool = False
-    batch_rows: int = 4096
-    curve_points: int = 64
-
-
-def _run_params(task: RunTask) -> dict:
-    params = dict(task.params)
-    if task.reseed:
-        params["seed"] = int(params.get("seed", 0)) + task.run
-    return params
-
-
-def run_task(task: RunTask) -> dict:
-    """Run one (point, run): learner fold over the run's permutation, then test scoring.
-
-    Never raises for a failing learner: the result then has ``ok`` False and ``error``.
-    """
-    started = time.perf_counter()
-    result = {"point": task.point, "run": task.run, "ok": False, "error": None, "metrics": {},
-              "curve_n": [], "curve_value": [], "seconds": 0.0, "worker": f"{socket.gethostname()}:{os.getpid()}", "loaded": False}
-    try:
-        data, loaded = cached_data(task.train)
-        result["loaded"] = loaded
-        learner = make_learner(task.learner, **_run_params(task))
-        if task.shuffle_seed is None:
-            X, y = data.X, data.y
-        else:
-            X, y = permuted(data.X, data.y, task.shuffle_seed, task.run)
-        online = run_online(learner, X, y, batch_rows=task.batch_rows, curve_points=task.curve_points)
-        metrics = {f"online_{m}": metric_value(online.metrics, m) for m in task_metrics(learner.task)}
-        if task.test is not None:
-            test, test_loaded = cached_data(task.test)
-            result["loaded"] = result["loaded"] or test_loaded
-            scored = evaluate(learner, online.state, test.X, test.y, batch_rows=task.batch_rows)
-            metrics.update({f"test_{m}": metric_value(scored, m) for m in task_metrics(learner.task)})
-        result.update(ok=True, metrics=metrics, curve_n=online.curve_n.tolist(), curve_value=online.curve_value.tolist())
-    except Exception as err:  # a failing point is a result, not a crash of the sweep
-        logger.debug("point %d run %d failed:\n%s", task.point, task.run, traceback.format_exc())
-        result["error"] = f"{type(err).__name__}: {err}"
-    result["seconds"] = time.perf_counter() - started
-    return result
-
-
-def _failed(task: RunTask, err: BaseException) -> dict:
-    return {"point": task.point, "run": task.run, "ok": False, "error": f"{type(err).__name__}: {err}", "metrics": {},
-            "curve_n": [], "curve_value": [], "seconds": 0.0, "worker": "", "loaded": False}
-
-
-def execute(tasks: list[RunTask], client=None, func: Callable[[RunTask], dict] = run_task) -> Iterator[dict]:
-    """Run ``func`` (default :func:`run_task`) on ``tasks``; yield results as they finish.
-
-    ``client`` None runs them here in order (no Dask). With a ``distributed.Client`` every
-    task is submitted at once and results come back through ``as_completed``; a task
-    whose future errs (an exception outside the task's own guard, a killed worker) yields
-    an error result.
-    """
-    if client is None:
-        for task in tasks:
-            try:
-                yield func(task)
-            except Exception as err:
-                yield _failed(task, err)
-        return
-    from distributed import as_completed
-
-    futures = {}
-    for task in tasks:
-        future = client.submit(func, task, pure=False, key=f"okl-run-{task.point}-{task.run}-{os.urandom(4).hex()}")
-        futures[future] = task
-    for future in as_completed(list(futures)):
-        task = futures.pop(future)
-        try:
-            result = future.result()
-        except Exception as err:
-            result = _failed(task, err)
-        future.release()
-        yield result
-
-
-@contextlib.contextmanager
-def dask_client(scheduler: str | None = None, workers: int = 2, dashboard: bool = False):
-    """A ``distributed.Client`` for ``scheduler`` (None: a new LocalCluster; ``"serial"``: None).
-
-    The LocalCluster has ``workers`` processes with one thread each, so that numpy in each
-    worker stays on one core.
-    """
-    if scheduler == "serial":
-        yield None
-        return
-    from distributed import Client, LocalCluster
-
-    if scheduler:
-        client = Client(scheduler)
-        try:
-            yield client
-        finally:
-            client.close()
-        return
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=":8787" if dashboard else None, silence_logs=logging.ERROR)
-    client = Client(cluster)
-    try:
-        yield client
-    finally:
-        client.close()
-        cluster.close()
 
 
 # -- points, settings, results -----------------------------------------------------------
@@ -711,8 +478,11 @@ def _run(args) -> SweepResult:
         result = sweep(settings, points, out_dir=args.out, metric=args.metric, resume=args.resume, client=client,
                        space=space.describe(), swept=space.swept, progress=sys.stderr)
     print(markdown_table(result.rows, result.metric, result.swept))
+    workers = {r["worker"] for r in result.task_results}
+    loads = sum(r["loaded"] for r in result.task_results)
+    print(f"\n{len(result.task_results)} runs on {len(workers)} worker(s); data sets loaded {loads} time(s)")
     if args.resume:
-        print(f"\n{result.ran} points run, {result.skipped} skipped (already in {result.results_path})")
+        print(f"{result.ran} points run, {result.skipped} skipped (already in {result.results_path})")
     print(f"\nresults: {result.results_path}")
     if result.best is not None:
         print(f"best ({result.metric}): {json.dumps(result.best['params'], sort_keys=True)} -> {result.best_path}")

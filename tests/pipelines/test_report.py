@@ -10,7 +10,8 @@ from okl_core.data.layout import write_dataset
 from okl_core.evaluation import permuted, run_online
 from pipelines import report
 from pipelines.grid import SearchSpace
-from pipelines.sweep import SweepSettings, make_points, okl_source, sweep
+from pipelines.runner import okl_source
+from pipelines.sweep import SweepSettings, make_points, sweep
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -7,6 +7,7 @@ from the point's parameters, folded with okl_core.evaluation over run r's permut
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -17,9 +18,11 @@ import pytest
 import okl_core
 from okl_core.data.layout import write_dataset
 from okl_core.evaluation import evaluate, mean_std, metric_value, permuted, run_online
+from pipelines import runner
 from pipelines import sweep as sweep_mod
 from pipelines.grid import SearchSpace
-from pipelines.sweep import SweepSettings, make_points, okl_source, read_results, sweep
+from pipelines.runner import okl_source
+from pipelines.sweep import SweepSettings, make_points, read_results, sweep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -142,9 +145,9 @@ def test_a_failing_point_is_recorded_and_the_rest_complete(client, tmp_path):
 def test_a_future_that_errs_is_an_error_result(client, tmp_path):
     """An exception outside run_task's own guard (as from a killed worker) becomes an error result."""
     _binary_data(tmp_path / "train")
-    task = sweep_mod.RunTask(4, 1, "fogd", (("n_inputs", 5),), okl_source(str(tmp_path / "train")))
+    task = runner.RunTask(4, 1, "fogd", (("n_inputs", 5),), okl_source(str(tmp_path / "train")))
     for where in (client, None):
-        [result] = list(sweep_mod.execute([task], where, func=len))  # len(task) raises TypeError
+        [result] = list(runner.execute([task], where, func=len))  # len(task) raises TypeError
         assert (result["point"], result["run"], result["ok"]) == (4, 1, False)
         assert result["error"].startswith("TypeError")
 
@@ -165,6 +168,20 @@ def test_cli_on_a_scheduler_address_prints_table_and_writes_files(client, tmp_pa
     with pytest.raises(SystemExit, match="test_error"):
         sweep_mod.run(["--input", str(tmp_path / "train"), "--learner", "fogd", "--grid", "sigma=1",
                        "--metric", "test_error", "--scheduler", "serial", "--out", str(tmp_path / "o2")])
+
+
+def test_command_line_process_loads_data_once_per_worker(client, tmp_path):
+    """As users run it: ``python -m pipelines.sweep`` against a scheduler address."""
+    _binary_data(tmp_path / "train")
+    proc = subprocess.run([sys.executable, "-m", "pipelines.sweep", "--input", str(tmp_path / "train"), "--learner", "fogd",
+                           "--grid", "sigma=0.5,1,2,4", "n_components=16", "--repeats", "3",
+                           "--scheduler", client.scheduler.address, "--out", str(tmp_path / "out")],
+                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = re.search(r"(\d+) runs on (\d+) worker\(s\); data sets loaded (\d+) time\(s\)", proc.stdout)
+    runs, workers, loads = map(int, summary.groups())
+    assert runs == 12 and 1 <= workers <= 2 and loads == workers
+    assert "best (online_error)" in proc.stdout and (tmp_path / "out" / "best.json").exists()
 
 
 def test_serial_scheduler_gives_the_same_table_as_the_cluster(client, tmp_path):
