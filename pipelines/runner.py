@@ -21,6 +21,7 @@ import importlib
 import logging
 import os
 import socket
+import threading
 import time
 import traceback
 from typing import Callable, Iterator, NamedTuple
@@ -34,7 +35,6 @@ __all__ = [
     "ArrayData",
     "DataSource",
     "RunTask",
-    "LOADS",
     "cached_data",
     "preload",
     "load_okl_dataset",
@@ -88,22 +88,21 @@ class DataSource:
 
 _CACHE: "collections.OrderedDict[DataSource, ArrayData]" = collections.OrderedDict()
 _CACHE_SOURCES = 4  # sources kept per process (train + test of two sweeps)
-LOADS: collections.Counter = collections.Counter()
-"""Loads per source in this process (diagnostics: a worker loads each source once)."""
+_CACHE_LOCK = threading.Lock()  # workers with several threads: load once, not once per thread
 
 
 def cached_data(source: DataSource) -> tuple[ArrayData, bool]:
     """The source's data, loaded at most once per process; returns ``(data, loaded_now)``."""
-    data = _CACHE.get(source)
-    if data is not None:
-        _CACHE.move_to_end(source)
-        return data, False
-    data = source.load()
-    LOADS[source] += 1
-    _CACHE[source] = data
-    while len(_CACHE) > _CACHE_SOURCES:
-        _CACHE.popitem(last=False)
-    return data, True
+    with _CACHE_LOCK:
+        data = _CACHE.get(source)
+        if data is not None:
+            _CACHE.move_to_end(source)
+            return data, False
+        data = source.load()
+        _CACHE[source] = data
+        while len(_CACHE) > _CACHE_SOURCES:
+            _CACHE.popitem(last=False)
+        return data, True
 
 
 def preload(source: DataSource) -> int:
@@ -115,8 +114,12 @@ def preload(source: DataSource) -> int:
     return len(data.y)
 
 
-def load_okl_dataset(path: str) -> ArrayData:
-    """Loader for okl data sets (directory or Parquet files): all rows in row order."""
+def load_okl_dataset(path: str, stamp: int | None = None) -> ArrayData:
+    """Loader for okl data sets (directory or Parquet files): all rows in row order.
+
+    ``stamp`` (the files' newest modification time) only makes a rewritten data set a
+    different source, so that caches and ``--resume`` do not mix old and new rows.
+    """
     from okl_core.data.layout import open_dataset
 
     ds = open_dataset(path)
@@ -132,9 +135,11 @@ def okl_source(path: str) -> DataSource:
     n_classes = ds.info.n_classes
     if ds.info.task == "multiclass" and n_classes is None:
         raise ValueError(f"{path}: multiclass data set without a class list in dataset.json")
+    files = [s.path for s in ds.shards] + [os.path.join(path, "dataset.json")] * os.path.isdir(path)
+    stamp = max(os.stat(f).st_mtime_ns for f in files)
     return DataSource(
         loader="pipelines.runner:load_okl_dataset",
-        args=(os.path.abspath(os.fspath(path)),),
+        args=(os.path.abspath(os.fspath(path)), stamp),
         n_features=ds.info.n_features,
         task=ds.info.task,
         n_classes=n_classes,

@@ -125,6 +125,13 @@ def test_resume_skips_finished_points_and_checks_settings(client, tmp_path):
     assert (third.ran, third.task_results) == (0, [])
     with pytest.raises(ValueError, match="repeats"):
         sweep(SweepSettings("fogd", train, repeats=3), bigger, out_dir=out, client=client, resume=True)
+    # A rewritten data set is another source: its old results are not reused.
+    X, y = _binary_data(tmp_path / "other", seed=3)
+    write_dataset(tmp_path / "train", X, y, "binary", overwrite=True, classes=[-1, 1])
+    rewritten = okl_source(str(tmp_path / "train"))
+    assert rewritten != train
+    with pytest.raises(ValueError, match="train"):
+        sweep(SweepSettings("fogd", rewritten, repeats=2), bigger, out_dir=out, client=client, resume=True)
 
 
 def test_a_failing_point_is_recorded_and_the_rest_complete(client, tmp_path):
