@@ -17,7 +17,8 @@ Curve inputs (``curves``):
 * ``reproduce.json`` (``pipelines.reproduce --out``): each setting that ran;
 * a curve JSON: ``{"label": str, "metric": str, "curve": {"n": [...], "value": [...]}}``
   or a list of them (:func:`curve_record` writes one from an
-  :class:`okl_core.evaluation.OnlineRun`).
+  :class:`okl_core.evaluation.OnlineRun`);
+* a ``pipelines.train`` ``metrics.json`` (its per-batch records): the merged online curve.
 
 Run spec (``run``)::
 
@@ -99,6 +100,8 @@ def _curves_from_json(path: str) -> list[Curve]:
             raw = json.load(f)
     except (OSError, ValueError) as err:
         raise ValueError(f"{path}: cannot read curve JSON ({err})") from None
+    if isinstance(raw, dict) and isinstance(raw.get("batches"), list) and isinstance(raw.get("learner"), dict):
+        return [_curve_from_train_metrics(raw, path)]
     records = raw if isinstance(raw, list) else [raw]
     curves = []
     for i, rec in enumerate(records):
@@ -110,6 +113,30 @@ def _curves_from_json(path: str) -> list[Curve]:
         metric = _metric_of(rec.get("metric", "error"))
         curves.append(Curve(label, rec["curve"]["n"], rec["curve"]["value"], metric))
     return curves
+
+
+def _curve_from_train_metrics(report: dict, path: str) -> Curve:
+    """The merged online curve of a ``pipelines.train`` ``metrics.json`` (per-batch records).
+
+    Batches are taken in the order the shards run in parallel (round, batch, shard), as the
+    training pipeline's own plot does.
+    """
+    regression = report["learner"].get("task") == "regression"
+    key = "sum_squared_error" if regression else "mistakes"
+    n, total, xs, ys = 0, 0.0, [], []
+    for b in sorted(report["batches"], key=lambda b: (b.get("round", 0), b.get("seq", 0), b.get("shard", 0))):
+        if key not in b or "rows" not in b:
+            raise ValueError(f"{path}: batch records need 'rows' and {key!r}")
+        n, total = n + b["rows"], total + b[key]
+        if n:
+            xs.append(n)
+            ys.append(total / n)
+    if not xs:
+        raise ValueError(f"{path}: no batch with rows")
+    name = report["learner"].get("learner", "run")
+    data = (report.get("data") or {}).get("train") or {}
+    label = f"{name} on {data['name']}" if isinstance(data, dict) and data.get("name") else name
+    return Curve(label, xs, ys, "mse" if regression else "error")
 
 
 def read_curves(paths: list[str], top: int = 5, metric: str | None = None) -> list[Curve]:

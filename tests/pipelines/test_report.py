@@ -76,6 +76,19 @@ def test_curves_from_sweep_results_and_curve_json(grid_results, tmp_path):
         report.run(["curves", str(tmp_path / "missing.json")])
 
 
+def test_curve_from_a_training_pipeline_metrics_file(tmp_path):
+    batches = [{"shard": s, "round": 0, "seq": q, "rows": 100, "mistakes": m}
+               for s, q, m in [(0, 0, 30), (1, 0, 40), (0, 1, 10), (1, 1, 20)]]
+    metrics = {"learner": {"learner": "fogd", "task": "binary", "config": {}}, "data": {"train": {"name": "a9a"}},
+               "batches": batches}
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(metrics))
+    [curve] = report.read_curves([str(path)])
+    assert curve.label == "fogd on a9a"
+    np.testing.assert_array_equal(curve.n, [100, 200, 300, 400])  # round, batch, then shard order
+    np.testing.assert_allclose(curve.value, [0.3, 0.35, 80 / 300, 0.25])
+
+
 def test_run_spec_runs_the_learners_and_plots_exact_curves(tmp_path):
     X, y = _data(tmp_path / "d")
     spec = {"title": "toy", "data": {"path": "d"}, "repeats": 2, "shuffle_seed": 5,
