@@ -359,28 +359,11 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
     results_path = os.path.join(out_dir, RESULTS_FILE) if out_dir else None
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
-    done_rows: dict[str, dict] = {}
     if resume and not results_path:
         raise ValueError("resume needs an output directory")
-    if resume and not os.path.exists(results_path):
-        if progress is not None:
-            print(f"--resume: nothing at {results_path} yet, running every point", file=progress)
-    elif resume:
-        old_rows, meta = read_results(results_path)
-        mismatched = sorted(k for k, v in settings.identity().items() if meta["settings"].get(k) != v)
-        if mismatched:
-            raise ValueError(f"--resume: {results_path} was made with other settings ({', '.join(mismatched)} differ); "
-                             "use another --out or the same settings")
-        done_rows = {r["params"]: r for r in old_rows if r["status"] == "ok"}
+    done_rows = _finished_rows(results_path, settings, progress) if resume else {}
     todo = [p for p in points if p.key not in done_rows]
-    kept = {p.key: dict(done_rows[p.key], point=p.index) for p in points if p.key in done_rows}
-    rows = list(kept.values())
-    # Points of the old table that are not in this sweep's grid stay in the table, numbered
-    # after this grid's points.
-    current_keys = {p.key for p in points}
-    extra = sorted((r for k, r in done_rows.items() if k not in current_keys), key=lambda r: r["point"])
-    rows += [dict(r, point=len(points) + i) for i, r in enumerate(extra)]
-
+    rows = _kept_rows(points, done_rows)
     tasks = [t for p in todo for t in settings.tasks(p)]
     by_index = {p.index: p for p in todo}
     pending: dict[int, list[dict]] = collections.defaultdict(list)
@@ -410,6 +393,28 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
             atomic_write_bytes(best_path, (json.dumps(best, indent=2, sort_keys=True) + "\n").encode())
     return SweepResult(rows=rows, best=best, metric=metric, swept=swept, ran=len(todo), skipped=len(points) - len(todo),
                        results_path=results_path, best_path=best_path, task_results=all_results)
+
+
+def _finished_rows(results_path: str, settings: SweepSettings, progress) -> dict[str, dict]:
+    """The ``ok`` rows of an earlier sweep by point key (its settings must match)."""
+    if not os.path.exists(results_path):
+        if progress is not None:
+            print(f"--resume: nothing at {results_path} yet, running every point", file=progress)
+        return {}
+    old_rows, meta = read_results(results_path)
+    mismatched = sorted(k for k, v in settings.identity().items() if meta["settings"].get(k) != v)
+    if mismatched:
+        raise ValueError(f"--resume: {results_path} was made with other settings ({', '.join(mismatched)} differ); "
+                         "use another --out or the same settings")
+    return {r["params"]: r for r in old_rows if r["status"] == "ok"}
+
+
+def _kept_rows(points: list[Point], done_rows: dict[str, dict]) -> list[dict]:
+    """Earlier rows renumbered: this grid's points keep their index, others follow them."""
+    rows = [dict(done_rows[p.key], point=p.index) for p in points if p.key in done_rows]
+    current = {p.key for p in points}
+    extra = sorted((r for k, r in done_rows.items() if k not in current), key=lambda r: r["point"])
+    return rows + [dict(r, point=len(points) + i) for i, r in enumerate(extra)]
 
 
 def make_points(learner: str, space: SearchSpace, source: DataSource, samples: int | None = None, search_seed: int = 0) -> list[Point]:
