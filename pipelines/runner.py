@@ -261,8 +261,10 @@ def dask_client(scheduler: str | None = None, workers: int = 2, dashboard: bool 
         finally:
             client.close()
         return
+    # The scheduler's HTTP server starts even without a dashboard: a random port (":0") keeps
+    # it off :8787, which another cluster on the machine may hold.
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=":8787" if dashboard else None, silence_logs=logging.ERROR)
+                           dashboard_address=":8787" if dashboard else ":0", silence_logs=logging.ERROR)
     client = Client(cluster)
     try:
         yield client

@@ -447,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--curve-points", type=int, default=64, help="online curve checkpoints per run: this many log-spaced plus as many evenly spaced (default 64)")
     p.add_argument("--scheduler", help="scheduler address, or 'serial' (default: a new LocalCluster)")
     p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes, 1 thread each (default 2)")
-    p.add_argument("--dashboard", action="store_true", help="serve the LocalCluster's dashboard on :8787")
+    p.add_argument("--dashboard", action="store_true", help="serve the LocalCluster's dashboard on :8787 (needs bokeh)")
     p.add_argument("--out", default="sweep", help="output directory: results.parquet, results.md, best.json (default ./sweep)")
     p.add_argument("--resume", action="store_true", help="skip points already ok in OUT/results.parquet")
     return p
