@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 import traceback
-from typing import Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -89,6 +89,7 @@ class DataSource:
 _CACHE: "collections.OrderedDict[DataSource, ArrayData]" = collections.OrderedDict()
 _CACHE_SOURCES = 4  # sources kept per process (train + test of two sweeps)
 _CACHE_LOCK = threading.Lock()  # workers with several threads: load once, not once per thread
+_LOADS = [0]  # loads done by this process (a run reports whether it caused one)
 
 
 def cached_data(source: DataSource) -> tuple[ArrayData, bool]:
@@ -99,6 +100,7 @@ def cached_data(source: DataSource) -> tuple[ArrayData, bool]:
             _CACHE.move_to_end(source)
             return data, False
         data = source.load()
+        _LOADS[0] += 1
         _CACHE[source] = data
         while len(_CACHE) > _CACHE_SOURCES:
             _CACHE.popitem(last=False)
@@ -175,40 +177,44 @@ def _run_params(task: RunTask) -> dict:
     return params
 
 
+def _result(task: RunTask, **fields) -> dict:
+    """A run's result record (JSON-ready); ``fields`` override the failed-run defaults."""
+    return {"point": task.point, "run": task.run, "ok": False, "error": None, "metrics": {}, "curve_n": [],
+            "curve_value": [], "seconds": 0.0, "worker": "", "loaded": False, **fields}
+
+
+def _failed(task: RunTask, err: BaseException, **fields) -> dict:
+    return _result(task, error=f"{type(err).__name__}: {err}", **fields)
+
+
+def _learn(task: RunTask) -> tuple[dict, Any]:
+    """Metrics and online run of ``task``."""
+    data, _ = cached_data(task.train)
+    learner = make_learner(task.learner, **_run_params(task))
+    X, y = (data.X, data.y) if task.shuffle_seed is None else permuted(data.X, data.y, task.shuffle_seed, task.run)
+    online = run_online(learner, X, y, batch_rows=task.batch_rows, curve_points=task.curve_points)
+    metrics = {f"online_{m}": metric_value(online.metrics, m) for m in task_metrics(learner.task)}
+    if task.test is not None:
+        test, _ = cached_data(task.test)
+        scored = evaluate(learner, online.state, test.X, test.y, batch_rows=task.batch_rows)
+        metrics.update({f"test_{m}": metric_value(scored, m) for m in task_metrics(learner.task)})
+    return metrics, online
+
+
 def run_task(task: RunTask) -> dict:
     """Run one (point, run): learner fold over the run's permutation, then test scoring.
 
     Never raises for a failing learner: the result then has ``ok`` False and ``error``.
     """
-    started = time.perf_counter()
-    result = {"point": task.point, "run": task.run, "ok": False, "error": None, "metrics": {},
-              "curve_n": [], "curve_value": [], "seconds": 0.0, "worker": f"{socket.gethostname()}:{os.getpid()}", "loaded": False}
+    started, loads_before = time.perf_counter(), _LOADS[0]
+    where = {"worker": f"{socket.gethostname()}:{os.getpid()}"}
     try:
-        data, loaded = cached_data(task.train)
-        result["loaded"] = loaded
-        learner = make_learner(task.learner, **_run_params(task))
-        if task.shuffle_seed is None:
-            X, y = data.X, data.y
-        else:
-            X, y = permuted(data.X, data.y, task.shuffle_seed, task.run)
-        online = run_online(learner, X, y, batch_rows=task.batch_rows, curve_points=task.curve_points)
-        metrics = {f"online_{m}": metric_value(online.metrics, m) for m in task_metrics(learner.task)}
-        if task.test is not None:
-            test, test_loaded = cached_data(task.test)
-            result["loaded"] = result["loaded"] or test_loaded
-            scored = evaluate(learner, online.state, test.X, test.y, batch_rows=task.batch_rows)
-            metrics.update({f"test_{m}": metric_value(scored, m) for m in task_metrics(learner.task)})
-        result.update(ok=True, metrics=metrics, curve_n=online.curve_n.tolist(), curve_value=online.curve_value.tolist())
+        metrics, online = _learn(task)
     except Exception as err:  # a failing point is a result, not a crash of the sweep
         logger.debug("point %d run %d failed:\n%s", task.point, task.run, traceback.format_exc())
-        result["error"] = f"{type(err).__name__}: {err}"
-    result["seconds"] = time.perf_counter() - started
-    return result
-
-
-def _failed(task: RunTask, err: BaseException) -> dict:
-    return {"point": task.point, "run": task.run, "ok": False, "error": f"{type(err).__name__}: {err}", "metrics": {},
-            "curve_n": [], "curve_value": [], "seconds": 0.0, "worker": "", "loaded": False}
+        return _failed(task, err, seconds=time.perf_counter() - started, loaded=_LOADS[0] > loads_before, **where)
+    return _result(task, ok=True, metrics=metrics, curve_n=online.curve_n.tolist(), curve_value=online.curve_value.tolist(),
+                   seconds=time.perf_counter() - started, loaded=_LOADS[0] > loads_before, **where)
 
 
 def execute(tasks: list[RunTask], client=None, func: Callable[[RunTask], dict] = run_task) -> Iterator[dict]:
