@@ -9,15 +9,17 @@ Prints, measured in this one process (a synthetic binary data set, FOGD):
 * the per-task overhead of Dask: tiny tasks through a 1-worker cluster against calling
   ``run_task`` in this process, and ``run_task`` against the bare okl_core fold.
 
-Cluster start-up is not timed (it is paid once per sweep, ~1-2 s). The load average is
-printed: other processes on the machine lower the 2-worker figure.
+The four throughput set-ups are started once and then timed in turn, round after round
+(best of the rounds for each), so that a change of load on a shared machine hits them
+alike. Cluster start-up is not timed (it is paid once per sweep, ~1-2 s).
 
-Run: ``python bench/bench_sweep.py [rows_per_run]``.
+Run: ``python bench/bench_sweep.py [rows_per_run] [rounds]``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -45,32 +47,50 @@ def _dataset(path: str, n: int, d: int = 20, seed: int = 0) -> None:
     write_dataset(path, X, y, "binary", classes=[-1, 1])
 
 
-def throughput(source, points, workers: int) -> float:
-    """Runs per second of a sweep on a LocalCluster of ``workers`` processes (best of 3)."""
-    settings = SweepSettings("fogd", source, repeats=2)
-    with dask_client(None, workers) as client:
-        client.run(preload, source)  # load the data on every worker before timing
-        seconds = best_of(lambda: sweep(settings, points, client=client), repeats=3)
-    return len(points) * settings.repeats / seconds
-
-
-def pool_throughput(source, points, workers: int) -> float:
-    """Runs per second of the same runs on a plain process pool: what the machine allows now."""
-    tasks = [t for p in points for t in SweepSettings("fogd", source, repeats=2).tasks(p)]
-    context = multiprocessing.get_context("spawn")
+@contextlib.contextmanager
+def _one_blas_thread():
+    """Processes spawned inside use one BLAS thread, as Dask's workers do."""
     saved = {k: os.environ.get(k) for k in _ONE_THREAD}
-    os.environ.update(_ONE_THREAD)  # as Dask's workers: one BLAS thread per process
+    os.environ.update(_ONE_THREAD)
     try:
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=preload, initargs=(source,)) as pool:
-            list(pool.map(preload, [source] * workers))  # start the processes before timing
-            seconds = best_of(lambda: list(pool.map(run_task, tasks)), repeats=3)
+        yield
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return len(tasks) / seconds
+
+
+@contextlib.contextmanager
+def _pool(source, workers: int):
+    with _one_blas_thread():
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=preload, initargs=(source,)) as pool:
+            list(pool.map(preload, [source] * workers))  # processes up, data loaded
+            yield pool
+
+
+def throughputs(source, points, rounds: int) -> dict[str, float]:
+    """Runs per second of the same sweep on Dask (1, 2 workers) and a process pool (1, 2)."""
+    settings = SweepSettings("fogd", source, repeats=2)
+    tasks = [t for p in points for t in settings.tasks(p)]
+    with contextlib.ExitStack() as stack:
+        setups = {}
+        for workers in (1, 2):
+            client = stack.enter_context(dask_client(None, workers))
+            client.run(preload, source)  # load the data on every worker before timing
+            setups[f"dask{workers}"] = lambda c=client: sweep(settings, points, client=c)
+        for workers in (1, 2):
+            pool = stack.enter_context(_pool(source, workers))
+            setups[f"pool{workers}"] = lambda p=pool: list(p.map(run_task, tasks))
+        best = {name: float("inf") for name in setups}
+        for _ in range(rounds):
+            for name, fn in setups.items():
+                start = time.perf_counter()
+                fn()
+                best[name] = min(best[name], time.perf_counter() - start)
+    return {name: len(tasks) / seconds for name, seconds in best.items()}
 
 
 def overhead(tmp: str, n_tasks: int = 200) -> tuple[float, float, float]:
@@ -78,7 +98,7 @@ def overhead(tmp: str, n_tasks: int = 200) -> tuple[float, float, float]:
     _dataset(os.path.join(tmp, "tiny"), 200, d=5)
     source = okl_source(os.path.join(tmp, "tiny"))
     points = make_points("fogd", SearchSpace.from_tokens(["n_components=16", "sigma=1.0", "eta=0.1"]), source)
-    tasks = [t for t in SweepSettings("fogd", source, repeats=n_tasks).tasks(points[0])]
+    tasks = SweepSettings("fogd", source, repeats=n_tasks).tasks(points[0])
     data, _ = cached_data(source)
     learner = okl_core.make_learner("fogd", **points[0].params)
 
@@ -94,21 +114,20 @@ def overhead(tmp: str, n_tasks: int = 200) -> tuple[float, float, float]:
     return bare_s, here_s, dask_s
 
 
-def main(rows: int = 20_000) -> None:
+def main(rows: int = 20_000, rounds: int = 4) -> None:
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
         _dataset(os.path.join(tmp, "data"), rows)
         source = okl_source(os.path.join(tmp, "data"))
         points = make_points("fogd", SearchSpace.from_tokens(["sigma=2,4,8", "eta=0.002,0.02", "n_components=200"]), source)
         start = time.perf_counter()
-        one, two = throughput(source, points, 1), throughput(source, points, 2)
-        pool_one, pool_two = pool_throughput(source, points, 1), pool_throughput(source, points, 2)
-        print(f"sweep of {len(points)} points x 2 runs on {rows} rows (FOGD, D=200), {time.perf_counter() - start:.0f} s in all:")
-        print(f"  Dask, 1 worker        : {one:6.2f} runs/s")
-        print(f"  Dask, 2 workers       : {two:6.2f} runs/s   ratio {two / one:.2f}x (target >= 1.7x)")
-        print(f"  process pool, 1 / 2   : {pool_one:6.2f} / {pool_two:.2f} runs/s   ratio {pool_two / pool_one:.2f}x "
-              "(the parallelism the machine offers right now)")
-        print(f"  Dask 2 workers / pool 2 processes = {two / pool_two:.2f}")
+        t = throughputs(source, points, rounds)
+        print(f"sweep of {len(points)} points x 2 runs on {rows} rows (FOGD, D=200), best of {rounds} rounds, "
+              f"{time.perf_counter() - start:.0f} s in all:")
+        print(f"  Dask, 1 / 2 workers        : {t['dask1']:6.2f} / {t['dask2']:6.2f} runs/s   ratio {t['dask2'] / t['dask1']:.2f}x (target >= 1.7x)")
+        print(f"  process pool, 1 / 2 procs  : {t['pool1']:6.2f} / {t['pool2']:6.2f} runs/s   ratio {t['pool2'] / t['pool1']:.2f}x "
+              "(the parallelism the machine offers now)")
+        print(f"  Dask / pool                : {t['dask1'] / t['pool1']:.2f} (1 process), {t['dask2'] / t['pool2']:.2f} (2 processes)")
         bare_s, here_s, dask_s = overhead(tmp)
         print("per-task cost of tiny tasks (FOGD on 200 rows):")
         print(f"  bare okl_core fold       : {1e3 * bare_s:7.2f} ms")
@@ -118,4 +137,4 @@ def main(rows: int = 20_000) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 20_000)
+    main(*(int(a) for a in sys.argv[1:3]))
