@@ -27,15 +27,24 @@ from pipelines.sweep import SweepSettings, make_points, read_results, sweep
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+_TRIM_PRESET = "MALLOC_TRIM_THRESHOLD_" in os.environ
+
+
 @pytest.fixture(scope="module")
 def client():
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                       silence_logs=40)
-    c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
+    """The sweep's own LocalCluster: 2 worker processes, 1 thread each."""
+    pytest.importorskip("distributed")
+    with runner.dask_client(None, workers=2) as c:
+        yield c
+
+
+def test_local_cluster_is_two_single_threaded_processes(client):
+    assert sorted(client.nthreads().values()) == [1, 1]
+    pids = client.run(os.getpid)
+    assert len(set(pids.values())) == 2 and os.getpid() not in pids.values()
+    assert set(client.run(os.getenv, "OMP_NUM_THREADS").values()) == {"1"}
+    if not _TRIM_PRESET:  # Dask's default 65536 is dropped (see runner.dask_client)
+        assert set(client.run(os.getenv, "MALLOC_TRIM_THRESHOLD_").values()) == {None}
 
 
 def _binary_data(path, n=1500, d=5, seed=0):
