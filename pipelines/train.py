@@ -188,8 +188,18 @@ def _resolve_sigma(params: dict, source: DatasetSource) -> None:
     _LOG.info("sigma = %s x median %s distance = %.6g", factor, metric, params["sigma"])
 
 
+def _task_mismatch(name: str, task: str, source: DatasetSource) -> UsageError:
+    return UsageError(
+        f"learner {name} is set up for {task} data but {source.path} holds {source.task} data; "
+        f"pick a {source.task} learner or set its task parameters (e.g. dsg --param loss=...)"
+    )
+
+
 def _build_learner(name: str, params: dict, source: DatasetSource) -> okl_core.Learner:
     cls = okl_core.learner_class(name)
+    fixed_task = getattr(cls.config_class, "task", None)  # a class attribute, or a property of the config
+    if isinstance(fixed_task, str) and fixed_task != source.task:
+        raise _task_mismatch(name, fixed_task, source)
     fields = {f.name for f in dataclasses.fields(cls.config_class)}
     if params.setdefault("n_inputs", source.n_features) != source.n_features:
         raise UsageError(f"n_inputs={params['n_inputs']} but {source.path} has {source.n_features} features")
@@ -202,10 +212,7 @@ def _build_learner(name: str, params: dict, source: DatasetSource) -> okl_core.L
     except ValueError as err:
         raise UsageError(str(err)) from None
     if learner.task != source.task:
-        raise UsageError(
-            f"learner {name} is set up for {learner.task} data but {source.path} holds {source.task} data; "
-            f"pick a {source.task} learner or set its task parameters (e.g. dsg --param loss=...)"
-        )
+        raise _task_mismatch(name, learner.task, source)
     return learner
 
 
@@ -229,8 +236,9 @@ def _plan(args, learner: okl_core.Learner, n_rows: int) -> StreamPlan:
 
 def prepare_job(args) -> TrainJob:
     """Resolve data, learner, plan and output paths (generating the demo data if needed)."""
+    source = None if args.input is None else _open(args.input, "--input")
     name, params = _learner_choice(args)
-    if args.input is None:
+    if source is None:
         output = args.output or os.path.join("runs", f"synthetic-{name}")
         data_dir = os.path.join(output, "data")
         train_path, test_path = os.path.join(data_dir, "train"), os.path.join(data_dir, "test")
@@ -239,7 +247,6 @@ def prepare_job(args) -> TrainJob:
         args.test = args.test or test_path
         source = _open(train_path, "--input")
     else:
-        source = _open(args.input, "--input")
         output = args.output or os.path.join("runs", f"{source.name}-{name}")
     if source.n_rows == 0:
         raise UsageError(f"--input {source.path}: the data set has no rows")

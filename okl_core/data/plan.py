@@ -26,6 +26,7 @@ algorithm, batch by batch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -43,11 +44,13 @@ class BatchBounds:
     stop: int
 
 
-def _cuts(start: int, stop: int, parts: int, align: int) -> list[int]:
-    """``parts + 1`` boundaries of ``[start, stop)``, aligned to ``align`` from ``start``."""
-    length = stop - start
-    inner = [start + align * ((i * length) // (parts * align)) for i in range(1, parts)]
-    return [start] + inner + [stop]
+def _cuts(start: np.ndarray, stop: np.ndarray, parts: int, align: int) -> np.ndarray:
+    """``parts + 1`` boundaries of each ``[start, stop)``, aligned to ``align`` from ``start``."""
+    i = np.arange(parts + 1, dtype=np.int64)
+    length = (stop - start)[:, None]
+    cuts = start[:, None] + align * ((i * length) // (parts * align))
+    cuts[:, -1] = stop
+    return cuts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,22 +97,23 @@ class StreamPlan:
                 + ": some segments would be empty; use fewer shards or rounds"
             )
 
+    @functools.cached_property
+    def _segment_cuts(self) -> np.ndarray:
+        """``(num_shards, rounds + 1)`` segment boundaries."""
+        shards = _cuts(np.zeros(1, np.int64), np.full(1, self.n_rows, np.int64), self.num_shards, self.align)[0]
+        return _cuts(shards[:-1], shards[1:], self.rounds, self.align)
+
     def shard_bounds(self, shard: int) -> tuple[int, int]:
         """Positions ``[start, stop)`` of ``shard``."""
-        cuts = _cuts(0, self.n_rows, self.num_shards, self.align)
-        return cuts[shard], cuts[shard + 1]
+        return int(self._segment_cuts[shard, 0]), int(self._segment_cuts[shard, -1])
 
     def segment_bounds(self, shard: int, round: int) -> tuple[int, int]:
         """Positions ``[start, stop)`` of segment ``round`` of ``shard``."""
-        cuts = _cuts(*self.shard_bounds(shard), self.rounds, self.align)
-        return cuts[round], cuts[round + 1]
+        return int(self._segment_cuts[shard, round]), int(self._segment_cuts[shard, round + 1])
 
     def segment_starts(self) -> np.ndarray:
         """First position of every segment, shard-major (``shard * rounds + round``)."""
-        out = []
-        for shard in range(self.num_shards):
-            out.extend(_cuts(*self.shard_bounds(shard), self.rounds, self.align)[:-1])
-        return np.asarray(out, dtype=np.int64)
+        return self._segment_cuts[:, :-1].reshape(-1)
 
     def batches(self, shard: int, round: int) -> list[BatchBounds]:
         """The batches of segment ``round`` of ``shard``, in order."""

@@ -8,9 +8,10 @@
   ``n_features`` dimensions; ``sort_by_label=True`` orders the stream by class (a drifting
   stream whose contiguous parts hold different classes).
 
-Rows are generated in chunks of :data:`CHUNK_ROWS`; chunk ``c`` draws from the generator
-keyed by ``(seed, c)`` (:func:`okl_core.random.block_bit_generator`), so the first ``n``
-rows are the same whatever the total, and generation streams with bounded memory. Draws
+Rows are generated in chunks of :data:`CHUNK_ROWS`; chunk ``c`` draws its inputs (or
+labels) from the generator keyed by ``(seed, 2 c)`` and its noise from ``(seed, 2 c + 1)``
+(:func:`okl_core.random.block_bit_generator`), so the first ``n`` rows are the same
+whatever the total, and generation streams with bounded memory. Draws
 use the library's platform-stable transforms; the regression target then applies numpy's
 ``cos``/``exp``, which may differ in the last bit between CPUs.
 """
@@ -35,10 +36,10 @@ def iter_dsg_regression(n_rows: int, seed: int = 0, noise: float = 0.1) -> Itera
     """Yield ``(X, y)`` chunks of the DSG synthetic regression, ``n_rows`` in total."""
     for chunk, start in enumerate(range(0, int(n_rows), CHUNK_ROWS)):
         m = min(CHUNK_ROWS, int(n_rows) - start)
-        bits = block_bit_generator(seed, chunk)
-        X = 10.0 * uniform_open(bits.random_raw(2 * m)).reshape(m, 2) - 5.0
+        X = 10.0 * uniform_open(block_bit_generator(seed, 2 * chunk).random_raw(2 * m)).reshape(m, 2) - 5.0
         radius = np.sqrt((X * X).sum(axis=1))
-        y = np.cos(0.5 * np.pi * radius) * np.exp(-0.1 * np.pi * radius) + noise * standard_normal(bits, m)
+        e = standard_normal(block_bit_generator(seed, 2 * chunk + 1), m)
+        y = np.cos(0.5 * np.pi * radius) * np.exp(-0.1 * np.pi * radius) + noise * e
         yield X.astype(np.float32), y.astype(np.float32)
 
 
@@ -62,9 +63,8 @@ def gaussian_blobs(
     X_parts, y_parts = [], []
     for chunk, start in enumerate(range(0, int(n_rows), CHUNK_ROWS)):
         m = min(CHUNK_ROWS, int(n_rows) - start)
-        bits = block_bit_generator(seed, chunk)
-        y = np.minimum((uniform_open(bits.random_raw(m)) * n_classes).astype(np.int32), n_classes - 1)
-        X = centers[y] + spread * standard_normal(bits, m * n_features).reshape(m, n_features)
+        y = np.minimum((uniform_open(block_bit_generator(seed, 2 * chunk).random_raw(m)) * n_classes).astype(np.int32), n_classes - 1)
+        X = centers[y] + spread * standard_normal(block_bit_generator(seed, 2 * chunk + 1), m * n_features).reshape(m, n_features)
         X_parts.append(X.astype(np.float32))
         y_parts.append(y)
     X, y = np.concatenate(X_parts), np.concatenate(y_parts)
