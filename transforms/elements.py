@@ -1,4 +1,4 @@
-"""The elements that travel between okl's Beam steps, and their compact coder.
+"""The elements that travel between okl's Beam steps, and their compact coders.
 
 A :class:`BatchPiece` carries the good rows of stream positions ``[start, stop)`` that
 belong to batch ``seq`` of ``shard`` in ``round`` (see :class:`okl_core.data.plan.StreamPlan`).
@@ -7,8 +7,12 @@ pieces, which :class:`~transforms.train.TrainOnline` puts back together by posit
 Rows rejected by :func:`okl_core.data.validate.check_rows` are not in the piece, but
 their positions are: a batch is complete when its pieces cover its positions.
 
+A :class:`PieceRef` names the same piece without its rows: the row group it lies in. The
+training step reads referenced rows itself (``ReadShards(materialize=False)``), so the
+rows never cross a shuffle.
+
 Learner states travel as model-file bytes (:func:`okl_core.model_bytes`), never pickled.
-:class:`BatchPieceCoder` writes a fixed header and the raw array bytes: encoding is a copy.
+The coders write a fixed header and the raw array bytes: encoding is a copy.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from apache_beam import coders
 
 import okl_core
 
-__all__ = ["BatchPiece", "BatchPieceCoder", "ModelCache"]
+__all__ = ["BatchPiece", "BatchPieceCoder", "PieceRef", "PieceRefCoder", "ModelCache"]
 
 _HEADER = struct.Struct("<qqqqqqqB")  # shard, round, seq, start, stop, n, d, y dtype
 _Y_DTYPES = {0: np.dtype("<i4"), 1: np.dtype("<f4")}
@@ -91,6 +95,64 @@ class BatchPieceCoder(coders.Coder):
 
 
 coders.registry.register_coder(BatchPiece, BatchPieceCoder)
+
+_REF_HEADER = struct.Struct("<qqqqqqqq")  # shard, round, seq, start, stop, group, group first position, group rows
+
+
+@dataclasses.dataclass(frozen=True)
+class PieceRef:
+    """Positions ``[start, stop)`` of batch ``seq`` of ``shard`` in ``round``, by location.
+
+    Attributes
+    ----------
+    shard, round, seq, start, stop : int
+        As in :class:`BatchPiece`.
+    path : str
+        Parquet file.
+    group : int
+        Row group index in the file.
+    group_first : int
+        Stream position of the row group's first row.
+    group_rows : int
+        Rows in the row group.
+    """
+
+    shard: int
+    round: int
+    seq: int
+    start: int
+    stop: int
+    path: str
+    group: int
+    group_first: int
+    group_rows: int
+
+
+class PieceRefCoder(coders.Coder):
+    """Header of integers + the UTF-8 path."""
+
+    def encode(self, ref: PieceRef) -> bytes:
+        header = _REF_HEADER.pack(ref.shard, ref.round, ref.seq, ref.start, ref.stop, ref.group, ref.group_first, ref.group_rows)
+        return header + ref.path.encode("utf-8")
+
+    def decode(self, data: bytes) -> PieceRef:
+        shard, rnd, seq, start, stop, group, first, rows = _REF_HEADER.unpack_from(data)
+        return PieceRef(shard, rnd, seq, start, stop, bytes(data[_REF_HEADER.size :]).decode("utf-8"), group, first, rows)
+
+    def is_deterministic(self) -> bool:
+        return True
+
+    def to_type_hint(self):
+        return PieceRef
+
+    def __eq__(self, other):
+        return type(self) is type(other)
+
+    def __hash__(self):
+        return hash(type(self))
+
+
+coders.registry.register_coder(PieceRef, PieceRefCoder)
 
 
 class ModelCache:

@@ -27,9 +27,9 @@ from apache_beam.metrics import Metrics
 from okl_core.data.layout import open_dataset
 from okl_core.data.plan import StreamPlan
 from okl_core.data.validate import check_rows
-from transforms.elements import BatchPiece
+from transforms.elements import BatchPiece, PieceRef
 
-__all__ = ["DatasetSource", "ReadShards", "METRICS_NAMESPACE"]
+__all__ = ["DatasetSource", "ReadShards", "RowGroupReader", "piece_refs", "METRICS_NAMESPACE"]
 
 METRICS_NAMESPACE = "okl"
 
@@ -109,57 +109,112 @@ def _runs(keys: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
 
-class _ReadRowGroup(beam.DoFn):
-    """Read one row group, check its rows, emit pieces of batches and dead letters."""
+def piece_refs(task: tuple, plan: StreamPlan, round: int | None) -> list[PieceRef]:
+    """The pieces of batches in one row group ``(path, group, first position, rows)``.
 
-    def __init__(self, source: DatasetSource, plan: StreamPlan, round: int | None, split: str):
-        self.source, self.plan, self.round, self.split = source, plan, round, split
+    No I/O: positions alone decide shard, round and batch. Only the given ``round`` is
+    kept (every round when None).
+    """
+    path, group, first, n = task
+    positions = np.arange(first, first + n, dtype=np.int64)
+    shard, rnd, seq = plan.locate(positions)
+    return [
+        PieceRef(int(shard[i0]), int(rnd[i0]), int(seq[i0]), first + i0, first + i1, path, group, first, n)
+        for i0, i1 in _runs(np.stack([shard, rnd, seq], axis=1))
+        if round is None or rnd[i0] == round
+    ]
+
+
+class RowGroupReader:
+    """Reads and checks row groups for the DoFns, keeping the last few in memory.
+
+    Consecutive pieces often lie in the same row group (a batch shorter than a row group,
+    or a row group spanning two batches), so the last ``keep`` checked row groups are
+    kept. Counts rows read and rejected in Beam counters named after ``split``.
+
+    Parameters
+    ----------
+    source : DatasetSource
+    split : str
+        ``train``, ``test``, ...; used in counter names and dead letters.
+    keep : int
+        Checked row groups kept in memory.
+    """
+
+    def __init__(self, source: DatasetSource, split: str, keep: int = 2):
+        self.source, self.split, self.keep = source, split, keep
         self.rows_read = Metrics.counter(METRICS_NAMESPACE, f"{split}_rows_read")
         self.rows_rejected = Metrics.counter(METRICS_NAMESPACE, f"{split}_rows_rejected")
-
-    def setup(self):
         self._files: dict[str, pq.ParquetFile] = {}
+        self._groups: dict[tuple[str, int], object] = {}
 
     def _file(self, path: str) -> pq.ParquetFile:
         if path not in self._files:
-            if len(self._files) >= 8:  # keep a few footers open; row groups arrive grouped by file
+            if len(self._files) >= 8:
                 self._files.clear()
             self._files[path] = pq.ParquetFile(path)
         return self._files[path]
 
+    def checked(self, path: str, group: int, rows: int):
+        """The :class:`~okl_core.data.validate.CheckedRows` of a row group, with a good-row index."""
+        key = (path, group)
+        if key not in self._groups:
+            # One thread: the reading DoFns run several in parallel already.
+            table = self._file(path).read_row_group(group, columns=["x", "y", "row"], use_threads=False)
+            if table.num_rows != rows:
+                raise ValueError(f"{path}: row group {group} has {table.num_rows} rows, the listing said {rows}; was the data set rewritten?")
+            checked = check_rows(table, self.source.n_features, self.source.task, self.source.n_classes)
+            if len(self._groups) >= self.keep:
+                self._groups.pop(next(iter(self._groups)))
+            self._groups[key] = (checked, np.concatenate([[0], np.cumsum(checked.good)]), np.cumsum(~checked.good))
+        return self._groups[key]
+
+    def materialize(self, ref: PieceRef) -> tuple[BatchPiece, list[str]]:
+        """The rows of ``ref`` and the dead-letter records (JSON) of its bad rows."""
+        checked, good_before, bad_upto = self.checked(ref.path, ref.group, ref.group_rows)
+        i0, i1 = ref.start - ref.group_first, ref.stop - ref.group_first
+        a, b = good_before[i0], good_before[i1]
+        piece = BatchPiece(ref.shard, ref.round, ref.seq, ref.start, ref.stop, checked.X[a:b], checked.y[a:b], checked.row[a:b])
+        dead = []
+        bad_index = np.flatnonzero(~checked.good[i0:i1]) + i0
+        for i in bad_index:
+            k = int(bad_upto[i]) - 1  # index of this bad row among the group's bad rows
+            record = {
+                "split": self.split, "row": int(checked.bad_row[k]), "position": int(ref.group_first + i), "shard": ref.shard,
+                "round": ref.round, "file": ref.path, "reason": checked.reasons[k],
+            }
+            dead.append(json.dumps(record, sort_keys=True))
+        self.rows_read.inc(i1 - i0)
+        self.rows_rejected.inc(len(dead))
+        return piece, dead
+
+
+class _ReadRowGroup(beam.DoFn):
+    """Read one row group: pieces of batches with their rows, and dead letters."""
+
+    def __init__(self, source: DatasetSource, plan: StreamPlan, round: int | None, split: str):
+        self.source, self.plan, self.round, self.split = source, plan, round, split
+
+    def setup(self):
+        self.reader = RowGroupReader(self.source, self.split, keep=1)
+
     def process(self, task):
-        path, group, first, n = task
-        table = self._file(path).read_row_group(group, columns=["x", "y", "row"])
-        if table.num_rows != n:
-            raise ValueError(f"{path}: row group {group} has {table.num_rows} rows, the listing said {n}; was the data set rewritten?")
-        checked = check_rows(table, self.source.n_features, self.source.task, self.source.n_classes)
-        positions = np.arange(first, first + n, dtype=np.int64)
-        shard, rnd, seq = self.plan.locate(positions)
-        mine = np.ones(n, dtype=bool) if self.round is None else rnd == self.round
-        self.rows_read.inc(int(mine.sum()))
-        yield from self._dead_letters(path, checked, positions, shard, rnd, mine)
-        good_before = np.concatenate([[0], np.cumsum(checked.good)])  # good rows before index i
-        for i0, i1 in _runs(np.stack([shard, rnd, seq], axis=1)):
-            if not mine[i0]:
-                continue
-            a, b = good_before[i0], good_before[i1]
-            piece = BatchPiece(
-                int(shard[i0]), int(rnd[i0]), int(seq[i0]), int(positions[i0]), int(positions[i1 - 1]) + 1,
-                checked.X[a:b], checked.y[a:b], checked.row[a:b],
-            )
+        for ref in piece_refs(task, self.plan, self.round):
+            piece, dead = self.reader.materialize(ref)
+            for record in dead:
+                yield beam.pvalue.TaggedOutput("dead_letter", record)
             yield piece.shard, piece
 
-    def _dead_letters(self, path, checked, positions, shard, rnd, mine):
-        bad_index = np.flatnonzero(~checked.good)
-        for k, i in enumerate(bad_index):
-            if not mine[i]:
-                continue
-            self.rows_rejected.inc()
-            record = {
-                "split": self.split, "row": int(checked.bad_row[k]), "position": int(positions[i]), "shard": int(shard[i]),
-                "round": int(rnd[i]), "file": path, "reason": checked.reasons[k],
-            }
-            yield beam.pvalue.TaggedOutput("dead_letter", json.dumps(record, sort_keys=True))
+
+class _ListPieces(beam.DoFn):
+    """List the pieces of batches in one row group, without reading it."""
+
+    def __init__(self, plan: StreamPlan, round: int | None):
+        self.plan, self.round = plan, round
+
+    def process(self, task):
+        for ref in piece_refs(task, self.plan, self.round):
+            yield ref.shard, ref
 
 
 class ReadShards(beam.PTransform):
@@ -174,20 +229,29 @@ class ReadShards(beam.PTransform):
         Emit only the positions of this round's segments (None: every position).
     split : str
         Name used in counters and dead letters (``train``, ``test``).
+    materialize : bool
+        True: read the rows here and emit :class:`BatchPiece` elements with their rows
+        (and dead letters). False: emit :class:`PieceRef` elements and read nothing;
+        :class:`~transforms.train.TrainOnline` reads the rows of its own shard (no rows
+        cross the shuffle; bad rows are then reported by TrainOnline).
     shuffle_seed : int, optional
         Permute the read tasks (tests: the result must not depend on delivery order).
 
     Returns
     -------
     dict
-        ``{"batches": PCollection[(int, BatchPiece)], "dead_letter": PCollection[str]}``.
+        ``{"batches": PCollection[(int, BatchPiece | PieceRef)], "dead_letter": PCollection[str]}``.
     """
 
-    def __init__(self, source: DatasetSource, plan: StreamPlan, round: int | None = None, split: str = "train", shuffle_seed: int | None = None):
+    def __init__(
+        self, source: DatasetSource, plan: StreamPlan, round: int | None = None, split: str = "train",
+        materialize: bool = True, shuffle_seed: int | None = None,
+    ):
         super().__init__()
         if plan.n_rows != source.n_rows:
             raise ValueError(f"plan is for {plan.n_rows} rows but {source.path} has {source.n_rows}")
-        self.source, self.plan, self.round, self.split, self.shuffle_seed = source, plan, round, split, shuffle_seed
+        self.source, self.plan, self.round, self.split = source, plan, round, split
+        self.materialize, self.shuffle_seed = materialize, shuffle_seed
 
     def _tasks(self) -> list:
         tasks = list(self.source.row_groups)
@@ -199,11 +263,12 @@ class ReadShards(beam.PTransform):
         return tasks
 
     def expand(self, pbegin):
-        outputs = (
-            pbegin
-            | "ListRowGroups" >> beam.Create(self._tasks())
-            | "ReadRowGroups"
-            >> beam.ParDo(_ReadRowGroup(self.source, self.plan, self.round, self.split))
+        tasks = pbegin | "ListRowGroups" >> beam.Create(self._tasks())
+        if not self.materialize:
+            refs = tasks | "ListPieces" >> beam.ParDo(_ListPieces(self.plan, self.round)).with_output_types(typing.Tuple[int, PieceRef])
+            return {"batches": refs, "dead_letter": pbegin | "NoDeadLetters" >> beam.Create([]).with_output_types(str)}
+        outputs = tasks | "ReadRowGroups" >> (
+            beam.ParDo(_ReadRowGroup(self.source, self.plan, self.round, self.split))
             .with_output_types(typing.Tuple[int, BatchPiece])
             .with_outputs("dead_letter", main="batches")
         )

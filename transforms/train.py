@@ -3,7 +3,11 @@
 ``TrainOnline`` groups the pieces of each shard (``GroupByKey`` on the shard key) and
 folds them through the learner **in sequence order**, whatever order Beam delivers them
 in: pieces wait in a per-shard buffer until their batch is complete and every earlier
-batch has been learned, so only out-of-order pieces are held. Group-and-sort is used
+batch has been learned, so only out-of-order pieces are held. Pieces come with their rows
+(:class:`~transforms.elements.BatchPiece`) or as references
+(:class:`~transforms.elements.PieceRef`) whose rows the shard reads itself when their
+turn comes: then no rows cross the shuffle, memory stays at a few row groups per shard,
+and bad rows met while reading go to a ``dead_letter`` output. Group-and-sort is used
 rather than a stateful DoFn with a per-key bag: Beam's FnApiRunner (the DirectRunner)
 runs stateful stages on one worker (``fn_runner.py``: "a single key cannot be processed
 concurrently"), which would serialise the shards; a grouped stage runs its keys on all
@@ -33,8 +37,8 @@ import okl_core
 from okl_core.data.plan import StreamPlan
 from okl_core.merge import check_mergeable
 from okl_core.metrics import Prequential
-from transforms.elements import BatchPiece, ModelCache
-from transforms.read import METRICS_NAMESPACE
+from transforms.elements import BatchPiece, ModelCache, PieceRef
+from transforms.read import METRICS_NAMESPACE, DatasetSource, RowGroupReader
 
 __all__ = ["LearnerSpec", "TrainOnline", "MergeBySeed", "MergeStatesFn", "ShardResult"]
 
@@ -55,8 +59,8 @@ class LearnerSpec(typing.NamedTuple):
 class _FoldShard(beam.DoFn):
     """Fold one shard's batches in sequence order through the learner."""
 
-    def __init__(self, spec: LearnerSpec, plan: StreamPlan, round: int):
-        self.spec, self.plan, self.round = spec, plan, round
+    def __init__(self, spec: LearnerSpec, plan: StreamPlan, round: int, source: DatasetSource | None):
+        self.spec, self.plan, self.round, self.source = spec, plan, round, source
         self.rows = Metrics.counter(METRICS_NAMESPACE, "rows_trained")
         self.batches = Metrics.counter(METRICS_NAMESPACE, "batches_trained")
         self.micros = Metrics.counter(METRICS_NAMESPACE, "train_microseconds")
@@ -67,6 +71,7 @@ class _FoldShard(beam.DoFn):
     def setup(self):
         self.learner = self.spec.build()
         self.models = ModelCache()
+        self.reader = None if self.source is None else RowGroupReader(self.source, "train")
 
     def process(self, element, initial_model: bytes):
         shard, pieces = element
@@ -74,7 +79,7 @@ class _FoldShard(beam.DoFn):
         check_mergeable(self.learner, loaded_learner)
         expected = self.plan.batches(shard, self.round)
         total = Prequential(self.learner.task)
-        pending: dict[int, list[BatchPiece]] = {}
+        pending: dict[int, list[BatchPiece | PieceRef]] = {}
         next_seq, seconds, most_waiting = 0, 0.0, 0
         for piece in pieces:
             if piece.shard != shard or piece.round != self.round or not 0 <= piece.seq < len(expected):
@@ -82,7 +87,14 @@ class _FoldShard(beam.DoFn):
             pending.setdefault(piece.seq, []).append(piece)
             most_waiting = max(most_waiting, len(pending))
             while next_seq < len(expected) and _complete(pending.get(next_seq, ()), expected[next_seq]):
-                state, batch, record = self._learn(state, pending.pop(next_seq), expected[next_seq])
+                ready = []
+                for part in pending.pop(next_seq):
+                    if isinstance(part, PieceRef):
+                        part, dead = self._read(part)
+                        for record in dead:
+                            yield beam.pvalue.TaggedOutput("dead_letter", record)
+                    ready.append(part)
+                state, batch, record = self._learn(state, ready, expected[next_seq])
                 total = total.merge(batch)
                 seconds += record["seconds"]
                 next_seq += 1
@@ -99,6 +111,11 @@ class _FoldShard(beam.DoFn):
             "train_seconds": seconds, "online": total.to_dict(),
         }
         yield shard, okl_core.model_bytes(self.learner, state), json.dumps(summary, sort_keys=True)
+
+    def _read(self, ref: PieceRef):
+        if self.reader is None:
+            raise ValueError("TrainOnline got piece references but no data set to read them from (pass source=)")
+        return self.reader.materialize(ref)
 
     def _learn(self, state, pieces: list, bounds):
         """Update on one complete batch; returns the new state, its metrics and its record."""
@@ -145,26 +162,30 @@ class TrainOnline(beam.PTransform):
     round : int
     initial_model : PCollection[bytes]
         A single model file (bytes): the starting state of every shard.
+    source : DatasetSource, optional
+        The data set, when the input holds :class:`~transforms.elements.PieceRef` elements
+        (``ReadShards(materialize=False)``): each shard then reads its own rows, in order.
 
     Returns
     -------
     DoOutputsTuple
         ``.states``: ``PCollection[(shard, model bytes, JSON summary)]``;
-        ``.metrics``: ``PCollection[str]``, one JSON record per batch.
+        ``.metrics``: ``PCollection[str]``, one JSON record per batch;
+        ``.dead_letter``: ``PCollection[str]``, bad rows met while reading references.
     """
 
-    def __init__(self, spec: LearnerSpec, plan: StreamPlan, round: int, initial_model):
+    def __init__(self, spec: LearnerSpec, plan: StreamPlan, round: int, initial_model, source: DatasetSource | None = None):
         super().__init__()
-        self.spec, self.plan, self.round, self.initial_model = spec, plan, round, initial_model
+        self.spec, self.plan, self.round, self.initial_model, self.source = spec, plan, round, initial_model, source
 
     def expand(self, pieces):
         return (
             pieces
             | "GroupByShard" >> beam.GroupByKey()
             | "FoldShard"
-            >> beam.ParDo(_FoldShard(self.spec, self.plan, self.round), beam.pvalue.AsSingleton(self.initial_model))
+            >> beam.ParDo(_FoldShard(self.spec, self.plan, self.round, self.source), beam.pvalue.AsSingleton(self.initial_model))
             .with_output_types(ShardResult)
-            .with_outputs("metrics", main="states")
+            .with_outputs("metrics", "dead_letter", main="states")
         )
 
 

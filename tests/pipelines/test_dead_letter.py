@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 import okl_core
 from okl_core.data.layout import DatasetInfo
@@ -20,7 +21,8 @@ def _write(path, X, y, first_row, row_group_rows=256):
     pq.write_table(pa.table({"x": x, "y": pa.array(y, type=pa.int32()), "row": pa.array(rows)}), path, row_group_size=row_group_rows)
 
 
-def test_planted_bad_rows_are_reported_and_skipped(tmp_path):
+@pytest.mark.parametrize("mode", [[], ["--shuffle_rows"]], ids=["read-in-training", "shuffle-rows"])
+def test_planted_bad_rows_are_reported_and_skipped(tmp_path, mode):
     X, y = binary_data(2003)
     planted = {5: "non-finite feature", 17: "non-finite feature", 300: "bad label", 999: "bad label", 1500: "non-finite feature", 2002: "bad label"}
     X[5, 1], X[17, 4], X[1500, 0] = np.nan, np.inf, -np.inf
@@ -36,7 +38,7 @@ def test_planted_bad_rows_are_reported_and_skipped(tmp_path):
     (tmp_path / "data" / "dataset.json").write_text(info.to_json())
 
     args = ["--learner", "fogd", "--param", "n_components=16", "--sigma", "1.5", "--num_shards", "2", "--rounds", "2", "--batch_rows", "128"]
-    result = train.run(["--input", str(tmp_path / "data"), *args, "--output", str(tmp_path / "out")])
+    result = train.run(["--input", str(tmp_path / "data"), *args, *mode, "--output", str(tmp_path / "out")])
 
     good = np.ones(2003, dtype=bool)
     good[list(planted)] = False

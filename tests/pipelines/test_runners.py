@@ -1,5 +1,6 @@
 """The same model bytes on every local runner, and the DirectRunner never tries Prism."""
 
+import json
 import os
 import subprocess
 import sys
@@ -82,3 +83,18 @@ def test_command_line_run_is_quiet(data, tmp_path):
     assert proc.stderr.strip() == "", proc.stderr
     for name in ("model.npz", "metrics.json", "online_error.png", "dead_letter.jsonl"):
         assert (out / name).exists() and str(out / name) in proc.stdout
+
+
+@pytest.mark.slow
+def test_the_make_run_command_as_is(tmp_path):
+    """Exactly `python -m pipelines.train --runner=DirectRunner`: the built-in demo, quiet, into ./runs/."""
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.train", "--runner=DirectRunner"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0 and proc.stderr.strip() == "", proc.stderr
+    out = tmp_path / "runs" / "synthetic-fogd_r"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["rows"]["trained"] == train.SYNTHETIC_TRAIN_ROWS
+    assert metrics["test"]["mse"] < 0.0115  # the noise variance is 0.01, the target variance 0.075
+    assert "runs/synthetic-fogd_r/online_error.png" in proc.stdout

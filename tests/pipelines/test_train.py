@@ -76,7 +76,9 @@ def test_same_bytes_whatever_the_delivery_order_and_file_layout(tmp_path, binary
     # The same rows written as 5 files with row groups of 333 rows (batches span row groups and files).
     write_dataset(tmp_path / "relaid", X, y, "binary", n_shards=5, row_group_rows=333)
     _, relaid = _run(tmp_path, "c", "--input", str(tmp_path / "relaid" / "part-*.parquet"), *args, "--read_order_seed", "3")
-    assert base == shuffled == relaid
+    # Rows read in their own step and shuffled to the training step: the same model again.
+    _, shipped = _run(tmp_path, "d", "--input", str(tmp_path / "relaid"), *args, "--shuffle_rows", "--read_order_seed", "5")
+    assert base == shuffled == relaid == shipped
 
 
 def test_multiclass_config_file_and_flags(tmp_path):

@@ -3,7 +3,7 @@
 import numpy as np
 
 import okl_core
-from transforms.elements import BatchPiece, BatchPieceCoder, ModelCache
+from transforms.elements import BatchPiece, BatchPieceCoder, ModelCache, PieceRef, PieceRefCoder
 
 
 def test_coder_round_trip_labels_targets_and_empty():
@@ -34,3 +34,8 @@ def test_model_cache_parses_once_per_value(monkeypatch):
     state, _ = learner.update(learner.init(), np.ones((1, 3), np.float32), np.array([1]))
     cache.get(okl_core.model_bytes(learner, state), "c")
     assert calls == ["a", "c"]
+
+
+def test_piece_ref_coder_round_trip():
+    ref = PieceRef(2, 1, 9, 4100, 4200, "/data/part-00001-of-00004.parquet", 3, 4096, 4096)
+    assert PieceRefCoder().decode(PieceRefCoder().encode(ref)) == ref

@@ -9,7 +9,7 @@ from apache_beam.testing.util import assert_that
 
 from okl_core.data.layout import write_dataset
 from okl_core.data.plan import StreamPlan
-from transforms.read import DatasetSource, ReadShards
+from transforms.read import DatasetSource, ReadShards, RowGroupReader, piece_refs
 
 
 @pytest.fixture()
@@ -64,3 +64,20 @@ def test_pieces_cover_the_round_once(source, round):
 def test_plan_must_match_the_data(source):
     with pytest.raises(ValueError, match="plan is for 999 rows"):
         ReadShards(source[0], StreamPlan(999))
+
+
+def test_references_cover_the_rounds_and_read_back_the_same_rows(source):
+    src, X, y = source
+    plan = StreamPlan(1000, 3, 2, 100)
+    refs = [ref for task in src.row_groups for ref in piece_refs(task, plan, None)]
+    assert sorted(p for r in refs for p in range(r.start, r.stop)) == list(range(1000))
+    reader = RowGroupReader(src, "train")
+    dead = []
+    for ref in refs:
+        assert plan.locate([ref.start, ref.stop - 1])[2].tolist() == [ref.seq] * 2
+        piece, records = reader.materialize(ref)
+        keep = [p for p in range(ref.start, ref.stop) if p not in (123, 840)]
+        np.testing.assert_array_equal(piece.X, X[keep])
+        np.testing.assert_array_equal(piece.y, y[keep])
+        dead += [json.loads(r) for r in records]
+    assert [(d["position"], d["reason"].split(":")[0]) for d in dead] == [(123, "non-finite feature"), (840, "bad label")]
