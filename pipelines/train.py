@@ -246,6 +246,8 @@ def prepare_job(args) -> TrainJob:
     source = None if args.input is None else _open(args.input, "--input")
     name, params = _learner_choice(args)
     if source is None:
+        if args.output and "://" in args.output:
+            raise UsageError("the built-in demo data set is written locally: give a local --output, or --input")
         output = args.output or os.path.join("runs", f"synthetic-{name}")
         data_dir = os.path.join(output, "data")
         train_path, test_path = os.path.join(data_dir, "train"), os.path.join(data_dir, "test")

@@ -16,22 +16,57 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
+import tempfile
 import typing
 
 import apache_beam as beam
 import numpy as np
 import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from okl_core.data.layout import open_dataset
+from okl_core.data.layout import INFO_FILE, DatasetInfo, open_dataset
 from okl_core.data.plan import StreamPlan
 from okl_core.data.validate import check_rows
 from transforms.elements import BatchPiece, PieceRef
 
-__all__ = ["DatasetSource", "ReadShards", "RowGroupReader", "piece_refs", "METRICS_NAMESPACE"]
+__all__ = ["DatasetSource", "ReadShards", "RowGroupReader", "piece_refs", "is_remote", "open_binary", "METRICS_NAMESPACE"]
 
 METRICS_NAMESPACE = "okl"
+
+
+def is_remote(path: str) -> bool:
+    """True for paths with a scheme (``gs://``, ...), read through Beam's FileSystems."""
+    return "://" in str(path)
+
+
+def open_binary(path: str):
+    """What pyarrow should open: the local path, or a seekable FileSystems stream."""
+    if is_remote(path):
+        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return path
+
+
+def _remote_dataset(path: str) -> tuple[DatasetInfo, list[str]]:
+    """``dataset.json`` and shard files of a data set directory on a remote file system."""
+    info_path = FileSystems.join(path, INFO_FILE)
+    if not FileSystems.exists(info_path):
+        raise FileNotFoundError(f"{path}: no {INFO_FILE}; remote inputs must be okl data set directories (globs are local only)")
+    with FileSystems.open(info_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        text = f.read()
+    with tempfile.TemporaryDirectory() as tmp:  # DatasetInfo validates files; reuse it on a local copy
+        local = os.path.join(tmp, INFO_FILE)
+        with open(local, "wb") as f:
+            f.write(text)
+        try:
+            info = DatasetInfo.from_file(local)
+        except ValueError as err:
+            raise ValueError(str(err).replace(local, info_path)) from None
+    files = [FileSystems.join(path, shard["file"]) for shard in info.shards]
+    return info, files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,28 +94,36 @@ class DatasetSource:
 
     @classmethod
     def open(cls, path: str) -> "DatasetSource":
-        """List the row groups of the data set at ``path`` (directory, file or glob).
+        """List the row groups of the data set at ``path``.
+
+        ``path`` is a local data set directory, Parquet file or glob, or a data set
+        directory (with ``dataset.json``) under any scheme Beam's FileSystems know
+        (``gs://...`` with ``apache-beam[gcp]``), read by the workers themselves.
 
         Raises
         ------
         FileNotFoundError, ValueError
-            From :func:`okl_core.data.layout.open_dataset`, naming the path.
+            Missing or unreadable data, naming the path.
         """
-        dataset = open_dataset(path)
+        path = str(path)
+        if is_remote(path):
+            info, files = _remote_dataset(path)
+        else:
+            dataset = open_dataset(path)
+            info, files = dataset.info, [shard.path for shard in dataset.shards]
         groups, position = [], 0
-        for shard in dataset.shards:
+        for file in files:
             try:
-                metadata = pq.ParquetFile(shard.path).metadata
-            except Exception as err:  # pyarrow raises several types for unreadable files
-                raise ValueError(f"{shard.path}: not a readable Parquet file ({err})") from None
+                metadata = pq.ParquetFile(open_binary(file)).metadata
+            except Exception as err:  # pyarrow and the file systems raise several types
+                raise ValueError(f"{file}: not a readable Parquet file ({err})") from None
             for g in range(metadata.num_row_groups):
                 rows = metadata.row_group(g).num_rows
                 if rows:
-                    groups.append((shard.path, g, position, rows))
+                    groups.append((file, g, position, rows))
                 position += rows
-        info = dataset.info
         n_classes = info.n_classes if info.task == "multiclass" else None
-        return cls(info.name, str(path), info.task, int(info.n_features), n_classes, tuple(groups))
+        return cls(info.name, path, info.task, int(info.n_features), n_classes, tuple(groups))
 
     @property
     def n_rows(self) -> int:
@@ -91,7 +134,7 @@ class DatasetSource:
         """The first ``limit`` finite rows of ``x`` (for the median heuristic)."""
         parts, have = [], 0
         for path, g, _, _ in self.row_groups:
-            table = pq.ParquetFile(path).read_row_group(g, columns=["x", "y", "row"])
+            table = pq.ParquetFile(open_binary(path)).read_row_group(g, columns=["x", "y", "row"])
             X = check_rows(table, self.n_features, "regression").X  # labels not needed here
             parts.append(X[: limit - have])
             have += len(parts[-1])
@@ -152,7 +195,7 @@ class RowGroupReader:
         if path not in self._files:
             if len(self._files) >= 8:
                 self._files.clear()
-            self._files[path] = pq.ParquetFile(path)
+            self._files[path] = pq.ParquetFile(open_binary(path))
         return self._files[path]
 
     def checked(self, path: str, group: int, rows: int):
