@@ -4,13 +4,15 @@ For FOGD (``mfogd``, D = 800, the FOGD paper's MNIST setting) and DSG (softmax, 
 256 features, mini-batches of 1024) on MNIST-shaped data (d = 784, 10 classes, ~80% zero
 pixels, random values; the learning result does not matter here, only the work):
 
-* ``bare``: ``learner.update`` over batches of 4096 rows held in memory, one process;
+* ``bare``: ``learner.update`` over batches of 4096 rows held in memory, one process
+  (``bare+read`` adds the time to read the Parquet data set into memory);
 * ``pipeline 1 shard``: ``pipelines.train`` in-process, one shard (Beam's cost on one core);
 * ``pipeline 2 shards / 2 workers``: ``--num_shards 2 --direct_num_workers 2
   --direct_running_mode multi_processing`` (the target: >= 1.6 x the bare rate).
 
-Pipeline times are end to end (worker start-up, reading Parquet, shuffling batches,
-training, merging, writing the model, metrics and plot). BLAS is limited to one thread per
+Pipeline times are end to end (worker start-up, reading Parquet, training, merging,
+writing the model, metrics and plot); ``marginal`` discounts the fixed cost measured by
+the same 2-worker run on ``--small_rows`` rows: ``(n - n_small) / (t - t_small)``. BLAS is limited to one thread per
 process so that "one process" means one core. DSG's prediction cost grows with the blocks
 learned, so two shards of n/2 rows cost less than half of one shard of n rows: its
 speed-up is superlinear by construction and says little about Beam's overhead; the FOGD
@@ -30,6 +32,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # set before numpy loads; inherited by Beam's workers
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import io  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
 import sys  # noqa: E402
@@ -65,15 +69,17 @@ def write_mnist_like(path: str, n_rows: int, seed: int = 0) -> None:
             writer.write(X, y)
 
 
-def bare_rate(path: str, name: str, params: dict, batch_rows: int = 4096) -> float:
-    """Rows/s of the plain fold, data already in memory."""
+def bare_seconds(path: str, name: str, params: dict, batch_rows: int = 4096) -> tuple[float, float]:
+    """Seconds of the plain fold (data already in memory), and of reading the data set."""
+    began = time.perf_counter()
     data = open_dataset(path).read_all()
+    read = time.perf_counter() - began
     learner = okl_core.make_learner(name, n_inputs=D_IN, n_classes=CLASSES, **params)
     state = learner.init()
     began = time.perf_counter()
     for start in range(0, len(data.y), batch_rows):
         state, _ = learner.update(state, data.X[start : start + batch_rows], data.y[start : start + batch_rows])
-    return len(data.y) / (time.perf_counter() - began)
+    return time.perf_counter() - began, read
 
 
 class PeakRSS:
@@ -122,14 +128,16 @@ def pipeline_seconds(path: str, out: str, name: str, params: dict, shards: int, 
     if workers > 1:
         args += [f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
     began = time.perf_counter()
-    train.run(args)
+    with contextlib.redirect_stdout(io.StringIO()):  # the run's own report
+        train.run(args)
     return time.perf_counter() - began
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fogd_rows", type=int, default=300_000)
+    parser.add_argument("--fogd_rows", type=int, default=200_000)
     parser.add_argument("--dsg_rows", type=int, default=60_000)
+    parser.add_argument("--small_rows", type=int, default=8192, help="rows of the run that measures the fixed cost")
     parser.add_argument("--million", action="store_true", help="also 1M FOGD rows end to end (time, peak memory)")
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="okl-bench-")
@@ -137,17 +145,25 @@ def main() -> None:
         results = []
         for key, rows in (("fogd", args.fogd_rows), ("dsg", args.dsg_rows)):
             name, params = LEARNERS[key]
-            path = os.path.join(tmp, f"{key}-data")
+            path, small = os.path.join(tmp, f"{key}-data"), os.path.join(tmp, f"{key}-small")
             write_mnist_like(path, rows)
-            bare = bare_rate(path, name, params)
-            one = rows / pipeline_seconds(path, os.path.join(tmp, f"{key}-1"), name, params, 1, 1)
-            two = rows / pipeline_seconds(path, os.path.join(tmp, f"{key}-2"), name, params, 2, 2)
-            results.append((key, rows, bare, one, two))
+            write_mnist_like(small, args.small_rows, seed=1)
+            bare, read = bare_seconds(path, name, params)
+            one = pipeline_seconds(path, os.path.join(tmp, f"{key}-1"), name, params, 1, 1)
+            two = pipeline_seconds(path, os.path.join(tmp, f"{key}-2"), name, params, 2, 2)
+            fixed = pipeline_seconds(small, os.path.join(tmp, f"{key}-s"), name, params, 2, 2)
+            results.append((key, rows, bare, read, one, two, fixed))
             shutil.rmtree(path)
-        print(f"\nload average before the report: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-        print(f"{'learner':8} {'rows':>8} {'bare rows/s':>12} {'1 shard':>10} {'ratio':>6} {'2 shards/2 workers':>19} {'ratio':>6}")
-        for key, rows, bare, one, two in results:
-            print(f"{key:8} {rows:8d} {bare:12.0f} {one:10.0f} {one / bare:6.2f} {two:19.0f} {two / bare:6.2f}")
+        print(f"\nload average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; rows/s, and ratio to the bare fold")
+        print(f"{'learner':8} {'rows':>8} {'bare':>7} {'bare+read':>10} {'1 shard':>14} {'2 shards/2 workers':>19} {'same, marginal':>15}")
+        for key, rows, bare, read, one, two, fixed in results:
+            base = rows / bare
+            marginal = (rows - args.small_rows) / (two - fixed) if two > fixed else float("nan")
+            print(
+                f"{key:8} {rows:8d} {base:7.0f} {rows / (bare + read):10.0f} {rows / one:8.0f} ({rows / one / base:4.2f})"
+                f" {rows / two:12.0f} ({rows / two / base:4.2f}) {marginal:8.0f} ({marginal / base:4.2f})"
+            )
+        print(f"(fixed cost of a 2-worker run, from {args.small_rows} rows: " + ", ".join(f"{r[0]} {r[6]:.1f} s" for r in results) + ")")
         if args.million:
             name, params = LEARNERS["fogd"]
             path = os.path.join(tmp, "million")

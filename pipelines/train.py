@@ -44,6 +44,7 @@ import sys
 import time
 
 import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
 
 import okl_core
 from okl_core.data.plan import StreamPlan
@@ -51,7 +52,7 @@ from okl_core.data.synthetic import write_synthetic
 from pipelines.common import UsageError, configure_logging, make_pipeline, pipeline_options
 from transforms.evaluate import Evaluate
 from transforms.outputs import WriteRunOutputs, local_dir
-from transforms.read import DatasetSource, ReadShards
+from transforms.read import METRICS_NAMESPACE, DatasetSource, ReadShards
 from transforms.train import LearnerSpec, MergeBySeed, TrainOnline
 
 __all__ = ["run", "parse_args", "TrainJob", "TrainResult", "DEFAULT_BATCH_ROWS"]
@@ -88,12 +89,13 @@ class TrainJob:
 
 @dataclasses.dataclass
 class TrainResult:
-    """What :func:`run` returns: the Beam result and where the outputs are."""
+    """What :func:`run` returns: the Beam result, where the outputs are, metrics and counters."""
 
     pipeline_result: object
     output: str
     files: dict
     metrics: dict | None
+    counters: dict = dataclasses.field(default_factory=dict)
 
     @property
     def model_path(self) -> str:
@@ -316,6 +318,19 @@ def build_graph(pipeline: beam.Pipeline, job: TrainJob, launched_at: float) -> N
     )
 
 
+def _counters(pipeline_result) -> dict:
+    """okl's Beam counters (summed over steps), where the runner reports metrics."""
+    try:
+        queried = pipeline_result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))
+    except (NotImplementedError, AttributeError):
+        return {}
+    out: dict = {}
+    for counter in queried.get("counters", []):
+        value = counter.committed if counter.committed is not None else counter.attempted
+        out[counter.key.metric.name] = out.get(counter.key.metric.name, 0) + (value or 0)
+    return out
+
+
 def _print_summary(result: TrainResult) -> None:
     m = result.metrics
     print(f"model:        {result.files['model']}")
@@ -356,7 +371,7 @@ def run(argv=None) -> TrainResult:
     if "://" not in job.files["metrics"] and os.path.exists(job.files["metrics"]):
         with open(job.files["metrics"]) as f:
             metrics = json.load(f)
-    result = TrainResult(pipeline_result, job.output, job.files, metrics)
+    result = TrainResult(pipeline_result, job.output, job.files, metrics, _counters(pipeline_result))
     _print_summary(result)
     return result
 

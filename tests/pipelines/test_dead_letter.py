@@ -56,3 +56,6 @@ def test_planted_bad_rows_are_reported_and_skipped(tmp_path, mode):
     rows = result.metrics["rows"]
     assert (rows["read"], rows["trained"], rows["rejected"]) == (2003, 2003 - 9, 9)
     assert rows["rejected_by_reason"] == {"bad label": 3, "non-finite feature": 3, "wrong width": 3}
+    counters = result.counters
+    assert (counters["train_rows_read"], counters["train_rows_rejected"], counters["rows_trained"]) == (2003, 9, 2003 - 9)
+    assert counters["batches_trained"] == sum(len(StreamPlan(2003, 2, 2, 128).batches(s, r)) for s in range(2) for r in range(2))

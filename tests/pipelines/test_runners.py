@@ -67,8 +67,9 @@ def test_direct_runner_never_tries_prism(data, tmp_path, monkeypatch):
     _train(data, tmp_path / "default")  # no --runner at all
     assert calls == []
     # The patch is effective: Beam's Prism-first DirectRunner does reach it (then falls back).
-    _train(data, tmp_path / "switching", "--runner=SwitchingDirectRunner")
+    model, _ = _train(data, tmp_path / "switching", "--runner=SwitchingDirectRunner")
     assert calls == [1]
+    assert model == _train(data, tmp_path / "direct2", "--runner=DirectRunner")[0]  # and its fallback trains the same model
 
 
 def test_command_line_run_is_quiet(data, tmp_path):
