@@ -74,7 +74,9 @@ def build_report(info: dict, summaries: list[dict], batches: list[dict], test: d
     merged = _merge_all(task, [per_shard[s].to_dict() for s in shards])
     reasons = collections.Counter(d["reason"].split(":")[0] for d in dead)
     train_dead = sum(1 for d in dead if d["split"] == "train")
-    seconds = [sum(x["train_seconds"] for x in summaries if x["shard"] == s) for s in shards]
+    def per_shard_sum(key):
+        return [sum(x[key] for x in summaries if x["shard"] == s) for s in shards]
+
     wall = time.time() - info["launched_at"]
     return {
         "learner": info["learner"],
@@ -95,8 +97,14 @@ def build_report(info: dict, summaries: list[dict], batches: list[dict], test: d
         "test": Prequential(**test).summary() if test else None,
         "timing": {
             "wall_seconds": wall,
-            "train_seconds_per_shard": seconds,
             "rows_per_second": merged.n / wall if wall > 0 else None,
+            "train_seconds_per_shard": per_shard_sum("train_seconds"),
+            "read_seconds_per_shard": per_shard_sum("read_seconds"),
+            # When each shard's training step ran, in seconds after launch (per round).
+            "shard_steps": [
+                {"shard": x["shard"], "round": x["round"], "start": x["started"] - info["launched_at"], "end": x["finished"] - info["launched_at"]}
+                for x in summaries
+            ],
         },
         "files": info["files"],
         "batches": batches,

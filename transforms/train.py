@@ -80,7 +80,8 @@ class _FoldShard(beam.DoFn):
         expected = self.plan.batches(shard, self.round)
         total = Prequential(self.learner.task)
         pending: dict[int, list[BatchPiece | PieceRef]] = {}
-        next_seq, seconds, most_waiting = 0, 0.0, 0
+        next_seq, seconds, read_seconds, most_waiting = 0, 0.0, 0.0, 0
+        started = time.time()
         for piece in pieces:
             if piece.shard != shard or piece.round != self.round or not 0 <= piece.seq < len(expected):
                 raise ValueError(f"piece of shard {piece.shard} round {piece.round} batch {piece.seq} reached shard {shard} round {self.round}")
@@ -90,7 +91,9 @@ class _FoldShard(beam.DoFn):
                 ready = []
                 for part in pending.pop(next_seq):
                     if isinstance(part, PieceRef):
+                        began = time.perf_counter()
                         part, dead = self._read(part)
+                        read_seconds += time.perf_counter() - began
                         for record in dead:
                             yield beam.pvalue.TaggedOutput("dead_letter", record)
                     ready.append(part)
@@ -108,7 +111,8 @@ class _FoldShard(beam.DoFn):
         self.pending_max.update(most_waiting)
         summary = {
             "shard": shard, "round": self.round, "batches": len(expected), "rows": total.n,
-            "train_seconds": seconds, "online": total.to_dict(),
+            "train_seconds": seconds, "read_seconds": read_seconds, "started": started, "finished": time.time(),
+            "online": total.to_dict(),
         }
         yield shard, okl_core.model_bytes(self.learner, state), json.dumps(summary, sort_keys=True)
 
