@@ -186,9 +186,12 @@ def _resolve_sigma(params: dict, source: DatasetSource) -> None:
     if not isinstance(sigma, str):
         return
     match = re.fullmatch(r"\s*(?:([0-9.eE+-]+)\s*\*\s*)?median\s*", sigma)
-    if not match:
+    try:
+        factor = float(match.group(1) or 1.0) if match else None
+    except ValueError:
+        factor = None
+    if factor is None or not factor > 0:
         raise UsageError(f'--sigma {sigma!r}: expected a number, "median" or "<factor>*median"')
-    factor = float(match.group(1)) if match.group(1) else 1.0
     metric = "l1" if params.get("kernel") == "laplacian" else "euclidean"
     rows = source.read_rows(MEDIAN_ROWS)
     if len(rows) < 2:
