@@ -42,7 +42,6 @@ def test_in_process_and_portable_embed_give_the_same_bytes(data, tmp_path):
     assert _comparable(metrics) == _comparable(portable_metrics)
 
 
-@pytest.mark.slow
 def test_multi_processing_two_workers_gives_the_same_bytes(data, tmp_path):
     model, metrics = _train(data, tmp_path / "direct", "--runner=DirectRunner")
     multi, multi_metrics = _train(
