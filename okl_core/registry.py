@@ -18,6 +18,17 @@ _BUILTIN = {
     "mfogd": "okl_core.learners.fogd:MFOGD",
     "fogd_r": "okl_core.learners.fogd:FOGDRegressor",
     "dsg": "okl_core.learners.dsg:DSG",
+    "nogd": "okl_core.learners.nogd:NOGD",
+    "mnogd": "okl_core.learners.nogd:MNOGD",
+    "nogd_r": "okl_core.learners.nogd:NOGDRegressor",
+    "kernel_ogd": "okl_core.learners.kernel_ogd:KernelOGD",
+    "mkernel_ogd": "okl_core.learners.kernel_ogd:MKernelOGD",
+    "kernel_ogd_r": "okl_core.learners.kernel_ogd:KernelOGDRegressor",
+    "kernel_perceptron": "okl_core.learners.kernel_ogd:KernelPerceptron",
+    "kernel_awv": "okl_core.learners.pkawv:KernelAWV",
+    "krr": "okl_core.learners.pkawv:KernelRidge",
+    "pkawv_taylor": "okl_core.learners.pkawv:PKAWVTaylor",
+    "pkawv_nystrom": "okl_core.learners.pkawv:PKAWVNystrom",
 }
 _REGISTERED: dict[str, type[Learner]] = {}
 

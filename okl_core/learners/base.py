@@ -157,7 +157,9 @@ class Learner:
         True when the learner is defined on mini-batches (DSG): a batch update is then not
         the row-by-row fold.
     growing_fields : tuple of str
-        State fields whose first axis grows with training (checked loosely on load).
+        State fields whose first axis grows with training, and also any axis that is
+        empty in the initial state (a ``(0, 0)`` matrix growing into ``(t, t)``); checked
+        loosely on load.
     runtime_fields : tuple of str
         Config fields that do not change the model (cache sizes); ignored by merge checks.
     conformance_params : dict
