@@ -165,7 +165,7 @@ class DSG(Learner):
     minibatch_defined = True
     growing_fields = ("coef", "avg_coef")
     runtime_fields = ("feature_cache_mb",)
-    conformance_params = {"block_size": 16, "batch_size": 8, "theta": 2.0, "nu": 1e-4}
+    conformance_params = {"block_size": 32, "batch_size": 8, "theta": 50.0, "nu": 1e-4}
 
     def __init__(self, config):
         super().__init__(config)

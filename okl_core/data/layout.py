@@ -1,0 +1,406 @@
+"""The okl data set layout: a directory of equal-sized Parquet shards plus ``dataset.json``.
+
+Columns (DESIGN.md, "Data layout"):
+
+* ``x``   ``fixed_size_list<float32>[d]`` features
+* ``y``   ``int32`` label (binary -1/+1, multiclass 0..C-1) or ``float32`` target
+* ``row`` ``int64`` global row number (the stream's order)
+
+Shard ``k`` of ``n`` is ``part-{k:05d}-of-{n:05d}.parquet`` and holds the consecutive rows
+``[k R, (k + 1) R)`` with ``R = rows_per_shard`` (the last shard may be shorter), in row
+groups of ``row_group_rows`` rows. ``dataset.json`` records the name, task, row and
+feature counts, classes or target range, feature scaling, source, generator seed and each
+shard's rows.
+
+:class:`DatasetWriter` writes streaming (bounded memory) into a temporary directory that
+is renamed into place only when complete, so a reader never sees a half-written data set.
+:func:`open_dataset` reads a data set directory, or any Parquet file/glob of this schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob as globlib
+import json
+import os
+import shutil
+import tempfile
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = [
+    "LAYOUT_VERSION",
+    "DatasetInfo",
+    "DatasetWriter",
+    "Dataset",
+    "ShardFile",
+    "Batch",
+    "write_dataset",
+    "open_dataset",
+    "shard_file_name",
+    "schema_for",
+]
+
+LAYOUT_VERSION = 1
+INFO_FILE = "dataset.json"
+TASKS = ("binary", "multiclass", "regression")
+
+
+def shard_file_name(index: int, count: int) -> str:
+    """File name of shard ``index`` of ``count``."""
+    return f"part-{index:05d}-of-{count:05d}.parquet"
+
+
+def schema_for(n_features: int, task: str) -> pa.Schema:
+    """Arrow schema of a data set with ``n_features`` columns for ``task``."""
+    y_type = pa.float32() if task == "regression" else pa.int32()
+    return pa.schema([("x", pa.list_(pa.float32(), n_features)), ("y", y_type), ("row", pa.int64())])
+
+
+@dataclasses.dataclass
+class DatasetInfo:
+    """Contents of ``dataset.json``.
+
+    Attributes
+    ----------
+    name : str
+    task : {'binary', 'multiclass', 'regression'}
+    n_rows, n_features : int
+    classes : list or None
+        Original label of each class index (multiclass), or the original labels mapped to
+        -1/+1 (binary, ``[negative, positive]``); None for regression.
+    target_range : list of float or None
+        ``[min, max]`` of the (scaled) regression target.
+    feature_scaling : dict or None
+        How features (and target) were scaled, with the statistics needed to scale test
+        sets the same way.
+    source : str
+        Where the rows came from (file, generator).
+    generator_seed : int or None
+        Seed of a generated data set.
+    shards : list of dict
+        ``{"file", "n_rows", "first_row"}`` per shard, in order.
+    extra : dict
+        Anything else a converter wants to record.
+    """
+
+    name: str
+    task: str
+    n_rows: int
+    n_features: int
+    classes: list | None = None
+    target_range: list | None = None
+    feature_scaling: dict | None = None
+    source: str = ""
+    generator_seed: int | None = None
+    shards: list = dataclasses.field(default_factory=list)
+    extra: dict = dataclasses.field(default_factory=dict)
+    layout_version: int = LAYOUT_VERSION
+
+    @property
+    def n_classes(self) -> int | None:
+        """Number of classes for multiclass data, else None."""
+        return len(self.classes) if self.task == "multiclass" and self.classes else None
+
+    def to_json(self) -> str:
+        """Serialise, keys sorted (deterministic bytes)."""
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_file(cls, path: str) -> "DatasetInfo":
+        """Read ``dataset.json``; errors name the file."""
+        try:
+            with open(path) as f:
+                raw = json.load(f)
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path}: cannot read data set description ({err})") from None
+        if raw.get("layout_version") != LAYOUT_VERSION:
+            raise ValueError(f"{path}: layout version {raw.get('layout_version')} is not supported (expected {LAYOUT_VERSION})")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(raw) - fields
+        if unknown:
+            raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
+        info = cls(**raw)
+        if info.task not in TASKS:
+            raise ValueError(f"{path}: task must be one of {TASKS}, got {info.task!r}")
+        return info
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """Consecutive rows of one shard: ``X`` float32 ``(n, d)``, ``y``, global ``row`` numbers."""
+
+    X: np.ndarray
+    y: np.ndarray
+    row: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+
+class DatasetWriter:
+    """Write a data set streaming: rows go to shard after shard, each of ``rows_per_shard``.
+
+    Use as a context manager; the directory appears at ``path`` only on a clean exit (an
+    exception leaves nothing behind). ``path`` must not exist unless ``overwrite``.
+
+    Parameters
+    ----------
+    path : str
+        Target directory.
+    n_features : int
+    task : {'binary', 'multiclass', 'regression'}
+    rows_per_shard : int
+        Rows per shard file (the last may be shorter).
+    n_shards : int or None
+        Total shard count for the file names when known in advance (``n_rows`` known);
+        otherwise files are renamed to ``part-k-of-n`` when the writer closes.
+    row_group_rows : int
+        Parquet row group size.
+    info : dict
+        Fields of :class:`DatasetInfo` other than n_rows, n_features, task and shards.
+    overwrite : bool
+        Replace an existing directory at ``path`` (atomically, after completion).
+    """
+
+    def __init__(self, path, n_features, task, rows_per_shard=65536, row_group_rows=4096, overwrite=False, **info):
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+        if int(n_features) < 1 or int(rows_per_shard) < 1 or int(row_group_rows) < 1:
+            raise ValueError("n_features, rows_per_shard and row_group_rows must be >= 1")
+        self.path = os.path.abspath(os.fspath(path))
+        if os.path.exists(self.path) and not overwrite:
+            raise FileExistsError(f"{self.path} already exists (pass overwrite to replace it)")
+        self.n_features, self.task = int(n_features), task
+        self.rows_per_shard, self.row_group_rows = int(rows_per_shard), int(row_group_rows)
+        self.info_fields = {"name": os.path.basename(self.path), **info}
+        self.schema = schema_for(self.n_features, task)
+        parent = os.path.dirname(self.path)
+        os.makedirs(parent, exist_ok=True)
+        self._tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(self.path)}.tmp-", dir=parent)
+        self._shards: list[dict] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._in_shard = 0
+        self._n_rows = 0
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending_rows = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+    def write(self, X, y) -> None:
+        """Append rows (``X`` ``(n, d)``, ``y`` ``(n,)``) at the end of the stream."""
+        X = np.asarray(X, dtype=np.float32)
+        y = np.asarray(y, dtype=np.float32 if self.task == "regression" else np.int32)
+        if X.ndim != 2 or X.shape[1] != self.n_features or y.shape != (X.shape[0],):
+            raise ValueError(f"expected X (n, {self.n_features}) and y (n,), got {X.shape} and {y.shape}")
+        start = 0
+        while start < len(y):
+            room = self.rows_per_shard - self._in_shard
+            take = min(room, len(y) - start)
+            self._buffer(X[start : start + take], y[start : start + take])
+            start += take
+            if self._in_shard == self.rows_per_shard:
+                self._finish_shard()
+
+    def _buffer(self, X, y):
+        if self._writer is None:
+            index = len(self._shards)
+            name = f"part-{index:05d}.parquet"
+            self._shards.append({"file": name, "n_rows": 0, "first_row": self._n_rows})
+            self._writer = pq.ParquetWriter(os.path.join(self._tmp, name), self.schema)
+        self._pending.append((X, y))
+        self._pending_rows += len(y)
+        self._in_shard += len(y)
+        self._n_rows += len(y)
+        self._shards[-1]["n_rows"] += len(y)
+        while self._pending_rows >= self.row_group_rows:
+            self._flush(self.row_group_rows)
+
+    def _flush(self, n_rows):
+        X = np.concatenate([p[0] for p in self._pending])
+        y = np.concatenate([p[1] for p in self._pending])
+        first = self._n_rows - self._pending_rows
+        self._writer.write_table(_table(self.schema, X[:n_rows], y[:n_rows], first), row_group_size=n_rows)
+        self._pending = [(X[n_rows:], y[n_rows:])] if len(y) > n_rows else []
+        self._pending_rows = len(y) - n_rows
+
+    def _finish_shard(self):
+        if self._pending_rows:
+            self._flush(self._pending_rows)
+        self._writer.close()
+        self._writer = None
+        self._in_shard = 0
+
+    def close(self) -> DatasetInfo:
+        """Finish the last shard, write ``dataset.json`` and move the directory into place."""
+        if self._writer is not None:
+            self._finish_shard()
+        count = len(self._shards)
+        for i, shard in enumerate(self._shards):
+            final = shard_file_name(i, count)
+            os.replace(os.path.join(self._tmp, shard["file"]), os.path.join(self._tmp, final))
+            shard["file"] = final
+        info = DatasetInfo(
+            task=self.task, n_rows=self._n_rows, n_features=self.n_features, shards=self._shards, **self.info_fields
+        )
+        with open(os.path.join(self._tmp, INFO_FILE), "w") as f:
+            f.write(info.to_json())
+        if os.path.exists(self.path):
+            shutil.rmtree(self.path)
+        os.replace(self._tmp, self.path)
+        return info
+
+    def abort(self) -> None:
+        """Drop everything written so far."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def _table(schema, X, y, first_row) -> pa.Table:
+    d = X.shape[1]
+    x = pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1), type=pa.float32()), d)
+    rows = np.arange(first_row, first_row + len(y), dtype=np.int64)
+    return pa.Table.from_arrays([x, pa.array(y, type=schema.field("y").type), pa.array(rows)], schema=schema)
+
+
+def write_dataset(path, X, y, task, n_shards=1, row_group_rows=4096, overwrite=False, **info) -> DatasetInfo:
+    """Write in-memory arrays as a data set of ``n_shards`` equal shards (convenience)."""
+    X = np.asarray(X)
+    rows_per_shard = max(1, -(-len(X) // int(n_shards)))
+    with DatasetWriter(path, X.shape[1], task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, **info) as writer:
+        writer.write(X, y)
+    return DatasetInfo.from_file(os.path.join(os.fspath(path), INFO_FILE))
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardFile:
+    """One Parquet file of a data set: path, index in the data set, rows, first global row."""
+
+    path: str
+    index: int
+    n_rows: int
+    first_row: int
+
+
+class Dataset:
+    """A readable data set: its :class:`DatasetInfo` and shard files, read in row order."""
+
+    def __init__(self, info: DatasetInfo, shards: list[ShardFile]):
+        self.info = info
+        self.shards = shards
+
+    @property
+    def n_features(self) -> int:
+        return self.info.n_features
+
+    @property
+    def task(self) -> str:
+        return self.info.task
+
+    def iter_batches(self, shard: int | None = None, batch_rows: int | None = None) -> Iterator[Batch]:
+        """Batches in row order (of one shard, or of all shards in order).
+
+        ``batch_rows=None`` yields one batch per Parquet row group.
+        """
+        files = self.shards if shard is None else [self.shards[shard]]
+        for sf in files:
+            yield from read_shard(sf.path, self.info.n_features, batch_rows)
+
+    def read_all(self) -> Batch:
+        """All rows as one batch (small data sets only)."""
+        batches = list(self.iter_batches())
+        if not batches:
+            d = self.info.n_features
+            return Batch(np.zeros((0, d), np.float32), np.zeros(0), np.zeros(0, np.int64))
+        return Batch(*(np.concatenate([getattr(b, k) for b in batches]) for k in ("X", "y", "row")))
+
+
+def _batch_from_table(table: pa.Table, n_features: int, source: str) -> Batch:
+    x = table.column("x").combine_chunks()
+    if not pa.types.is_fixed_size_list(x.type) or x.type.list_size != n_features:
+        raise ValueError(f"{source}: column x must be fixed_size_list<float32>[{n_features}], got {x.type}")
+    X = x.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, n_features)
+    y = table.column("y").to_numpy()
+    row = table.column("row").to_numpy().astype(np.int64, copy=False)
+    return Batch(X, y, row)
+
+
+def read_shard(path: str, n_features: int, batch_rows: int | None = None) -> Iterator[Batch]:
+    """Yield the rows of one shard file in order, by row group or by ``batch_rows``."""
+    try:
+        pf = pq.ParquetFile(path)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise ValueError(f"{path}: not a readable Parquet file ({err})") from None
+    if batch_rows is None:
+        for g in range(pf.num_row_groups):
+            yield _batch_from_table(pf.read_row_group(g, columns=["x", "y", "row"]), n_features, path)
+        return
+    for record_batch in pf.iter_batches(batch_size=int(batch_rows), columns=["x", "y", "row"]):
+        yield _batch_from_table(pa.Table.from_batches([record_batch]), n_features, path)
+
+
+def open_dataset(path: str) -> Dataset:
+    """Open a data set directory, a Parquet file, or a glob of Parquet files.
+
+    For files without ``dataset.json`` the task is inferred from the ``y`` type (float:
+    regression; integers: binary when the first file's labels are only -1/+1, else
+    multiclass) and shards are ordered by their first ``row``.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        info_path = os.path.join(path, INFO_FILE)
+        if not os.path.exists(info_path):
+            raise FileNotFoundError(f"{path}: not an okl data set (no {INFO_FILE}); run `python -m pipelines.prepare` first")
+        info = DatasetInfo.from_file(info_path)
+        shards = [ShardFile(os.path.join(path, s["file"]), i, s["n_rows"], s["first_row"]) for i, s in enumerate(info.shards)]
+        for sf in shards:
+            if not os.path.exists(sf.path):
+                raise FileNotFoundError(f"{sf.path}: shard listed in {info_path} is missing")
+        return Dataset(info, shards)
+    files = sorted(globlib.glob(path)) if any(c in path for c in "*?[") else ([path] if os.path.exists(path) else [])
+    if not files:
+        raise FileNotFoundError(f"no data set at {path!r} (expected a data set directory or Parquet files)")
+    return _dataset_from_files(files, source=path)
+
+
+def _dataset_from_files(files: list[str], source: str) -> Dataset:
+    metas = []
+    for f in files:
+        try:
+            pf = pq.ParquetFile(f)
+        except (OSError, pa.ArrowInvalid) as err:
+            raise ValueError(f"{f}: not a readable Parquet file ({err})") from None
+        schema = pf.schema_arrow
+        if not {"x", "y", "row"} <= set(schema.names) or not pa.types.is_fixed_size_list(schema.field("x").type):
+            raise ValueError(f"{f}: not in the okl layout (needs columns x fixed_size_list, y, row)")
+        first = pq.read_table(f, columns=["row"]).column("row")
+        metas.append((int(first[0].as_py()) if len(first) else 0, f, pf.metadata.num_rows, schema))
+    metas.sort()
+    d = metas[0][3].field("x").type.list_size
+    y_type = metas[0][3].field("y").type
+    if pa.types.is_floating(y_type):
+        task, classes = "regression", None
+    else:
+        labels = np.unique(pq.read_table(metas[0][1], columns=["y"]).column("y").to_numpy())
+        task = "binary" if set(labels.tolist()) <= {-1, 1} else "multiclass"
+        classes = [-1, 1] if task == "binary" else list(range(int(labels.max()) + 1))
+    shards = [ShardFile(f, i, n, first) for i, (first, f, n, _) in enumerate(metas)]
+    info = DatasetInfo(
+        name=os.path.basename(source.rstrip("/")), task=task, n_rows=sum(s.n_rows for s in shards), n_features=d,
+        classes=classes, source=source,
+        shards=[{"file": s.path, "n_rows": s.n_rows, "first_row": s.first_row} for s in shards],
+    )
+    return Dataset(info, shards)

@@ -1,0 +1,81 @@
+"""The Parquet data set layout: round trips, sharding, atomic writes, globs."""
+
+import json
+import os
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from okl_core.data.layout import DatasetWriter, open_dataset, write_dataset
+
+
+def _data(n=5000, d=6, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, d)).astype(np.float32), rng.integers(0, 4, n)
+
+
+def test_round_trip_in_row_order_across_shards(tmp_path):
+    X, y = _data()
+    info = write_dataset(tmp_path / "ds", X, y, "multiclass", n_shards=3, row_group_rows=700, classes=[0, 1, 2, 3])
+    assert [s["n_rows"] for s in info.shards] == [1667, 1667, 1666]
+    ds = open_dataset(tmp_path / "ds")
+    everything = ds.read_all()
+    np.testing.assert_array_equal(everything.X, X)
+    np.testing.assert_array_equal(everything.y, y)
+    np.testing.assert_array_equal(everything.row, np.arange(len(y)))
+    schema = pq.ParquetFile(ds.shards[0].path).schema_arrow
+    assert str(schema.field("x").type) == "fixed_size_list<element: float>[6]"
+    assert [len(b) for b in ds.iter_batches(shard=0)] == [700, 700, 267]
+    assert ds.info.n_classes == 4
+
+
+def test_streaming_writer_splits_shards_and_regression_targets(tmp_path):
+    X, _ = _data(1000, 3)
+    t = X.sum(1)
+    with DatasetWriter(tmp_path / "r", 3, "regression", rows_per_shard=300, row_group_rows=128) as w:
+        for i in range(0, 1000, 77):
+            w.write(X[i : i + 77], t[i : i + 77])
+    ds = open_dataset(tmp_path / "r")
+    assert [s.n_rows for s in ds.shards] == [300, 300, 300, 100]
+    assert [s.first_row for s in ds.shards] == [0, 300, 600, 900]
+    np.testing.assert_array_equal(ds.read_all().y, t.astype(np.float32))
+
+
+def test_failed_write_leaves_nothing(tmp_path):
+    X, y = _data(100)
+    with pytest.raises(RuntimeError):
+        with DatasetWriter(tmp_path / "bad", 6, "multiclass", rows_per_shard=10) as w:
+            w.write(X, y)
+            raise RuntimeError("boom")
+    assert os.listdir(tmp_path) == []
+
+
+def test_glob_without_dataset_json_infers_task_and_order(tmp_path):
+    X, _ = _data(400)
+    y = np.where(X[:, 0] > 0, 1, -1)
+    write_dataset(tmp_path / "b", X, y, "binary", n_shards=4)
+    os.remove(tmp_path / "b" / "dataset.json")
+    ds = open_dataset(str(tmp_path / "b" / "part-*.parquet"))
+    assert ds.task == "binary" and ds.info.n_rows == 400
+    np.testing.assert_array_equal(ds.read_all().row, np.arange(400))
+
+
+def test_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no data set"):
+        open_dataset(str(tmp_path / "missing*.parquet"))
+    (tmp_path / "d").mkdir()
+    with pytest.raises(FileNotFoundError, match="dataset.json"):
+        open_dataset(tmp_path / "d")
+    X, y = _data(10)
+    write_dataset(tmp_path / "e", X, y, "multiclass")
+    with pytest.raises(FileExistsError):
+        write_dataset(tmp_path / "e", X, y, "multiclass")
+    info = json.loads((tmp_path / "e" / "dataset.json").read_text())
+    info["layout_version"] = 99
+    (tmp_path / "e" / "dataset.json").write_text(json.dumps(info))
+    with pytest.raises(ValueError, match="layout version"):
+        open_dataset(tmp_path / "e")
+    with pytest.raises(ValueError, match="expected X"):
+        with DatasetWriter(tmp_path / "f", 5, "binary") as w:
+            w.write(X, y)
