@@ -164,6 +164,11 @@ class Learner:
         Config fields that do not change the model (cache sizes); ignored by merge checks.
     conformance_params : dict
         Small parameters that keep the common conformance tests fast.
+    merge_semantics : {'average', 'sum', 'none'}
+        What :meth:`merge` means: ``'average'`` -- a weighted average of models, so merging
+        equal states gives the same model; ``'sum'`` -- additive sufficient statistics, so
+        merging equals training on the concatenated shards (equal states: the data twice);
+        ``'none'`` -- :meth:`merge` raises :class:`NotMergeableError`.
     """
 
     name: ClassVar[str] = ""
@@ -173,6 +178,7 @@ class Learner:
     growing_fields: ClassVar[tuple] = ()
     runtime_fields: ClassVar[tuple] = ()
     conformance_params: ClassVar[dict] = {}
+    merge_semantics: ClassVar[str] = "average"
 
     def __init__(self, config):
         if not isinstance(config, self.config_class):

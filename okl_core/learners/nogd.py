@@ -186,6 +186,7 @@ class _NOGDBase(Learner):
     """Both phases of NOGD over a rule from :mod:`okl_core.learners.kernel_ogd`."""
 
     state_class = NOGDState
+    merge_semantics = "none"
     rule_class = None
 
     def __init__(self, config):
@@ -281,7 +282,7 @@ class NOGD(_NOGDBase):
     name = "nogd"
     config_class = NOGDConfig
     rule_class = BinaryHingeRule
-    conformance_params = {"sigma": 1.0, "budget": 12, "rank": 6, "eta": 0.5}
+    conformance_params = {"sigma": 1.0, "budget": 30, "rank": 15, "eta": 0.5}
 
 
 class MNOGD(_NOGDBase):
@@ -290,7 +291,7 @@ class MNOGD(_NOGDBase):
     name = "mnogd"
     config_class = MNOGDConfig
     rule_class = MulticlassHingeRule
-    conformance_params = {"sigma": 1.0, "budget": 12, "rank": 6, "eta": 0.5, "n_classes": 3}
+    conformance_params = {"sigma": 1.0, "budget": 30, "rank": 15, "eta": 0.5, "n_classes": 3}
 
 
 class NOGDRegressor(_NOGDBase):
@@ -299,4 +300,4 @@ class NOGDRegressor(_NOGDBase):
     name = "nogd_r"
     config_class = NOGDRConfig
     rule_class = RegressionRule
-    conformance_params = {"sigma": 1.0, "budget": 12, "rank": 6, "eta": 0.3, "eps": 0.01}
+    conformance_params = {"sigma": 1.0, "budget": 30, "rank": 15, "eta": 0.3, "eps": 0.01}

@@ -50,6 +50,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg as sla
+from scipy.linalg import lapack
 
 from okl_core.features import KERNELS, TaylorFeatures, exact_kernel, taylor_basis_size
 from okl_core.learners.base import (
@@ -140,10 +141,12 @@ class ExactRidgeConfig(RidgeConfig):
     """Exact kernel ridge: :class:`RidgeConfig` plus the ``kernel``."""
 
     kernel: str = "gaussian"
+    block_rows: int = 128
 
     def __post_init__(self):
         super().__post_init__()
         check_choice("kernel", self.kernel, set(KERNELS))
+        check_int("block_rows", self.block_rows, 1)
 
 
 class ExactRidgeState(NamedTuple):
@@ -169,6 +172,7 @@ class _ExactRidge(Learner):
     config_class = ExactRidgeConfig
     state_class = ExactRidgeState
     growing_fields = ("inputs", "targets", "inverse")
+    merge_semantics = "sum"
     ordering = ""
     conformance_params = {"sigma": 1.0, "lam": 0.1}
 
@@ -196,23 +200,36 @@ class _ExactRidge(Learner):
         targets = np.concatenate([state.targets, y])
         inv = np.zeros((t0 + n, t0 + n))
         inv[:t0, :t0] = state.inverse
-        K_batch = self._kernel(X, inputs)  # (n, t0 + n): row i needs columns < t0 + i
+        K_batch = self._kernel(X, inputs)  # (n, t0 + n)
         scores = np.empty(n)
-        for i in range(n):
-            j = t0 + i
-            k, k_tt = K_batch[i, :j], K_batch[i, j]
-            a = inv[:j, :j] @ k
-            schur = k_tt + lam - k @ a
-            krr = a @ targets[:j]
-            inv[:j, :j] += np.outer(a, a) / schur
-            inv[:j, j] = inv[j, :j] = -a / schur
-            inv[j, j] = 1.0 / schur
-            if self.ordering == "krr":
-                scores[i] = krr
-            else:  # the definition: [k; k_tt]^T (K_t + lam I)^{-1} (Y_{t-1}, 0)
-                scores[i] = K_batch[i, : j + 1] @ (inv[: j + 1, :j] @ targets[:j])
+        for start in range(0, n, self.config.block_rows):
+            stop = min(n, start + self.config.block_rows)
+            scores[start:stop] = self._border_block(inv, K_batch[start:stop], targets, t0 + start, t0 + stop, lam)
         new_state = ExactRidgeState(inputs=inputs, targets=targets, inverse=inv, n_seen=np.asarray(int(state.n_seen) + n, dtype=np.int64))
         return new_state, scores
+
+    def _border_block(self, inv, K_rows, targets, g0, g1, lam) -> np.ndarray:
+        """Predict rows ``g0..g1-1`` in order, then border ``inv`` (in place) with them.
+
+        With ``B`` the kernel of the old rows against the block, ``W = inv B`` and the Schur
+        complement ``S = K_block + lam I - B^T W``, the row-``j`` Schur complement of the
+        sequential bordering is ``L_jj^2`` (``S = L L^T``), so :func:`block_predictions` on
+        ``S / lam`` gives KRR and AWV (``y_awv = lam y_krr / (k_tt + lam - k^T inv k)``).
+        """
+        B = K_rows[:, :g0].T
+        W = inv[:g0, :g0] @ B
+        S = K_rows[:, g0:g1] - B.T @ W
+        S[np.diag_indices_from(S)] += lam
+        pred, L = block_predictions(S / lam, W.T @ targets[:g0], targets[g0:g1], self.ordering)
+        # S = lam L L^T, so S^{-1} = L_inv^T L_inv with L_inv = L^{-1} / sqrt(lam).
+        L_inv = sla.solve_triangular(L, np.eye(len(L)), lower=True) / math.sqrt(lam)
+        H = L_inv @ W.T
+        inv[:g0, :g0] += H.T @ H  # W S^{-1} W^T
+        F = L_inv.T @ H  # S^{-1} W^T
+        inv[g0:g1, :g0] = -F
+        inv[:g0, g0:g1] = -F.T
+        inv[g0:g1, g0:g1] = L_inv.T @ L_inv
+        return pred
 
     def merge(self, states: list[ExactRidgeState]) -> ExactRidgeState:
         """Exact: the examples of all states (in order) and a fresh inverse of ``K + lam I``."""
@@ -329,6 +346,7 @@ class PKAWVTaylor(Learner):
     name = "pkawv_taylor"
     config_class = PKAWVTaylorConfig
     state_class = TaylorState
+    merge_semantics = "sum"
     runtime_fields = ("block_rows", "refactor_every", "max_basis")
     conformance_params = {"degree": 3, "sigma": 1.0, "lam": 0.1, "block_rows": 7}
 
@@ -512,15 +530,19 @@ def _border_inverse(inv: np.ndarray, column: np.ndarray, corner: float) -> np.nd
 
 
 def _cholesky_add_rows(R: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Upper factor of ``R^T R + rows^T rows`` by Householder QR of ``[R; rows]``.
+    """Upper factor of ``R^T R + rows^T rows`` (a blocked Cholesky update).
 
-    A blocked Cholesky update: backward stable, and ``K^T K`` is never formed.
-    Rows of the result are signed so that its diagonal is positive.
+    LAPACK's triangular-pentagonal QR (``dtpqrt``) of ``[R; rows]`` costs O(b m^2) for
+    ``b`` rows -- a rank-one ``cholupdate`` when ``b = 1`` -- is backward stable, and never
+    forms ``K^T K``. Rows of the result are signed so that its diagonal is positive.
     """
-    m = R.shape[0]
-    new = sla.qr(np.vstack([R, rows]), mode="r", check_finite=False)[0][:m]
+    nb = max(1, min(len(rows), R.shape[0], 32))
+    new, _, _, info = lapack.dtpqrt(0, nb, np.asfortranarray(R), np.asfortranarray(rows))
+    if info != 0:  # pragma: no cover - only on invalid arguments
+        raise np.linalg.LinAlgError(f"dtpqrt failed with info={info}")
+    new = np.triu(new)
     signs = np.where(np.diag(new) < 0, -1.0, 1.0)
-    return new * signs[:, None]
+    return np.ascontiguousarray(new * signs[:, None])
 
 
 class PKAWVNystrom(Learner):
@@ -563,6 +585,7 @@ class PKAWVNystrom(Learner):
     name = "pkawv_nystrom"
     config_class = PKAWVNystromConfig
     state_class = NystromState
+    merge_semantics = "none"
     growing_fields = ("inputs", "targets", "knm", "dictionary", "kors_weights", "kors_inv", "chol", "kty")
     runtime_fields = ("block_rows", "max_dictionary", "max_state_mb")
     conformance_params = {"sigma": 1.0, "lam": 0.1, "mu": 0.05, "block_rows": 7}
@@ -659,8 +682,10 @@ class _NystromRun:
     def run(self) -> np.ndarray:
         n = len(self.y)
         i, decided = 0, False  # decided: row i already went through KORS (it was just added)
+        gap = n  # rows between the last two additions: windows shrink while points pour in
         while i < n:
-            stop = min(n, i + max(self.cfg.block_rows, self.m))
+            length = min(max(self.cfg.block_rows, self.m), max(16, 2 * gap))
+            stop = min(n, i + length)
             Kw = self.learner._kernel(self.X[i:stop], self.inputs[self.dictionary])
             add = self._kors(Kw, self.t0 + i)
             if decided:
@@ -672,7 +697,7 @@ class _NystromRun:
             decided = False
             if len(hits):
                 self._add_point(end, Kw[end - i], self._kors_p[hits[0]])
-                decided = True
+                gap, decided = int(hits[0]) + 1, True
             i = end
         return self.scores
 
