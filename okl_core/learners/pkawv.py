@@ -572,7 +572,7 @@ class PKAWVNystrom(Learner):
     QR of ``[R; rows]``) and a column by bordering the factor: the same factor, with the
     per-example cost in matrix products.
 
-    Memory grows with the stream: ``t (4 d + 8 + 8 m) + 24 m^2`` bytes for ``t`` examples
+    Memory grows with the stream: ``t (4 d + 8 + 8 m) + 16 m^2 + 24 m`` bytes for ``t`` examples
     and ``m`` dictionary points (every input is kept, because a new dictionary point needs
     its kernel against all past inputs, and so is ``K_{t,I}``). ``max_dictionary`` and
     ``max_state_mb`` cap both and fail with a ValueError naming the cap. Per example
@@ -622,7 +622,7 @@ class PKAWVNystrom(Learner):
     def state_bytes(self, n_rows: int, n_dictionary: int) -> int:
         """Bytes of a state with ``n_rows`` examples and ``n_dictionary`` points (the cap's measure)."""
         t, m, d = n_rows, n_dictionary, self.config.n_inputs
-        return t * (4 * d + 8 + 8 * m) + 24 * m * m + 16 * m
+        return t * (4 * d + 8 + 8 * m) + 16 * m * m + 24 * m
 
     def _check_caps(self, n_rows: int, n_dictionary: int, row: int) -> None:
         cfg = self.config
@@ -636,7 +636,7 @@ class PKAWVNystrom(Learner):
             raise ValueError(
                 f"{self.name}: the state would need {need:.0f} MiB for {n_rows} rows and {n_dictionary} dictionary "
                 f"points at row {row}, over max_state_mb={cfg.max_state_mb:g}; the state keeps every input "
-                f"(t (4 d + 8 + 8 m) + 24 m^2 bytes): raise max_state_mb or train on fewer rows"
+                f"(t (4 d + 8 + 8 m) + 16 m^2 + 24 m bytes): raise max_state_mb or train on fewer rows"
             )
 
     def update(self, state: NystromState, X, y):
