@@ -50,6 +50,7 @@ __all__ = [
     "KernelOGDRConfig",
     "KernelPerceptronConfig",
     "SupportState",
+    "ExactKernelMixin",
     "KernelOGD",
     "MKernelOGD",
     "KernelOGDRegressor",
@@ -222,7 +223,14 @@ class SupportState(NamedTuple):
     n_seen: np.ndarray
 
 
-class _KernelExpansion(Learner):
+class ExactKernelMixin:
+    """Gives a learner ``_kernel(A, B)``: the exact kernel matrix of its config's kernel and sigma."""
+
+    def _kernel(self, A, B) -> np.ndarray:
+        return exact_kernel(self.config.kernel, A, B, self.config.sigma)
+
+
+class _KernelExpansion(ExactKernelMixin, Learner):
     """Kernel expansion grown by a rule: predict, score, and add the example on an update."""
 
     state_class = SupportState
@@ -232,9 +240,6 @@ class _KernelExpansion(Learner):
     def __init__(self, config):
         super().__init__(config)
         self.rule = self.rule_class(config)
-
-    def _kernel(self, A, B) -> np.ndarray:
-        return exact_kernel(self.config.kernel, A, B, self.config.sigma)
 
     def init(self) -> SupportState:
         return SupportState(

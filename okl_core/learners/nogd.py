@@ -41,42 +41,40 @@ from typing import NamedTuple
 
 import numpy as np
 
-from okl_core.features import exact_kernel
 from okl_core.learners.base import (
     Learner,
     NotMergeableError,
     check_choice,
     check_int,
     check_nonnegative,
-    check_positive,
     validate_xy,
 )
 from okl_core.learners.kernel_ogd import (
     BinaryHingeRule,
-    KernelConfig,
+    ExactKernelMixin,
+    KernelOGDConfig,
+    KernelOGDRConfig,
+    MKernelOGDConfig,
     MulticlassHingeRule,
     RegressionRule,
     output_shape,
 )
 
-__all__ = ["NOGDConfig", "MNOGDConfig", "NOGDRConfig", "NOGDState", "NOGD", "MNOGD", "NOGDRegressor", "nystrom_transition"]
+__all__ = ["BudgetFields", "NOGDConfig", "MNOGDConfig", "NOGDRConfig", "NOGDState", "NOGD", "MNOGD", "NOGDRegressor", "nystrom_transition"]
 
 SWITCHES = ("immediate", "next_update")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class NOGDConfig(KernelConfig):
-    """Binary NOGD.
+class BudgetFields:
+    """NOGD's own parameters, mixed into the kernel OGD configs.
 
     Parameters
     ----------
-    n_inputs, kernel, sigma : see :class:`~okl_core.learners.kernel_ogd.KernelConfig`.
     budget : int
         Number of landmarks ``B``.
     rank : int
         Eigenpairs kept ``k`` (``1 <= k <= B``).
-    eta : float
-        Step of both phases.
     switch : {'immediate', 'next_update'}
         When the transition happens (see the module docstring).
     eig_rtol : float
@@ -85,10 +83,8 @@ class NOGDConfig(KernelConfig):
 
     budget: int = 100
     rank: int = 20
-    eta: float = 0.2
     switch: str = "immediate"
     eig_rtol: float = 1e-10
-    task = "binary"
 
     def __post_init__(self):
         super().__post_init__()
@@ -96,7 +92,6 @@ class NOGDConfig(KernelConfig):
         check_int("rank", self.rank, 1)
         if self.rank > self.budget:
             raise ValueError(f"rank must be <= budget ({self.budget}), got {self.rank}")
-        check_positive("eta", self.eta)
         check_choice("switch", self.switch, set(SWITCHES))
         check_nonnegative("eig_rtol", self.eig_rtol)
         if self.eig_rtol >= 1:
@@ -104,33 +99,21 @@ class NOGDConfig(KernelConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MNOGDConfig(NOGDConfig):
-    """Multiclass NOGD: adds ``n_classes``; ``eta`` defaults to the code's 0.5."""
-
-    n_classes: int
-    eta: float = 0.5
-    task = "multiclass"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_int("n_classes", self.n_classes, 2)
+class NOGDConfig(BudgetFields, KernelOGDConfig):
+    """Binary NOGD: kernel, sigma, ``eta`` (0.2) and :class:`BudgetFields` (B = 100, k = 20)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class NOGDRConfig(NOGDConfig):
-    """NOGD regression: adds ``eps`` and ``threshold`` (as FOGD-R); eta 0.1, B = 30, k = 6."""
+class MNOGDConfig(BudgetFields, MKernelOGDConfig):
+    """Multiclass NOGD: adds ``n_classes``; ``eta`` defaults to the code's 0.5."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NOGDRConfig(BudgetFields, KernelOGDRConfig):
+    """NOGD regression: ``eta`` 0.1, ``eps`` and ``threshold`` as FOGD-R; B = 30, k = 6."""
 
     budget: int = 30
     rank: int = 6
-    eta: float = 0.1
-    eps: float = 0.1
-    threshold: str = "absolute"
-    task = "regression"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_nonnegative("eps", self.eps)
-        check_choice("threshold", self.threshold, {"absolute", "squared"})
 
 
 class NOGDState(NamedTuple):
@@ -182,7 +165,7 @@ def nystrom_transition(K: np.ndarray, alpha: np.ndarray, rank: int, eig_rtol: fl
     return projection, w
 
 
-class _NOGDBase(Learner):
+class _NOGDBase(ExactKernelMixin, Learner):
     """Both phases of NOGD over a rule from :mod:`okl_core.learners.kernel_ogd`."""
 
     state_class = NOGDState
@@ -192,9 +175,6 @@ class _NOGDBase(Learner):
     def __init__(self, config):
         super().__init__(config)
         self.rule = self.rule_class(config)
-
-    def _kernel(self, A, B) -> np.ndarray:
-        return exact_kernel(self.config.kernel, A, B, self.config.sigma)
 
     def init(self) -> NOGDState:
         cfg = self.config

@@ -52,7 +52,7 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import lapack
 
-from okl_core.features import KERNELS, TaylorFeatures, exact_kernel, taylor_basis_size
+from okl_core.features import KERNELS, TaylorFeatures, taylor_basis_size
 from okl_core.learners.base import (
     Learner,
     NotMergeableError,
@@ -61,6 +61,7 @@ from okl_core.learners.base import (
     check_positive,
     validate_xy,
 )
+from okl_core.learners.kernel_ogd import ExactKernelMixin
 from okl_core.random import block_bit_generator, uniform_open
 
 __all__ = [
@@ -166,7 +167,7 @@ class ExactRidgeState(NamedTuple):
     n_seen: np.ndarray
 
 
-class _ExactRidge(Learner):
+class _ExactRidge(ExactKernelMixin, Learner):
     """Dual kernel ridge with the inverse grown by bordering; ``ordering`` set by subclass."""
 
     config_class = ExactRidgeConfig
@@ -175,9 +176,6 @@ class _ExactRidge(Learner):
     merge_semantics = "sum"
     ordering = ""
     conformance_params = {"sigma": 1.0, "lam": 0.1}
-
-    def _kernel(self, A, B):
-        return exact_kernel(self.config.kernel, A, B, self.config.sigma)
 
     def init(self) -> ExactRidgeState:
         return ExactRidgeState(
@@ -254,6 +252,17 @@ class KernelRidge(_ExactRidge):
 
     name = "krr"
     ordering = "krr"
+
+
+def _symmetric_add_gram(S: np.ndarray, V: np.ndarray, alpha: float) -> None:
+    """``S += alpha V^T V`` in place for a symmetric C-ordered ``S`` (no r x r temporary).
+
+    ``S.T`` is the same memory in Fortran order, which BLAS ``dgemm`` updates in place;
+    ``S`` being symmetric, updating its transpose updates it.
+    """
+    out = sla.blas.dgemm(alpha=alpha, a=V, b=V, beta=1.0, c=S.T, trans_a=1, overwrite_c=1)
+    if not np.shares_memory(out, S):  # pragma: no cover - a BLAS wrapper that copied
+        S[...] = out.T
 
 
 def _spd_inverse(A: np.ndarray) -> np.ndarray:
@@ -391,11 +400,11 @@ class PKAWVTaylor(Learner):
         C = (U if dense else U[:, active]) @ P.T
         C[np.diag_indices_from(C)] += 1.0
         pred, L = block_predictions(C, U @ b, y, self.config.ordering)
-        V = sla.solve_triangular(L, U, lower=True)
-        a_inv -= V.T @ V
+        V = sla.solve_triangular(L, U, lower=True, check_finite=False)
+        _symmetric_add_gram(a_inv, V, -1.0)
         if dense:
             b += P.T @ y
-            gram += P.T @ P
+            _symmetric_add_gram(gram, P, 1.0)
         else:
             b[active] += P.T @ y
             block = P.T @ P
@@ -523,29 +532,30 @@ def _border_inverse(inv: np.ndarray, column: np.ndarray, corner: float) -> np.nd
     schur = corner - column @ a
     m = len(column)
     out = np.empty((m + 1, m + 1))
-    out[:m, :m] = inv + np.outer(a, a) / schur
+    top = out[:m, :m]
+    np.multiply.outer(a, a / schur, out=top)
+    top += inv
     out[:m, m] = out[m, :m] = -a / schur
     out[m, m] = 1.0 / schur
     return out
 
 
 def _cholesky_add_rows(R: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Upper factor of ``R^T R + rows^T rows`` (a blocked Cholesky update).
+    """Upper factor of ``R^T R + rows^T rows`` (a blocked Cholesky update), in place.
 
+    ``R`` is a Fortran-ordered upper triangular factor (zeros below the diagonal).
     LAPACK's triangular-pentagonal QR (``dtpqrt``) of ``[R; rows]`` costs O(b m^2) for
-    ``b`` rows -- a rank-one ``cholupdate`` when ``b = 1`` -- is backward stable, and never
-    forms ``K^T K``. Rows of the result are signed so that its diagonal is positive.
+    ``b`` rows -- a rank-one ``cholupdate`` when ``b = 1`` -- is backward stable and never
+    forms ``K^T K``. Diagonal signs are arbitrary (``R^T R`` does not see them).
     """
     nb = max(1, min(len(rows), R.shape[0], 32))
-    new, _, _, info = lapack.dtpqrt(0, nb, np.asfortranarray(R), np.asfortranarray(rows))
+    new, _, _, info = lapack.dtpqrt(0, nb, R, np.asfortranarray(rows), overwrite_a=1)
     if info != 0:  # pragma: no cover - only on invalid arguments
         raise np.linalg.LinAlgError(f"dtpqrt failed with info={info}")
-    new = np.triu(new)
-    signs = np.where(np.diag(new) < 0, -1.0, 1.0)
-    return np.ascontiguousarray(new * signs[:, None])
+    return new
 
 
-class PKAWVNystrom(Learner):
+class PKAWVNystrom(ExactKernelMixin, Learner):
     """PKAWV with sequential Nystrom projections and a KORS dictionary (``pkawv_nystrom``).
 
     At each example, in order:
@@ -590,10 +600,8 @@ class PKAWVNystrom(Learner):
     runtime_fields = ("block_rows", "max_dictionary", "max_state_mb")
     conformance_params = {"sigma": 1.0, "lam": 0.1, "mu": 0.05, "block_rows": 7}
 
-    _PIVOT_RTOL = 1e-12
-
-    def _kernel(self, A, B):
-        return exact_kernel(self.config.kernel, A, B, self.config.sigma)
+    PIVOT_RTOL = 1e-12
+    """A new point whose factor pivot^2 is <= PIVOT_RTOL * corner is not added."""
 
     def init(self) -> NystromState:
         return NystromState(
@@ -612,7 +620,7 @@ class PKAWVNystrom(Learner):
         """``alpha = A^{-1} K^T Y`` over the dictionary (empty when it is empty)."""
         if len(state.kty) == 0:
             return np.zeros(0)
-        return sla.cho_solve((state.chol, False), state.kty)
+        return sla.cho_solve((state.chol, False), state.kty, check_finite=False)
 
     def predict(self, state: NystromState, X) -> np.ndarray:
         """Predictions of the model after the examples seen: ``k(x, I)^T alpha``."""
@@ -670,7 +678,7 @@ class _NystromRun:
         self.dictionary = list(state.dictionary.tolist())
         self.weights = state.kors_weights.copy()
         self.kors_inv = state.kors_inv.copy()
-        self.chol = state.chol.copy()
+        self.chol = np.asfortranarray(state.chol, dtype=np.float64).copy(order="F")  # LAPACK works in place
         self.kty = state.kty.copy()
         self.n_seen = int(state.n_seen)
         self.scores = np.empty(n)
@@ -720,8 +728,7 @@ class _NystromRun:
         if m == 0:
             self.scores[start:stop] = 0.0
             return
-        factor = (self.chol, False)
-        U = sla.cho_solve(factor, Phi.T).T  # Phi A^{-1}
+        U = sla.cho_solve((self.chol, False), Phi.T, check_finite=False).T  # Phi A^{-1}
         C = U @ Phi.T
         C[np.diag_indices_from(C)] += 1.0
         self.scores[start:stop], _ = block_predictions(C, U @ self.kty, y, self.cfg.ordering)
@@ -737,11 +744,11 @@ class _NystromRun:
         a = self.learner._kernel(self.inputs[:g], x)[:, 0]  # k(x_s, x_t), s < t
         column = self.knm[:g, :m].T @ a + cfg.lam * k_dict
         corner = a @ a + cfg.lam
-        r = sla.solve_triangular(self.chol, column, trans="T", lower=False) if m else np.zeros(0)
+        r = sla.solve_triangular(self.chol, column, trans="T", lower=False, check_finite=False) if m else np.zeros(0)
         pivot2 = corner - r @ r
-        if not pivot2 > self._pivot_floor(corner):
+        if not pivot2 > PKAWVNystrom.PIVOT_RTOL * corner:
             return  # numerically inside the span of the dictionary: not added
-        chol = np.zeros((m + 1, m + 1))
+        chol = np.zeros((m + 1, m + 1), order="F")
         chol[:m, :m] = self.chol
         chol[:m, m] = r
         chol[m, m] = math.sqrt(pivot2)
@@ -755,8 +762,10 @@ class _NystromRun:
         self.weights = np.append(self.weights, s)
         self.dictionary.append(g)
 
-    def _pivot_floor(self, corner: float) -> float:
-        return PKAWVNystrom._PIVOT_RTOL * corner
+    def _canonical_factor(self) -> np.ndarray:
+        """The factor in C order with a positive diagonal (rows of a QR factor carry signs)."""
+        signs = np.where(np.diag(self.chol) < 0, -1.0, 1.0)
+        return np.ascontiguousarray(self.chol * signs[:, None])
 
     def state(self) -> NystromState:
         m = self.m
@@ -767,7 +776,7 @@ class _NystromRun:
             dictionary=np.asarray(self.dictionary, dtype=np.int64),
             kors_weights=self.weights,
             kors_inv=self.kors_inv,
-            chol=self.chol,
+            chol=self._canonical_factor(),
             kty=self.kty,
             n_seen=np.asarray(self.n_seen + len(self.y), dtype=np.int64),
         )
