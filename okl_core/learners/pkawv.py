@@ -27,8 +27,8 @@ Learners
 
 Blocked updates
 ---------------
-Both PKAWV learners process rows in blocks of at most ``block_rows`` rows (a runtime
-setting: it changes only rounding). With ``A`` the matrix before the block, ``Phi`` the
+The learners process rows in blocks of at most ``block_rows`` rows (a runtime setting:
+it changes only rounding). With ``A`` the matrix before the block, ``Phi`` the
 block's features (b x r), ``U = Phi A^{-1}``, ``q = U theta`` (``theta`` = the ``b`` or
 ``K^T Y`` vector) and the capacitance matrix ``C = I + U Phi^T = L L^T`` (eigenvalues
 >= 1, so its Cholesky factor is well conditioned), the sequential predictions of the
@@ -39,7 +39,12 @@ block are, exactly as if the rows were learned one by one,
 (Woodbury on the rows before ``j`` inside the block: the Schur complement of ``C`` at
 ``j`` is ``1 + v_j^T A_{j-1}^{-1} v_j = L_jj^2``). The block is then learned at once:
 ``A^{-1} -= V^T V`` with ``V = L^{-1} U`` (Taylor) or a blocked Cholesky update (Nystrom).
-This turns ``b`` memory-bound rank-one updates into matrix products.
+This turns ``b`` memory-bound rank-one updates into matrix products. The exact learners
+use the same formula in the dual, with ``C`` the Schur complement of the block in
+``K + lam I`` divided by ``lam``.
+
+``predict`` gives each row's score as if it were the next example of the stream (for AWV
+its own ``f(x)^2`` term included), without learning it.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ from okl_core.random import block_bit_generator, uniform_open
 
 __all__ = [
     "RidgeConfig",
+    "ExactRidgeConfig",
     "ExactRidgeState",
     "KernelAWV",
     "KernelRidge",
@@ -81,6 +87,7 @@ __all__ = [
 ORDERINGS = ("awv", "krr")
 RIDGE_TASKS = ("regression", "binary")
 _KORS_WORDS_PER_BLOCK = 1024
+_PREDICT_ROWS = 1024  # rows of Taylor features built at once by predict
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -139,7 +146,14 @@ def block_predictions(C: np.ndarray, q: np.ndarray, y: np.ndarray, ordering: str
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ExactRidgeConfig(RidgeConfig):
-    """Exact kernel ridge: :class:`RidgeConfig` plus the ``kernel``."""
+    """Exact kernel ridge: :class:`RidgeConfig` plus the ``kernel``.
+
+    Parameters
+    ----------
+    kernel : {'gaussian', 'laplacian', 'cauchy'}
+    block_rows : int
+        Rows bordered into the inverse at once (runtime: changes only rounding).
+    """
 
     kernel: str = "gaussian"
     block_rows: int = 128
@@ -174,6 +188,7 @@ class _ExactRidge(ExactKernelMixin, Learner):
     state_class = ExactRidgeState
     growing_fields = ("inputs", "targets", "inverse")
     merge_semantics = "sum"
+    runtime_fields = ("block_rows",)
     ordering = ""
     conformance_params = {"sigma": 1.0, "lam": 0.1}
 
@@ -186,9 +201,18 @@ class _ExactRidge(ExactKernelMixin, Learner):
         )
 
     def predict(self, state: ExactRidgeState, X) -> np.ndarray:
-        """KRR predictions of the model after the examples seen (no AWV term)."""
+        """Each row's prediction as if it were the next example (its online score).
+
+        KRR: ``k^T (K + lam I)^{-1} Y``; AWV shrinks it by ``lam / (k_tt + lam - k^T inv k)``.
+        """
         X, _ = validate_xy(self, X)
-        return self._kernel(X, state.inputs) @ (state.inverse @ state.targets)
+        K = self._kernel(X, state.inputs)
+        krr = K @ (state.inverse @ state.targets)
+        if self.ordering == "krr":
+            return krr
+        k_tt = np.ones(len(X))  # k(x, x) = 1 for every supported kernel
+        schur = k_tt + self.config.lam - np.einsum("ij,ij->i", K @ state.inverse, K)
+        return self.config.lam * krr / schur
 
     def update(self, state: ExactRidgeState, X, y):
         X, y = validate_xy(self, X, y)
@@ -236,12 +260,12 @@ class _ExactRidge(ExactKernelMixin, Learner):
         inputs = np.concatenate([s.inputs for s in states])
         targets = np.concatenate([s.targets for s in states])
         K = self._kernel(inputs, inputs) + self.config.lam * np.eye(len(targets))
-        inverse = _spd_inverse(K) if len(targets) else np.zeros((0, 0))
+        inverse = _spd_inverse(K)
         return ExactRidgeState(inputs=inputs, targets=targets, inverse=inverse, n_seen=np.asarray(sum(int(s.n_seen) for s in states), dtype=np.int64))
 
 
 class KernelAWV(_ExactRidge):
-    """Exact Kernel-AWV (registry name ``kernel_awv``); ``predict`` gives the KRR model."""
+    """Exact Kernel-AWV (registry name ``kernel_awv``)."""
 
     name = "kernel_awv"
     ordering = "awv"
@@ -266,10 +290,26 @@ def _symmetric_add_gram(S: np.ndarray, V: np.ndarray, alpha: float) -> None:
 
 
 def _spd_inverse(A: np.ndarray) -> np.ndarray:
-    """Inverse of a symmetric positive definite matrix through its Cholesky factor, symmetrised."""
-    factor = sla.cho_factor(A, lower=False)
-    inv = sla.cho_solve(factor, np.eye(A.shape[0]))
-    return 0.5 * (inv + inv.T)
+    """Inverse of a symmetric positive definite matrix from its Cholesky factor (exactly symmetric).
+
+    LAPACK ``dpotrf`` + ``dpotri`` (about r^3 flops, half of solving against the identity);
+    the upper triangle is computed and mirrored.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        ``A`` is not numerically positive definite.
+    """
+    if A.shape[0] == 0:
+        return np.zeros((0, 0))
+    factor, info = lapack.dpotrf(A, lower=0, clean=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"matrix is not positive definite (dpotrf info={info})")
+    inv, info = lapack.dpotri(factor, lower=0)
+    if info != 0:  # pragma: no cover - a singular factor after a successful dpotrf
+        raise np.linalg.LinAlgError(f"dpotri failed with info={info}")
+    upper = np.triu(inv)
+    return upper + np.triu(upper, 1).T
 
 
 # -- PKAWV with the Taylor basis --------------------------------------------------------
@@ -368,9 +408,19 @@ class PKAWVTaylor(Learner):
         return TaylorState(gram=np.zeros((r, r)), b=np.zeros(r), a_inv=np.eye(r) / self.config.lam, n_seen=np.asarray(0, dtype=np.int64))
 
     def predict(self, state: TaylorState, X) -> np.ndarray:
-        """Predictions of the model after the examples seen: ``phi(x)^T A^{-1} b``."""
+        """Each row's prediction as if it were the next example (its online score).
+
+        KRR: ``v^T A^{-1} b``; AWV: the same divided by ``1 + v^T A^{-1} v`` (O(r^2) per row).
+        """
         X, _ = validate_xy(self, X)
-        return self.features.transform(X) @ (state.a_inv @ state.b)
+        w = state.a_inv @ state.b
+        out = np.empty(len(X))
+        for start in range(0, len(X), _PREDICT_ROWS):
+            Phi = self.features.transform(X[start : start + _PREDICT_ROWS])
+            out[start : start + len(Phi)] = Phi @ w
+            if self.config.ordering == "awv":
+                out[start : start + len(Phi)] /= 1.0 + np.einsum("ij,ij->i", Phi @ state.a_inv, Phi)
+        return out
 
     def update(self, state: TaylorState, X, y):
         X, y = validate_xy(self, X, y)
@@ -623,9 +673,17 @@ class PKAWVNystrom(ExactKernelMixin, Learner):
         return sla.cho_solve((state.chol, False), state.kty, check_finite=False)
 
     def predict(self, state: NystromState, X) -> np.ndarray:
-        """Predictions of the model after the examples seen: ``k(x, I)^T alpha``."""
+        """Each row's prediction with the current dictionary (no KORS step is taken).
+
+        KRR: ``k(x, I)^T alpha``; AWV: the same divided by ``1 + k^T A^{-1} k``.
+        """
         X, _ = validate_xy(self, X)
-        return self._kernel(X, state.inputs[state.dictionary]) @ self.coefficients(state)
+        K = self._kernel(X, state.inputs[state.dictionary])
+        krr = K @ self.coefficients(state)
+        if self.config.ordering == "krr" or len(state.kty) == 0:
+            return krr
+        Z = sla.solve_triangular(state.chol, K.T, trans="T", check_finite=False)  # R^{-T} k
+        return krr / (1.0 + (Z * Z).sum(0))
 
     def state_bytes(self, n_rows: int, n_dictionary: int) -> int:
         """Bytes of a state with ``n_rows`` examples and ``n_dictionary`` points (the cap's measure)."""
