@@ -18,6 +18,13 @@ _BUILTIN = {
     "mfogd": "okl_core.learners.fogd:MFOGD",
     "fogd_r": "okl_core.learners.fogd:FOGDRegressor",
     "dsg": "okl_core.learners.dsg:DSG",
+    "omkl_gf": "okl_core.learners.omkl:OMKLGF",
+    "raker": "okl_core.learners.omkl:Raker",
+    "oks": "okl_core.learners.oks:OKS",
+    "oks_pp": "okl_core.learners.oks:OKSPlusPlus",
+    "ioks": "okl_core.learners.oks:IOKS",
+    "rf_oks_pp": "okl_core.learners.oks:RFOKSPlusPlus",
+    "rf_ioks": "okl_core.learners.oks:RFIOKS",
 }
 _REGISTERED: dict[str, type[Learner]] = {}
 
