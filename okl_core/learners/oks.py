@@ -24,8 +24,10 @@ Learners (registry names)
                ``q_{t+1} ~ exp(-eta_t L~)``, ``delta_t = a / (2 max{a, 2 C~^{1/3}})`` with
                ``a = (G C0)^{1/3} (U K)^{2/3}``, ``p = (1 - delta_t) q + delta_t / K``.
                Constants: logistic U = 15, C0 = 1, G = 1; square U = 1, C0 = 4, G = 1.
-               (The released logistic script overwrites ``a`` inside its loop; we follow
-               the paper.) The sums include the current example (the paper's indices).
+               The sums include the current example (the paper's indices). The
+               released logistic script overwrites ``a`` with ``exp(-y f)`` inside its
+               loop (far less exploration); ``tuning = 'released_code'`` reproduces it,
+               the default ``'paper'`` follows Theorem 3.1.
 ``ioks``       IOKS (Lipschitz losses: absolute, logistic, square), Algorithm 2:
                ``alpha = 8``, ``delta = T^{-3/4}``, ``upsilon = exp(2 / (3 ln T))``,
                initial rates ``eta_i = 8 l_max K^{3/8} / (U G1 sqrt(T ln T))`` (the
@@ -123,6 +125,7 @@ __all__ = [
     "RFOKSPlusPlus",
     "RFIOKS",
     "tsallis_step",
+    "oks_pp_constant",
     "oks_pp_distribution",
 ]
 
@@ -233,17 +236,40 @@ class OKSConfig(_KernelSelectionConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class OKSPlusPlusConfig(_KernelSelectionConfig):
-    """:class:`OKSPlusPlus` parameters (smooth losses: logistic, square)."""
+class _OKSPlusPlusFields:
+    """OKS++ field ``tuning``: ``'paper'`` (Theorem 3.1, default) or ``'released_code'``.
 
+    The authors' released logistic script overwrites the constant
+    ``a = (G C0)^{1/3} (U K)^{2/3}`` with ``exp(-y_t f_t(x_t))`` of the current example
+    inside its loop, so its ``lambda_t`` uses ``max{a_t^3, 8 C~}`` and its next
+    ``delta_t = a_t / (2 max{a_t, 2 C~^{1/3}})`` explores far less; the published a9a
+    numbers come from that script. ``'released_code'`` reproduces it (logistic loss only;
+    its square-loss script keeps the constant, so both settings agree there).
+    """
+
+    tuning: str = "paper"
     _losses = ("logistic", "square")
+
+    def _check_tuning(self):
+        check_choice("tuning", self.tuning, {"paper", "released_code"})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RFOKSPlusPlusConfig(_RFSelectionConfig):
-    """:class:`RFOKSPlusPlus` parameters (smooth losses: logistic, square)."""
+class OKSPlusPlusConfig(_OKSPlusPlusFields, _KernelSelectionConfig):
+    """:class:`OKSPlusPlus` parameters (smooth losses: logistic, square; ``tuning``)."""
 
-    _losses = ("logistic", "square")
+    def __post_init__(self):
+        super().__post_init__()
+        self._check_tuning()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RFOKSPlusPlusConfig(_OKSPlusPlusFields, _RFSelectionConfig):
+    """:class:`RFOKSPlusPlus` parameters (smooth losses: logistic, square; ``tuning``)."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._check_tuning()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -293,7 +319,9 @@ class OKSState(NamedTuple):
 
 class OKSPlusPlusState(NamedTuple):
     """OKS++: support sets as :class:`OKSState`, ``loss_sum`` (K,) the estimated losses
-    ``L~_i``, ``sq_loss_sum`` () ``S = sum q_{t,I} c~^2``, ``n_used``, ``n_seen``."""
+    ``L~_i``, ``sq_loss_sum`` () ``S = sum q_{t,I} c~^2``, ``delta_constant`` () the ``a``
+    of ``delta_t`` and ``lambda_t`` (constant unless ``tuning='released_code'``),
+    ``n_used``, ``n_seen``."""
 
     sv_x: np.ndarray
     sv_alpha: np.ndarray
@@ -301,6 +329,7 @@ class OKSPlusPlusState(NamedTuple):
     sq_norm: np.ndarray
     loss_sum: np.ndarray
     sq_loss_sum: np.ndarray
+    delta_constant: np.ndarray
     n_used: np.ndarray
     n_seen: np.ndarray
 
@@ -327,6 +356,7 @@ class RFOKSPlusPlusState(NamedTuple):
     w: np.ndarray
     loss_sum: np.ndarray
     sq_loss_sum: np.ndarray
+    delta_constant: np.ndarray
     n_used: np.ndarray
     n_seen: np.ndarray
 
@@ -344,17 +374,21 @@ class RFIOKSState(NamedTuple):
 
 
 # -- the selection rules as pure functions (tested alone) ----------------------------------
-def oks_pp_distribution(loss_sum: np.ndarray, sq_loss_sum: float, radius: float, c0: float, g: float):
+def oks_pp_constant(radius: float, c0: float, g: float, n_kernels: int) -> float:
+    """OKS++'s ``a = (G C0)^{1/3} (U K)^{2/3}`` (so ``a^3 = G C0 U^2 K^2``)."""
+    return (g * c0) ** (1.0 / 3.0) * (radius * n_kernels) ** (2.0 / 3.0)
+
+
+def oks_pp_distribution(loss_sum: np.ndarray, sq_loss_sum: float, a: float):
     """OKS++'s ``(q, p, delta)`` from its running sums (Theorem 3.1, Algorithm 3 lines 12-13).
 
     ``eta = sqrt(2 ln K) / sqrt(1 + S)``, ``q ~ exp(-eta L~)``,
-    ``delta = a / (2 max{a, 2 C~^{1/3}})`` with ``a = (G C0)^{1/3} (U K)^{2/3}`` and
+    ``delta = a / (2 max{a, 2 C~^{1/3}})`` (``a``: :func:`oks_pp_constant`) with
     ``C~ = sum L~``; ``p = (1 - delta) q + delta / K``, so ``p_i >= delta / K``.
     """
     K = len(loss_sum)
     eta = math.sqrt(2.0 * math.log(K)) / math.sqrt(1.0 + sq_loss_sum)
     q = normalized_weights(-eta * loss_sum)
-    a = (g * c0) ** (1.0 / 3.0) * (radius * K) ** (2.0 / 3.0)
     delta = a / (2.0 * max(a, 2.0 * float(np.sum(loss_sum)) ** (1.0 / 3.0)))
     return q, (1.0 - delta) * q + delta / K, delta
 
@@ -433,13 +467,16 @@ class _SupportSets:
         kernel, sigma = self.dictionary[i]
         x64 = x.astype(np.float64)
         if kernel == "gaussian":
+            # exact_kernel's formula with the support norms cached. einsum, not BLAS: a
+            # threaded BLAS sums in an order that depends on the thread count (models
+            # would differ between machines) and stalls when the cores are busy.
             nz = np.flatnonzero(x64)
-            dots = x64[nz] @ self.cols[i][nz, :m]
-            sq = np.maximum(self.sq_rows[i][:m] + x64 @ x64 - 2.0 * dots, 0.0)
-            k = np.exp(sq * (-0.5 / sigma**2))  # exact_kernel's formula, norms cached
+            dots = np.einsum("k,km->m", x64[nz], self.cols[i][nz, :m])
+            sq = np.maximum(self.sq_rows[i][:m] + float(x64 @ x64) - 2.0 * dots, 0.0)
+            k = np.exp(sq * (-0.5 / sigma**2))
         else:
             k = exact_kernel(kernel, self.cols[i][:, :m].T, x64[None, :], sigma)[:, 0]
-        return float(k @ self.alpha[i][:m])
+        return float(np.einsum("m,m->", k, self.alpha[i][:m]))
 
     def feature_sq_norm(self) -> float:
         """``k(x, x)``, 1 for every dictionary kernel."""
@@ -710,24 +747,29 @@ class _OKSPlusPlusRule:
         super().__init__(config)
         self.c0, self.g = _SMOOTHNESS[config.loss]
         self.radius = config.radius
+        self.code_constant = config.tuning == "released_code" and config.loss == "logistic"
 
     def _rule_init(self):
-        return {"loss_sum": np.zeros(self.K), "sq_loss_sum": np.asarray(0.0)}
+        a = oks_pp_constant(self.radius, self.c0, self.g, self.K)
+        return {"loss_sum": np.zeros(self.K), "sq_loss_sum": np.asarray(0.0), "delta_constant": np.asarray(a)}
 
     def _selection(self, state):
-        q, p, _ = oks_pp_distribution(state.loss_sum, float(state.sq_loss_sum), self.radius, self.c0, self.g)
+        q, p, _ = oks_pp_distribution(state.loss_sum, float(state.sq_loss_sum), float(state.delta_constant))
         return q, p
 
     def _step(self, hyp, stats, x, y, counter):
         K, U, gc0 = self.K, self.radius, self.g * self.c0
-        q, p, _ = oks_pp_distribution(stats["loss_sum"], float(stats["sq_loss_sum"]), U, self.c0, self.g)
+        q, p, _ = oks_pp_distribution(stats["loss_sum"], float(stats["sq_loss_sum"]), float(stats["delta_constant"]))
         i = self._draw(p, counter)
         f = hyp.evaluate(i, x)
         loss, grad = self.loss_value(f, y), self.loss_grad(f, y)
+        if self.code_constant:  # the released script's a_t = exp(-y f) (see the config)
+            stats["delta_constant"] = np.asarray(math.exp(min(-y * f, 700.0)))
+        a = float(stats["delta_constant"])
         c_tilde = loss / p[i]
         stats["loss_sum"][i] += c_tilde
         total = float(np.sum(stats["loss_sum"]))
-        lam = (U ** (4.0 / 3.0) * max(gc0 * U * U * K * K, 8.0 * total) ** (-1.0 / 6.0)) / (
+        lam = (U ** (4.0 / 3.0) * max(a**3, 8.0 * total) ** (-1.0 / 6.0)) / (
             math.sqrt(4.0 / 3.0) * K ** (1.0 / 6.0) * gc0 ** (1.0 / 3.0) * math.sqrt(1.0 + stats["loss_sum"][i])
         )
         stats["sq_loss_sum"] = np.asarray(float(stats["sq_loss_sum"]) + q[i] * c_tilde * c_tilde)
@@ -740,6 +782,7 @@ class _OKSPlusPlusRule:
         return {
             "loss_sum": weighted_average([s.loss_sum for s in states], counts),
             "sq_loss_sum": np.asarray(float(weighted_average([s.sq_loss_sum for s in states], counts))),
+            "delta_constant": np.asarray(float(weighted_average([s.delta_constant for s in states], counts))),
         }
 
 
