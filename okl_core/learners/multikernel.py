@@ -235,9 +235,9 @@ class KernelFeatureBank:
     seed=kernel_seed(seed, j), block_size, scaled=True)``: ``2 D`` features
     ``[cos, sin] / sqrt(D)`` with ``||z(x)||^2 = 1`` (spec/omkl_gf.md, spec/oks.md).
 
-    The learners' online updates map one row at a time with :meth:`row` (the same numpy
-    operations whatever the batch, so a batch update is the row-by-row fold bit for bit);
-    :meth:`transform` maps whole batches for ``predict``.
+    The learners' online updates map one row at a time with :meth:`rows` (the same numpy
+    operations whatever the batch, so a batch update is the row-by-row fold bit for bit),
+    for the kernels they evaluate only; :meth:`transform` maps whole batches for ``predict``.
     """
 
     def __init__(self, config: RandomFeatureMultiKernelConfig):
@@ -247,6 +247,8 @@ class KernelFeatureBank:
         self.maps = tuple(FourierFeatures(spec, cache_bytes=share) for spec in self.specs)
         self.n_components = config.n_components
         self._scale = np.float32(1.0 / math.sqrt(config.n_components))
+        self._cache_bytes = config.feature_cache_mb * 2**20
+        self._stack = None
 
     @staticmethod
     def specs_for(dictionary, n_inputs: int, n_components: int, seed: int, block_size: int) -> tuple[FeatureSpec, ...]:
@@ -265,14 +267,21 @@ class KernelFeatureBank:
             for (kernel, sigma), s in zip(dictionary, seeds)
         )
 
-    def frequencies(self, j: int) -> np.ndarray:
-        """Kernel ``j``'s frequencies, float32 ``(n_inputs, D)``."""
-        return self.maps[j].frequencies()
+    def stack(self) -> np.ndarray:
+        """All kernels' frequencies, float32 ``(N, n_inputs, D)`` (kept while within the cache budget)."""
+        if self._stack is not None:
+            return self._stack
+        stack = np.stack([m.frequencies() for m in self.maps])
+        stack.flags.writeable = False
+        if stack.nbytes <= self._cache_bytes:
+            self._stack = stack
+        return stack
 
-    def row(self, omega: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """Features of one float32 row ``x`` for frequencies ``omega`` (one kernel or several
-        side by side): float64 ``(n_kernels, 2 D)`` blocks ``[cos, sin] / sqrt(D)``."""
-        proj = np.dot(x, omega).reshape(-1, self.n_components)
+    def rows(self, omega: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Features of one float32 row ``x`` for the kernels whose frequencies are stacked in
+        ``omega`` (``(k, n_inputs, D)``, e.g. ``stack()[chosen]``): float64 ``(k, 2 D)``
+        blocks ``[cos, sin] / sqrt(D)``."""
+        proj = np.matmul(x, omega)  # (k, D)
         z = np.concatenate((np.cos(proj), np.sin(proj)), axis=1)
         z *= self._scale
         return z.astype(np.float64)

@@ -536,13 +536,11 @@ class _FeatureWeights:
         self.bank = learner.bank
         self.w = state.w.copy()
         self.clip = learner.config.radius / math.sqrt(learner.config.n_components)
-        self._omegas: dict[int, np.ndarray] = {}
+        self._omega = self.bank.stack()
         self._z = None
 
     def evaluate(self, i: int, x: np.ndarray) -> float:
-        if i not in self._omegas:
-            self._omegas[i] = self.bank.frequencies(i)
-        self._z = self.bank.row(self._omegas[i], x)[0]
+        self._z = self.bank.rows(self._omega[i : i + 1], x)[0]
         return float(self._z @ self.w[i])
 
     def feature_sq_norm(self) -> float:

@@ -100,6 +100,7 @@ __all__ = [
 
 _SQUARE = LOSSES["square"]  # 0.5 (f - y)^2: the papers' (f - y)^2 is twice it
 SCHEDULES = ("inv_sqrt_t", "constant")
+_ONE = np.ones(1)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -254,13 +255,17 @@ class _RandomFeatureMultiKernel(KernelReportMixin, Learner):
     def _kernel_distribution(self, state):
         return normalized_weights(state.log_w)
 
-    def _step_theta(self, theta_n: np.ndarray, z: np.ndarray, f: float, y: float, eta_t: float) -> float:
-        """In-place ``theta_n -= eta_t grad L_n``; returns the loss ``L_n`` before the step."""
+    def _step_theta(self, theta: np.ndarray, Z: np.ndarray, f: np.ndarray, y: float, eta_t: float) -> np.ndarray:
+        """In place, for the kernels of the rows of ``theta``: ``theta_n -= eta_t grad L_n``.
+
+        ``Z`` holds the kernels' features of the example and ``f`` their predictions;
+        returns the losses ``L_n`` before the step.
+        """
         lam = self.config.lam
-        loss = 2.0 * float(_SQUARE.value(f, y)) + lam * float(theta_n @ theta_n)
-        grad = (2.0 * float(_SQUARE.grad(f, y))) * z + (2.0 * lam) * theta_n
-        theta_n -= eta_t * grad
-        return loss
+        losses = 2.0 * _SQUARE.value(f, y) + lam * np.einsum("nk,nk->n", theta, theta)
+        grad = (2.0 * _SQUARE.grad(f, y))[:, None] * Z + (2.0 * lam) * theta
+        theta -= eta_t * grad
+        return losses
 
     def predict(self, state, X) -> np.ndarray:
         """Mixture of all kernels with the normalised weights ``sum_n (w_n / sum w) f_n(X)``."""
@@ -314,16 +319,14 @@ class Raker(_RandomFeatureMultiKernel):
         X, y = validate_xy(self, X, y)
         theta, log_w, n_seen = state.theta.copy(), state.log_w.copy(), int(state.n_seen)
         scores = np.empty(len(y))
-        if len(y):
-            # All kernels every step: one projection of the row onto all frequencies.
-            omega = np.concatenate([self.bank.frequencies(n) for n in range(self._n_kernels())], axis=1)
+        omega = self.bank.stack() if len(y) else None
         for i in range(len(y)):
             t = n_seen + i + 1
             eta_t = self.config.rate(self.config.eta, t)
-            Z = self.bank.row(omega, X[i])  # (N, 2D)
+            Z = self.bank.rows(omega, X[i])  # (N, 2D): all kernels every step
             f = np.einsum("nk,nk->n", Z, theta)
             scores[i] = normalized_weights(log_w) @ f
-            losses = np.array([self._step_theta(theta[n], Z[n], f[n], y[i], eta_t) for n in range(len(f))])
+            losses = self._step_theta(theta, Z, f, y[i], eta_t)
             log_w = log_normalize(log_w - eta_t * losses)
         new = RakerState(theta=theta, log_w=log_w, n_seen=np.asarray(n_seen + len(y), dtype=np.int64))
         return new, scores
@@ -377,10 +380,10 @@ class OMKLGF(_RandomFeatureMultiKernel):
             "n_used": state.n_used.copy(),
         }
         n_seen = int(state.n_seen)
-        omegas: dict[int, np.ndarray] = {}  # frequencies of the kernels used in this batch
+        omega = self.bank.stack() if len(y) else None
         scores = np.empty(len(y))
         for i in range(len(y)):
-            scores[i] = self._step(work, omegas, X[i], y[i], n_seen + i)
+            scores[i] = self._step(work, omega, X[i], y[i], n_seen + i)
         new = OMKLGFState(
             theta=work["theta"],
             log_w=work["log_w"],
@@ -391,7 +394,7 @@ class OMKLGF(_RandomFeatureMultiKernel):
         )
         return new, scores
 
-    def _step(self, work: dict, omegas: dict, x: np.ndarray, y: float, counter: int) -> float:
+    def _step(self, work: dict, omega: np.ndarray, x: np.ndarray, y: float, counter: int) -> float:
         """One example (0-based ``counter``): Algorithm 2 steps 1-7, updating ``work`` in place."""
         cfg = self.config
         J, M = cfg.selective_nodes, cfg.draws_per_node
@@ -399,20 +402,19 @@ class OMKLGF(_RandomFeatureMultiKernel):
         eta_t, eta_e = cfg.rate(cfg.eta, t), cfg.rate(cfg.eta_e, t)
         uniforms = example_uniforms(cfg.seed, counter, 1 + J * M)
         log_w, theta = work["log_w"], work["theta"]
-        P = graph_probabilities(normalized_weights(log_w), eta_e, J)
+        P = graph_probabilities(np.exp(log_w), eta_e, J)  # log_w is normalised
         A = work["graph"] if work["frozen"] else draw_graph(P, uniforms[1:], M)
-        p_sel = selective_probabilities(log_w, A, eta_e)
-        chosen = np.flatnonzero(A[:, draw_index(p_sel, uniforms[0])])
+        # One selective node is chosen with probability (1 - eta_e) + eta_e = 1.
+        p_sel = selective_probabilities(log_w, A, eta_e) if J > 1 else _ONE
+        chosen = np.flatnonzero(A[:, draw_index(p_sel, uniforms[0]) if J > 1 else 0])
 
-        f, Z = np.empty(len(chosen)), []
-        for k, n in enumerate(chosen):
-            if n not in omegas:
-                omegas[n] = self.bank.frequencies(n)
-            Z.append(self.bank.row(omegas[n], x)[0])
-            f[k] = Z[k] @ theta[n]
+        Z = self.bank.rows(omega[chosen], x)  # (|S|, 2D): only the chosen kernels' features
+        sub = theta[chosen]
+        f = np.einsum("nk,nk->n", Z, sub)
         y_hat = float(normalized_weights(log_w[chosen]) @ f)
 
-        losses = np.array([self._step_theta(theta[n], Z[k], f[k], y, eta_t) for k, n in enumerate(chosen)])
+        losses = self._step_theta(sub, Z, f, y, eta_t)
+        theta[chosen] = sub
         if work["frozen"] and cfg.frozen_q == "conditional":
             q = A.astype(np.float64) @ p_sel
         else:
