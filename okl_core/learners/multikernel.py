@@ -277,11 +277,16 @@ class KernelFeatureBank:
             self._stack = stack
         return stack
 
-    def rows(self, omega: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """Features of one float32 row ``x`` for the kernels whose frequencies are stacked in
-        ``omega`` (``(k, n_inputs, D)``, e.g. ``stack()[chosen]``): float64 ``(k, 2 D)``
-        blocks ``[cos, sin] / sqrt(D)``."""
-        proj = np.matmul(x, omega)  # (k, D)
+    def rows(self, omega: np.ndarray, x: np.ndarray, kernels=None) -> np.ndarray:
+        """Features of one float32 row ``x``: float64 ``(k, 2 D)`` blocks ``[cos, sin] / sqrt(D)``.
+
+        ``omega`` is :meth:`stack` (or a slice of it); ``kernels`` (indices into it) limits
+        the work to those kernels, without copying their frequencies; None: all of them.
+        """
+        if kernels is None:
+            proj = np.matmul(x, omega)  # (k, D)
+        else:
+            proj = np.stack([np.dot(x, omega[n]) for n in kernels])
         z = np.concatenate((np.cos(proj), np.sin(proj)), axis=1)
         z *= self._scale
         return z.astype(np.float64)

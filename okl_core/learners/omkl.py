@@ -408,7 +408,7 @@ class OMKLGF(_RandomFeatureMultiKernel):
         p_sel = selective_probabilities(log_w, A, eta_e) if J > 1 else _ONE
         chosen = np.flatnonzero(A[:, draw_index(p_sel, uniforms[0]) if J > 1 else 0])
 
-        Z = self.bank.rows(omega[chosen], x)  # (|S|, 2D): only the chosen kernels' features
+        Z = self.bank.rows(omega, x, chosen)  # (|S|, 2D): only the chosen kernels' features
         sub = theta[chosen]
         f = np.einsum("nk,nk->n", Z, sub)
         y_hat = float(normalized_weights(log_w[chosen]) @ f)
