@@ -218,9 +218,18 @@ class OKSConfig(_KernelSelectionConfig):
 
     Parameters
     ----------
+    n_inputs, kernels, seed
+        See :class:`~okl_core.learners.multikernel.MultiKernelConfig` (default kernels:
+        Gaussians sigma = 2^-2 .. 2^3).
+    loss, norm_bound, predict_with
+        See ``_SelectionFields``.
+    max_support : int
+        Cap on the support vectors of all kernels together (default 100,000); an update
+        that would exceed it raises a ValueError naming it.
     horizon : int
-        ``T``, the number of rounds the constants are tuned for (>= 1; pipelines use the
-        data set's row count).
+        ``T``, the number of rounds the constants are tuned for (>= 1), required. The okl
+        pipelines fill it from the data set's row count (``dataset.json`` ``n_rows``)
+        unless given.
     step_scale : float or None
         ``m`` in ``lambda = m sqrt(delta / (K T))``; None: 25 (square, logistic), 5 (absolute).
     """
@@ -256,7 +265,9 @@ class _OKSPlusPlusFields:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OKSPlusPlusConfig(_OKSPlusPlusFields, _KernelSelectionConfig):
-    """:class:`OKSPlusPlus` parameters (smooth losses: logistic, square; ``tuning``)."""
+    """:class:`OKSPlusPlus` parameters: ``n_inputs``, ``kernels``, ``seed``, ``loss``
+    (logistic, square), ``norm_bound``, ``predict_with``, ``max_support`` (see
+    :class:`OKSConfig`) and ``tuning`` (``_OKSPlusPlusFields``). No horizon needed."""
 
     def __post_init__(self):
         super().__post_init__()
@@ -265,7 +276,9 @@ class OKSPlusPlusConfig(_OKSPlusPlusFields, _KernelSelectionConfig):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RFOKSPlusPlusConfig(_OKSPlusPlusFields, _RFSelectionConfig):
-    """:class:`RFOKSPlusPlus` parameters (smooth losses: logistic, square; ``tuning``)."""
+    """:class:`RFOKSPlusPlus` parameters: as :class:`OKSPlusPlusConfig` without
+    ``max_support``, plus ``n_components`` (D = 400), ``block_size`` and
+    ``feature_cache_mb`` (see :class:`~okl_core.learners.multikernel.RandomFeatureMultiKernelConfig`)."""
 
     def __post_init__(self):
         super().__post_init__()
@@ -274,7 +287,17 @@ class RFOKSPlusPlusConfig(_OKSPlusPlusFields, _RFSelectionConfig):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _IOKSFields:
-    """IOKS fields: ``horizon`` T (>= 2, needs ln T > 0) and ``loss_max`` (l_max > 0, default 1)."""
+    """IOKS fields.
+
+    Parameters
+    ----------
+    horizon : int
+        ``T`` (>= 2: the constants need ``ln T > 0``), required. The okl pipelines fill it
+        from the data set's row count (``dataset.json`` ``n_rows``) unless given.
+    loss_max : float
+        ``l_max`` (> 0): losses are scaled to ``c = min(l / l_max, 1)``; the paper's
+        experiments use 1.
+    """
 
     horizon: int
     loss_max: float = 1.0
@@ -286,7 +309,9 @@ class _IOKSFields:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class IOKSConfig(_IOKSFields, _KernelSelectionConfig):
-    """:class:`IOKS` parameters: see ``_IOKSFields`` and the kernel-selection fields."""
+    """:class:`IOKS` parameters: ``n_inputs``, ``kernels``, ``seed``, ``loss`` (absolute,
+    logistic, square), ``norm_bound``, ``predict_with``, ``max_support``, ``horizon`` and
+    ``loss_max`` (see :class:`OKSConfig` and ``_IOKSFields``)."""
 
     def __post_init__(self):
         super().__post_init__()
@@ -295,7 +320,9 @@ class IOKSConfig(_IOKSFields, _KernelSelectionConfig):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RFIOKSConfig(_IOKSFields, _RFSelectionConfig):
-    """:class:`RFIOKS` parameters: see ``_IOKSFields`` and the random-feature fields."""
+    """:class:`RFIOKS` parameters: as :class:`IOKSConfig` without ``max_support``, plus
+    ``n_components`` (D = 400), ``block_size`` and ``feature_cache_mb`` (see
+    :class:`~okl_core.learners.multikernel.RandomFeatureMultiKernelConfig`)."""
 
     def __post_init__(self):
         super().__post_init__()

@@ -26,7 +26,9 @@ OMKL-GF (``omkl_gf``), Algorithms 1 and 2 of the paper, for example ``t``:
 3. draw ``j_t ~ p``; ``S_t = {n : A(n, j_t) = 1}``;
 4. predict ``sum_{n in S_t} (w_n / sum_{m in S_t} w_m) f_n(x)``;
 5. ``theta_n -= eta_t grad L_n`` for ``n in S_t`` (not importance weighted);
-6. ``q_n = sum_j p_j [1 - (1 - p_{t,j}(n))^M]``, the probability that ``n`` is observed;
+6. ``q_n = sum_j p_j [1 - (1 - p_{t,j}(n))^M]``, the probability that ``n`` is observed
+   (exact for ``J = 1``; for ``J > 1`` the paper's formula takes the ``p_j`` of the graph
+   at hand, which depend on the drawn graph, so it approximates the marginal probability);
 7. ``w_n *= exp(-(eta_t / 2^b) 1[n in S_t] L_n / q_n)``, ``b = floor(log2 J)``.
 
 Cost O(d D M + J N) per example: only the kernels in ``S_t`` are evaluated.
@@ -39,10 +41,15 @@ the probability that ``n`` is observed given the fixed graph, ``q_n = sum_j p_j 
 ``frozen_q = 'marginal'`` keeps formula 6 with the current weights.
 
 Draws: example ``t`` (0-based counter ``n_seen``) uses the words of generator
-``(seed, t)`` (:func:`.multikernel.example_uniforms`): word 0 draws the selective node,
-words ``1 + j M .. (j + 1) M`` the ``M`` kernels of selective node ``j`` (0-based), by
-inverse CDF. The words are drawn (and ignored) while the graph is frozen, so the layout
-never depends on the state.
+``(seed, t)`` (:func:`.multikernel.example_uniforms`): word 0 draws the selective node
+(unused when ``J = 1``), words ``1 + j M`` to ``(j + 1) M`` (inclusive) the ``M`` kernels
+of selective node ``j`` (0-based), by inverse CDF. The words are drawn (and ignored) while
+the graph is frozen, so the layout never depends on the state.
+
+Reports: :meth:`~.multikernel.KernelReportMixin.kernel_weights` (normalised weights),
+``kernel_usage`` (examples on which each kernel was evaluated), ``best_kernel``;
+``kernel_feature_specs()`` gives each kernel's FeatureSpec. Memory: ``theta`` is
+``N x 2D`` float64; the frequencies (``N x d x D`` float32) are regenerated from the seed.
 
 ``predict(state, X)`` (not the online protocol) uses all kernels with the normalised
 weights, ``sum_n (w_n / sum w) f_n(x)``.
