@@ -3,28 +3,29 @@
 One random permutation of the 32,561 a9a training rows (the paper averages ten), the six
 Gaussian kernels sigma = 2^-2 .. 2^3, the logistic loss, U = 15, the a9a features as
 distributed (binary, already within [-1, 1]), horizon T = 32,561. Measured on the
-reference machine (one permutation, seed 0): OKS 19.6%, IOKS 17.2%, OKS++ 16.7%,
-RF-OKS++ (D = 400) 18.7% with the paper's tuning and 17.2% with the released script's.
-Tolerance: the issue's 1.5 points, except RF-OKS++ with the paper's tuning (2 points, see
-the test).
+reference machine with this permutation (``default_rng(0)``, learner seed 0): OKS 19.84%,
+IOKS 17.33%, OKS++ 16.65%, RF-OKS++ (D = 400) 17.21% with the released script's tuning
+and 19.26% with the paper's. Over five permutations (bench/repro_multikernel.py oks
+--runs 5): OKS 19.79 +- 0.06 (paper 19.65), IOKS 17.41 +- 0.10 (17.46), OKS++ 16.85 +-
+0.14 (16.57), RF-OKS++ 17.37 +- 0.25 released tuning / 19.16 +- 0.08 paper tuning (17.28).
+Tolerance: the issue's 1.5 points against the paper.
 """
 
 import numpy as np
 import pytest
 
 import okl_core
-from tests.conftest import shared_data
+
+from ..real_data import a9a
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def a9a_stream():
-    from sklearn.datasets import load_svmlight_file
-
-    X, y = load_svmlight_file(str(shared_data("a9a", "a9a")), n_features=123)
+    X, y = a9a()
     order = np.random.default_rng(0).permutation(len(y))
-    return X.toarray().astype(np.float32)[order], y.astype(np.int64)[order]
+    return X[order], y[order]
 
 
 def online_mistake_rate(a9a_stream, name, **params):
@@ -51,9 +52,12 @@ def test_a9a_mistake_rate_within_1_5_points_of_the_paper(a9a_stream, name, param
 
 
 def test_a9a_rf_oks_pp_with_the_papers_tuning(a9a_stream):
-    # Theorem 3.1's exploration (about 12% of rounds at the end) spends more rounds on the
-    # narrow kernels, whose random-feature models are noise on a9a; the published 17.28%
-    # came from the released script's much smaller exploration (tuning='released_code').
+    # Theorem 3.1's exploration (about 12% of the rounds at the end) spends more rounds on
+    # the narrow kernels, whose random-feature models are noise on a9a: 19.16 +- 0.08 over
+    # five permutations. The published 17.28% came from the released script's far smaller
+    # exploration (tuning='released_code', tested above). Checked against our measurement.
     rate, learner, state = online_mistake_rate(a9a_stream, "rf_oks_pp")
-    assert abs(rate - 17.28) <= 2.0, f"rf_oks_pp: {rate:.2f}%"
+    released, _, _ = online_mistake_rate(a9a_stream, "rf_oks_pp", tuning="released_code")
+    assert abs(rate - 19.16) <= 0.5, f"rf_oks_pp: {rate:.2f}%"
+    assert rate > released + 1.0
     assert learner.config.n_components == 400

@@ -89,7 +89,7 @@ def test_raker_matches_a_direct_multi_kernel_fold():
 
 def test_observation_probability_equals_its_monte_carlo_estimate_with_one_selective_node():
     # J = 1: S_t is the set of kernels drawn M times from p_t, so q_n = 1 - (1 - p_t(n))^M exactly.
-    N, M, eta_e, n = 7, 3, 0.3, 40000
+    N, M, eta_e, n = 7, 3, 0.3, 20000
     log_w = np.log(np.array([0.3, 0.02, 0.25, 0.08, 0.15, 0.1, 0.1]))
     P = graph_probabilities(np.exp(log_w), eta_e, 1)
     q = observation_probabilities(P, np.ones(1), M)
@@ -104,7 +104,7 @@ def test_observation_probability_ingredients_match_monte_carlo_with_several_sele
     # q_n = sum_j p_j [1 - (1 - p_{t,j}(n))^M]: node j's edge probabilities, weighted by p_j.
     # (With J > 1, p_j depends on the drawn graph; the paper's formula takes the p_j of
     # the graph at hand, which the learner follows.)
-    N, J, M, eta_e, n = 5, 3, 2, 0.4, 30000
+    N, J, M, eta_e, n = 5, 3, 2, 0.4, 12000
     w = np.array([0.5, 0.05, 0.2, 0.15, 0.1])
     P = graph_probabilities(w, eta_e, J)
     np.testing.assert_allclose(P.sum(1), 1.0)
