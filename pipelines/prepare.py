@@ -302,11 +302,14 @@ def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
 
 
 def _beam_options(beam_argv, num_workers) -> list:
+    """Beam flags: the caller's, DirectRunner by default, local processes for --num-workers."""
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
     options = list(beam_argv)
-    if not any(a.startswith("--runner") for a in options):
+    runner = PipelineOptions(options).view_as(StandardOptions).runner
+    if runner is None:
         options.append("--runner=DirectRunner")
-    runner = next(a.split("=", 1)[1] for a in options if a.startswith("--runner=")) if any(a.startswith("--runner=") for a in options) else ""
-    if num_workers > 1 and runner in ("DirectRunner", "direct", ""):
+    if num_workers > 1 and runner in (None, "DirectRunner", "direct"):
         options += [f"--direct_num_workers={num_workers}", "--direct_running_mode=multi_processing", "--default_sdk_harness_log_level=WARNING"]
     return options
 

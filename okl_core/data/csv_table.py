@@ -27,7 +27,7 @@ import numpy as np
 
 from okl_core.data.layout import DatasetWriter
 from okl_core.data.scaling import ColumnStats, Scaling
-from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source
+from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source, parse_finite
 from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
 
 __all__ = ["CsvBatch", "iter_csv", "convert_csv"]
@@ -82,24 +82,23 @@ def _row_problem(fields: list, cols: _Columns) -> str | None:
     if len(fields) != len(cols.header):
         return f"expected {len(cols.header)} fields, found {len(fields)}"
     for i in cols.features:
-        text = fields[i].strip()
-        if not text:
-            return f"column {cols.header[i]!r}: missing value"
-        try:
-            value = float(text)
-        except ValueError:
-            return f"column {cols.header[i]!r}: {text!r} is not a number"
-        if not math.isfinite(value):
-            return f"column {cols.header[i]!r}: non-finite value {text!r}"
+        _, problem = parse_finite(fields[i].strip(), f"column {cols.header[i]!r}")
+        if problem:
+            return problem
     target = fields[cols.target].strip()
-    if not target:
-        return f"target {cols.header[cols.target]!r}: missing value"
-    try:
-        if not math.isfinite(float(target)):
-            return f"target {cols.header[cols.target]!r}: non-finite value {target!r}"
-    except ValueError:
-        pass  # a string label
+    if not target or _is_number(target):  # a non-numeric target is a class name
+        _, problem = parse_finite(target, f"target {cols.header[cols.target]!r}")
+        if problem:
+            return problem
     return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _open_text(path):
@@ -174,13 +173,7 @@ def _fast_features(records, cols) -> np.ndarray | None:
 
 
 def _targets_finite(records, cols) -> bool:
-    for r in records:
-        try:
-            if not math.isfinite(float(r[cols.target])):
-                return False
-        except ValueError:
-            continue
-    return True
+    return all(math.isfinite(float(r[cols.target])) for r in records if _is_number(r[cols.target]))
 
 
 def _numeric(targets: list) -> np.ndarray | None:

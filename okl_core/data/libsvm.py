@@ -33,7 +33,7 @@ import pyarrow.csv as pacsv
 
 from okl_core.data.layout import DatasetWriter
 from okl_core.data.scaling import ColumnStats, Scaling
-from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source
+from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source, parse_finite
 from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
 
 __all__ = ["LibsvmBlock", "LibsvmScan", "iter_libsvm", "scan_libsvm", "read_libsvm", "convert_libsvm"]
@@ -163,12 +163,9 @@ def _parse_line(text: str, n_features: int | None) -> tuple[float, list, list] |
         return None
     if ":" in tokens[0]:
         return f"missing label (line starts with the feature {tokens[0]!r})"
-    try:
-        label = float(tokens[0])
-    except ValueError:
-        return f"label {tokens[0]!r} is not a number"
-    if not math.isfinite(label):
-        return f"label {tokens[0]!r} is not finite"
+    label, problem = parse_finite(tokens[0], "label")
+    if problem:
+        return problem
     indices, values, seen = [], [], set()
     for tok in tokens[1:]:
         if tok.startswith("qid:"):
@@ -185,12 +182,9 @@ def _parse_line(text: str, n_features: int | None) -> tuple[float, list, list] |
             return f"feature index {index} exceeds n_features = {n_features}"
         if index in seen:
             return f"duplicate feature index {index}"
-        try:
-            value = float(tail)
-        except ValueError:
-            return f"value {tail!r} of feature {index} is not a number"
-        if not math.isfinite(value):
-            return f"value {tail!r} of feature {index} is not finite"
+        value, problem = parse_finite(tail, f"value of feature {index}")
+        if problem:
+            return problem
         seen.add(index)
         indices.append(index - 1)
         values.append(value)

@@ -40,13 +40,14 @@ import csv
 import dataclasses
 import io
 import math
+import multiprocessing
 import os
 import time
 
 import numpy as np
 
 from okl_core.data.layout import DatasetWriter
-from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source
+from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source, parse_finite
 from okl_core.random import block_bit_generator, standard_normal
 
 __all__ = [
@@ -292,13 +293,7 @@ def _records(path, smiles_column, target, position):
                 if len(fields) != len(header):
                     problem = f"expected {len(header)} fields, found {len(fields)}"
                 else:
-                    text = fields[t_at].strip()
-                    try:
-                        value = float(text)
-                        if not math.isfinite(value):
-                            problem = f"target {target!r}: non-finite value {text!r}"
-                    except ValueError:
-                        problem = f"target {target!r}: {text!r} is not a number" if text else f"target {target!r}: missing value"
+                    value, problem = parse_finite(fields[t_at].strip(), f"target {target!r}")
                 smiles = fields[s_at].strip() if len(fields) > s_at else ""
                 yield row, reader.line_num, smiles, value, problem
                 row += 1
@@ -325,7 +320,9 @@ def _ordered_map(fn, items, workers: int, window: int):
         for item in items:
             yield fn(item)
         return
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+    # Not fork: the parent may hold threads (pyarrow's pools), which fork can deadlock.
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
         pending = []
         for item in items:
             pending.append(pool.submit(fn, item))

@@ -17,6 +17,7 @@ import dataclasses
 import gzip
 import io
 import lzma
+import math
 import os
 import zlib
 from typing import Protocol
@@ -30,6 +31,7 @@ __all__ = [
     "REJECTS_FILE",
     "open_source",
     "compression_of",
+    "parse_finite",
 ]
 
 REJECTS_FILE = "rejects.csv"
@@ -66,6 +68,23 @@ class NullProgress:
 
     def finish(self):  # noqa: D102
         pass
+
+
+def parse_finite(text: str, what: str) -> tuple[float | None, str | None]:
+    """``(value, None)`` if ``text`` is a finite number, else ``(None, reason)``.
+
+    Reasons read ``"{what}: missing value"``, ``"{what}: 'abc' is not a number"`` or
+    ``"{what}: 'nan' is not finite"`` -- the wording of every converter's bad-row message.
+    """
+    if not text:
+        return None, f"{what}: missing value"
+    try:
+        value = float(text)
+    except ValueError:
+        return None, f"{what}: {text!r} is not a number"
+    if not math.isfinite(value):
+        return None, f"{what}: {text!r} is not finite"
+    return value, None
 
 
 def compression_of(path: str) -> str | None:

@@ -127,12 +127,12 @@ def test_missing_target_column(tmp_path):
 
 BAD_ROWS = [
     (["1.0", "abc", "1"], "column 'b': 'abc' is not a number"),
-    (["1.0", "nan", "1"], "column 'b': non-finite value 'nan'"),
-    (["inf", "2", "1"], "column 'a': non-finite value 'inf'"),
+    (["1.0", "nan", "1"], "column 'b': 'nan' is not finite"),
+    (["inf", "2", "1"], "column 'a': 'inf' is not finite"),
     (["1.0", "", "1"], "column 'b': missing value"),
     (["1.0", "2"], "expected 3 fields, found 2"),
     (["1.0", "2", ""], "target 'y': missing value"),
-    (["1.0", "2", "nan"], "target 'y': non-finite value 'nan'"),
+    (["1.0", "2", "nan"], "target 'y': 'nan' is not finite"),
 ]
 
 
