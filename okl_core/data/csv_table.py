@@ -102,7 +102,7 @@ def _is_number(text: str) -> bool:
 
 
 def _open_text(path):
-    return io.TextIOWrapper(open_source(path), encoding="utf-8", newline="")
+    return io.TextIOWrapper(open_source(path), encoding="utf-8-sig", newline="")
 
 
 def iter_csv(path, target, *, features=None, drop=None, delimiter=",", rejects=None, batch_rows=8192, position=None) -> Iterator[tuple[_Columns, CsvBatch, int]]:

@@ -273,7 +273,7 @@ def _featurize_chunk(args):
 
 def _records(path, smiles_column, target, position):
     """Yield ``(row, line, smiles, target_value | None, problem | None)`` from the CSV."""
-    with io.TextIOWrapper(open_source(path), encoding="utf-8", newline="") as f:
+    with io.TextIOWrapper(open_source(path), encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f)
         try:
             header = [h.strip() for h in next(reader)]
@@ -381,4 +381,4 @@ def convert_molecules(
         writer.set_info(extra=extra, target_range=[t_lo, t_hi] if writer.n_rows else None)
     progress.finish()
     notes = [f"{truncated:,} molecules truncated to {config.max_atoms} atoms"] if truncated else []
-    return ConversionSummary(writer.info, writer.path, n_rejected=rejected["count"] if rejected else 0, seconds=time.perf_counter() - started, bytes_read=os.path.getsize(path), notes=notes)
+    return ConversionSummary(writer.info, writer.path, n_rejected=rejected["count"] if rejected else 0, seconds=time.perf_counter() - started, notes=notes)
