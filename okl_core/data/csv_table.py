@@ -26,7 +26,7 @@ from typing import Iterator
 import numpy as np
 
 from okl_core.data.layout import DatasetWriter
-from okl_core.data.scaling import ColumnStats, Scaling
+from okl_core.data.scaling import ColumnStats, ScaledRows, Scaling
 from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source, parse_finite
 from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
 
@@ -272,7 +272,7 @@ def convert_csv(
     if name:
         info["name"] = name
     string_labels = any(isinstance(c, str) for c in label_map.classes)
-    t_lo, t_hi = math.inf, -math.inf
+    scaled = ScaledRows(label_map.task, fscale, tscale)
     position = [0]
     progress.start(os.path.getsize(path), "B", "convert")
     with DatasetWriter(out, len(cols.features), label_map.task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, **info) as writer:
@@ -283,18 +283,14 @@ def convert_csv(
                 bad = next(j for j, t in enumerate(batch.targets) if _numeric([t]) is None)
                 raise DataFormatError(f"{path}, line {batch.lines[bad]}: target {batch.targets[bad]!r} is not a number (the task is {label_map.task})")
             y, ok = label_map.encode(np.array(raw, dtype=object) if string_labels else raw)
-            X, lines = batch.X, batch.lines
+            X = batch.X
             if not ok.all():
                 X, y = _drop_unknown(batch, y, ok, label_map, path, rejects)
-            if label_map.task == "regression":
-                y = tscale.apply(y[:, None])[:, 0].astype(np.float32)  # the range of what is stored
-                if len(y):
-                    t_lo, t_hi = min(t_lo, float(y.min())), max(t_hi, float(y.max()))
-            writer.write(fscale.apply(X).astype(np.float32), y)
+            writer.write(*scaled(X, y))
             progress.update(position[0])
         rejected = rejects.close() if rejects is not None else None
         extra = dict(info["extra"], **({"rejects": rejected} if rejected else {}))
-        writer.set_info(extra=extra, target_range=[t_lo, t_hi] if label_map.task == "regression" and writer.n_rows else None)
+        writer.set_info(extra=extra, target_range=scaled.target_range)
     progress.finish()
     return ConversionSummary(writer.info, writer.path, n_rejected=rejected["count"] if rejected else 0, seconds=time.perf_counter() - started, bytes_read=os.path.getsize(path))
 

@@ -21,7 +21,6 @@ the labels, the feature count (largest index) and scaling statistics unless they
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 from typing import Iterator
@@ -32,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from okl_core.data.layout import DatasetWriter
-from okl_core.data.scaling import ColumnStats, Scaling
+from okl_core.data.scaling import ColumnStats, ScaledRows, Scaling
 from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source, parse_finite
 from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
 
@@ -346,7 +345,7 @@ def convert_libsvm(
     if name:
         info["name"] = name
     position = [0]
-    target_min, target_max = math.inf, -math.inf
+    scaled = ScaledRows(label_map.task, fscale, tscale)
     progress.start(os.path.getsize(path), "B", "convert")
     with DatasetWriter(out, d, label_map.task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, **info) as writer:
         rejects = RejectLog(writer.staging_dir, ("line", "reason", "text")) if skip_bad_rows else None
@@ -354,18 +353,11 @@ def convert_libsvm(
             y, ok = label_map.encode(block.labels)
             if not ok.all():
                 block, y = _drop_unknown_labels(block, y, ok, label_map, path, rejects)
-            if label_map.task == "regression":
-                y = tscale.apply(y[:, None])[:, 0].astype(np.float32)  # the range of what is stored
-                if len(y):
-                    target_min, target_max = min(target_min, float(y.min())), max(target_max, float(y.max()))
-            X = block.dense(d) if fscale.method == "none" else fscale.apply(block.dense(d, np.float64))
-            writer.write(X.astype(np.float32, copy=False), y)
+            # Dense float64 only when scaling, so values are rounded to float32 once.
+            writer.write(*scaled(block.dense(d, np.float32 if fscale.method == "none" else np.float64), y))
             progress.update(position[0])
         rejected = rejects.close() if rejects is not None else None
-        writer.set_info(
-            extra={"rejects": rejected} if rejected else {},
-            target_range=[target_min, target_max] if label_map.task == "regression" and writer.n_rows else None,
-        )
+        writer.set_info(extra={"rejects": rejected} if rejected else {}, target_range=scaled.target_range)
     progress.finish()
     return ConversionSummary(writer.info, writer.path, n_rejected=rejected["count"] if rejected else 0, seconds=time.perf_counter() - started, bytes_read=os.path.getsize(path))
 

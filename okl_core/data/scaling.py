@@ -21,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["SCALING_METHODS", "ColumnStats", "Scaling"]
+__all__ = ["SCALING_METHODS", "ColumnStats", "Scaling", "ScaledRows"]
 
 SCALING_METHODS = ("none", "minmax01", "minmax11", "standard")
 
@@ -135,6 +135,36 @@ class Scaling:
         if method != "none" and (offset.shape != (n_columns,) or scale.shape != (n_columns,)):
             raise ValueError(f"{source}: recorded scaling has {offset.shape[0]} columns, this data has {n_columns}")
         return cls(method, offset, scale, dict(raw.get("stats", {})))
+
+
+class ScaledRows:
+    """Scale batches on their way to the writer and track the stored target range.
+
+    Parameters
+    ----------
+    task : str
+        Targets are scaled (and their range tracked) for ``regression`` only.
+    features, target : Scaling
+    """
+
+    def __init__(self, task: str, features: Scaling, target: Scaling):
+        self.task, self.features, self.target = task, features, target
+        self._lo, self._hi = np.inf, -np.inf
+
+    def __call__(self, X, y) -> tuple[np.ndarray, np.ndarray]:
+        """``(X float32, y)`` as stored: scaled in float64, then rounded once."""
+        X = np.asarray(X)
+        X = X.astype(np.float32) if self.features.method == "none" else self.features.apply(X).astype(np.float32)
+        if self.task == "regression":
+            y = self.target.apply(np.asarray(y, dtype=np.float64)[:, None])[:, 0].astype(np.float32)
+            if len(y):
+                self._lo, self._hi = min(self._lo, float(y.min())), max(self._hi, float(y.max()))
+        return X, y
+
+    @property
+    def target_range(self) -> list | None:
+        """``[min, max]`` of the stored regression targets (None otherwise or if empty)."""
+        return [self._lo, self._hi] if self.task == "regression" and self._lo <= self._hi else None
 
 
 def _inverse(span: np.ndarray) -> np.ndarray:
