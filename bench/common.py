@@ -1,0 +1,36 @@
+"""Shared helpers for the benchmarks: timing, MNIST-shaped data, ../shared/data lookup."""
+
+from __future__ import annotations
+
+import gzip
+import pathlib
+import time
+
+import numpy as np
+
+SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def best_of(fn, repeats: int = 3) -> float:
+    """Smallest wall time of ``repeats`` calls of ``fn`` (seconds); the least noisy estimate."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def mnist_shaped(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """MNIST test digits when ../shared/data has them (pixels in [0, 1]), else random ones."""
+    images = SHARED_DATA / "mnist" / "t10k-images-idx3-ubyte.gz"
+    labels = SHARED_DATA / "mnist" / "t10k-labels-idx1-ubyte.gz"
+    if images.exists() and labels.exists():
+        with gzip.open(images) as f:
+            X = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 784).astype(np.float32) / 255.0
+        with gzip.open(labels) as f:
+            y = np.frombuffer(f.read(), np.uint8, offset=8).astype(np.int64)
+        reps = -(-n // len(y))
+        return np.tile(X, (reps, 1))[:n], np.tile(y, reps)[:n]
+    rng = np.random.default_rng(seed)
+    return rng.random((n, 784), dtype=np.float32), rng.integers(0, 10, n)
