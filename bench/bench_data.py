@@ -30,7 +30,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
+from common import SHARED_DATA, best_of  # noqa: E402  (bench/ is the script's directory)
+
+SHARED = str(SHARED_DATA)
 TARGET_ROWS_PER_CORE = 5000
 
 
@@ -81,15 +83,6 @@ def bench_mnist8m(row_counts) -> None:
             print(f"{'':>10} output {size / 1e6:,.0f} MB ({size / m['rows']:,.0f} bytes/row)")
 
 
-def _timed(fn, repeat=2) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def _mnist_like_libsvm(tmp) -> str | None:
     """The MNIST test digits as LIBSVM text with 0-255 values (like the mnist8m file), 3x."""
     images = os.path.join(SHARED, "mnist", "t10k-images-idx3-ubyte.gz")
@@ -134,10 +127,10 @@ def bench_libsvm() -> None:
         print(f"{'file':<30} {'MB':>6} {'sklearn':>8} {'okl read':>9} {'convert':>8} {'1 pass':>7} {'read/sk':>8} {'conv/sk':>8}")
         for label, path, d, classes in files:
             mb = os.path.getsize(path) / 1e6
-            sk = _timed(lambda: load_svmlight_file(path, n_features=d))
-            ours = _timed(lambda: read_libsvm(path, n_features=d))
-            conv = _timed(lambda: convert_libsvm(path, os.path.join(tmp, "out"), overwrite=True))
-            single = _timed(lambda: convert_libsvm(path, os.path.join(tmp, "out"), n_features=d, classes=classes, overwrite=True))
+            sk = best_of(lambda: load_svmlight_file(path, n_features=d), 2)
+            ours = best_of(lambda: read_libsvm(path, n_features=d), 2)
+            conv = best_of(lambda: convert_libsvm(path, os.path.join(tmp, "out"), overwrite=True), 2)
+            single = best_of(lambda: convert_libsvm(path, os.path.join(tmp, "out"), n_features=d, classes=classes, overwrite=True), 2)
             print(f"{label:<30} {mb:>6.1f} {mb / sk:>8.1f} {mb / ours:>9.1f} {mb / conv:>8.1f} {mb / single:>7.1f} {sk / ours:>8.2f} {sk / conv:>8.2f}")
 
 
