@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", type=float, default=0.05, help="largest relative scale change (default 0.05)")
     p.add_argument("--translation", type=float, default=0.75, help="largest shift, pixels (default 0.75)")
     p.add_argument("--thickness", type=float, default=0.4, help="largest stroke thickness change in [0, 1] (default 0.4)")
-    p.add_argument("--originals", action="store_true", help="rows 0..n_base-1 are the undeformed base digits (like LIBSVM mnist8m)")
+    p.add_argument("--originals", action="store_true", help="rows 0..n_base-1 are the undeformed base digits (as infimnist starts)")
     p.add_argument("--num-workers", type=int, default=1, help="local worker processes for the DirectRunner (default 1: in-process)")
     p.add_argument("--batch-rows", type=int, default=1024, help="rows generated per vectorised batch (default 1024)")
     _common(p)

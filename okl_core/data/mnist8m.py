@@ -39,8 +39,8 @@ The default magnitudes are milder than Simard's (alpha 34) so that the rows stay
 their base digit in pixel space: a 1-nearest-neighbour classifier fit on 8,000 undeformed
 MNIST digits labels about 95% of their deformations correctly (the test requires 90%);
 with alpha 34 alone it is about 72%. ``originals=True`` makes rows ``0..n_base-1``
-the undeformed base digits (as in the LIBSVM mnist8m file, whose first 60,000 rows are the
-MNIST training set).
+the undeformed base digits (infimnist, from which the LIBSVM mnist8m file was cut, also
+starts with the undeformed digits).
 """
 
 from __future__ import annotations
