@@ -56,7 +56,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _labels_and_scaling(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=TASK_CHOICES, help="force the task (default: inferred from the labels)")
-    parser.add_argument("--classes", help="original labels in class order, comma separated (binary: negative,positive)")
+    parser.add_argument("--classes", help="original labels in class order, comma separated (binary: negative,positive; write --classes=-1,1 when the first starts with -)")
     parser.add_argument("--like", metavar="DATASET", help="label and scale like this data set (e.g. the training set of a test set)")
     parser.add_argument("--feature-scaling", choices=SCALING_METHODS, default="none", help="per-feature scaling (statistics from a first pass)")
     parser.add_argument("--target-scaling", choices=SCALING_METHODS, default="none", help="regression target scaling")
