@@ -29,6 +29,13 @@ _BUILTIN = {
     "krr": "okl_core.learners.pkawv:KernelRidge",
     "pkawv_taylor": "okl_core.learners.pkawv:PKAWVTaylor",
     "pkawv_nystrom": "okl_core.learners.pkawv:PKAWVNystrom",
+    "omkl_gf": "okl_core.learners.omkl:OMKLGF",
+    "raker": "okl_core.learners.omkl:Raker",
+    "oks": "okl_core.learners.oks:OKS",
+    "oks_pp": "okl_core.learners.oks:OKSPlusPlus",
+    "ioks": "okl_core.learners.oks:IOKS",
+    "rf_oks_pp": "okl_core.learners.oks:RFOKSPlusPlus",
+    "rf_ioks": "okl_core.learners.oks:RFIOKS",
 }
 _REGISTERED: dict[str, type[Learner]] = {}
 

@@ -18,7 +18,7 @@ def _phi(X, seed, block, r, sigma):
     return np.hstack([np.cos(P), np.sin(P)]) / np.sqrt(m)
 
 
-def _naive_dsg(X, y, loss, r, B, theta, nu, sigma=1.0, seed=0, n_out=1, step_offset=0.0):
+def _naive_dsg(X, y, loss, r, B, theta, nu, sigma=1.0, seed=0, n_out=1, step_offset=0.0, precondition_eps=None):
     """Explicit coefficients, explicit decay of every earlier block, no lazy scale."""
     A, outputs, averages = [], [], []
     for i, start in enumerate(range(0, len(y), B), start=1):
@@ -29,7 +29,10 @@ def _naive_dsg(X, y, loss, r, B, theta, nu, sigma=1.0, seed=0, n_out=1, step_off
         outputs.append(u)
         gamma = theta / (step_offset + i)
         g = loss.grad(u if n_out > 1 else u[:, 0], yb).reshape(len(yb), -1)
-        new = -gamma / len(yb) * _phi(Xb, seed, i - 1, r, sigma).T @ g
+        phi = _phi(Xb, seed, i - 1, r, sigma)
+        new = -gamma / len(yb) * phi.T @ g
+        if precondition_eps is not None:
+            new = np.linalg.inv(phi.T @ phi / len(yb) + precondition_eps * np.eye(r)) @ new
         A = [Aj * (1 - gamma * nu) for Aj in A] + [new]
         averages.append([a.copy() for a in A])
     return A, np.concatenate(outputs), averages
@@ -44,6 +47,16 @@ def test_matches_naive_algorithm(loss, task):
     np.testing.assert_allclose(scores, ref_scores[:, 0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(state.coef * state.scale, np.stack(A), rtol=1e-5, atol=1e-7)
     assert int(state.t) == 10 and int(state.n_seen) == 100
+
+
+def test_preconditioned_blocks_match_reference():
+    X, y = tiny_problem("regression", 3, n=80)
+    learner = okl_core.make_learner("dsg", n_inputs=3, loss="square", block_size=6, batch_size=20, theta=1.0,
+                                    nu=0.01, precondition=True, precondition_eps=1e-3)
+    state, scores = learner.update(learner.init(), X, y)
+    A, ref, _ = _naive_dsg(X, y, make_loss("square"), 6, 20, 1.0, 0.01, precondition_eps=1e-3)
+    np.testing.assert_allclose(scores, ref[:, 0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(state.coef * state.scale, np.stack(A), rtol=1e-5, atol=1e-7)
 
 
 def test_softmax_multiclass_and_step_offset():
