@@ -25,7 +25,7 @@ import okl_core
 from common import best_of
 from okl_core.features import TaylorFeatures
 
-TAYLOR_CASES = [(8, 1), (8, 2), (8, 3), (8, 4), (12, 4), (18, 3)]  # r = 9 .. 1820
+TAYLOR_CASES = [(8, 1), (8, 2), (8, 3), (8, 4), (18, 3), (12, 4), (10, 5)]  # r = 9 .. 3003
 TAYLOR_ROWS, NAIVE_ROWS = 2048, 256
 NYSTROM_MUS = [1.0, 0.1, 0.01, 1e-3, 1e-4]
 NYSTROM_D, NYSTROM_SIGMA, WARM_ROWS, TIMED_ROWS = 4, 1.0, 2000, 1000
