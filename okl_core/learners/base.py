@@ -221,8 +221,12 @@ class Learner:
         """The :class:`~okl_core.features.FeatureSpec` the model lives in, or None."""
         return None
 
-    def merge(self, states: list) -> NamedTuple:
-        """Combine states trained on disjoint shards into one (see :func:`okl_core.merge_states`)."""
+    def merge(self, states: list, base=None) -> NamedTuple:
+        """Combine states trained on disjoint shards into one (see :func:`okl_core.merge_states`).
+
+        ``base`` is only passed to ``merge_semantics = 'sum'`` learners: the state every one
+        of ``states`` started from, whose statistics must be counted once.
+        """
         raise NotMergeableError(f"{self.name} states cannot be merged")
 
     def to_labels(self, scores: np.ndarray) -> np.ndarray:

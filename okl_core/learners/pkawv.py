@@ -253,15 +253,25 @@ class _ExactRidge(ExactKernelMixin, Learner):
         inv[g0:g1, g0:g1] = L_inv.T @ L_inv
         return pred
 
-    def merge(self, states: list[ExactRidgeState]) -> ExactRidgeState:
-        """Exact: the examples of all states (in order) and a fresh inverse of ``K + lam I``."""
+    def merge(self, states: list[ExactRidgeState], base: ExactRidgeState | None = None) -> ExactRidgeState:
+        """Exact: the examples of all states (in order) and a fresh inverse of ``K + lam I``.
+
+        With ``base`` (the state all of them started from), its examples come first, once,
+        followed by each state's examples after them.
+        """
         if not states:
             raise NotMergeableError(f"{self.name}: nothing to merge")
-        inputs = np.concatenate([s.inputs for s in states])
-        targets = np.concatenate([s.targets for s in states])
+        skip = 0 if base is None else len(base.targets)
+        for s in states if base is not None else ():
+            if not np.array_equal(s.inputs[:skip], base.inputs):
+                raise NotMergeableError(f"{self.name}: a state did not start from the given base")
+        heads = [] if base is None else [base]
+        inputs = np.concatenate([h.inputs for h in heads] + [s.inputs[skip:] for s in states])
+        targets = np.concatenate([h.targets for h in heads] + [s.targets[skip:] for s in states])
         K = self._kernel(inputs, inputs) + self.config.lam * np.eye(len(targets))
         inverse = _spd_inverse(K)
-        return ExactRidgeState(inputs=inputs, targets=targets, inverse=inverse, n_seen=np.asarray(sum(int(s.n_seen) for s in states), dtype=np.int64))
+        n_seen = sum(int(s.n_seen) for s in states) - (len(states) - 1) * (0 if base is None else int(base.n_seen))
+        return ExactRidgeState(inputs=inputs, targets=targets, inverse=inverse, n_seen=np.asarray(n_seen, dtype=np.int64))
 
 
 class KernelAWV(_ExactRidge):
@@ -465,8 +475,12 @@ class PKAWVTaylor(Learner):
     def _inverse(self, gram: np.ndarray) -> np.ndarray:
         return _spd_inverse(gram + self.config.lam * np.eye(gram.shape[0]))
 
-    def merge(self, states: list[TaylorState]) -> TaylorState:
-        """Exact merge: sum ``gram``, ``b`` and ``n_seen`` (in list order), recompute ``a_inv``."""
+    def merge(self, states: list[TaylorState], base: TaylorState | None = None) -> TaylorState:
+        """Exact merge: sum ``gram``, ``b`` and ``n_seen`` (in list order), recompute ``a_inv``.
+
+        With ``base`` (the state all of them started from) the sums are
+        ``base + sum_i (state_i - base)``, so the base's examples count once.
+        """
         if not states:
             raise NotMergeableError(f"{self.name}: nothing to merge")
         gram = np.zeros_like(states[0].gram)
@@ -475,6 +489,11 @@ class PKAWVTaylor(Learner):
             gram += s.gram
             b += s.b
         n_seen = sum(int(s.n_seen) for s in states)
+        if base is not None:
+            extra = len(states) - 1
+            gram -= extra * base.gram
+            b -= extra * base.b
+            n_seen -= extra * int(base.n_seen)
         return TaylorState(gram=gram, b=b, a_inv=self._inverse(gram), n_seen=np.asarray(n_seen, dtype=np.int64))
 
 
