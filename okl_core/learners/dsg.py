@@ -80,6 +80,12 @@ class DSGConfig:
         Regularization (>= 0).
     averaged : bool
         Keep and predict with the averaged iterate.
+    precondition : bool
+        Multiply each new block by ``(C_hat + precondition_eps I)^{-1}`` with
+        ``C_hat = (1/B) sum_b phi_i(x_b) phi_i(x_b)^T`` (the paper's optional
+        preconditioning; off by default, as in Algorithm 1).
+    precondition_eps : float
+        Ridge of the preconditioner (authors' code: 1e-7).
     feature_cache_mb : int
         Memory bound for cached frequency blocks (not part of the model).
     """
@@ -97,6 +103,8 @@ class DSGConfig:
     step_offset: float = 0.0
     nu: float = 1e-6
     averaged: bool = False
+    precondition: bool = False
+    precondition_eps: float = 1e-7
     feature_cache_mb: int = 256
 
     def __post_init__(self):
@@ -109,6 +117,8 @@ class DSGConfig:
         check_nonnegative("step_offset", self.step_offset)
         check_nonnegative("nu", self.nu)
         check_bool("averaged", self.averaged)
+        check_bool("precondition", self.precondition)
+        check_positive("precondition_eps", self.precondition_eps)
         check_int("feature_cache_mb", self.feature_cache_mb, 0)
         if loss.task == "multiclass":
             check_int("n_classes", self.n_classes, 2)
@@ -165,7 +175,7 @@ class DSG(Learner):
     minibatch_defined = True
     growing_fields = ("coef", "avg_coef")
     runtime_fields = ("feature_cache_mb",)
-    conformance_params = {"block_size": 16, "batch_size": 8, "theta": 2.0, "nu": 1e-4}
+    conformance_params = {"block_size": 32, "batch_size": 8, "theta": 50.0, "nu": 1e-4}
 
     def __init__(self, config):
         super().__init__(config)
@@ -237,6 +247,9 @@ class DSG(Learner):
             grad = self.loss.grad(self._output(u), yb).reshape(len(yb), -1)  # (B, n_outputs)
             phi = self._block_features(Xb, t - 1, t)[:, 0, :]  # (B, r)
             new_block = -gamma / len(yb) * (phi.T @ grad)  # (r, n_outputs)
+            if cfg.precondition:
+                c_hat = phi.T @ phi / len(yb) + cfg.precondition_eps * np.eye(phi.shape[1])
+                new_block = np.linalg.solve(c_hat, new_block)
             factor = 1.0 - gamma * cfg.nu
             if factor == 0.0:
                 coef, scale = np.zeros_like(coef), 1.0

@@ -181,17 +181,19 @@ class MFOGD(_FourierLinear):
     def _fold(self, W, Z, y):
         eta = self.config.eta
         scores = np.empty((len(y), W.shape[0]))
+        s = np.empty(W.shape[0])
         for i in range(len(y)):
             z = Z[i].astype(np.float64)
-            s = W @ z
+            np.dot(W, z, out=s)
             scores[i] = s
             label = y[i]
             true_score = s[label]
             s[label] = -np.inf
-            rival = int(np.argmax(s))  # first index on ties
+            rival = int(s.argmax())  # first index on ties
             if true_score - s[rival] < 1.0:
-                W[label] += eta * z
-                W[rival] -= eta * z
+                step = eta * z
+                W[label] += step
+                W[rival] -= step
         return scores
 
 

@@ -1,0 +1,38 @@
+"""Shared helpers for the benchmarks: timing, MNIST-shaped data, ../shared/data lookup."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+import numpy as np
+
+from okl_core.data import read_idx
+
+SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def best_of(fn, repeats: int = 3, clock=time.perf_counter) -> float:
+    """Smallest time of ``repeats`` calls of ``fn`` (seconds); the least noisy estimate.
+
+    ``clock`` is wall time by default; ``time.process_time`` (this process's CPU time)
+    is steadier for single-threaded code on a machine shared with other jobs.
+    """
+    times = []
+    for _ in range(repeats):
+        start = clock()
+        fn()
+        times.append(clock() - start)
+    return min(times)
+
+
+def mnist_shaped(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """MNIST test digits when ../shared/data has them (pixels in [0, 1]), else random ones."""
+    images = SHARED_DATA / "mnist" / "t10k-images-idx3-ubyte.gz"
+    labels = SHARED_DATA / "mnist" / "t10k-labels-idx1-ubyte.gz"
+    if images.exists() and labels.exists():
+        X, y = read_idx(images, labels)
+        reps = -(-n // len(y))
+        return np.tile(X, (reps, 1))[:n], np.tile(y, reps)[:n]
+    rng = np.random.default_rng(seed)
+    return rng.random((n, 784), dtype=np.float32), rng.integers(0, 10, n)

@@ -1,0 +1,108 @@
+"""Merging by seed and prequential metrics that merge across shards."""
+
+import numpy as np
+import pytest
+
+import okl_core
+from okl_core.merge import check_mergeable
+from okl_core.metrics import Prequential
+
+from .learner_data import tiny_problem
+
+
+def test_merge_is_the_n_seen_weighted_average():
+    learner = okl_core.make_learner("mfogd", n_inputs=4, n_classes=3, n_components=16, sigma=1.0)
+    X, y = tiny_problem("multiclass", 4, n=90)
+    a, _ = learner.update(learner.init(), X[:60], y[:60])
+    b, _ = learner.update(learner.init(), X[60:], y[60:])
+    merged = okl_core.merge_states(learner, [a, b])
+    np.testing.assert_allclose(merged.w, (60 * a.w + 30 * b.w) / 90)
+    assert int(merged.n_seen) == 90
+    assert okl_core.merge_states(learner, [a]) is a
+
+
+def test_mismatched_specs_cannot_merge():
+    a = okl_core.make_learner("fogd", n_inputs=4, seed=1)
+    b = okl_core.make_learner("fogd", n_inputs=4, seed=2)
+    with pytest.raises(okl_core.NotMergeableError, match="seed"):
+        okl_core.merge_states(a, [a.init(), b.init()], learners=[a, b])
+    with pytest.raises(okl_core.NotMergeableError, match="mfogd"):
+        check_mergeable(a, okl_core.make_learner("mfogd", n_inputs=4, n_classes=2))
+    dsg = okl_core.make_learner("dsg", n_inputs=4)
+    check_mergeable(dsg, okl_core.make_learner("dsg", n_inputs=4, feature_cache_mb=1))  # runtime-only field
+    with pytest.raises(okl_core.NotMergeableError, match="DSGState"):
+        okl_core.merge_states(a, [a.init(), dsg.init()])
+    with pytest.raises(okl_core.NotMergeableError, match="no states"):
+        okl_core.merge_states(a, [])
+
+
+@pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
+def test_metrics_of_shards_merge_to_the_metrics_of_the_whole(task):
+    rng = np.random.default_rng(0)
+    n = 100
+    if task == "binary":
+        y, scores = rng.choice([-1, 1], n), rng.normal(size=n)
+    elif task == "multiclass":
+        y, scores = rng.integers(0, 4, n), rng.normal(size=(n, 4))
+    else:
+        y, scores = rng.normal(size=n), rng.normal(size=n)
+    whole = Prequential(task).add(scores, y)
+    merged = Prequential(task).add(scores[:30], y[:30]).merge(Prequential(task).add(scores[30:], y[30:]))
+    assert merged.n == whole.n == n
+    assert merged.mistakes == whole.mistakes
+    assert merged.mse == pytest.approx(whole.mse) and merged.mae == pytest.approx(whole.mae)
+    assert merged.class_counts == whole.class_counts and merged.class_mistakes == whole.class_mistakes
+    if task == "binary":
+        assert whole.mistake_rate == np.mean(np.where(scores >= 0, 1, -1) != y)
+    if task == "regression":
+        assert whole.mse == pytest.approx(np.mean((scores - y) ** 2))
+    assert Prequential(**whole.to_dict()).summary() == whole.summary()
+
+
+def test_metrics_refuse_mixed_tasks():
+    with pytest.raises(ValueError):
+        Prequential("binary").merge(Prequential("regression"))
+    with pytest.raises(ValueError):
+        Prequential("ranking")
+    assert np.isnan(Prequential("binary").mistake_rate)
+
+
+def _rounds(name, X, y, shards=2, rounds=3, **params):
+    """Iterative parameter mixing in okl_core: each round starts every shard from the merge."""
+    learner = okl_core.make_learner(name, n_inputs=X.shape[1], **params)
+    parts = np.array_split(np.arange(len(y)), shards * rounds)
+    merged = learner.init()
+    for r in range(rounds):
+        states = []
+        for k in range(shards):
+            rows = parts[r * shards + k]
+            state, _ = learner.update(merged, X[rows], y[rows])
+            states.append(state)
+        merged = okl_core.merge_states(learner, states, base=merged)
+    return learner, merged
+
+
+def test_rounds_of_a_summing_learner_equal_training_on_all_rows():
+    X, y = tiny_problem("regression", 3, n=120)
+    learner, merged = _rounds("pkawv_taylor", X, y, degree=3, sigma=1.0)
+    whole, _ = learner.update(learner.init(), X, y)
+    assert int(merged.n_seen) == 120
+    np.testing.assert_allclose(merged.gram, whole.gram, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(learner.predict(merged, X), learner.predict(whole, X), rtol=1e-6, atol=1e-8)
+    learner, merged = _rounds("krr", X[:60], y[:60], sigma=1.0)
+    whole, _ = learner.update(learner.init(), X[:60], y[:60])
+    assert int(merged.n_seen) == 60 and len(merged.targets) == 60
+    np.testing.assert_allclose(learner.predict(merged, X), learner.predict(whole, X), rtol=1e-6, atol=1e-8)
+
+
+def test_rounds_of_an_averaging_learner_weight_by_new_examples():
+    X, y = tiny_problem("binary", 4, n=90)
+    learner = okl_core.make_learner("fogd", n_inputs=4, n_components=16, sigma=1.0, eta=0.1)
+    base, _ = learner.update(learner.init(), X[:30], y[:30])
+    a, _ = learner.update(base, X[30:70], y[30:70])  # +40
+    b, _ = learner.update(base, X[70:], y[70:])  # +20
+    merged = okl_core.merge_states(learner, [a, b], base=base)
+    np.testing.assert_allclose(merged.w, (40 * a.w + 20 * b.w) / 60)
+    assert int(merged.n_seen) == 90
+    with pytest.raises(okl_core.NotMergeableError, match="fewer examples"):
+        okl_core.merge_states(learner, [base, learner.init()], base=base)
