@@ -228,6 +228,15 @@ def _build_learner(name: str, params: dict, source: DatasetSource) -> okl_core.L
     return learner
 
 
+def _check_mergeable(learner: okl_core.Learner) -> None:
+    """Fail before the job when the learner cannot merge shards (probe: two initial states)."""
+    initial = learner.init()
+    try:
+        okl_core.merge_states(learner, [initial, initial], base=initial)
+    except okl_core.NotMergeableError as err:
+        raise UsageError(f"--num_shards > 1 needs a mergeable learner: {err}; use --num_shards 1") from None
+
+
 def _open(path: str, flag: str) -> DatasetSource:
     try:
         return DatasetSource.open(path)
@@ -276,6 +285,8 @@ def prepare_job(args) -> TrainJob:
         if source.task == "multiclass":
             test_source = dataclasses.replace(test_source, n_classes=source.n_classes)
     plan = _plan(args, learner, source.n_rows)
+    if plan.num_shards > 1:
+        _check_mergeable(learner)
     local_dir(output)
     files = {key: f"{output.rstrip('/')}/{name}" for key, name in
              (("model", "model.npz"), ("metrics", "metrics.json"), ("plot", "online_error.png"), ("dead_letter", "dead_letter.jsonl"))}
@@ -292,7 +303,7 @@ def build_graph(pipeline: beam.Pipeline, job: TrainJob, launched_at: float) -> N
             job.source, job.plan, round=r, materialize=job.shuffle_rows, shuffle_seed=job.read_order_seed
         )
         trained = read["batches"] | f"TrainOnline_r{r}" >> TrainOnline(spec, job.plan, r, model, source=job.source)
-        model = trained.states | f"MergeBySeed_r{r}" >> MergeBySeed(spec)
+        model = trained.states | f"MergeBySeed_r{r}" >> MergeBySeed(spec, base=model)
         summaries.append(trained.states | f"Summaries_r{r}" >> beam.Map(lambda result: result[2]).with_output_types(str))
         batches.append(trained.metrics)
         dead.extend([read["dead_letter"], trained.dead_letter])

@@ -20,7 +20,9 @@ every batch's prequential metrics as Beam counters/distributions and as a ``metr
 output, and emits its final state as model-file bytes when its input ends.
 
 ``MergeBySeed`` combines the shards' states with :func:`okl_core.merge_states`, sorted by
-shard so that the merged bytes are the same on every runner and under any bundling.
+shard so that the merged bytes are the same on every runner and under any bundling, and
+from the model the round started from (``base``: iterative parameter mixing counts it
+once).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from okl_core.metrics import Prequential
 from transforms.elements import BatchPiece, ModelCache, PieceRef
 from transforms.read import METRICS_NAMESPACE, DatasetSource, RowGroupReader
 
-__all__ = ["LearnerSpec", "TrainOnline", "MergeBySeed", "MergeStatesFn", "ShardResult"]
+__all__ = ["LearnerSpec", "TrainOnline", "MergeBySeed", "CollectStatesFn", "ShardResult"]
 
 ShardResult = typing.Tuple[int, bytes, str]
 """``(shard, model-file bytes, JSON summary)`` emitted by TrainOnline for each shard."""
@@ -193,12 +195,8 @@ class TrainOnline(beam.PTransform):
         )
 
 
-class MergeStatesFn(beam.CombineFn):
-    """Collect ``(shard, model bytes)`` and merge them sorted by shard into model bytes."""
-
-    def __init__(self, spec: LearnerSpec):
-        super().__init__()
-        self.spec = spec
+class CollectStatesFn(beam.CombineFn):
+    """Collect ``(shard, model bytes)`` pairs into one list sorted by shard."""
 
     def create_accumulator(self):
         return []
@@ -215,22 +213,49 @@ class MergeStatesFn(beam.CombineFn):
         shards = [s for s, _ in items]
         if len(set(shards)) != len(shards):
             raise ValueError(f"MergeBySeed: shard keys repeat: {shards}")
-        learner = self.spec.build()
+        return items
+
+
+class _MergeWithBase(beam.DoFn):
+    """Merge the sorted states with :func:`okl_core.merge_states`, from the round's base."""
+
+    def __init__(self, spec: LearnerSpec):
+        self.spec = spec
+
+    def setup(self):
+        self.learner = self.spec.build()
+        self.models = ModelCache()
+
+    def process(self, items, base: bytes):
+        base_learner, base_state = self.models.get(base, source="model the round started from")
         parsed = [okl_core.model_from_bytes(data, source=f"shard {s}") for s, data in items]
-        merged = okl_core.merge_states(learner, [state for _, state in parsed], [lrn for lrn, _ in parsed])
-        return okl_core.model_bytes(learner, merged)
+        merged = okl_core.merge_states(
+            self.learner, [state for _, state in parsed], [base_learner] + [lrn for lrn, _ in parsed], base=base_state
+        )
+        yield okl_core.model_bytes(self.learner, merged)
 
 
 class MergeBySeed(beam.PTransform):
-    """Merge the per-shard states of TrainOnline into one model (bytes), sorted by shard."""
+    """Merge the per-shard states of TrainOnline into one model (bytes), sorted by shard.
 
-    def __init__(self, spec: LearnerSpec):
+    Parameters
+    ----------
+    spec : LearnerSpec
+    base : PCollection[bytes]
+        The model every shard started from in this round (the initial model, or the
+        previous round's merge): :func:`okl_core.merge_states` weights averaging learners
+        by the examples added since it and counts its examples once (summing learners add
+        only what each shard learned since it).
+    """
+
+    def __init__(self, spec: LearnerSpec, base):
         super().__init__()
-        self.spec = spec
+        self.spec, self.base = spec, base
 
     def expand(self, states):
         return (
             states
             | "DropSummaries" >> beam.Map(lambda result: (result[0], result[1])).with_output_types(typing.Tuple[int, bytes])
-            | "CombineStates" >> beam.CombineGlobally(MergeStatesFn(self.spec)).without_defaults().with_output_types(bytes)
+            | "CollectStates" >> beam.CombineGlobally(CollectStatesFn()).without_defaults()
+            | "MergeStates" >> beam.ParDo(_MergeWithBase(self.spec), beam.pvalue.AsSingleton(self.base)).with_output_types(bytes)
         )

@@ -11,7 +11,10 @@ def reference_model(learner, X, y, plan: StreamPlan, good=None) -> bytes:
 
     Round ``r``: every shard starts from the model merged after round ``r - 1`` and folds
     its segment's batches in order (rows with ``good == False`` dropped from their batch);
-    the shards' states are merged in shard order.
+    the shards' states are merged in shard order, from that starting model
+    (``merge_states(base=...)``). The merged model reaches the next round as a model file,
+    as in the pipeline (a learner whose arithmetic depends on the memory layout of its
+    state arrays would otherwise differ in the last bits after a round trip).
     """
     model = learner.init()
     for r in range(plan.rounds):
@@ -25,7 +28,8 @@ def reference_model(learner, X, y, plan: StreamPlan, good=None) -> bytes:
                 if len(keep):
                     state, _ = learner.update(state, X[keep], y[keep])
             states.append(state)
-        model = okl_core.merge_states(learner, states)
+        model = okl_core.merge_states(learner, states, base=model)
+        model = okl_core.model_from_bytes(okl_core.model_bytes(learner, model))[1]
     return okl_core.model_bytes(learner, model)
 
 

@@ -74,7 +74,7 @@ def test_out_of_order_pieces_give_the_sequential_fold_per_shard():
         )
         assert_that(trained.states, check_states, label="States")
         assert_that(trained.metrics, check_metrics, label="Metrics")
-        merged = trained.states | "Merge" >> MergeBySeed(LearnerSpec("fogd", PARAMS))
+        merged = trained.states | "Merge" >> MergeBySeed(LearnerSpec("fogd", PARAMS), base=initial)
         want = okl_core.model_bytes(learner, okl_core.merge_states(learner, [okl_core.model_from_bytes(expected[s])[1] for s in range(2)]))
         assert_that(merged, lambda got: got == [want] or pytest.fail("merged model differs"), label="Merged")
 
@@ -100,11 +100,14 @@ def test_merge_by_seed_sorts_by_shard_and_refuses_foreign_models():
     states = [learner.update(learner.init(), X[i * 300 : (i + 1) * 300], y[i * 300 : (i + 1) * 300])[0] for i in range(3)]
     results = [(i, okl_core.model_bytes(learner, s), "{}") for i, s in enumerate(states)]
     want = okl_core.model_bytes(learner, okl_core.merge_states(learner, states))
+    init = okl_core.model_bytes(learner, learner.init())
     with beam.Pipeline(runner="FnApiRunner") as p:
-        merged = p | beam.Create(results[::-1]) | MergeBySeed(LearnerSpec("fogd", PARAMS))
+        base = p | "Base" >> beam.Create([init])
+        merged = p | beam.Create(results[::-1]) | MergeBySeed(LearnerSpec("fogd", PARAMS), base=base)
         assert_that(merged, lambda got: got == [want] or pytest.fail("merged model differs"))
     other = okl_core.make_learner("fogd", **{**PARAMS, "seed": 9})
     foreign = [results[0], (1, okl_core.model_bytes(other, other.init()), "{}")]
     with pytest.raises(Exception, match="configs differ"):
         with beam.Pipeline(runner="FnApiRunner") as p:
-            _ = p | beam.Create(foreign) | MergeBySeed(LearnerSpec("fogd", PARAMS))
+            base = p | "Base" >> beam.Create([init])
+            _ = p | beam.Create(foreign) | MergeBySeed(LearnerSpec("fogd", PARAMS), base=base)
