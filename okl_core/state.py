@@ -135,12 +135,19 @@ def model_from_bytes(data: bytes, source: str = "<bytes>"):
 
 
 def _check_shapes(learner: Learner, state, source: str) -> None:
-    """Compare dtypes and shapes with a fresh state (axis 0 of ``growing_fields`` may differ)."""
+    """Compare dtypes and shapes with a fresh state.
+
+    In ``growing_fields`` axis 0 may differ, and so may every axis that is empty in the
+    fresh state (a ``(0, 0)`` matrix that grows into ``(t, t)``).
+    """
     fresh = learner.init()
     for name in learner.state_class._fields:
         a, b = getattr(state, name), getattr(fresh, name)
-        skip = 1 if name in learner.growing_fields else 0
-        if a.dtype != b.dtype or a.ndim != b.ndim or a.shape[skip:] != b.shape[skip:]:
+        if name in learner.growing_fields:
+            fixed = [i for i in range(1, b.ndim) if b.shape[i] > 0]
+        else:
+            fixed = list(range(b.ndim))
+        if a.dtype != b.dtype or a.ndim != b.ndim or any(a.shape[i] != b.shape[i] for i in fixed):
             raise ModelFileError(f"{source}: array {name!r} has dtype/shape {a.dtype}{a.shape}, expected {b.dtype}{b.shape}")
 
 

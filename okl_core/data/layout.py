@@ -14,6 +14,8 @@ shard's rows.
 
 :class:`DatasetWriter` writes streaming (bounded memory) into a temporary directory that
 is renamed into place only when complete, so a reader never sees a half-written data set.
+Parallel writers (the MNIST-8M generator's Beam workers) each write one shard with
+:func:`write_shard_file` into a :class:`StagedDataset`, which the driver commits.
 :func:`open_dataset` reads a data set directory, or any Parquet file/glob of this schema.
 """
 
@@ -35,6 +37,8 @@ __all__ = [
     "LAYOUT_VERSION",
     "DatasetInfo",
     "DatasetWriter",
+    "StagedDataset",
+    "write_shard_file",
     "Dataset",
     "ShardFile",
     "Batch",
@@ -141,11 +145,131 @@ class Batch:
         return len(self.row)
 
 
+class StagedDataset:
+    """A data set directory being built: a temporary sibling directory, renamed when complete.
+
+    Writers (the streaming :class:`DatasetWriter`, or parallel workers each writing one
+    shard with :func:`write_shard_file`) put files into :attr:`tmp`; :meth:`commit` writes
+    ``dataset.json`` and renames the directory into place, :meth:`abort` deletes it. A
+    reader therefore never sees a half-written data set.
+
+    Parameters
+    ----------
+    path : str
+        Final directory. Must not exist unless ``overwrite``.
+    overwrite : bool
+        Replace an existing directory at ``path`` (after completion).
+    """
+
+    def __init__(self, path, overwrite=False):
+        self.path = os.path.abspath(os.fspath(path))
+        if os.path.exists(self.path) and not overwrite:
+            raise FileExistsError(f"{self.path} already exists (pass overwrite to replace it)")
+        parent = os.path.dirname(self.path)
+        os.makedirs(parent, exist_ok=True)
+        self.tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(self.path)}.tmp-", dir=parent)
+
+    def commit(self, info: DatasetInfo) -> DatasetInfo:
+        """Write ``dataset.json`` and move the directory into place."""
+        with open(os.path.join(self.tmp, INFO_FILE), "w") as f:
+            f.write(info.to_json())
+        if os.path.exists(self.path):
+            shutil.rmtree(self.path)
+        os.replace(self.tmp, self.path)
+        return info
+
+    def abort(self) -> None:
+        """Drop everything written so far."""
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class _ShardWriter:
+    """One Parquet shard written streaming, in row groups of exactly ``row_group_rows``."""
+
+    def __init__(self, path, schema, row_group_rows, first_row):
+        self.schema, self.row_group_rows = schema, int(row_group_rows)
+        self.first_row = int(first_row)
+        self.n_rows = 0  # rows accepted (written or pending)
+        # Dictionary encoding only for labels: float features and unique row numbers
+        # overflow the dictionary anyway (trying costs ~3x the write time, files grow).
+        self._writer = pq.ParquetWriter(path, schema, use_dictionary=["y"])
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending_rows = 0
+
+    def write(self, X, y):
+        self._pending.append((X, y))
+        self._pending_rows += len(y)
+        self.n_rows += len(y)
+        while self._pending_rows >= self.row_group_rows:
+            self._flush(self.row_group_rows)
+
+    def _flush(self, n_rows):
+        X = np.concatenate([p[0] for p in self._pending])
+        y = np.concatenate([p[1] for p in self._pending])
+        first = self.first_row + self.n_rows - self._pending_rows
+        self._writer.write_table(_table(self.schema, X[:n_rows], y[:n_rows], first), row_group_size=n_rows)
+        self._pending = [(X[n_rows:], y[n_rows:])] if len(y) > n_rows else []
+        self._pending_rows = len(y) - n_rows
+
+    def close(self):
+        if self._pending_rows:
+            self._flush(self._pending_rows)
+        self._writer.close()
+
+    def abort(self):
+        try:
+            self._writer.close()
+        except Exception:  # already failing; the file is deleted anyway
+            pass
+
+
+def _check_xy(X, y, n_features, task):
+    X = np.asarray(X, dtype=np.float32)
+    y = np.asarray(y, dtype=np.float32 if task == "regression" else np.int32)
+    if X.ndim != 2 or X.shape[1] != n_features or y.shape != (X.shape[0],):
+        raise ValueError(f"expected X (n, {n_features}) and y (n,), got {X.shape} and {y.shape}")
+    return X, y
+
+
+def _check_shape_args(n_features, task, rows, row_group_rows):
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    if int(n_features) < 1 or int(rows) < 1 or int(row_group_rows) < 1:
+        raise ValueError("n_features, rows_per_shard and row_group_rows must be >= 1")
+
+
+def write_shard_file(path, n_features, task, batches, first_row, row_group_rows=4096) -> int:
+    """Write one shard file from an iterable of ``(X, y)`` batches; return its row count.
+
+    Used by parallel writers: each worker writes one shard of a :class:`StagedDataset`
+    under its final name :func:`shard_file_name`, rows numbered from ``first_row``. The
+    file is written under a temporary name and renamed when complete, so a retried or
+    failed worker never leaves a partial shard, and finished shards can be counted.
+    """
+    _check_shape_args(n_features, task, 1, row_group_rows)
+    path = os.fspath(path)
+    tmp = f"{path}.inprogress-{os.getpid()}"
+    writer = _ShardWriter(tmp, schema_for(int(n_features), task), row_group_rows, first_row)
+    try:
+        for X, y in batches:
+            writer.write(*_check_xy(X, y, int(n_features), task))
+        writer.close()
+        os.replace(tmp, path)
+    except BaseException:
+        writer.abort()
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return writer.n_rows
+
+
 class DatasetWriter:
     """Write a data set streaming: rows go to shard after shard, each of ``rows_per_shard``.
 
     Use as a context manager; the directory appears at ``path`` only on a clean exit (an
     exception leaves nothing behind). ``path`` must not exist unless ``overwrite``.
+    Companion files (e.g. ``rejects.csv``) written into :attr:`staging_dir` appear together
+    with the data set.
 
     Parameters
     ----------
@@ -155,38 +279,47 @@ class DatasetWriter:
     task : {'binary', 'multiclass', 'regression'}
     rows_per_shard : int
         Rows per shard file (the last may be shorter).
-    n_shards : int or None
-        Total shard count for the file names when known in advance (``n_rows`` known);
-        otherwise files are renamed to ``part-k-of-n`` when the writer closes.
     row_group_rows : int
         Parquet row group size.
-    info : dict
-        Fields of :class:`DatasetInfo` other than n_rows, n_features, task and shards.
     overwrite : bool
         Replace an existing directory at ``path`` (atomically, after completion).
+    **info
+        Fields of :class:`DatasetInfo` other than n_rows, n_features, task and shards
+        (more can be set before closing with :meth:`set_info`).
     """
 
     def __init__(self, path, n_features, task, rows_per_shard=65536, row_group_rows=4096, overwrite=False, **info):
-        if task not in TASKS:
-            raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-        if int(n_features) < 1 or int(rows_per_shard) < 1 or int(row_group_rows) < 1:
-            raise ValueError("n_features, rows_per_shard and row_group_rows must be >= 1")
-        self.path = os.path.abspath(os.fspath(path))
-        if os.path.exists(self.path) and not overwrite:
-            raise FileExistsError(f"{self.path} already exists (pass overwrite to replace it)")
+        _check_shape_args(n_features, task, rows_per_shard, row_group_rows)
         self.n_features, self.task = int(n_features), task
         self.rows_per_shard, self.row_group_rows = int(rows_per_shard), int(row_group_rows)
-        self.info_fields = {"name": os.path.basename(self.path), **info}
         self.schema = schema_for(self.n_features, task)
-        parent = os.path.dirname(self.path)
-        os.makedirs(parent, exist_ok=True)
-        self._tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(self.path)}.tmp-", dir=parent)
+        self._staged = StagedDataset(path, overwrite)
+        self.path = self._staged.path
+        self.info_fields = {"name": os.path.basename(self.path)}
+        self.set_info(**info)
         self._shards: list[dict] = []
-        self._writer: pq.ParquetWriter | None = None
-        self._in_shard = 0
+        self._shard: _ShardWriter | None = None
         self._n_rows = 0
-        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
-        self._pending_rows = 0
+        self.info: DatasetInfo | None = None  # set by close()
+
+    @property
+    def staging_dir(self) -> str:
+        """The temporary directory that becomes the data set (for companion files)."""
+        return self._staged.tmp
+
+    @property
+    def n_rows(self) -> int:
+        """Rows written so far."""
+        return self._n_rows
+
+    def set_info(self, **fields) -> None:
+        """Set :class:`DatasetInfo` fields recorded when the writer closes."""
+        reserved = {"task", "n_rows", "n_features", "shards", "layout_version"}
+        known = {f.name for f in dataclasses.fields(DatasetInfo)} - reserved
+        unknown = set(fields) - known
+        if unknown:
+            raise ValueError(f"unknown data set info fields {sorted(unknown)} (allowed: {sorted(known)})")
+        self.info_fields.update(fields)
 
     def __enter__(self):
         return self
@@ -200,73 +333,42 @@ class DatasetWriter:
 
     def write(self, X, y) -> None:
         """Append rows (``X`` ``(n, d)``, ``y`` ``(n,)``) at the end of the stream."""
-        X = np.asarray(X, dtype=np.float32)
-        y = np.asarray(y, dtype=np.float32 if self.task == "regression" else np.int32)
-        if X.ndim != 2 or X.shape[1] != self.n_features or y.shape != (X.shape[0],):
-            raise ValueError(f"expected X (n, {self.n_features}) and y (n,), got {X.shape} and {y.shape}")
+        X, y = _check_xy(X, y, self.n_features, self.task)
         start = 0
         while start < len(y):
-            room = self.rows_per_shard - self._in_shard
-            take = min(room, len(y) - start)
-            self._buffer(X[start : start + take], y[start : start + take])
+            if self._shard is None:
+                name = f"part-{len(self._shards):05d}.parquet"
+                self._shards.append({"file": name, "n_rows": 0, "first_row": self._n_rows})
+                self._shard = _ShardWriter(os.path.join(self.staging_dir, name), self.schema, self.row_group_rows, self._n_rows)
+            take = min(self.rows_per_shard - self._shard.n_rows, len(y) - start)
+            self._shard.write(X[start : start + take], y[start : start + take])
+            self._n_rows += take
+            self._shards[-1]["n_rows"] += take
             start += take
-            if self._in_shard == self.rows_per_shard:
-                self._finish_shard()
-
-    def _buffer(self, X, y):
-        if self._writer is None:
-            index = len(self._shards)
-            name = f"part-{index:05d}.parquet"
-            self._shards.append({"file": name, "n_rows": 0, "first_row": self._n_rows})
-            self._writer = pq.ParquetWriter(os.path.join(self._tmp, name), self.schema)
-        self._pending.append((X, y))
-        self._pending_rows += len(y)
-        self._in_shard += len(y)
-        self._n_rows += len(y)
-        self._shards[-1]["n_rows"] += len(y)
-        while self._pending_rows >= self.row_group_rows:
-            self._flush(self.row_group_rows)
-
-    def _flush(self, n_rows):
-        X = np.concatenate([p[0] for p in self._pending])
-        y = np.concatenate([p[1] for p in self._pending])
-        first = self._n_rows - self._pending_rows
-        self._writer.write_table(_table(self.schema, X[:n_rows], y[:n_rows], first), row_group_size=n_rows)
-        self._pending = [(X[n_rows:], y[n_rows:])] if len(y) > n_rows else []
-        self._pending_rows = len(y) - n_rows
-
-    def _finish_shard(self):
-        if self._pending_rows:
-            self._flush(self._pending_rows)
-        self._writer.close()
-        self._writer = None
-        self._in_shard = 0
+            if self._shard.n_rows == self.rows_per_shard:
+                self._shard.close()
+                self._shard = None
 
     def close(self) -> DatasetInfo:
         """Finish the last shard, write ``dataset.json`` and move the directory into place."""
-        if self._writer is not None:
-            self._finish_shard()
+        if self._shard is not None:
+            self._shard.close()
+            self._shard = None
         count = len(self._shards)
         for i, shard in enumerate(self._shards):
             final = shard_file_name(i, count)
-            os.replace(os.path.join(self._tmp, shard["file"]), os.path.join(self._tmp, final))
+            os.replace(os.path.join(self.staging_dir, shard["file"]), os.path.join(self.staging_dir, final))
             shard["file"] = final
-        info = DatasetInfo(
-            task=self.task, n_rows=self._n_rows, n_features=self.n_features, shards=self._shards, **self.info_fields
-        )
-        with open(os.path.join(self._tmp, INFO_FILE), "w") as f:
-            f.write(info.to_json())
-        if os.path.exists(self.path):
-            shutil.rmtree(self.path)
-        os.replace(self._tmp, self.path)
-        return info
+        info = DatasetInfo(task=self.task, n_rows=self._n_rows, n_features=self.n_features, shards=self._shards, **self.info_fields)
+        self.info = self._staged.commit(info)
+        return self.info
 
     def abort(self) -> None:
         """Drop everything written so far."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._shard is not None:
+            self._shard.abort()
+            self._shard = None
+        self._staged.abort()
 
 
 def _table(schema, X, y, first_row) -> pa.Table:

@@ -157,11 +157,18 @@ class Learner:
         True when the learner is defined on mini-batches (DSG): a batch update is then not
         the row-by-row fold.
     growing_fields : tuple of str
-        State fields whose first axis grows with training (checked loosely on load).
+        State fields whose first axis grows with training, and also any axis that is
+        empty in the initial state (a ``(0, 0)`` matrix growing into ``(t, t)``); checked
+        loosely on load.
     runtime_fields : tuple of str
         Config fields that do not change the model (cache sizes); ignored by merge checks.
     conformance_params : dict
         Small parameters that keep the common conformance tests fast.
+    merge_semantics : {'average', 'sum', 'none'}
+        What :meth:`merge` means: ``'average'`` -- a weighted average of models, so merging
+        equal states gives the same model; ``'sum'`` -- additive sufficient statistics, so
+        merging equals training on the concatenated shards (equal states: the data twice);
+        ``'none'`` -- :meth:`merge` raises :class:`NotMergeableError`.
     """
 
     name: ClassVar[str] = ""
@@ -171,6 +178,7 @@ class Learner:
     growing_fields: ClassVar[tuple] = ()
     runtime_fields: ClassVar[tuple] = ()
     conformance_params: ClassVar[dict] = {}
+    merge_semantics: ClassVar[str] = "average"
 
     def __init__(self, config):
         if not isinstance(config, self.config_class):
@@ -213,8 +221,12 @@ class Learner:
         """The :class:`~okl_core.features.FeatureSpec` the model lives in, or None."""
         return None
 
-    def merge(self, states: list) -> NamedTuple:
-        """Combine states trained on disjoint shards into one (see :func:`okl_core.merge_states`)."""
+    def merge(self, states: list, base=None) -> NamedTuple:
+        """Combine states trained on disjoint shards into one (see :func:`okl_core.merge_states`).
+
+        ``base`` is only passed to ``merge_semantics = 'sum'`` learners: the state every one
+        of ``states`` started from, whose statistics must be counted once.
+        """
         raise NotMergeableError(f"{self.name} states cannot be merged")
 
     def to_labels(self, scores: np.ndarray) -> np.ndarray:

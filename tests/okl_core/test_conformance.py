@@ -169,5 +169,10 @@ def test_merge_of_identical_states_or_clear_refusal(name):
     except NotMergeableError as err:
         assert learner.name in str(err)
         return
+    assert learner.merge_semantics != "none", f"{name} declares merge_semantics='none' but merged"
     assert int(merged.n_seen) == 2 * int(state.n_seen)
+    if learner.merge_semantics == "sum":  # sufficient statistics add: the data seen twice
+        twice, _ = learner.update(state, X, y)
+        np.testing.assert_allclose(learner.predict(merged, X), learner.predict(twice, X), rtol=1e-6, atol=1e-9)
+        return
     np.testing.assert_allclose(learner.predict(merged, X), learner.predict(state, X), rtol=1e-9, atol=1e-9)

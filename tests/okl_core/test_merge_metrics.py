@@ -65,3 +65,44 @@ def test_metrics_refuse_mixed_tasks():
     with pytest.raises(ValueError):
         Prequential("ranking")
     assert np.isnan(Prequential("binary").mistake_rate)
+
+
+def _rounds(name, X, y, shards=2, rounds=3, **params):
+    """Iterative parameter mixing in okl_core: each round starts every shard from the merge."""
+    learner = okl_core.make_learner(name, n_inputs=X.shape[1], **params)
+    parts = np.array_split(np.arange(len(y)), shards * rounds)
+    merged = learner.init()
+    for r in range(rounds):
+        states = []
+        for k in range(shards):
+            rows = parts[r * shards + k]
+            state, _ = learner.update(merged, X[rows], y[rows])
+            states.append(state)
+        merged = okl_core.merge_states(learner, states, base=merged)
+    return learner, merged
+
+
+def test_rounds_of_a_summing_learner_equal_training_on_all_rows():
+    X, y = tiny_problem("regression", 3, n=120)
+    learner, merged = _rounds("pkawv_taylor", X, y, degree=3, sigma=1.0)
+    whole, _ = learner.update(learner.init(), X, y)
+    assert int(merged.n_seen) == 120
+    np.testing.assert_allclose(merged.gram, whole.gram, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(learner.predict(merged, X), learner.predict(whole, X), rtol=1e-6, atol=1e-8)
+    learner, merged = _rounds("krr", X[:60], y[:60], sigma=1.0)
+    whole, _ = learner.update(learner.init(), X[:60], y[:60])
+    assert int(merged.n_seen) == 60 and len(merged.targets) == 60
+    np.testing.assert_allclose(learner.predict(merged, X), learner.predict(whole, X), rtol=1e-6, atol=1e-8)
+
+
+def test_rounds_of_an_averaging_learner_weight_by_new_examples():
+    X, y = tiny_problem("binary", 4, n=90)
+    learner = okl_core.make_learner("fogd", n_inputs=4, n_components=16, sigma=1.0, eta=0.1)
+    base, _ = learner.update(learner.init(), X[:30], y[:30])
+    a, _ = learner.update(base, X[30:70], y[30:70])  # +40
+    b, _ = learner.update(base, X[70:], y[70:])  # +20
+    merged = okl_core.merge_states(learner, [a, b], base=base)
+    np.testing.assert_allclose(merged.w, (40 * a.w + 20 * b.w) / 60)
+    assert int(merged.n_seen) == 90
+    with pytest.raises(okl_core.NotMergeableError, match="fewer examples"):
+        okl_core.merge_states(learner, [base, learner.init()], base=base)

@@ -1,0 +1,236 @@
+"""Benchmark: the Beam training pipeline against the bare okl_core fold on the same rows.
+
+For FOGD (``mfogd``, D = 800, the FOGD paper's MNIST setting) and DSG (softmax, blocks of
+256 features, mini-batches of 1024) on MNIST-shaped data (d = 784, 10 classes, ~80% zero
+pixels, random values; the learning result does not matter here, only the work):
+
+* ``bare``: ``learner.update`` over batches of 4096 rows held in memory, one process
+  (``bare+read`` adds the time to read the Parquet data set into memory);
+* ``2 bare procs``: two plain processes fold one half each (no Beam, no reading): what two
+  workers can get from this machine at this moment -- other jobs on a shared machine
+  lower it, so the pipeline figures are read against it;
+* ``pipeline 1 shard``: ``python -m pipelines.train`` in-process, one shard;
+* ``pipeline 2x2``: ``--num_shards 2 --direct_num_workers 2 --direct_running_mode
+  multi_processing`` (the target: >= 1.6 x the bare rate).
+
+Pipeline runs are separate processes, timed end to end (start-up, reading Parquet,
+training, merging, writing model, metrics and plot); their CPU time counts the launcher
+and the Beam workers. ``marginal`` discounts the fixed cost of a 2x2 run measured on
+``--small_rows`` rows: ``(n - n_small) / (t - t_small)``. BLAS runs one thread per process
+so that a process is a core. DSG's prediction cost grows with the blocks learned, so two
+shards of n/2 rows cost about half of one shard of n rows in total: its speed-up is
+superlinear by construction and says little about Beam's overhead; the FOGD figures do.
+
+``--million`` also runs 1M rows of FOGD end to end on 2 workers and reports the wall time
+and peak memory (resident memory of the launcher and its workers, sampled).
+
+Run: ``python bench/bench_pipeline.py [--fogd_rows N] [--dsg_rows N] [--million]``.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # set before numpy loads; inherited by Beam's workers
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import multiprocessing  # noqa: E402
+import resource  # noqa: E402
+import subprocess  # noqa: E402
+import shutil  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import okl_core  # noqa: E402
+from okl_core.data.layout import DatasetWriter, open_dataset  # noqa: E402
+from okl_core.random import block_bit_generator, uniform_open  # noqa: E402
+
+D_IN, CLASSES, CHUNK = 784, 10, 16384
+LEARNERS = {
+    "fogd": ("mfogd", {"n_components": 800, "sigma": 8.0, "eta": 0.005}),
+    "dsg": ("dsg", {"loss": "softmax", "block_size": 256, "batch_size": 1024, "sigma": 8.0, "nu": 0.0005, "theta": 1.0}),
+}
+
+
+def write_mnist_like(path: str, n_rows: int, seed: int = 0) -> None:
+    """MNIST-shaped rows: 784 features in [0, 1], about 80% zeros; labels 0..9."""
+    with DatasetWriter(path, D_IN, "multiclass", rows_per_shard=max(CHUNK, -(-n_rows // 4)), classes=list(range(CLASSES))) as writer:
+        for chunk, start in enumerate(range(0, n_rows, CHUNK)):
+            m = min(CHUNK, n_rows - start)
+            u = uniform_open(block_bit_generator(seed, chunk).random_raw(m * D_IN + m)).astype(np.float32)
+            X = u[: m * D_IN].reshape(m, D_IN)
+            X = np.where(X < 0.8, 0.0, (X - 0.8) * 5.0).astype(np.float32)
+            y = np.minimum((u[m * D_IN :] * CLASSES).astype(np.int32), CLASSES - 1)
+            writer.write(X, y)
+
+
+def bare_seconds(path: str, name: str, params: dict, batch_rows: int = 4096) -> tuple[float, float, float]:
+    """Wall and CPU seconds of the plain fold (data in memory), and seconds to read the data."""
+    began = time.perf_counter()
+    data = open_dataset(path).read_all()
+    read = time.perf_counter() - began
+    learner = okl_core.make_learner(name, n_inputs=D_IN, n_classes=CLASSES, **params)
+    state = learner.init()
+    began, cpu = time.perf_counter(), time.process_time()
+    for start in range(0, len(data.y), batch_rows):
+        state, _ = learner.update(state, data.X[start : start + batch_rows], data.y[start : start + batch_rows])
+    return time.perf_counter() - began, time.process_time() - cpu, read
+
+
+def _fold_half(args) -> float:
+    """Seconds of the plain fold of one half (run in a forked process, data inherited)."""
+    name, params, X, y, batch_rows = args
+    learner = okl_core.make_learner(name, n_inputs=D_IN, n_classes=CLASSES, **params)
+    state = learner.init()
+    began = time.perf_counter()
+    for start in range(0, len(y), batch_rows):
+        state, _ = learner.update(state, X[start : start + batch_rows], y[start : start + batch_rows])
+    return time.perf_counter() - began
+
+
+def two_process_seconds(path: str, name: str, params: dict, batch_rows: int = 4096) -> float:
+    """Wall seconds of two plain processes folding one half each, side by side.
+
+    No Beam and no reading: the most any two-worker system gets from this machine at
+    this moment (other jobs on a shared machine lower it), measured in the same run.
+    """
+    data = open_dataset(path).read_all()
+    half = len(data.y) // 2
+    jobs = [(name, params, data.X[:half], data.y[:half], batch_rows), (name, params, data.X[half:], data.y[half:], batch_rows)]
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        return max(pool.map(_fold_half, jobs))
+
+
+class PeakRSS:
+    """Sample the resident memory of this process and its children (Linux /proc)."""
+
+    def __init__(self, interval: float = 0.2):
+        self.interval, self.peak, self._stop = interval, 0, threading.Event()
+
+    @staticmethod
+    def _rss(pid: int) -> int:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except OSError:
+            return 0
+
+    def _tree(self, pid: int) -> list[int]:
+        out = [pid]
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")  # children hang off the thread that started them
+        except OSError:
+            return out
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    for child in f.read().split():
+                        out.extend(self._tree(int(child)))
+            except OSError:
+                pass
+        return out
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, sum(self._rss(p) for p in self._tree(os.getpid())))
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def pipeline_run(path: str, out: str, name: str, params: dict, shards: int, workers: int) -> tuple[float, float]:
+    """Wall and CPU seconds (all processes: launcher and Beam workers) of ``pipelines.train``."""
+    args = [sys.executable, "-m", "pipelines.train", "--input", path, "--learner", name, "--num_shards", str(shards), "--output", out, "--runner=DirectRunner"]
+    for key, value in params.items():
+        args += ["--param", f"{key}={json.dumps(value)}"]
+    if workers > 1:
+        args += [f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.perf_counter()
+    subprocess.run(args, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # waited-for descendants: the workers too
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fogd_rows", type=int, default=200_000)
+    parser.add_argument("--dsg_rows", type=int, default=60_000)
+    parser.add_argument("--small_rows", type=int, default=8192, help="rows of the run that measures the fixed cost")
+    parser.add_argument("--million", action="store_true", help="also 1M FOGD rows end to end (time, peak memory)")
+    args = parser.parse_args()
+    tmp = tempfile.mkdtemp(prefix="okl-bench-")
+    try:
+        results = []
+        for key, rows in (("fogd", args.fogd_rows), ("dsg", args.dsg_rows)):
+            name, params = LEARNERS[key]
+            path, small = os.path.join(tmp, f"{key}-data"), os.path.join(tmp, f"{key}-small")
+            write_mnist_like(path, rows)
+            write_mnist_like(small, args.small_rows, seed=1)
+            bare, bare_cpu, read = bare_seconds(path, name, params)
+            ideal = two_process_seconds(path, name, params)
+            one, one_cpu = pipeline_run(path, os.path.join(tmp, f"{key}-1"), name, params, 1, 1)
+            two, two_cpu = pipeline_run(path, os.path.join(tmp, f"{key}-2"), name, params, 2, 2)
+            fixed, fixed_cpu = pipeline_run(small, os.path.join(tmp, f"{key}-s"), name, params, 2, 2)
+            results.append((key, rows, bare, bare_cpu, read, ideal, one, one_cpu, two, two_cpu, fixed, fixed_cpu))
+            shutil.rmtree(path)
+        print(f"\nload average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (other jobs share the machine)")
+        print("wall-clock rows/s (ratio to bare):")
+        print(f"{'learner':7} {'rows':>7} {'bare':>6} {'bare+read':>16} {'2 bare procs':>16} {'pipeline 1 shard':>17} {'pipeline 2x2':>16} {'2x2 marginal':>16}")
+        for key, rows, bare, _, read, ideal, one, _, two, _, fixed, _ in results:
+            base = rows / bare
+
+            def cell(rate):
+                return f"{rate:9.0f} ({rate / base:4.2f})"
+
+            marginal = (rows - args.small_rows) / (two - fixed) if two > fixed else float("nan")
+            print(f"{key:7} {rows:7d} {base:6.0f} {cell(rows / (bare + read))} {cell(rows / ideal)} {cell(rows / one):>17} {cell(rows / two)} {cell(marginal)}")
+        print("CPU microseconds per row, all processes (ratio to bare):")
+        print(f"{'learner':7} {'bare':>6} {'pipeline 1 shard':>17} {'pipeline 2x2':>16} {'2x2 marginal':>16}")
+        for key, rows, bare, bare_cpu, _, _, one, one_cpu, two, two_cpu, fixed, fixed_cpu in results:
+            per = 1e6 * bare_cpu / rows
+            marginal = 1e6 * (two_cpu - fixed_cpu) / (rows - args.small_rows)
+            print(
+                f"{key:7} {per:6.1f} {1e6 * one_cpu / rows:9.1f} ({1e6 * one_cpu / rows / per:4.2f})  "
+                f"{1e6 * two_cpu / rows:9.1f} ({1e6 * two_cpu / rows / per:4.2f}) {marginal:9.1f} ({marginal / per:4.2f})"
+            )
+        print(
+            "2 bare procs: two plain processes fold one half each, no Beam, no reading: what two workers can get from the\n"
+            "machine now. 2x2: 2 shards on 2 workers, end to end. marginal: without the fixed cost of a 2x2 run ("
+            + ", ".join(f"{r[0]} {r[10]:.1f} s, {r[11]:.1f} CPU s" for r in results) + f", measured on {args.small_rows} rows)."
+        )
+        if args.million:
+            name, params = LEARNERS["fogd"]
+            path = os.path.join(tmp, "million")
+            began = time.perf_counter()
+            write_mnist_like(path, 1_000_000)
+            written = time.perf_counter() - began
+            with PeakRSS() as memory:
+                seconds, cpu = pipeline_run(path, os.path.join(tmp, "million-out"), name, params, 2, 2)
+            print(f"1M MNIST-shaped rows, mfogd D=800, 2 shards on 2 workers: {seconds:.1f} s end to end "
+                  f"({1e6 / seconds:.0f} rows/s, {cpu:.0f} CPU s; writing the Parquet data set took {written:.1f} s); "
+                  f"peak memory {memory.peak / 2**30:.2f} GiB (launcher + workers)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

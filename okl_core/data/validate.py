@@ -1,0 +1,138 @@
+"""Split rows read from a Parquet data set into rows a learner can take and bad rows.
+
+A bad row never reaches a learner and never stops a job: the training pipeline sends it
+to a dead-letter output with the reason found here. A row is bad when
+
+* ``x`` is missing, or has another number of features than the data set
+  (``wrong width``; possible when ``x`` is stored as a variable-length list or a file
+  does not match ``dataset.json``);
+* a feature is NaN, inf or missing (``non-finite feature``);
+* ``y`` is missing, a regression target is NaN or inf, a binary label is not -1/+1, or a
+  multiclass label is not an integer in ``0..n_classes-1`` (``bad label``).
+
+The good rows keep their order. Reasons are short fixed strings followed by the
+offending value, so that dead letters can be counted by reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["CheckedRows", "check_rows", "REASONS"]
+
+REASONS = ("missing x", "wrong width", "non-finite feature", "missing y", "bad label")
+"""Reason prefixes, in the order they are tested (a row gets the first that applies)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedRows:
+    """Rows of one table after checking.
+
+    Attributes
+    ----------
+    X : (n_good, d) float32
+    y : (n_good,) int32 labels or float32 targets
+    row : (n_good,) int64 ``row`` column of the good rows
+    good : (n,) bool, which input rows are good
+    bad_row : (n_bad,) int64 ``row`` column of the bad rows (-1 where missing)
+    reasons : list of str, one per bad row
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    row: np.ndarray
+    good: np.ndarray
+    bad_row: np.ndarray
+    reasons: list
+
+
+def _column(table: pa.Table, name: str) -> pa.Array:
+    column = table.column(name)
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | None = None) -> CheckedRows:
+    """Check the ``x``, ``y``, ``row`` columns of ``table`` (see the module docstring).
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        Columns ``x`` (list or fixed-size list of floats), ``y`` and ``row``.
+    n_features : int
+        Expected width of ``x``.
+    task : {'binary', 'multiclass', 'regression'}
+    n_classes : int, optional
+        Number of classes (multiclass).
+
+    Returns
+    -------
+    CheckedRows
+    """
+    n = table.num_rows
+    x = _column(table, "x")
+    if not (pa.types.is_list(x.type) or pa.types.is_large_list(x.type) or pa.types.is_fixed_size_list(x.type)):
+        raise ValueError(f"column x must be a list of floats, got {x.type}")
+    reasons = np.full(n, "", dtype=object)
+    lengths = pc.list_value_length(x).to_numpy(zero_copy_only=False)
+    x_null = x.is_null().to_numpy(zero_copy_only=False)
+    reasons[x_null] = "missing x"
+    wrong = ~x_null & (lengths != n_features)
+    for i in np.flatnonzero(wrong):
+        reasons[i] = f"wrong width: {int(lengths[i])} features, expected {n_features}"
+    width_ok = ~x_null & ~wrong
+    x_ok = x if width_ok.all() else x.filter(pa.array(width_ok))
+    values = pc.list_flatten(x_ok).to_numpy(zero_copy_only=False)  # nulls become NaN
+    X = values.astype(np.float32, copy=False).reshape(-1, n_features)
+    finite = np.isfinite(X).all(axis=1)
+    ok_index = np.flatnonzero(width_ok)
+    reasons[ok_index[~finite]] = "non-finite feature"
+
+    y_column = _column(table, "y")
+    y_null = y_column.is_null().to_numpy(zero_copy_only=False)
+    y = y_column.to_numpy(zero_copy_only=False)
+    label_reason = _label_reasons(y, y_null, task, n_classes)
+    bad = ~width_ok
+    bad[ok_index[~finite]] = True
+    take = ~bad & (label_reason != "")
+    reasons[take] = label_reason[take]
+    good = ~(bad | take)
+    rows = _column(table, "row").to_numpy(zero_copy_only=False)
+    rows = np.where(np.isnan(rows), -1, rows).astype(np.int64) if rows.dtype.kind == "f" else rows.astype(np.int64)
+    X_good = X[good[ok_index]] if not good.all() else X
+    y_dtype = np.float32 if task == "regression" else np.int32
+    return CheckedRows(
+        X=np.ascontiguousarray(X_good),
+        y=y[good].astype(y_dtype),
+        row=rows[good],
+        good=good,
+        bad_row=rows[~good],
+        reasons=[str(r) for r in reasons[~good]],
+    )
+
+
+def _label_reasons(y: np.ndarray, y_null: np.ndarray, task: str, n_classes: int | None) -> np.ndarray:
+    """A reason per row ("" when the label/target is fine)."""
+    out = np.full(len(y), "", dtype=object)
+    out[y_null] = "missing y"
+    values = np.asarray(y, dtype=np.float64)
+    if task == "regression":
+        bad = ~y_null & ~np.isfinite(values)
+        for i in np.flatnonzero(bad):
+            out[i] = f"bad label: target {values[i]!r} is not finite"
+        return out
+    if task == "binary":
+        bad = ~y_null & ~np.isin(values, (-1.0, 1.0))
+        for i in np.flatnonzero(bad):
+            out[i] = f"bad label: {values[i]:g} is not -1 or +1"
+        return out
+    if not n_classes:
+        raise ValueError("multiclass rows need n_classes to be checked")
+    with np.errstate(invalid="ignore"):
+        bad = ~y_null & ~((values == np.floor(values)) & (values >= 0) & (values < n_classes))
+    for i in np.flatnonzero(bad):
+        out[i] = f"bad label: {values[i]:g} is not a class in 0..{n_classes - 1}"
+    return out

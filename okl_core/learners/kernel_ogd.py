@@ -1,0 +1,322 @@
+"""Exact kernel online gradient descent and kernel Perceptron, no budget (spec/fogd_nogd.md).
+
+The "OGD" rows of the FOGD/NOGD paper's tables: the model is a kernel expansion over a
+support set that grows with every update,
+
+    f(x) = sum_i alpha_i k(x_i, x),
+
+with the same per-example rules as FOGD (no regularizer, constant step ``eta``):
+
+* ``kernel_ogd``         binary hinge: if ``y f < 1`` (strict) add ``x`` with ``alpha = eta y``.
+* ``mkernel_ogd``        multiclass: ``s`` = highest-scoring wrong class (first on ties); if
+  ``f_y - f_s < 1`` add ``x`` with the coefficient vector ``+eta`` at ``y``, ``-eta`` at ``s``.
+* ``kernel_ogd_r``       regression: if ``|y - f| > eps`` (``threshold='absolute'``, the
+  authors' code, default) or ``(y - f)^2 > eps`` (``'squared'``, the paper's text) add ``x``
+  with ``alpha = eta (y - f)``.
+* ``kernel_perceptron``  binary: on a mistake (``sign(f) != y`` with ``sign(0) = +1``) add
+  ``x`` with ``alpha = y``.
+
+Cost per example O(|S| d) and memory O(|S| d): these are references for small streams and
+for checking the budgeted and approximate learners (NOGD is the budgeted version of the
+same rules and imports them from here).
+
+Merge: the states' functions are averaged with weights ``n_seen`` (like FOGD's parameter
+averaging), represented exactly by concatenating the support sets in state order with
+each ``alpha`` scaled by its weight; the merged support set is the sum of the sizes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+
+from okl_core.features import KERNELS, exact_kernel
+from okl_core.learners.base import (
+    Learner,
+    NotMergeableError,
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    validate_xy,
+)
+
+__all__ = [
+    "KernelConfig",
+    "KernelOGDConfig",
+    "MKernelOGDConfig",
+    "KernelOGDRConfig",
+    "KernelPerceptronConfig",
+    "SupportState",
+    "ExactKernelMixin",
+    "KernelOGD",
+    "MKernelOGD",
+    "KernelOGDRegressor",
+    "KernelPerceptron",
+    "BinaryHingeRule",
+    "MulticlassHingeRule",
+    "RegressionRule",
+    "PerceptronRule",
+]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KernelConfig:
+    """Parameters shared by exact-kernel learners: input dimension, kernel, bandwidth.
+
+    Parameters
+    ----------
+    n_inputs : int
+        Input dimension ``d``.
+    kernel : {'gaussian', 'laplacian', 'cauchy'}
+        See :func:`okl_core.features.exact_kernel`.
+    sigma : float
+        Kernel bandwidth (the paper's 8 by default).
+    """
+
+    n_inputs: int
+    kernel: str = "gaussian"
+    sigma: float = 8.0
+
+    def __post_init__(self):
+        check_int("n_inputs", self.n_inputs, 1)
+        check_choice("kernel", self.kernel, set(KERNELS))
+        check_positive("sigma", self.sigma)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KernelOGDConfig(KernelConfig):
+    """Binary kernel OGD: adds the step ``eta`` (the NOGD code's 0.2 by default)."""
+
+    eta: float = 0.2
+    task = "binary"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_positive("eta", self.eta)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MKernelOGDConfig(KernelConfig):
+    """Multiclass kernel OGD: adds ``n_classes`` (>= 2) and ``eta`` (0.5)."""
+
+    n_classes: int
+    eta: float = 0.5
+    task = "multiclass"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_int("n_classes", self.n_classes, 2)
+        check_positive("eta", self.eta)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KernelOGDRConfig(KernelConfig):
+    """Kernel OGD regression: adds ``eta`` (0.1), ``eps`` and the ``threshold`` reading."""
+
+    eta: float = 0.1
+    eps: float = 0.1
+    threshold: str = "absolute"
+    task = "regression"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_positive("eta", self.eta)
+        check_nonnegative("eps", self.eps)
+        check_choice("threshold", self.threshold, {"absolute", "squared"})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KernelPerceptronConfig(KernelConfig):
+    """Binary kernel Perceptron: kernel parameters only (the rule has no step)."""
+
+    task = "binary"
+
+
+# -- update rules ---------------------------------------------------------------------
+# A rule maps (score f, label y) to the coefficient to add (a float, or a (C,) array for
+# multiclass) or None when the example triggers no update. The same rules drive the
+# kernel expansion here and both of NOGD's phases.
+
+
+class BinaryHingeRule:
+    """Hinge loss: ``eta y`` when ``y f < 1`` (strict)."""
+
+    n_outputs = None
+
+    def __init__(self, config):
+        self.eta = float(config.eta)
+
+    def __call__(self, f, y):
+        return self.eta * y if y * f < 1.0 else None
+
+
+class PerceptronRule:
+    """Perceptron: ``y`` on a mistake of ``sign(f)`` (``sign(0) = +1``)."""
+
+    n_outputs = None
+
+    def __init__(self, config):
+        pass
+
+    def __call__(self, f, y):
+        return y if (1.0 if f >= 0 else -1.0) != y else None
+
+
+class MulticlassHingeRule:
+    """Multiclass hinge: ``+eta`` at ``y``, ``-eta`` at the best wrong class ``s`` when
+    ``f_y - f_s < 1``; ``s`` is the first index on ties."""
+
+    def __init__(self, config):
+        self.eta = float(config.eta)
+        self.n_outputs = int(config.n_classes)
+
+    def __call__(self, f, y):
+        rivals = np.array(f, dtype=np.float64)
+        true_score = rivals[y]
+        rivals[y] = -np.inf
+        s = int(np.argmax(rivals))
+        if true_score - rivals[s] >= 1.0:
+            return None
+        coef = np.zeros(self.n_outputs)
+        coef[y], coef[s] = self.eta, -self.eta
+        return coef
+
+
+class RegressionRule:
+    """``eta (y - f)`` when ``|y - f| > eps`` (absolute) or ``(y - f)^2 > eps`` (squared)."""
+
+    n_outputs = None
+
+    def __init__(self, config):
+        self.eta, self.eps = float(config.eta), float(config.eps)
+        self.squared = config.threshold == "squared"
+
+    def __call__(self, f, y):
+        residual = y - f
+        size = residual * residual if self.squared else abs(residual)
+        return self.eta * residual if size > self.eps else None
+
+
+def output_shape(rule, n: int) -> tuple:
+    """Shape of ``n`` coefficients (or scores) of ``rule``: ``(n,)`` or ``(n, C)``."""
+    return (n,) if rule.n_outputs is None else (n, rule.n_outputs)
+
+
+# -- the learners ---------------------------------------------------------------------
+
+
+class SupportState(NamedTuple):
+    """Support set of a kernel expansion.
+
+    Attributes
+    ----------
+    support : (n_sv, d) float32, the stored inputs
+    alpha : (n_sv,) or (n_sv, C) float64, their coefficients
+    n_seen : () int64, examples learned
+    """
+
+    support: np.ndarray
+    alpha: np.ndarray
+    n_seen: np.ndarray
+
+
+class ExactKernelMixin:
+    """Gives a learner ``_kernel(A, B)``: the exact kernel matrix of its config's kernel and sigma."""
+
+    def _kernel(self, A, B) -> np.ndarray:
+        return exact_kernel(self.config.kernel, A, B, self.config.sigma)
+
+
+class _KernelExpansion(ExactKernelMixin, Learner):
+    """Kernel expansion grown by a rule: predict, score, and add the example on an update."""
+
+    state_class = SupportState
+    growing_fields = ("support", "alpha")
+    rule_class = None
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.rule = self.rule_class(config)
+
+    def init(self) -> SupportState:
+        return SupportState(
+            support=np.zeros((0, self.config.n_inputs), dtype=np.float32),
+            alpha=np.zeros(output_shape(self.rule, 0)),
+            n_seen=np.asarray(0, dtype=np.int64),
+        )
+
+    def predict(self, state: SupportState, X) -> np.ndarray:
+        X, _ = validate_xy(self, X)
+        return self._kernel(X, state.support) @ state.alpha
+
+    def update(self, state: SupportState, X, y):
+        X, y = validate_xy(self, X, y)
+        # Scores against the support set from before the batch in one product; the support
+        # vectors added during the batch are added row by row.
+        scores = self._kernel(X, state.support) @ state.alpha
+        new_sv = np.empty((len(y), X.shape[1]), dtype=np.float32)
+        new_alpha = np.zeros(output_shape(self.rule, len(y)))
+        n_new = 0
+        for i in range(len(y)):
+            if n_new:
+                scores[i] += self._kernel(X[i : i + 1], new_sv[:n_new])[0] @ new_alpha[:n_new]
+            coef = self.rule(scores[i], y[i])
+            if coef is not None:
+                new_sv[n_new], new_alpha[n_new] = X[i], coef
+                n_new += 1
+        support = np.concatenate([state.support, new_sv[:n_new]]) if n_new else state.support.copy()
+        alpha = np.concatenate([state.alpha, new_alpha[:n_new]]) if n_new else state.alpha.copy()
+        n_seen = np.asarray(int(state.n_seen) + len(y), dtype=np.int64)
+        return SupportState(support=support, alpha=alpha, n_seen=n_seen), scores
+
+    def merge(self, states: list[SupportState]) -> SupportState:
+        """Average the functions with weights ``n_seen``: concatenate the support sets,
+        scaling each state's ``alpha`` by its weight (equal weights if nothing was seen)."""
+        if not states:
+            raise NotMergeableError(f"{self.name}: nothing to merge")
+        seen = np.array([int(s.n_seen) for s in states], dtype=np.float64)
+        weights = seen / seen.sum() if seen.sum() > 0 else np.full(len(states), 1.0 / len(states))
+        return SupportState(
+            support=np.concatenate([s.support for s in states]),
+            alpha=np.concatenate([w * s.alpha for w, s in zip(weights, states)]),
+            n_seen=np.asarray(int(seen.sum()), dtype=np.int64),
+        )
+
+
+class KernelOGD(_KernelExpansion):
+    """Binary kernel OGD with the hinge loss, no budget (registry name ``kernel_ogd``)."""
+
+    name = "kernel_ogd"
+    config_class = KernelOGDConfig
+    rule_class = BinaryHingeRule
+    conformance_params = {"sigma": 1.0, "eta": 0.5}
+
+
+class MKernelOGD(_KernelExpansion):
+    """Multiclass kernel OGD, no budget (registry name ``mkernel_ogd``)."""
+
+    name = "mkernel_ogd"
+    config_class = MKernelOGDConfig
+    rule_class = MulticlassHingeRule
+    conformance_params = {"sigma": 1.0, "eta": 0.5, "n_classes": 3}
+
+
+class KernelOGDRegressor(_KernelExpansion):
+    """Kernel OGD regression with an eps threshold, no budget (registry name ``kernel_ogd_r``)."""
+
+    name = "kernel_ogd_r"
+    config_class = KernelOGDRConfig
+    rule_class = RegressionRule
+    conformance_params = {"sigma": 1.0, "eta": 0.3, "eps": 0.01}
+
+
+class KernelPerceptron(_KernelExpansion):
+    """Binary kernel Perceptron, no budget (registry name ``kernel_perceptron``)."""
+
+    name = "kernel_perceptron"
+    config_class = KernelPerceptronConfig
+    rule_class = PerceptronRule
+    conformance_params = {"sigma": 1.0}

@@ -1,0 +1,345 @@
+"""What the multi-kernel learners share: the kernel dictionary, per-kernel seeds, draws.
+
+Used by :mod:`okl_core.learners.omkl` (OMKL-GF, Raker; spec/omkl_gf.md) and
+:mod:`okl_core.learners.oks` (OKS, OKS++, IOKS, RF-OKS++, RF-IOKS; spec/oks.md).
+
+Kernel dictionary
+-----------------
+One config field, ``kernels``, a string of comma-separated ``KERNEL:SIGMA`` entries::
+
+    "gaussian:2^-2,gaussian:2^-1,gaussian:1,gaussian:2,gaussian:4,gaussian:8"
+    "gaussian:0.25, laplacian:3.5"
+
+``KERNEL`` is one of :data:`okl_core.features.KERNELS` (gaussian, laplacian, cauchy, with
+the bandwidth conventions of spec/README.md) and ``SIGMA`` a number > 0, written as a
+float literal or as a power of two ``2^K`` (integer ``K``). Entries must be distinct. Kernel
+``j`` is the ``j``-th entry (0-based). :func:`kernel_dictionary` builds the string for a
+range of powers of two; :data:`OMKL_DICTIONARY` (17 Gaussians, sigma = 2^-8 .. 2^8) and
+:data:`OKS_DICTIONARY` (6 Gaussians, sigma = 2^-2 .. 2^3) are the papers' dictionaries.
+
+Seeds and draws (all from the config ``seed``)
+----------------------------------------------
+The generator keyed by ``(seed, block)`` (:func:`okl_core.random.block_bit_generator`)
+has a 2^64 block index space, split in two halves so that no two uses can meet:
+
+* ``(seed, t)`` for ``t < 2^63``: the draws of example ``t`` (0-based position in the
+  stream, i.e. ``n_seen`` before the example). :func:`example_uniforms` returns its raw
+  words as uniforms on (0, 1); each learner documents which word means what.
+* ``(seed, 2^63 + j)``: word 0 is :func:`kernel_seed` ``(seed, j)``, the seed of kernel
+  ``j``'s random Fourier features. Kernel ``j``'s feature map is
+  ``FeatureSpec(kernel_j, sigma_j, seed=kernel_seed(seed, j), n_components=D, scaled=True)``,
+  so its frequency blocks are keyed ``(kernel_seed(seed, j), b)``.
+
+Feature keys and example keys therefore differ in their first component as long as the
+kernel seeds differ from each other and from ``seed``; :func:`kernel_seeds` checks that
+(a 64-bit coincidence, about ``N^2 / 2^64``) and refuses such a seed with a ValueError.
+Models with the same seed and dictionary (say OMKL-GF and Raker) share each kernel's
+features. Because every draw is keyed by the example's position, ``update`` is a pure
+function of ``(state, X, y)`` and a batch update equals the row-by-row fold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+import numpy as np
+
+from okl_core.features import KERNELS, FeatureSpec, FourierFeatures
+from okl_core.learners.base import check_int
+from okl_core.losses import softmax
+from okl_core.random import block_bit_generator, uniform_open
+
+__all__ = [
+    "OMKL_DICTIONARY",
+    "OKS_DICTIONARY",
+    "kernel_dictionary",
+    "parse_kernel_dictionary",
+    "kernel_label",
+    "kernel_seed",
+    "kernel_seeds",
+    "example_uniforms",
+    "draw_index",
+    "KernelFeatureBank",
+    "KernelReportMixin",
+    "MultiKernelConfig",
+    "RandomFeatureMultiKernelConfig",
+    "log_normalize",
+    "normalized_weights",
+]
+
+_EXAMPLE_LIMIT = 2**63
+_KERNEL_SEED_BASE = 2**63
+_POWER_OF_TWO = re.compile(r"^2\^([+-]?\d+)$")
+
+
+def kernel_dictionary(kernel: str = "gaussian", min_log2: int = -8, max_log2: int = 8) -> str:
+    """Dictionary string of ``kernel`` with sigma = 2^min_log2, ..., 2^max_log2.
+
+    Examples
+    --------
+    >>> kernel_dictionary("gaussian", -1, 1)
+    'gaussian:2^-1,gaussian:2^0,gaussian:2^1'
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
+    if not (isinstance(min_log2, int) and isinstance(max_log2, int)) or min_log2 > max_log2:
+        raise ValueError(f"need integers min_log2 <= max_log2, got {min_log2!r}, {max_log2!r}")
+    return ",".join(f"{kernel}:2^{k}" for k in range(min_log2, max_log2 + 1))
+
+
+OMKL_DICTIONARY = kernel_dictionary("gaussian", -8, 8)
+"""OMKL-GF's experiments: 17 Gaussian kernels, sigma = 2^-8 .. 2^8 (spec/omkl_gf.md)."""
+
+OKS_DICTIONARY = kernel_dictionary("gaussian", -2, 3)
+"""Li & Liao's experiments: 6 Gaussian kernels, sigma = 2^-2 .. 2^3 (spec/oks.md)."""
+
+
+def _parse_sigma(token: str) -> float | None:
+    match = _POWER_OF_TWO.match(token)
+    if match:
+        exponent = int(match.group(1))
+        return math.ldexp(1.0, exponent) if -1000 < exponent < 1000 else None
+    try:
+        value = float(token)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def parse_kernel_dictionary(text) -> tuple[tuple[str, float], ...]:
+    """Parse a ``kernels`` string into ``((kernel, sigma), ...)`` (see module docstring).
+
+    Raises
+    ------
+    ValueError
+        Not a string, empty, a malformed entry (named with its position), an unknown
+        kernel, a sigma that is not a number > 0 or ``2^K``, or a repeated entry.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"kernels must be a non-empty string of KERNEL:SIGMA entries, got {text!r}")
+    entries = []
+    for position, raw in enumerate(text.split(","), start=1):
+        kernel, sep, sigma_token = (part.strip() for part in raw.partition(":"))
+        sigma = _parse_sigma(sigma_token) if sep else None
+        if sigma is None:
+            raise ValueError(
+                f"kernels: entry {position} {raw.strip()!r} is not KERNEL:SIGMA with SIGMA a number > 0 or 2^K"
+            )
+        if kernel not in KERNELS:
+            raise ValueError(f"kernels: entry {position} has kernel {kernel!r}; choose from {sorted(KERNELS)}")
+        if (kernel, sigma) in entries:
+            raise ValueError(f"kernels: entry {position} {kernel}:{sigma!r} appears twice")
+        entries.append((kernel, sigma))
+    return tuple(entries)
+
+
+def kernel_label(kernel: str, sigma: float) -> str:
+    """``'kernel:sigma'`` with sigma as Python's shortest round-trip float (unique per entry)."""
+    return f"{kernel}:{float(sigma)!r}"
+
+
+def kernel_seed(seed: int, j: int) -> int:
+    """Seed of kernel ``j``'s random features: word 0 of the generator ``(seed, 2^63 + j)``."""
+    return int(block_bit_generator(seed, _KERNEL_SEED_BASE + int(j)).random_raw(1)[0])
+
+
+def kernel_seeds(seed: int, n_kernels: int) -> tuple[int, ...]:
+    """:func:`kernel_seed` of kernels ``0..n_kernels-1``, checked distinct from each other and ``seed``."""
+    seeds = tuple(kernel_seed(seed, j) for j in range(n_kernels))
+    if len(set(seeds) | {int(seed)}) != n_kernels + 1:
+        raise ValueError(f"seed {seed} derives colliding per-kernel seeds (a 2^-64 coincidence); choose another seed")
+    return seeds
+
+
+def example_uniforms(seed: int, t: int, n: int) -> np.ndarray:
+    """``n`` float64 uniforms on (0, 1) for example ``t`` (0-based): words of generator ``(seed, t)``."""
+    if not 0 <= t < _EXAMPLE_LIMIT:
+        raise ValueError(f"example counter {t} is outside [0, 2**63)")
+    return uniform_open(block_bit_generator(seed, t).random_raw(n))
+
+
+def draw_index(weights: np.ndarray, u: float) -> int:
+    """Inverse-CDF draw from non-negative ``weights`` (normalised here) with uniform ``u``."""
+    cdf = np.cumsum(weights)
+    return min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), len(cdf) - 1)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MultiKernelConfig:
+    """Fields shared by the multi-kernel learners.
+
+    Parameters
+    ----------
+    n_inputs : int
+        Input dimension ``d``.
+    kernels : str
+        The kernel dictionary, ``"KERNEL:SIGMA,..."`` (module docstring); each learner
+        defaults to its paper's dictionary.
+    seed : int
+        Model seed: per-example draws and every kernel's random features derive from it.
+    """
+
+    n_inputs: int
+    kernels: str = OKS_DICTIONARY
+    seed: int = 0
+
+    def __post_init__(self):
+        check_int("n_inputs", self.n_inputs, 1)
+        check_int("seed", self.seed, 0)
+        if self.seed >= 2**64:
+            raise ValueError(f"seed must be < 2**64, got {self.seed}")
+        kernel_seeds(self.seed, len(self.dictionary))  # parses and checks the dictionary too
+
+    @property
+    def dictionary(self) -> tuple[tuple[str, float], ...]:
+        """``((kernel, sigma), ...)`` parsed from :attr:`kernels`."""
+        return parse_kernel_dictionary(self.kernels)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RandomFeatureMultiKernelConfig(MultiKernelConfig):
+    """:class:`MultiKernelConfig` plus one seeded random Fourier map per kernel.
+
+    Parameters
+    ----------
+    n_components : int
+        Frequencies ``D`` per kernel (``2 D`` features ``[cos, sin] / sqrt(D)``).
+    block_size : int
+        Frequencies per generator block (part of each kernel's FeatureSpec).
+    feature_cache_mb : int
+        Memory bound for cached frequency blocks, all kernels together (not part of the
+        model: a runtime field).
+    """
+
+    n_components: int = 50
+    block_size: int = 256
+    feature_cache_mb: int = 256
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_int("n_components", self.n_components, 1)
+        check_int("block_size", self.block_size, 1)
+        check_int("feature_cache_mb", self.feature_cache_mb, 0)
+
+    def feature_specs(self) -> tuple[FeatureSpec, ...]:
+        """Each kernel's :class:`~okl_core.features.FeatureSpec` (see :class:`KernelFeatureBank`)."""
+        return KernelFeatureBank.specs_for(self.dictionary, self.n_inputs, self.n_components, self.seed, self.block_size)
+
+
+class KernelFeatureBank:
+    """One seeded :class:`~okl_core.features.FourierFeatures` map per dictionary kernel.
+
+    Kernel ``j`` uses ``FeatureSpec(n_inputs, n_components, kernel_j, sigma_j,
+    seed=kernel_seed(seed, j), block_size, scaled=True)``: ``2 D`` features
+    ``[cos, sin] / sqrt(D)`` with ``||z(x)||^2 = 1`` (spec/omkl_gf.md, spec/oks.md).
+
+    The learners' online updates map one row at a time with :meth:`rows` (the same numpy
+    operations whatever the batch, so a batch update is the row-by-row fold bit for bit),
+    for the kernels they evaluate only; :meth:`transform` maps whole batches for ``predict``.
+    """
+
+    def __init__(self, config: RandomFeatureMultiKernelConfig):
+        self.specs = config.feature_specs()
+        # Each map gets its share of the cache budget.
+        share = max(1, config.feature_cache_mb * 2**20 // len(self.specs))
+        self.maps = tuple(FourierFeatures(spec, cache_bytes=share) for spec in self.specs)
+        self.n_components = config.n_components
+        self._scale = np.float32(1.0 / math.sqrt(config.n_components))
+        self._cache_bytes = config.feature_cache_mb * 2**20
+        self._stack = None
+
+    @staticmethod
+    def specs_for(dictionary, n_inputs: int, n_components: int, seed: int, block_size: int) -> tuple[FeatureSpec, ...]:
+        """The per-kernel feature specs of a dictionary (kernel ``j`` seeded by ``kernel_seed(seed, j)``)."""
+        seeds = kernel_seeds(seed, len(dictionary))
+        return tuple(
+            FeatureSpec(
+                n_inputs=n_inputs,
+                n_components=n_components,
+                kernel=kernel,
+                sigma=sigma,
+                seed=s,
+                block_size=block_size,
+                scaled=True,
+            )
+            for (kernel, sigma), s in zip(dictionary, seeds)
+        )
+
+    def stack(self) -> np.ndarray:
+        """All kernels' frequencies, float32 ``(N, n_inputs, D)`` (kept while within the cache budget)."""
+        if self._stack is not None:
+            return self._stack
+        stack = np.stack([m.frequencies() for m in self.maps])
+        stack.flags.writeable = False
+        if stack.nbytes <= self._cache_bytes:
+            self._stack = stack
+        return stack
+
+    def rows(self, omega: np.ndarray, x: np.ndarray, kernels=None) -> np.ndarray:
+        """Features of one float32 row ``x``: float64 ``(k, 2 D)`` blocks ``[cos, sin] / sqrt(D)``.
+
+        ``omega`` is :meth:`stack` (or a slice of it); ``kernels`` (indices into it) limits
+        the work to those kernels, without copying their frequencies; None: all of them.
+        """
+        if kernels is None:
+            proj = np.matmul(x, omega)  # (k, D)
+        else:
+            proj = np.stack([np.dot(x, omega[n]) for n in kernels])
+        z = np.concatenate((np.cos(proj), np.sin(proj)), axis=1)
+        z *= self._scale
+        return z.astype(np.float64)
+
+    def transform(self, j: int, X: np.ndarray) -> np.ndarray:
+        """Kernel ``j``'s features of the rows of ``X``, float64 ``(n, 2 D)``."""
+        return self.maps[j].transform(X).astype(np.float64)
+
+
+class KernelReportMixin:
+    """Which kernels a multi-kernel learner weights and uses (mixed into its Learner class).
+
+    Subclasses set ``self.dictionary`` and implement ``_kernel_distribution(state)`` (the
+    normalised weights, or the selection distribution ``q``) and ``_kernel_counts(state)``.
+    """
+
+    dictionary: tuple
+
+    @property
+    def kernel_labels(self) -> list[str]:
+        """``'kernel:sigma'`` of each dictionary entry, in dictionary order."""
+        return [kernel_label(k, s) for k, s in self.dictionary]
+
+    def kernel_weights(self, state) -> dict[str, float]:
+        """Kernel label -> its current weight (sums to 1): which bandwidth is winning.
+
+        Combination weights ``w / sum w`` for OMKL-GF and Raker; the selection distribution
+        ``q`` (before exploration is mixed in) for the OKS family. Call it after each batch
+        to follow the weights over time.
+        """
+        return dict(zip(self.kernel_labels, map(float, self._kernel_distribution(state))))
+
+    def kernel_usage(self, state) -> dict[str, int]:
+        """Kernel label -> number of examples on which the kernel was evaluated and updated."""
+        return dict(zip(self.kernel_labels, map(int, self._kernel_counts(state))))
+
+    def best_kernel(self, state) -> str:
+        """Label of the kernel with the largest weight (first on ties)."""
+        return self.kernel_labels[int(np.argmax(self._kernel_distribution(state)))]
+
+    def _kernel_distribution(self, state) -> np.ndarray:
+        raise NotImplementedError
+
+    def _kernel_counts(self, state) -> np.ndarray:
+        raise NotImplementedError
+
+
+def log_normalize(log_w: np.ndarray) -> np.ndarray:
+    """Shift log-weights so that ``sum exp(log_w) = 1`` (log-sum-exp; the ratios are unchanged)."""
+    top = np.max(log_w)
+    return log_w - (top + np.log(np.sum(np.exp(log_w - top))))
+
+
+def normalized_weights(log_w: np.ndarray) -> np.ndarray:
+    """``exp(log_w) / sum exp(log_w)`` (the softmax of :mod:`okl_core.losses`)."""
+    return softmax(np.asarray(log_w, dtype=np.float64)[None, :])[0]

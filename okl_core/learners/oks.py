@@ -1,0 +1,931 @@
+"""Online kernel selection under bandit feedback (Li, Liao, ECML-PKDD 2022; spec/oks.md).
+
+``K`` kernels (the dictionary of :mod:`.multikernel`, default Gaussians with sigma =
+2^-2 .. 2^3), one hypothesis ``f_i`` per kernel. Each example: draw one kernel
+``I_t ~ p_t``, predict ``f_{I_t}(x_t)`` (the score; label = sign for the logistic loss),
+observe only that kernel's loss and update only ``f_{I_t}``, with the importance-weighted
+gradient ``l'(f(x), y) k(x, .) / p_{t,I_t}``. The losses are the paper's: ``logistic``
+``log(1 + exp(-y f))`` (binary, y in {-1, +1}), ``square`` ``(f - y)^2`` (regression;
+twice :mod:`okl_core.losses`' ``square``), ``absolute`` ``|f - y|`` (regression).
+
+Learners (registry names)
+-------------------------
+``oks``        OKS (the baseline, Algorithm 1): ``w_I *= exp(-eta l / p_I)``,
+               ``f_I -= lambda l' k(x, .) / p_I`` (no projection), ``q = w / sum w``,
+               ``p = (1 - delta) q + delta / K`` with ``delta = min(1, (K/T)^{1/3})`` [code],
+               ``lambda = m sqrt(delta / (K T))`` (``step_scale`` m: 25 for square and
+               logistic, 5 for absolute), ``eta = sqrt(2 (1 - delta) ln K) / sqrt(K T)``.
+``oks_pp``     OKS++ (smooth losses: logistic, square), Theorem 3.1 / Algorithm 3:
+               running sums ``L~_i`` (estimated losses of kernel i, ``Delta_i``),
+               ``C~ = sum_i L~_i`` and ``S = sum_t q_{t,I_t} c~_t^2``;
+               ``lambda_{t,I} = U^{4/3} max{G C0 U^2 K^2, 8 C~}^{-1/6} /
+               (sqrt(4/3) K^{1/6} (G C0)^{1/3} sqrt(1 + L~_I))`` and a projected step onto
+               ``||f|| <= U``; ``eta_t = sqrt(2 ln K) / sqrt(1 + S)``,
+               ``q_{t+1} ~ exp(-eta_t L~)``, ``delta_t = a / (2 max{a, 2 C~^{1/3}})`` with
+               ``a = (G C0)^{1/3} (U K)^{2/3}``, ``p = (1 - delta_t) q + delta_t / K``.
+               Constants: logistic U = 15, C0 = 1, G = 1; square U = 1, C0 = 4, G = 1.
+               The sums include the current example (the paper's indices). The
+               released logistic script overwrites ``a`` with ``exp(-y f)`` inside its
+               loop (far less exploration); ``tuning = 'released_code'`` reproduces it,
+               the default ``'paper'`` follows Theorem 3.1.
+``ioks``       IOKS (Lipschitz losses: absolute, logistic, square), Algorithm 2:
+               ``alpha = 8``, ``delta = T^{-3/4}``, ``upsilon = exp(2 / (3 ln T))``,
+               initial rates ``eta_i = 8 l_max K^{3/8} / (U G1 sqrt(T ln T))`` (the
+               experiments' value; G1 = 1 for absolute and logistic, 4 for square);
+               ``lambda_{t,i} = U / (sqrt 2 sqrt(1 + sum_{tau<=t} ||grad~_tau,i||^2))`` and
+               a projected step; ``c = min(l / l_max, 1)`` (clipped to the [0, 1] range the
+               analysis assumes, which keeps the mirror step well defined);
+               ``c~ = c / p_I`` if ``p_I >= max_i eta_i`` else ``c / (p_I + max_i eta_i)``;
+               Tsallis mirror step :func:`tsallis_step`
+               ``q_i = (q_i^{-7/8} + eta_i (c~_i - mu))^{-8/7}`` with ``mu`` found by
+               bisection so that ``sum q = 1`` within 1e-5 (``q`` is not renormalised);
+               ``p = (1 - delta) q + delta / K``; if ``1 / p_i > rho_i`` then
+               ``rho_i = 2 / p_i`` and ``eta_i *= upsilon`` (``rho`` starts at 2K [code]).
+``rf_oks_pp``  RF-OKS++ and
+``rf_ioks``    RF-IOKS: the same rules on random features, ``f_i(x) = w_i . z_i(x)``
+               with ``z_i`` the ``2 D`` seeded features ``[cos, sin] / sqrt(D)`` of kernel
+               ``i`` (seed ``kernel_seed(seed, i)``); the step is
+               ``w_I -= lambda l' z / p_I`` followed by clipping every coordinate to
+               ``+-U / sqrt(D)`` (``D`` = ``n_components`` frequencies, as in the spec, so
+               ``||w||_2 <= U sqrt(2)``). Cost O(d D) per example.
+
+Horizon: OKS and IOKS (and RF-IOKS) tune their constants with the number of rounds
+``T``, the config field ``horizon`` (required). The okl pipelines fill it from the data
+set's row count (``dataset.json`` ``n_rows``) unless it is given; the learner keeps
+working past ``T`` with the same constants.
+
+Kernel (non random-feature) versions (``oks``, ``oks_pp``, ``ioks``) keep a growing
+support set: every example whose gradient is non-zero adds its row to the sampled
+kernel's support set (the logistic loss always does), so after ``t`` examples the model
+holds up to ``t`` rows. Memory: ``4 d + 8`` bytes per support vector in the state (rows
+as float32, coefficients as float64) and ``8 (d + 2)`` bytes in the working buffers
+during an update (a9a: 32,561 x 123 rows, about 16 MB in the state, 33 MB while
+training); the time of an example grows linearly with the sampled kernel's support set.
+``max_support`` caps the total: an update that would exceed it raises a ValueError
+naming the cap (use ``rf_oks_pp`` / ``rf_ioks`` for long streams). ``k(x, x) = 1`` for
+every dictionary kernel, which the norm bookkeeping of the projection uses.
+
+Draws: example ``t`` (0-based counter ``n_seen``) samples its kernel with word 0 of
+generator ``(seed, t)`` (:func:`.multikernel.example_uniforms`), by inverse CDF on ``p``.
+
+Prediction: ``update`` returns the sampled kernel's score (the paper's online
+protocol). ``predict(state, X)`` uses ``predict_with = 'best'``: the kernel of largest
+``q`` (the paper's output ``q_T`` read as a selection; first on ties), or ``'mixture'``:
+``sum_i q_i f_i(x)``. :meth:`kernel_weights` gives ``q``, :meth:`sampling_probabilities`
+gives ``p`` and :meth:`kernel_usage` how often each kernel was drawn.
+
+Merging: the kernel versions raise :class:`NotMergeableError` (support sets grown in
+different shards are different functions with their own norm bookkeeping). The
+random-feature versions average ``w`` kernel by kernel with weights ``n_seen`` and
+average the selection statistics with the same weights (RF-OKS++: ``L~``, ``S``; RF-IOKS:
+``q``, ``sum ||grad~||^2``; and the elementwise maximum of RF-IOKS's increasing ``eta``
+and ``rho``), so merging identical states is the identity; usage counts add.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from okl_core.features import exact_kernel
+from okl_core.learners.base import (
+    Learner,
+    NotMergeableError,
+    check_choice,
+    check_int,
+    check_positive,
+    validate_xy,
+    weighted_average,
+)
+from okl_core.learners.multikernel import (
+    OKS_DICTIONARY,
+    KernelFeatureBank,
+    KernelReportMixin,
+    MultiKernelConfig,
+    RandomFeatureMultiKernelConfig,
+    draw_index,
+    example_uniforms,
+    log_normalize,
+    normalized_weights,
+)
+from okl_core.losses import LOSSES
+
+__all__ = [
+    "OKSConfig",
+    "OKSPlusPlusConfig",
+    "IOKSConfig",
+    "RFOKSPlusPlusConfig",
+    "RFIOKSConfig",
+    "OKS",
+    "OKSPlusPlus",
+    "IOKS",
+    "RFOKSPlusPlus",
+    "RFIOKS",
+    "tsallis_step",
+    "oks_pp_constant",
+    "oks_pp_distribution",
+]
+
+ALPHA = 8.0  # IOKS's Tsallis exponent (the paper's choice)
+_TASKS = {"logistic": "binary", "square": "regression", "absolute": "regression"}
+_NORM_BOUND = {"logistic": 15.0, "square": 1.0, "absolute": 1.0}  # U of the experiments
+_SMOOTHNESS = {"logistic": (1.0, 1.0), "square": (4.0, 1.0)}  # OKS++ (C0, G)
+_LIPSCHITZ = {"absolute": 1.0, "logistic": 1.0, "square": 4.0}  # IOKS G1
+_OKS_STEP_SCALE = {"logistic": 25.0, "square": 25.0, "absolute": 5.0}  # OKS m
+_PREDICT_CHUNK = 4 * 2**20  # rows x support vectors per exact-kernel block in predict
+
+
+def _paper_loss(name: str):
+    """``(value, derivative)`` of the paper's loss ``name`` for scalar ``f, y``."""
+    if name == "square":  # (f - y)^2, twice okl's 0.5 (f - y)^2
+        base = LOSSES["square"]
+        return (lambda f, y: 2.0 * float(base.value(f, y))), (lambda f, y: 2.0 * float(base.grad(f, y)))
+    base = LOSSES[name]
+    return (lambda f, y: float(base.value(f, y))), (lambda f, y: float(base.grad(f, y)))
+
+
+# -- configs -----------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _SelectionFields:
+    """Fields of every kernel-selection learner (validated by ``_check_selection``).
+
+    Parameters
+    ----------
+    loss : str
+        ``logistic`` (binary), ``square`` or ``absolute`` (regression); each learner
+        accepts the losses its paper covers.
+    norm_bound : float or None
+        ``U``, the radius of the hypothesis balls; None: the experiments' value (15 for
+        logistic, 1 otherwise).
+    predict_with : {'best', 'mixture'}
+        How ``predict`` combines the kernels (module docstring).
+    """
+
+    loss: str = "logistic"
+    norm_bound: float | None = None
+    predict_with: str = "best"
+
+    _losses = ("logistic", "square", "absolute")
+
+    def _check_selection(self):
+        check_choice("loss", self.loss, set(self._losses))
+        if self.norm_bound is not None:
+            check_positive("norm_bound", self.norm_bound)
+        check_choice("predict_with", self.predict_with, {"best", "mixture"})
+
+    @property
+    def task(self) -> str:
+        """``binary`` for the logistic loss, ``regression`` otherwise."""
+        return _TASKS[self.loss]
+
+    @property
+    def radius(self) -> float:
+        """``U``: :attr:`norm_bound` or the loss's default."""
+        return float(self.norm_bound) if self.norm_bound is not None else _NORM_BOUND[self.loss]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _KernelSelectionConfig(_SelectionFields, MultiKernelConfig):
+    """Kernel (growing support set) versions: adds ``max_support`` (total support vectors)."""
+
+    kernels: str = OKS_DICTIONARY
+    max_support: int = 100_000
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._check_selection()
+        check_int("max_support", self.max_support, 1)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _RFSelectionConfig(_SelectionFields, RandomFeatureMultiKernelConfig):
+    """Random-feature versions: ``n_components`` D per kernel (default 400, the paper's)."""
+
+    kernels: str = OKS_DICTIONARY
+    n_components: int = 400
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._check_selection()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OKSConfig(_KernelSelectionConfig):
+    """:class:`OKS` parameters.
+
+    Parameters
+    ----------
+    n_inputs, kernels, seed
+        See :class:`~okl_core.learners.multikernel.MultiKernelConfig` (default kernels:
+        Gaussians sigma = 2^-2 .. 2^3).
+    loss, norm_bound, predict_with
+        See ``_SelectionFields``.
+    max_support : int
+        Cap on the support vectors of all kernels together (default 100,000); an update
+        that would exceed it raises a ValueError naming it.
+    horizon : int
+        ``T``, the number of rounds the constants are tuned for (>= 1), required. The okl
+        pipelines fill it from the data set's row count (``dataset.json`` ``n_rows``)
+        unless given.
+    step_scale : float or None
+        ``m`` in ``lambda = m sqrt(delta / (K T))``; None: 25 (square, logistic), 5 (absolute).
+    """
+
+    horizon: int
+    step_scale: float | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_int("horizon", self.horizon, 1)
+        if self.step_scale is not None:
+            check_positive("step_scale", self.step_scale)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _OKSPlusPlusFields:
+    """OKS++ field ``tuning``: ``'paper'`` (Theorem 3.1, default) or ``'released_code'``.
+
+    The authors' released logistic script overwrites the constant
+    ``a = (G C0)^{1/3} (U K)^{2/3}`` with ``exp(-y_t f_t(x_t))`` of the current example
+    inside its loop, so its ``lambda_t`` uses ``max{a_t^3, 8 C~}`` and its next
+    ``delta_t = a_t / (2 max{a_t, 2 C~^{1/3}})`` explores far less; the published a9a
+    numbers come from that script. ``'released_code'`` reproduces it (logistic loss only;
+    its square-loss script keeps the constant, so both settings agree there).
+    """
+
+    tuning: str = "paper"
+    _losses = ("logistic", "square")
+
+    def _check_tuning(self):
+        check_choice("tuning", self.tuning, {"paper", "released_code"})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OKSPlusPlusConfig(_OKSPlusPlusFields, _KernelSelectionConfig):
+    """:class:`OKSPlusPlus` parameters: ``n_inputs``, ``kernels``, ``seed``, ``loss``
+    (logistic, square), ``norm_bound``, ``predict_with``, ``max_support`` (see
+    :class:`OKSConfig`) and ``tuning`` (``_OKSPlusPlusFields``). No horizon needed."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._check_tuning()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RFOKSPlusPlusConfig(_OKSPlusPlusFields, _RFSelectionConfig):
+    """:class:`RFOKSPlusPlus` parameters: as :class:`OKSPlusPlusConfig` without
+    ``max_support``, plus ``n_components`` (D = 400), ``block_size`` and
+    ``feature_cache_mb`` (see :class:`~okl_core.learners.multikernel.RandomFeatureMultiKernelConfig`)."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._check_tuning()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _IOKSFields:
+    """IOKS fields.
+
+    Parameters
+    ----------
+    horizon : int
+        ``T`` (>= 2: the constants need ``ln T > 0``), required. The okl pipelines fill it
+        from the data set's row count (``dataset.json`` ``n_rows``) unless given.
+    loss_max : float
+        ``l_max`` (> 0): losses are scaled to ``c = min(l / l_max, 1)``; the paper's
+        experiments use 1.
+    """
+
+    horizon: int
+    loss_max: float = 1.0
+
+    def _check_ioks(self):
+        check_int("horizon", self.horizon, 2)
+        check_positive("loss_max", self.loss_max)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IOKSConfig(_IOKSFields, _KernelSelectionConfig):
+    """:class:`IOKS` parameters: ``n_inputs``, ``kernels``, ``seed``, ``loss`` (absolute,
+    logistic, square), ``norm_bound``, ``predict_with``, ``max_support``, ``horizon`` and
+    ``loss_max`` (see :class:`OKSConfig` and ``_IOKSFields``)."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._check_ioks()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RFIOKSConfig(_IOKSFields, _RFSelectionConfig):
+    """:class:`RFIOKS` parameters: as :class:`IOKSConfig` without ``max_support``, plus
+    ``n_components`` (D = 400), ``block_size`` and ``feature_cache_mb`` (see
+    :class:`~okl_core.learners.multikernel.RandomFeatureMultiKernelConfig`)."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._check_ioks()
+
+
+# -- states --------------------------------------------------------------------------------
+class OKSState(NamedTuple):
+    """OKS: support sets (``sv_x`` (m, d) float32 grouped by kernel, ``sv_alpha`` (m,),
+    ``sv_count`` (K,)), ``sq_norm`` (K,) RKHS norms^2, ``log_w`` (K,) normalised
+    log-weights, ``n_used`` (K,) draws per kernel, ``n_seen``."""
+
+    sv_x: np.ndarray
+    sv_alpha: np.ndarray
+    sv_count: np.ndarray
+    sq_norm: np.ndarray
+    log_w: np.ndarray
+    n_used: np.ndarray
+    n_seen: np.ndarray
+
+
+class OKSPlusPlusState(NamedTuple):
+    """OKS++: support sets as :class:`OKSState`, ``loss_sum`` (K,) the estimated losses
+    ``L~_i``, ``sq_loss_sum`` () ``S = sum q_{t,I} c~^2``, ``delta_constant`` () the ``a``
+    of ``delta_t`` and ``lambda_t`` (constant unless ``tuning='released_code'``),
+    ``n_used``, ``n_seen``."""
+
+    sv_x: np.ndarray
+    sv_alpha: np.ndarray
+    sv_count: np.ndarray
+    sq_norm: np.ndarray
+    loss_sum: np.ndarray
+    sq_loss_sum: np.ndarray
+    delta_constant: np.ndarray
+    n_used: np.ndarray
+    n_seen: np.ndarray
+
+
+class IOKSState(NamedTuple):
+    """IOKS: support sets as :class:`OKSState`, ``q`` (K,), per-kernel rates ``eta`` (K,),
+    thresholds ``rho`` (K,), ``grad_sq_sum`` (K,) sums of ``||grad~||^2``, ``n_used``, ``n_seen``."""
+
+    sv_x: np.ndarray
+    sv_alpha: np.ndarray
+    sv_count: np.ndarray
+    sq_norm: np.ndarray
+    q: np.ndarray
+    eta: np.ndarray
+    rho: np.ndarray
+    grad_sq_sum: np.ndarray
+    n_used: np.ndarray
+    n_seen: np.ndarray
+
+
+class RFOKSPlusPlusState(NamedTuple):
+    """RF-OKS++: ``w`` (K, 2D) float64 and the OKS++ statistics (:class:`OKSPlusPlusState`)."""
+
+    w: np.ndarray
+    loss_sum: np.ndarray
+    sq_loss_sum: np.ndarray
+    delta_constant: np.ndarray
+    n_used: np.ndarray
+    n_seen: np.ndarray
+
+
+class RFIOKSState(NamedTuple):
+    """RF-IOKS: ``w`` (K, 2D) float64 and the IOKS statistics (:class:`IOKSState`)."""
+
+    w: np.ndarray
+    q: np.ndarray
+    eta: np.ndarray
+    rho: np.ndarray
+    grad_sq_sum: np.ndarray
+    n_used: np.ndarray
+    n_seen: np.ndarray
+
+
+# -- the selection rules as pure functions (tested alone) ----------------------------------
+def oks_pp_constant(radius: float, c0: float, g: float, n_kernels: int) -> float:
+    """OKS++'s ``a = (G C0)^{1/3} (U K)^{2/3}`` (so ``a^3 = G C0 U^2 K^2``)."""
+    return (g * c0) ** (1.0 / 3.0) * (radius * n_kernels) ** (2.0 / 3.0)
+
+
+def oks_pp_distribution(loss_sum: np.ndarray, sq_loss_sum: float, a: float):
+    """OKS++'s ``(q, p, delta)`` from its running sums (Theorem 3.1, Algorithm 3 lines 12-13).
+
+    ``eta = sqrt(2 ln K) / sqrt(1 + S)``, ``q ~ exp(-eta L~)``,
+    ``delta = a / (2 max{a, 2 C~^{1/3}})`` (``a``: :func:`oks_pp_constant`) with
+    ``C~ = sum L~``; ``p = (1 - delta) q + delta / K``, so ``p_i >= delta / K``.
+    """
+    K = len(loss_sum)
+    eta = math.sqrt(2.0 * math.log(K)) / math.sqrt(1.0 + sq_loss_sum)
+    q = normalized_weights(-eta * loss_sum)
+    delta = a / (2.0 * max(a, 2.0 * float(np.sum(loss_sum)) ** (1.0 / 3.0)))
+    return q, (1.0 - delta) * q + delta / K, delta
+
+
+def tsallis_step(q: np.ndarray, eta: np.ndarray, c_tilde: np.ndarray, tol: float = 1e-5, max_iter: int = 200):
+    """IOKS's mirror step: ``q'_i = (q_i^{-7/8} + eta_i (c~_i - mu))^{-8/7}`` with ``sum q' = 1``.
+
+    ``mu`` is found by bisection (the paper's interval ``[0, max c~]``, widened if the
+    bracket does not hold) until ``|sum q' - 1| <= tol``.
+
+    Returns
+    -------
+    q_new : ndarray (K,)
+    mu : float
+    """
+    base = q ** (1.0 / ALPHA - 1.0) + eta * c_tilde
+    power = ALPHA / (1.0 - ALPHA)
+
+    def total(mu: float) -> float:
+        b = base - eta * mu
+        return math.inf if np.any(b <= 0.0) else float(np.sum(b**power))
+
+    lo, hi = 0.0, float(np.max(c_tilde))
+    width = max(hi, 1.0)
+    while total(lo) > 1.0 + tol:  # sum q' decreases as mu decreases
+        lo, width = lo - width, 2.0 * width
+    while total(hi) < 1.0 - tol:
+        hi, width = hi + width, 2.0 * width
+    mu = lo
+    for _ in range(max_iter):
+        value = total(mu)
+        if abs(value - 1.0) <= tol:
+            break
+        if value > 1.0:
+            hi = mu
+        else:
+            lo = mu
+        mu = 0.5 * (lo + hi)
+    return (base - eta * mu) ** power, mu
+
+
+# -- hypotheses: growing support sets or random-feature weights ---------------------------
+class _SupportSets:
+    """Per-kernel support sets of an update (working copy of the state's grouped arrays).
+
+    Buffers are float64 and column-major (``(d, capacity)``), so that a row's inner
+    products with a kernel's support vectors read only the rows of its non-zero
+    coordinates (sparse data such as a9a read a tenth of the buffer).
+    """
+
+    def __init__(self, learner, state):
+        self.learner = learner
+        self.dictionary = learner.dictionary
+        self.max_support = learner.config.max_support
+        counts = [int(c) for c in state.sv_count]
+        ends = np.cumsum(counts)
+        self.count = counts
+        self.cols, self.alpha, self.sq_rows = [], [], []
+        for i, m in enumerate(counts):
+            rows = state.sv_x[ends[i] - m : ends[i]].astype(np.float64)
+            cols = np.empty((state.sv_x.shape[1], max(16, 2 * m)))
+            cols[:, :m] = rows.T
+            alpha, sq = np.empty(cols.shape[1]), np.empty(cols.shape[1])
+            alpha[:m] = state.sv_alpha[ends[i] - m : ends[i]]
+            sq[:m] = np.einsum("ij,ij->i", rows, rows)
+            self.cols.append(cols)
+            self.alpha.append(alpha)
+            self.sq_rows.append(sq)
+        self.sq_norm = state.sq_norm.copy()
+
+    def evaluate(self, i: int, x: np.ndarray) -> float:
+        """``f_i(x)``, for one float32 row ``x``."""
+        m = self.count[i]
+        if m == 0:
+            return 0.0
+        kernel, sigma = self.dictionary[i]
+        x64 = x.astype(np.float64)
+        if kernel == "gaussian":
+            # exact_kernel's formula with the support norms cached. einsum, not BLAS: a
+            # threaded BLAS sums in an order that depends on the thread count (models
+            # would differ between machines) and stalls when the cores are busy.
+            nz = np.flatnonzero(x64)
+            dots = np.einsum("k,km->m", x64[nz], self.cols[i][nz, :m])
+            sq = np.maximum(self.sq_rows[i][:m] + float(x64 @ x64) - 2.0 * dots, 0.0)
+            k = np.exp(sq * (-0.5 / sigma**2))
+        else:
+            k = exact_kernel(kernel, self.cols[i][:, :m].T, x64[None, :], sigma)[:, 0]
+        return float(np.einsum("m,m->", k, self.alpha[i][:m]))
+
+    def feature_sq_norm(self) -> float:
+        """``k(x, x)``, 1 for every dictionary kernel."""
+        return 1.0
+
+    def step(self, i: int, x: np.ndarray, f: float, coef: float, bound: float | None) -> None:
+        """``f_i += coef k(x, .)`` then, with a ``bound``, rescale ``f_i`` onto ``||f_i|| <= bound``."""
+        total = sum(self.count)
+        if total + 1 > self.max_support:
+            raise ValueError(
+                f"{self.learner.name}: the support set would exceed max_support={self.max_support} "
+                f"(it holds one row per update with a non-zero gradient); raise max_support or use "
+                f"the random-feature version for long streams"
+            )
+        m = self.count[i]
+        if m == self.cols[i].shape[1]:
+            self._grow(i)
+        x64 = x.astype(np.float64)
+        self.cols[i][:, m] = x64
+        self.alpha[i][m] = coef
+        self.sq_rows[i][m] = x64 @ x64
+        self.count[i] = m + 1
+        # ||f + c k(x,.)||^2 = ||f||^2 + 2 c f(x) + c^2 k(x, x), with k(x, x) = 1.
+        sq = max(self.sq_norm[i] + 2.0 * coef * f + coef * coef, 0.0)
+        if bound is not None and sq > bound * bound:
+            self.alpha[i][: m + 1] *= bound / math.sqrt(sq)
+            sq = bound * bound
+        self.sq_norm[i] = sq
+
+    def _grow(self, i: int) -> None:
+        m = self.count[i]
+        cols = np.empty((self.cols[i].shape[0], 2 * m))
+        cols[:, :m] = self.cols[i][:, :m]
+        self.cols[i] = cols
+        for name in ("alpha", "sq_rows"):
+            old = getattr(self, name)[i]
+            new = np.empty(2 * m)
+            new[:m] = old[:m]
+            getattr(self, name)[i] = new
+
+    def fields(self) -> dict:
+        """State fields: ``sv_x`` float32 grouped by kernel, ``sv_alpha``, ``sv_count``, ``sq_norm``."""
+        d = self.cols[0].shape[0]
+        rows = [self.cols[i][:, :m].T for i, m in enumerate(self.count)]
+        return {
+            "sv_x": np.concatenate(rows).astype(np.float32) if rows else np.zeros((0, d), np.float32),
+            "sv_alpha": np.concatenate([a[:m] for a, m in zip(self.alpha, self.count)]),
+            "sv_count": np.asarray(self.count, dtype=np.int64),
+            "sq_norm": self.sq_norm,
+        }
+
+
+class _FeatureWeights:
+    """Per-kernel random-feature weights of an update: ``w`` (K, 2D), a row's features cached."""
+
+    def __init__(self, learner, state):
+        self.bank = learner.bank
+        self.w = state.w.copy()
+        self.clip = learner.config.radius / math.sqrt(learner.config.n_components)
+        self._omega = self.bank.stack()
+        self._z = None
+
+    def evaluate(self, i: int, x: np.ndarray) -> float:
+        self._z = self.bank.rows(self._omega[i : i + 1], x)[0]
+        return float(self._z @ self.w[i])
+
+    def feature_sq_norm(self) -> float:
+        """``||z(x)||^2`` of the row last evaluated (1 up to float rounding)."""
+        return float(self._z @ self._z)
+
+    def step(self, i: int, x: np.ndarray, f: float, coef: float, bound: float | None) -> None:
+        """``w_i += coef z(x)`` (features of the row just evaluated), then clip to ``+-U/sqrt(D)``."""
+        self.w[i] += coef * self._z
+        if bound is not None:
+            np.clip(self.w[i], -self.clip, self.clip, out=self.w[i])
+
+    def fields(self) -> dict:
+        return {"w": self.w}
+
+
+# -- learners ------------------------------------------------------------------------------
+class _KernelSelection(KernelReportMixin, Learner):
+    """Shared loop: draw a kernel, predict with it, let the rule update; predict; reports."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.dictionary = config.dictionary
+        self.K = len(self.dictionary)
+        self.loss_value, self.loss_grad = _paper_loss(config.loss)
+
+    # storage hooks (kernel support sets or random features)
+    def _hypotheses(self, state):
+        raise NotImplementedError
+
+    def _storage_init(self) -> dict:
+        raise NotImplementedError
+
+    def _predict_kernel(self, state, i: int, X: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    # rule hooks
+    def _rule_init(self) -> dict:
+        raise NotImplementedError
+
+    def _selection(self, state) -> tuple[np.ndarray, np.ndarray]:
+        """``(q, p)`` for the next example."""
+        raise NotImplementedError
+
+    def _step(self, hyp, stats: dict, x: np.ndarray, y: float, counter: int) -> float:
+        raise NotImplementedError
+
+    def init(self):
+        fields = {**self._storage_init(), **self._rule_init()}
+        return self.state_class(**fields, n_used=np.zeros(self.K, np.int64), n_seen=np.asarray(0, np.int64))
+
+    def update(self, state, X, y):
+        X, y = validate_xy(self, X, y)
+        hyp = self._hypotheses(state)
+        rule_fields = [k for k in self.state_class._fields if k not in self._storage_fields and k != "n_seen"]
+        stats = {k: np.array(getattr(state, k), copy=True) for k in rule_fields}
+        n_seen = int(state.n_seen)
+        scores = np.empty(len(y))
+        for r in range(len(y)):
+            scores[r] = self._step(hyp, stats, X[r], float(y[r]), n_seen + r)
+        new = self.state_class(**hyp.fields(), **stats, n_seen=np.asarray(n_seen + len(y), np.int64))
+        return new, scores
+
+    def _draw(self, p: np.ndarray, counter: int) -> int:
+        return draw_index(p, example_uniforms(self.config.seed, counter, 1)[0])
+
+    def predict(self, state, X) -> np.ndarray:
+        X, _ = validate_xy(self, X)
+        q, _ = self._selection(state)
+        if self.config.predict_with == "best":
+            return self._predict_kernel(state, int(np.argmax(q)), X)
+        out = np.zeros(len(X))
+        for i in range(self.K):
+            out += q[i] * self._predict_kernel(state, i, X)
+        return out
+
+    def _kernel_distribution(self, state):
+        q, _ = self._selection(state)
+        return q / q.sum()
+
+    def _kernel_counts(self, state):
+        return state.n_used
+
+    def sampling_probabilities(self, state) -> dict[str, float]:
+        """Kernel label -> probability ``p`` of drawing it for the next example."""
+        _, p = self._selection(state)
+        return dict(zip(self.kernel_labels, map(float, p)))
+
+
+class _SupportStorage:
+    """Kernel versions: growing support sets (see the module docstring for the memory)."""
+
+    growing_fields = ("sv_x", "sv_alpha")
+    _storage_fields = ("sv_x", "sv_alpha", "sv_count", "sq_norm")
+
+    def _hypotheses(self, state):
+        return _SupportSets(self, state)
+
+    def _storage_init(self) -> dict:
+        return {
+            "sv_x": np.zeros((0, self.config.n_inputs), np.float32),
+            "sv_alpha": np.zeros(0),
+            "sv_count": np.zeros(self.K, np.int64),
+            "sq_norm": np.zeros(self.K),
+        }
+
+    def _predict_kernel(self, state, i, X):
+        end = int(np.sum(state.sv_count[: i + 1]))
+        start = end - int(state.sv_count[i])
+        out = np.zeros(len(X))
+        if start == end:
+            return out
+        kernel, sigma = self.dictionary[i]
+        rows, alpha = state.sv_x[start:end], state.sv_alpha[start:end]
+        chunk = max(1, _PREDICT_CHUNK // (end - start))
+        for a in range(0, len(X), chunk):
+            out[a : a + chunk] = exact_kernel(kernel, X[a : a + chunk], rows, sigma) @ alpha
+        return out
+
+    def merge(self, states):
+        raise NotMergeableError(
+            f"{self.name}: kernel models keep growing support sets, which shards cannot average; "
+            f"train the random-feature version (rf_oks_pp, rf_ioks) to merge"
+        )
+
+
+class _FeatureStorage:
+    """Random-feature versions: weights ``w`` (K, 2D) on each kernel's seeded features."""
+
+    runtime_fields = ("feature_cache_mb",)
+    _storage_fields = ("w",)
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.bank = KernelFeatureBank(config)
+
+    def kernel_feature_specs(self):
+        """Each kernel's :class:`~okl_core.features.FeatureSpec` (kernel ``i`` seeded by ``kernel_seed(seed, i)``)."""
+        return self.bank.specs
+
+    def _hypotheses(self, state):
+        return _FeatureWeights(self, state)
+
+    def _storage_init(self) -> dict:
+        return {"w": np.zeros((self.K, 2 * self.config.n_components))}
+
+    def _predict_kernel(self, state, i, X):
+        if not np.any(state.w[i]):
+            return np.zeros(len(X))
+        return self.bank.transform(i, X) @ state.w[i]
+
+    def merge(self, states):
+        if not states:
+            raise NotMergeableError(f"{self.name}: nothing to merge")
+        counts = np.array([int(s.n_seen) for s in states], dtype=np.float64)
+        fields = {
+            "w": weighted_average([s.w for s in states], counts),
+            "n_used": np.sum([s.n_used for s in states], axis=0).astype(np.int64),
+            "n_seen": np.asarray(int(counts.sum()), np.int64),
+        }
+        return self.state_class(**fields, **self._merge_rule(states, counts))
+
+
+class _OKSRule:
+    """OKS (Algorithm 1) with the spec's tuning from the horizon T."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        K, T = self.K, config.horizon
+        self.delta = min(1.0, (K / T) ** (1.0 / 3.0))
+        scale = config.step_scale if config.step_scale is not None else _OKS_STEP_SCALE[config.loss]
+        self.lam = scale * math.sqrt(self.delta / (K * T))
+        self.eta = math.sqrt(2.0 * (1.0 - self.delta) * math.log(K)) / math.sqrt(K * T)
+
+    def _rule_init(self):
+        return {"log_w": np.full(self.K, -math.log(self.K))}
+
+    def _selection(self, state):
+        return self._distribution(state.log_w)
+
+    def _distribution(self, log_w):
+        q = normalized_weights(log_w)
+        return q, (1.0 - self.delta) * q + self.delta / self.K
+
+    def _step(self, hyp, stats, x, y, counter):
+        _, p = self._distribution(stats["log_w"])
+        i = self._draw(p, counter)
+        f = hyp.evaluate(i, x)
+        loss, grad = self.loss_value(f, y), self.loss_grad(f, y)
+        stats["log_w"][i] -= self.eta * loss / p[i]
+        stats["log_w"] = log_normalize(stats["log_w"])
+        if grad != 0.0:
+            hyp.step(i, x, f, -self.lam * grad / p[i], None)
+        stats["n_used"][i] += 1
+        return f
+
+
+class _OKSPlusPlusRule:
+    """OKS++ (Theorem 3.1; Algorithm 3 for the random-feature version)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.c0, self.g = _SMOOTHNESS[config.loss]
+        self.radius = config.radius
+        self.code_constant = config.tuning == "released_code" and config.loss == "logistic"
+
+    def _rule_init(self):
+        a = oks_pp_constant(self.radius, self.c0, self.g, self.K)
+        return {"loss_sum": np.zeros(self.K), "sq_loss_sum": np.asarray(0.0), "delta_constant": np.asarray(a)}
+
+    def _selection(self, state):
+        q, p, _ = oks_pp_distribution(state.loss_sum, float(state.sq_loss_sum), float(state.delta_constant))
+        return q, p
+
+    def _step(self, hyp, stats, x, y, counter):
+        K, U, gc0 = self.K, self.radius, self.g * self.c0
+        q, p, _ = oks_pp_distribution(stats["loss_sum"], float(stats["sq_loss_sum"]), float(stats["delta_constant"]))
+        i = self._draw(p, counter)
+        f = hyp.evaluate(i, x)
+        loss, grad = self.loss_value(f, y), self.loss_grad(f, y)
+        if self.code_constant:  # the released script's a_t = exp(-y f) (see the config)
+            stats["delta_constant"] = np.asarray(math.exp(min(-y * f, 700.0)))
+        a = float(stats["delta_constant"])
+        c_tilde = loss / p[i]
+        stats["loss_sum"][i] += c_tilde
+        total = float(np.sum(stats["loss_sum"]))
+        lam = (U ** (4.0 / 3.0) * max(a**3, 8.0 * total) ** (-1.0 / 6.0)) / (
+            math.sqrt(4.0 / 3.0) * K ** (1.0 / 6.0) * gc0 ** (1.0 / 3.0) * math.sqrt(1.0 + stats["loss_sum"][i])
+        )
+        stats["sq_loss_sum"] = np.asarray(float(stats["sq_loss_sum"]) + q[i] * c_tilde * c_tilde)
+        if grad != 0.0:
+            hyp.step(i, x, f, -lam * grad / p[i], U)
+        stats["n_used"][i] += 1
+        return f
+
+    def _merge_rule(self, states, counts):
+        return {
+            "loss_sum": weighted_average([s.loss_sum for s in states], counts),
+            "sq_loss_sum": np.asarray(float(weighted_average([s.sq_loss_sum for s in states], counts))),
+            "delta_constant": np.asarray(float(weighted_average([s.delta_constant for s in states], counts))),
+        }
+
+
+class _IOKSRule:
+    """IOKS (Algorithm 2; Algorithm 4 for the random-feature version)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        K, T, U = self.K, config.horizon, config.radius
+        self.delta = T ** -0.75
+        self.upsilon = math.exp(2.0 / (3.0 * math.log(T)))
+        self.eta0 = 8.0 * config.loss_max * K ** (3.0 / 8.0) / (U * _LIPSCHITZ[config.loss] * math.sqrt(T * math.log(T)))
+        self.radius = U
+
+    def _rule_init(self):
+        K = self.K
+        return {
+            "q": np.full(K, 1.0 / K),
+            "eta": np.full(K, self.eta0),
+            "rho": np.full(K, 2.0 * K),
+            "grad_sq_sum": np.zeros(K),
+        }
+
+    def _selection(self, state):
+        return state.q, self._p(state.q)
+
+    def _p(self, q):
+        return (1.0 - self.delta) * q + self.delta / self.K
+
+    def _step(self, hyp, stats, x, y, counter):
+        q, eta, U = stats["q"], stats["eta"], self.radius
+        p = self._p(q)
+        i = self._draw(p, counter)
+        f = hyp.evaluate(i, x)
+        loss, grad = self.loss_value(f, y), self.loss_grad(f, y)
+        stats["grad_sq_sum"][i] += (grad / p[i]) ** 2 * hyp.feature_sq_norm()
+        if grad != 0.0:
+            lam = U / (math.sqrt(2.0) * math.sqrt(1.0 + stats["grad_sq_sum"][i]))
+            hyp.step(i, x, f, -lam * grad / p[i], U)
+        c = min(loss / self.config.loss_max, 1.0)
+        max_eta = float(np.max(eta))
+        c_tilde = np.zeros(self.K)
+        c_tilde[i] = c / p[i] if p[i] >= max_eta else c / (p[i] + max_eta)
+        stats["q"], _ = tsallis_step(q, eta, c_tilde)
+        p_next = self._p(stats["q"])
+        grow = 1.0 / p_next > stats["rho"]
+        stats["rho"] = np.where(grow, 2.0 / p_next, stats["rho"])
+        stats["eta"] = np.where(grow, eta * self.upsilon, eta)
+        stats["n_used"][i] += 1
+        return f
+
+    def _merge_rule(self, states, counts):
+        return {
+            "q": weighted_average([s.q for s in states], counts),
+            "eta": np.max([s.eta for s in states], axis=0),
+            "rho": np.max([s.rho for s in states], axis=0),
+            "grad_sq_sum": weighted_average([s.grad_sq_sum for s in states], counts),
+        }
+
+
+class OKS(_OKSRule, _SupportStorage, _KernelSelection):
+    """OKS, the baseline of online kernel selection under bandit feedback (``oks``).
+
+    Kernel version with growing support sets (``max_support``); not mergeable. Needs the
+    horizon ``T`` (``horizon``; pipelines take it from the data set's row count).
+    """
+
+    name = "oks"
+    config_class = OKSConfig
+    state_class = OKSState
+    conformance_params = {"kernels": "gaussian:0.5,gaussian:2", "horizon": 2000}
+
+
+class OKSPlusPlus(_OKSPlusPlusRule, _SupportStorage, _KernelSelection):
+    """OKS++ for smooth losses (``oks_pp``): data-dependent step, exploration and weights.
+
+    Kernel version with growing support sets (``max_support``); not mergeable.
+    """
+
+    name = "oks_pp"
+    config_class = OKSPlusPlusConfig
+    state_class = OKSPlusPlusState
+    conformance_params = {"kernels": "gaussian:0.5,gaussian:2"}
+
+
+class IOKS(_IOKSRule, _SupportStorage, _KernelSelection):
+    """IOKS for Lipschitz losses (``ioks``): Tsallis mirror step, increasing rates.
+
+    Kernel version with growing support sets (``max_support``); not mergeable. Needs the
+    horizon ``T`` (``horizon``; pipelines take it from the data set's row count).
+    """
+
+    name = "ioks"
+    config_class = IOKSConfig
+    state_class = IOKSState
+    conformance_params = {"kernels": "gaussian:0.5,gaussian:2", "horizon": 2000}
+
+
+class RFOKSPlusPlus(_OKSPlusPlusRule, _FeatureStorage, _KernelSelection):
+    """RF-OKS++ (``rf_oks_pp``): OKS++ on seeded random features with coordinate clipping.
+
+    Merge: ``w`` and the OKS++ sums averaged by ``n_seen``, usage counts added.
+    """
+
+    name = "rf_oks_pp"
+    config_class = RFOKSPlusPlusConfig
+    state_class = RFOKSPlusPlusState
+    conformance_params = {"kernels": "gaussian:0.5,gaussian:2", "n_components": 32}
+
+
+class RFIOKS(_IOKSRule, _FeatureStorage, _KernelSelection):
+    """RF-IOKS (``rf_ioks``): IOKS on seeded random features with coordinate clipping.
+
+    Needs the horizon ``T`` (``horizon``). Merge: ``w``, ``q`` and the gradient sums
+    averaged by ``n_seen``, the elementwise maximum of ``eta`` and ``rho``, counts added.
+    """
+
+    name = "rf_ioks"
+    config_class = RFIOKSConfig
+    state_class = RFIOKSState
+    conformance_params = {"kernels": "gaussian:0.5,gaussian:2", "n_components": 32, "horizon": 2000}

@@ -1,0 +1,449 @@
+"""Online multi-kernel regression: OMKL-GF (Ghari, Shen, ICML 2020) and Raker (spec/omkl_gf.md).
+
+Both learners keep, for each kernel ``n`` of the dictionary (:mod:`.multikernel`), a
+random-feature regressor ``f_n(x) = theta_n . z_n(x)`` (``z_n``: ``2 D`` seeded Fourier
+features ``[cos, sin] / sqrt(D)``, kernel ``n`` seeded by ``kernel_seed(seed, n)``) and a
+weight ``w_n > 0`` kept as a log-weight (normalised with log-sum-exp after every step).
+The per-kernel loss is ``L_n = (f_n(x) - y)^2 + lam ||theta_n||^2`` (twice the
+``square`` loss of :mod:`okl_core.losses` plus the ridge term), its gradient
+``2 (f_n - y) z_n + 2 lam theta_n``.
+
+Step sizes: ``eta_t = eta / sqrt(t)`` and ``eta_e,t = eta_e / sqrt(t)`` (``schedule =
+'inv_sqrt_t'``, the paper's experiments with ``eta = eta_e = 1``, ``t`` = 1-based example
+count) or the constants (``schedule = 'constant'``).
+
+Raker (``raker``)
+    Every kernel every step: predict ``sum_n (w_n / sum w) f_n(x)``, then
+    ``theta_n -= eta_t grad L_n`` and ``w_n *= exp(-eta_t L_n)`` for all ``n``.
+    Cost O(d D N) per example.
+
+OMKL-GF (``omkl_gf``), Algorithms 1 and 2 of the paper, for example ``t``:
+
+1. graph ``G_t`` (N kernel nodes, J selective nodes): for ``j = 1..J``,
+   ``p_{t,j}(n) = (1 - eta_e^j) w_n / sum w + eta_e^j / N`` (``eta_e`` to the power
+   ``j``); draw ``M`` kernels with replacement from ``p_{t,j}``; ``A(n, j) = 1`` for each;
+2. ``u_j = sum_{n: A(n,j)=1} w_n``, ``p_j = (1 - eta_e) u_j / sum u + eta_e / J``;
+3. draw ``j_t ~ p``; ``S_t = {n : A(n, j_t) = 1}``;
+4. predict ``sum_{n in S_t} (w_n / sum_{m in S_t} w_m) f_n(x)``;
+5. ``theta_n -= eta_t grad L_n`` for ``n in S_t`` (not importance weighted);
+6. ``q_n = sum_j p_j [1 - (1 - p_{t,j}(n))^M]``, the probability that ``n`` is observed
+   (exact for ``J = 1``; for ``J > 1`` the paper's formula takes the ``p_j`` of the graph
+   at hand, which depend on the drawn graph, so it approximates the marginal probability);
+7. ``w_n *= exp(-(eta_t / 2^b) 1[n in S_t] L_n / q_n)``, ``b = floor(log2 J)``.
+
+Cost O(d D M + J N) per example: only the kernels in ``S_t`` are evaluated.
+
+Graph freezing (the paper's experiments; ``freeze_below > 0``, the paper uses 1e-4): once
+``(y_hat - y)^2 < freeze_below``, ``G_t`` is no longer regenerated (the last one is kept
+in the state) while the selective node is still drawn and the weights still updated. The
+paper does not say how ``q`` is computed then. ``frozen_q = 'conditional'`` (default) uses
+the probability that ``n`` is observed given the fixed graph, ``q_n = sum_j p_j A(n, j)``;
+``frozen_q = 'marginal'`` keeps formula 6 with the current weights.
+
+Draws: example ``t`` (0-based counter ``n_seen``) uses the words of generator
+``(seed, t)`` (:func:`.multikernel.example_uniforms`): word 0 draws the selective node
+(unused when ``J = 1``), words ``1 + j M`` to ``(j + 1) M`` (inclusive) the ``M`` kernels
+of selective node ``j`` (0-based), by inverse CDF. The words are drawn (and ignored) while
+the graph is frozen, so the layout never depends on the state.
+
+Reports: :meth:`~.multikernel.KernelReportMixin.kernel_weights` (normalised weights),
+``kernel_usage`` (examples on which each kernel was evaluated), ``best_kernel``;
+``kernel_feature_specs()`` gives each kernel's FeatureSpec. Memory: ``theta`` is
+``N x 2D`` float64; the frequencies (``N x d x D`` float32) are regenerated from the seed.
+
+``predict(state, X)`` (not the online protocol) uses all kernels with the normalised
+weights, ``sum_n (w_n / sum w) f_n(x)``.
+
+Merging (one-shot parameter averaging): ``theta`` is averaged kernel by kernel with
+weights ``n_seen``; the normalised log-weights are averaged with the same weights (a
+weighted geometric mean of the kernel weights) and renormalised; usage counts add. An
+OMKL-GF merge keeps a frozen graph only when every state froze the same graph; otherwise
+the merged model regenerates its graph on the next example.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from okl_core.learners.base import (
+    Learner,
+    NotMergeableError,
+    check_choice,
+    check_fraction,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    validate_xy,
+    weighted_average,
+)
+from okl_core.learners.multikernel import (
+    OMKL_DICTIONARY,
+    KernelFeatureBank,
+    KernelReportMixin,
+    RandomFeatureMultiKernelConfig,
+    draw_index,
+    example_uniforms,
+    log_normalize,
+    normalized_weights,
+)
+from okl_core.losses import LOSSES
+
+__all__ = [
+    "RakerConfig",
+    "OMKLGFConfig",
+    "RakerState",
+    "OMKLGFState",
+    "Raker",
+    "OMKLGF",
+    "graph_probabilities",
+    "draw_graph",
+    "selective_probabilities",
+    "observation_probabilities",
+]
+
+_SQUARE = LOSSES["square"]  # 0.5 (f - y)^2: the papers' (f - y)^2 is twice it
+SCHEDULES = ("inv_sqrt_t", "constant")
+_ONE = np.ones(1)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RakerConfig(RandomFeatureMultiKernelConfig):
+    """Parameters of :class:`Raker` (and the shared part of :class:`OMKLGFConfig`).
+
+    Parameters
+    ----------
+    n_inputs, kernels, seed, n_components, block_size, feature_cache_mb
+        See :class:`~okl_core.learners.multikernel.RandomFeatureMultiKernelConfig`;
+        defaults: the 17 Gaussians ``2^-8 .. 2^8`` and ``D = 50`` (the paper's).
+    eta : float
+        Step size scale (> 0), for both ``theta`` and the weights.
+    schedule : {'inv_sqrt_t', 'constant'}
+        ``eta_t = eta / sqrt(t)`` (the paper's experiments) or ``eta``.
+    lam : float
+        Ridge coefficient ``lambda`` of the per-kernel loss (>= 0; the paper's 1e-3).
+    """
+
+    kernels: str = OMKL_DICTIONARY
+    n_components: int = 50
+    eta: float = 1.0
+    schedule: str = "inv_sqrt_t"
+    lam: float = 1e-3
+    task = "regression"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_positive("eta", self.eta)
+        check_choice("schedule", self.schedule, set(SCHEDULES))
+        check_nonnegative("lam", self.lam)
+
+    def rate(self, value: float, t: int) -> float:
+        """``value / sqrt(t)`` or ``value``, by :attr:`schedule` (``t`` 1-based)."""
+        return value / math.sqrt(t) if self.schedule == "inv_sqrt_t" else value
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OMKLGFConfig(RakerConfig):
+    """Parameters of :class:`OMKLGF`: :class:`RakerConfig` plus the graph's.
+
+    Parameters
+    ----------
+    draws_per_node : int
+        ``M``: kernels drawn (with replacement) for each selective node (>= 1).
+    selective_nodes : int
+        ``J``: selective nodes of the graph (>= 1); ``b = floor(log2 J)``.
+    eta_e : float
+        Exploration rate in (0, 1], following :attr:`schedule` like ``eta``.
+    freeze_below : float
+        Stop regenerating the graph once ``(y_hat - y)^2 < freeze_below`` (0: never; the
+        paper's experiments use 1e-4).
+    frozen_q : {'conditional', 'marginal'}
+        Observation probability used while the graph is frozen (module docstring).
+    """
+
+    draws_per_node: int = 7
+    selective_nodes: int = 1
+    eta_e: float = 1.0
+    freeze_below: float = 0.0
+    frozen_q: str = "conditional"
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_int("draws_per_node", self.draws_per_node, 1)
+        check_int("selective_nodes", self.selective_nodes, 1)
+        check_fraction("eta_e", self.eta_e)
+        check_nonnegative("freeze_below", self.freeze_below)
+        check_choice("frozen_q", self.frozen_q, {"conditional", "marginal"})
+
+
+class RakerState(NamedTuple):
+    """Raker state: ``theta`` (N, 2D) float64, normalised ``log_w`` (N,), ``n_seen``."""
+
+    theta: np.ndarray
+    log_w: np.ndarray
+    n_seen: np.ndarray
+
+
+class OMKLGFState(NamedTuple):
+    """OMKL-GF state.
+
+    Attributes
+    ----------
+    theta : (N, 2D) float64, per-kernel coefficients
+    log_w : (N,) float64, log-weights normalised so that ``sum exp(log_w) = 1``
+    graph : (N, J) bool, the last generated adjacency ``A`` (reused while frozen)
+    frozen : () bool, whether the graph is frozen
+    n_used : (N,) int64, examples on which each kernel was in ``S_t``
+    n_seen : () int64
+    """
+
+    theta: np.ndarray
+    log_w: np.ndarray
+    graph: np.ndarray
+    frozen: np.ndarray
+    n_used: np.ndarray
+    n_seen: np.ndarray
+
+
+# -- the graph (Algorithm 1) and its probabilities, as pure functions (tested alone) --------
+def graph_probabilities(weights: np.ndarray, eta_e: float, n_selective: int) -> np.ndarray:
+    """``p_{t,j}(n) = (1 - eta_e^j) w_n / sum w + eta_e^j / N`` for ``j = 1..J``: ``(J, N)``."""
+    w = np.asarray(weights, dtype=np.float64)
+    w = w / w.sum()
+    explore = eta_e ** np.arange(1, n_selective + 1, dtype=np.float64)[:, None]
+    return (1.0 - explore) * w[None, :] + explore / len(w)
+
+
+def draw_graph(probabilities: np.ndarray, uniforms: np.ndarray, n_draws: int) -> np.ndarray:
+    """Adjacency ``A`` (N, J) bool: selective node ``j`` draws ``n_draws`` kernels from
+    row ``j`` of ``probabilities`` with ``uniforms[j M:(j + 1) M]`` (inverse CDF)."""
+    n_selective, n_kernels = probabilities.shape
+    A = np.zeros((n_kernels, n_selective), dtype=bool)
+    for j in range(n_selective):
+        cdf = np.cumsum(probabilities[j])
+        picks = np.searchsorted(cdf, uniforms[j * n_draws : (j + 1) * n_draws] * cdf[-1], side="right")
+        A[np.minimum(picks, n_kernels - 1), j] = True
+    return A
+
+
+def selective_probabilities(log_w: np.ndarray, A: np.ndarray, eta_e: float) -> np.ndarray:
+    """``p_j = (1 - eta_e) u_j / sum u + eta_e / J`` with ``u_j = sum_{A(n,j)=1} w_n`` (log domain)."""
+    masked = np.where(A, log_w[:, None], -np.inf)  # (N, J)
+    top = masked.max(axis=0)
+    log_u = top + np.log(np.exp(masked - top).sum(axis=0))
+    return (1.0 - eta_e) * normalized_weights(log_u) + eta_e / A.shape[1]
+
+
+def observation_probabilities(probabilities: np.ndarray, p_selective: np.ndarray, n_draws: int) -> np.ndarray:
+    """``q_n = sum_j p_j [1 - (1 - p_{t,j}(n))^M]``: probability that kernel ``n`` is in ``S_t``."""
+    return p_selective @ (1.0 - (1.0 - probabilities) ** n_draws)
+
+
+class _RandomFeatureMultiKernel(KernelReportMixin, Learner):
+    """Shared parts: the feature bank, the per-kernel loss, mixture prediction, merging."""
+
+    runtime_fields = ("feature_cache_mb",)
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.dictionary = config.dictionary
+        self.bank = KernelFeatureBank(config)
+
+    def kernel_feature_specs(self):
+        """Each kernel's :class:`~okl_core.features.FeatureSpec` (kernel ``n`` seeded by ``kernel_seed(seed, n)``)."""
+        return self.bank.specs
+
+    def _n_kernels(self) -> int:
+        return len(self.dictionary)
+
+    def _kernel_distribution(self, state):
+        return normalized_weights(state.log_w)
+
+    def _step_theta(self, theta: np.ndarray, Z: np.ndarray, f: np.ndarray, y: float, eta_t: float) -> np.ndarray:
+        """In place, for the kernels of the rows of ``theta``: ``theta_n -= eta_t grad L_n``.
+
+        ``Z`` holds the kernels' features of the example and ``f`` their predictions;
+        returns the losses ``L_n`` before the step.
+        """
+        lam = self.config.lam
+        losses = 2.0 * _SQUARE.value(f, y) + lam * np.einsum("nk,nk->n", theta, theta)
+        grad = (2.0 * _SQUARE.grad(f, y))[:, None] * Z + (2.0 * lam) * theta
+        theta -= eta_t * grad
+        return losses
+
+    def predict(self, state, X) -> np.ndarray:
+        """Mixture of all kernels with the normalised weights ``sum_n (w_n / sum w) f_n(X)``."""
+        X, _ = validate_xy(self, X)
+        weights = normalized_weights(state.log_w)
+        out = np.zeros(len(X))
+        for n in range(self._n_kernels()):
+            if weights[n] > 0 and np.any(state.theta[n]):
+                out += weights[n] * (self.bank.transform(n, X) @ state.theta[n])
+        return out
+
+    def _merged_parameters(self, states):
+        if not states:
+            raise NotMergeableError(f"{self.name}: nothing to merge")
+        counts = np.array([int(s.n_seen) for s in states], dtype=np.float64)
+        theta = weighted_average([s.theta for s in states], counts)
+        log_w = log_normalize(weighted_average([log_normalize(s.log_w) for s in states], counts))
+        return theta, log_w, np.asarray(int(counts.sum()), dtype=np.int64)
+
+
+class Raker(_RandomFeatureMultiKernel):
+    """Raker: random-feature online multi-kernel regression with all kernels (``raker``).
+
+    See the module docstring for the algorithm, :meth:`kernel_weights` for the weights.
+    Merge: per-kernel ``theta`` averaged by ``n_seen``, weighted mean of normalised
+    log-weights.
+    """
+
+    name = "raker"
+    config_class = RakerConfig
+    state_class = RakerState
+    conformance_params = {
+        "kernels": "gaussian:0.5,gaussian:1,gaussian:4",
+        "n_components": 32,
+        "eta": 0.3,
+        "schedule": "constant",
+    }
+
+    def init(self) -> RakerState:
+        N, D = self._n_kernels(), self.config.n_components
+        return RakerState(
+            theta=np.zeros((N, 2 * D)),
+            log_w=np.full(N, -math.log(N)),
+            n_seen=np.asarray(0, dtype=np.int64),
+        )
+
+    def _kernel_counts(self, state):
+        return np.full(self._n_kernels(), int(state.n_seen), dtype=np.int64)
+
+    def update(self, state: RakerState, X, y):
+        X, y = validate_xy(self, X, y)
+        theta, log_w, n_seen = state.theta.copy(), state.log_w.copy(), int(state.n_seen)
+        scores = np.empty(len(y))
+        omega = self.bank.stack() if len(y) else None
+        for i in range(len(y)):
+            t = n_seen + i + 1
+            eta_t = self.config.rate(self.config.eta, t)
+            Z = self.bank.rows(omega, X[i])  # (N, 2D): all kernels every step
+            f = np.einsum("nk,nk->n", Z, theta)
+            scores[i] = normalized_weights(log_w) @ f
+            losses = self._step_theta(theta, Z, f, y[i], eta_t)
+            log_w = log_normalize(log_w - eta_t * losses)
+        new = RakerState(theta=theta, log_w=log_w, n_seen=np.asarray(n_seen + len(y), dtype=np.int64))
+        return new, scores
+
+    def merge(self, states: list[RakerState]) -> RakerState:
+        theta, log_w, n_seen = self._merged_parameters(states)
+        return RakerState(theta=theta, log_w=log_w, n_seen=n_seen)
+
+
+class OMKLGF(_RandomFeatureMultiKernel):
+    """OMKL-GF: online multi-kernel regression with graph-structured feedback (``omkl_gf``).
+
+    See the module docstring for the algorithm, the draws, freezing and merging;
+    :meth:`kernel_weights` gives the normalised weights and :meth:`kernel_usage` how often
+    each kernel was in the evaluated subset ``S_t``.
+    """
+
+    name = "omkl_gf"
+    config_class = OMKLGFConfig
+    state_class = OMKLGFState
+    conformance_params = {
+        "kernels": "gaussian:0.5,gaussian:1,gaussian:4",
+        "n_components": 32,
+        "eta": 0.3,
+        "schedule": "constant",
+        "eta_e": 0.2,
+        "draws_per_node": 2,
+    }
+
+    def init(self) -> OMKLGFState:
+        N, D, J = self._n_kernels(), self.config.n_components, self.config.selective_nodes
+        return OMKLGFState(
+            theta=np.zeros((N, 2 * D)),
+            log_w=np.full(N, -math.log(N)),
+            graph=np.zeros((N, J), dtype=bool),
+            frozen=np.asarray(False),
+            n_used=np.zeros(N, dtype=np.int64),
+            n_seen=np.asarray(0, dtype=np.int64),
+        )
+
+    def _kernel_counts(self, state):
+        return state.n_used
+
+    def update(self, state: OMKLGFState, X, y):
+        X, y = validate_xy(self, X, y)
+        work = {
+            "theta": state.theta.copy(),
+            "log_w": state.log_w.copy(),
+            "graph": state.graph.copy(),
+            "frozen": bool(state.frozen),
+            "n_used": state.n_used.copy(),
+        }
+        n_seen = int(state.n_seen)
+        omega = self.bank.stack() if len(y) else None
+        scores = np.empty(len(y))
+        for i in range(len(y)):
+            scores[i] = self._step(work, omega, X[i], y[i], n_seen + i)
+        new = OMKLGFState(
+            theta=work["theta"],
+            log_w=work["log_w"],
+            graph=work["graph"],
+            frozen=np.asarray(work["frozen"]),
+            n_used=work["n_used"],
+            n_seen=np.asarray(n_seen + len(y), dtype=np.int64),
+        )
+        return new, scores
+
+    def _step(self, work: dict, omega: np.ndarray, x: np.ndarray, y: float, counter: int) -> float:
+        """One example (0-based ``counter``): Algorithm 2 steps 1-7, updating ``work`` in place."""
+        cfg = self.config
+        J, M = cfg.selective_nodes, cfg.draws_per_node
+        t = counter + 1
+        eta_t, eta_e = cfg.rate(cfg.eta, t), cfg.rate(cfg.eta_e, t)
+        uniforms = example_uniforms(cfg.seed, counter, 1 + J * M)
+        log_w, theta = work["log_w"], work["theta"]
+        P = graph_probabilities(np.exp(log_w), eta_e, J)  # log_w is normalised
+        A = work["graph"] if work["frozen"] else draw_graph(P, uniforms[1:], M)
+        # One selective node is chosen with probability (1 - eta_e) + eta_e = 1.
+        p_sel = selective_probabilities(log_w, A, eta_e) if J > 1 else _ONE
+        chosen = np.flatnonzero(A[:, draw_index(p_sel, uniforms[0]) if J > 1 else 0])
+
+        Z = self.bank.rows(omega, x, chosen)  # (|S|, 2D): only the chosen kernels' features
+        sub = theta[chosen]
+        f = np.einsum("nk,nk->n", Z, sub)
+        y_hat = float(normalized_weights(log_w[chosen]) @ f)
+
+        losses = self._step_theta(sub, Z, f, y, eta_t)
+        theta[chosen] = sub
+        if work["frozen"] and cfg.frozen_q == "conditional":
+            q = A.astype(np.float64) @ p_sel
+        else:
+            q = observation_probabilities(P, p_sel, M)
+        b = int(math.floor(math.log2(J)))
+        log_w[chosen] -= (eta_t / 2**b) * losses / q[chosen]
+        work["log_w"] = log_normalize(log_w)
+        work["n_used"][chosen] += 1
+        if not work["frozen"]:
+            work["graph"] = A
+            work["frozen"] = (y_hat - y) ** 2 < cfg.freeze_below
+        return y_hat
+
+    def merge(self, states: list[OMKLGFState]) -> OMKLGFState:
+        theta, log_w, n_seen = self._merged_parameters(states)
+        first = states[0]
+        keep = all(bool(s.frozen) for s in states) and all(np.array_equal(s.graph, first.graph) for s in states)
+        return OMKLGFState(
+            theta=theta,
+            log_w=log_w,
+            graph=first.graph.copy(),
+            frozen=np.asarray(keep),
+            n_used=np.sum([s.n_used for s in states], axis=0).astype(np.int64),
+            n_seen=n_seen,
+        )

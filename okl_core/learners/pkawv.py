@@ -1,0 +1,859 @@
+"""Kernel-AWV / KRR and projected versions, PKAWV (Jezequel, Gaillard, Rudi, NeurIPS 2019).
+
+Follows spec/pkawv.md. Online regression with the square loss; binary labels in
+{-1, +1} can be learned as targets (``task='binary'``: the score's sign is the label).
+
+Orderings (``ordering``), for the example ``x_t``:
+
+* ``'awv'`` (Azoury-Warmuth-Vovk): ``f_t = argmin sum_{s<t} (y_s - f(x_s))^2 + lam |f|^2
+  + f(x_t)^2`` -- the current input enters the regularizer before predicting.
+* ``'krr'`` (online kernel ridge regression, the paper's "Projected-KRR" of its real-data
+  runs): the same without the ``f(x_t)^2`` term.
+
+For a fixed feature map both give ``y_awv = y_krr / (1 + v^T A_old^{-1} v)``: the sign,
+hence the binary mistake rate, is the same.
+
+Learners
+--------
+* ``kernel_awv``, ``krr``: the exact dual algorithms (O(t^2) per step), growing the
+  inverse of ``K_t + lam I`` by a bordered (Schur complement) update. References for small
+  streams. Merge: exact -- the state is a function of the set of examples, so merging
+  concatenates the examples (in state order) and recomputes the inverse.
+* ``pkawv_taylor``: PKAWV (Algorithm 1) on the deduplicated Taylor basis of the Gaussian
+  kernel (:class:`~okl_core.features.TaylorFeatures`, ``r = C(M + d, M)`` functions).
+  Merge: exact, by summing sufficient statistics (see :class:`PKAWVTaylor`).
+* ``pkawv_nystrom``: PKAWV with sequential Nystrom projections, the dictionary chosen by
+  KORS (Algorithm 2). Not mergeable (every shard has its own dictionary).
+
+Blocked updates
+---------------
+The learners process rows in blocks of at most ``block_rows`` rows (a runtime setting:
+it changes only rounding). With ``A`` the matrix before the block, ``Phi`` the
+block's features (b x r), ``U = Phi A^{-1}``, ``q = U theta`` (``theta`` = the ``b`` or
+``K^T Y`` vector) and the capacitance matrix ``C = I + U Phi^T = L L^T`` (eigenvalues
+>= 1, so its Cholesky factor is well conditioned), the sequential predictions of the
+block are, exactly as if the rows were learned one by one,
+
+    y_krr = q - tril(L, -1) L^{-1} (q - y),      y_awv = y_krr / diag(L)^2
+
+(Woodbury on the rows before ``j`` inside the block: the Schur complement of ``C`` at
+``j`` is ``1 + v_j^T A_{j-1}^{-1} v_j = L_jj^2``). The block is then learned at once:
+``A^{-1} -= V^T V`` with ``V = L^{-1} U`` (Taylor) or a blocked Cholesky update (Nystrom).
+This turns ``b`` memory-bound rank-one updates into matrix products. The exact learners
+use the same formula in the dual, with ``C`` the Schur complement of the block in
+``K + lam I`` divided by ``lam``.
+
+``predict`` gives each row's score as if it were the next example of the stream (for AWV
+its own ``f(x)^2`` term included), without learning it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import NamedTuple
+
+import numpy as np
+import scipy.linalg as sla
+from scipy.linalg import lapack
+
+from okl_core.features import KERNELS, TaylorFeatures, taylor_basis_size
+from okl_core.learners.base import (
+    Learner,
+    NotMergeableError,
+    check_choice,
+    check_int,
+    check_positive,
+    validate_xy,
+)
+from okl_core.learners.kernel_ogd import ExactKernelMixin
+from okl_core.random import block_bit_generator, uniform_open
+
+__all__ = [
+    "RidgeConfig",
+    "ExactRidgeConfig",
+    "ExactRidgeState",
+    "KernelAWV",
+    "KernelRidge",
+    "PKAWVTaylorConfig",
+    "TaylorState",
+    "PKAWVTaylor",
+    "PKAWVNystromConfig",
+    "NystromState",
+    "PKAWVNystrom",
+    "block_predictions",
+]
+
+ORDERINGS = ("awv", "krr")
+RIDGE_TASKS = ("regression", "binary")
+_KORS_WORDS_PER_BLOCK = 1024
+_PREDICT_ROWS = 1024  # rows of Taylor features built at once by predict
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RidgeConfig:
+    """Parameters shared by the kernel ridge learners.
+
+    Parameters
+    ----------
+    n_inputs : int
+        Input dimension ``d``.
+    sigma : float
+        Gaussian bandwidth (the paper's 1 by default, inputs scaled to ``[-1, 1]^d``).
+    lam : float
+        Ridge parameter ``lambda`` (> 0).
+    task : {'regression', 'binary'}
+        ``'binary'`` learns labels -1/+1 as regression targets (validated as labels).
+    """
+
+    n_inputs: int
+    sigma: float = 1.0
+    lam: float = 1.0
+    task: str = "regression"
+
+    def __post_init__(self):
+        check_int("n_inputs", self.n_inputs, 1)
+        check_positive("sigma", self.sigma)
+        check_positive("lam", self.lam)
+        check_choice("task", self.task, set(RIDGE_TASKS))
+
+
+def block_predictions(C: np.ndarray, q: np.ndarray, y: np.ndarray, ordering: str) -> tuple[np.ndarray, np.ndarray]:
+    """Sequential KRR/AWV predictions of a block from its capacitance matrix.
+
+    Parameters
+    ----------
+    C : (b, b) ``I + Phi A^{-1} Phi^T`` (A = the matrix before the block).
+    q : (b,) ``Phi A^{-1} theta``, the predictions of the model before the block.
+    y : (b,) the block's targets.
+    ordering : 'awv' or 'krr'.
+
+    Returns
+    -------
+    predictions : (b,) each row predicted after learning the rows before it in the block.
+    L : (b, b) lower Cholesky factor of ``C``.
+    """
+    L = np.linalg.cholesky(0.5 * (C + C.T))
+    omega = sla.solve_triangular(L, q - y, lower=True)
+    pred = q - np.tril(L, -1) @ omega
+    if ordering == "awv":
+        pred = pred / np.diag(L) ** 2
+    return pred, L
+
+
+# -- exact Kernel-AWV and KRR -----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExactRidgeConfig(RidgeConfig):
+    """Exact kernel ridge: :class:`RidgeConfig` plus the ``kernel``.
+
+    Parameters
+    ----------
+    kernel : {'gaussian', 'laplacian', 'cauchy'}
+    block_rows : int
+        Rows bordered into the inverse at once (runtime: changes only rounding).
+    """
+
+    kernel: str = "gaussian"
+    block_rows: int = 128
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_choice("kernel", self.kernel, set(KERNELS))
+        check_int("block_rows", self.block_rows, 1)
+
+
+class ExactRidgeState(NamedTuple):
+    """All examples and the inverse of the regularised kernel matrix.
+
+    Attributes
+    ----------
+    inputs : (t, d) float32
+    targets : (t,) float64
+    inverse : (t, t) float64, ``(K_t + lam I)^{-1}``
+    n_seen : () int64
+    """
+
+    inputs: np.ndarray
+    targets: np.ndarray
+    inverse: np.ndarray
+    n_seen: np.ndarray
+
+
+class _ExactRidge(ExactKernelMixin, Learner):
+    """Dual kernel ridge with the inverse grown by bordering; ``ordering`` set by subclass."""
+
+    config_class = ExactRidgeConfig
+    state_class = ExactRidgeState
+    growing_fields = ("inputs", "targets", "inverse")
+    merge_semantics = "sum"
+    runtime_fields = ("block_rows",)
+    ordering = ""
+    conformance_params = {"sigma": 1.0, "lam": 0.1}
+
+    def init(self) -> ExactRidgeState:
+        return ExactRidgeState(
+            inputs=np.zeros((0, self.config.n_inputs), dtype=np.float32),
+            targets=np.zeros(0),
+            inverse=np.zeros((0, 0)),
+            n_seen=np.asarray(0, dtype=np.int64),
+        )
+
+    def predict(self, state: ExactRidgeState, X) -> np.ndarray:
+        """Each row's prediction as if it were the next example (its online score).
+
+        KRR: ``k^T (K + lam I)^{-1} Y``; AWV shrinks it by ``lam / (k_tt + lam - k^T inv k)``.
+        """
+        X, _ = validate_xy(self, X)
+        K = self._kernel(X, state.inputs)
+        krr = K @ (state.inverse @ state.targets)
+        if self.ordering == "krr":
+            return krr
+        k_tt = np.ones(len(X))  # k(x, x) = 1 for every supported kernel
+        schur = k_tt + self.config.lam - np.einsum("ij,ij->i", K @ state.inverse, K)
+        return self.config.lam * krr / schur
+
+    def update(self, state: ExactRidgeState, X, y):
+        X, y = validate_xy(self, X, y)
+        t0, n = len(state.targets), len(y)
+        lam = self.config.lam
+        inputs = np.concatenate([state.inputs, X])
+        targets = np.concatenate([state.targets, y])
+        inv = np.zeros((t0 + n, t0 + n))
+        inv[:t0, :t0] = state.inverse
+        K_batch = self._kernel(X, inputs)  # (n, t0 + n)
+        scores = np.empty(n)
+        for start in range(0, n, self.config.block_rows):
+            stop = min(n, start + self.config.block_rows)
+            scores[start:stop] = self._border_block(inv, K_batch[start:stop], targets, t0 + start, t0 + stop, lam)
+        new_state = ExactRidgeState(inputs=inputs, targets=targets, inverse=inv, n_seen=np.asarray(int(state.n_seen) + n, dtype=np.int64))
+        return new_state, scores
+
+    def _border_block(self, inv, K_rows, targets, g0, g1, lam) -> np.ndarray:
+        """Predict rows ``g0..g1-1`` in order, then border ``inv`` (in place) with them.
+
+        With ``B`` the kernel of the old rows against the block, ``W = inv B`` and the Schur
+        complement ``S = K_block + lam I - B^T W``, the row-``j`` Schur complement of the
+        sequential bordering is ``L_jj^2`` (``S = L L^T``), so :func:`block_predictions` on
+        ``S / lam`` gives KRR and AWV (``y_awv = lam y_krr / (k_tt + lam - k^T inv k)``).
+        """
+        B = K_rows[:, :g0].T
+        W = inv[:g0, :g0] @ B
+        S = K_rows[:, g0:g1] - B.T @ W
+        S[np.diag_indices_from(S)] += lam
+        pred, L = block_predictions(S / lam, W.T @ targets[:g0], targets[g0:g1], self.ordering)
+        # S = lam L L^T, so S^{-1} = L_inv^T L_inv with L_inv = L^{-1} / sqrt(lam).
+        L_inv = sla.solve_triangular(L, np.eye(len(L)), lower=True) / math.sqrt(lam)
+        H = L_inv @ W.T
+        inv[:g0, :g0] += H.T @ H  # W S^{-1} W^T
+        F = L_inv.T @ H  # S^{-1} W^T
+        inv[g0:g1, :g0] = -F
+        inv[:g0, g0:g1] = -F.T
+        inv[g0:g1, g0:g1] = L_inv.T @ L_inv
+        return pred
+
+    def merge(self, states: list[ExactRidgeState], base: ExactRidgeState | None = None) -> ExactRidgeState:
+        """Exact: the examples of all states (in order) and a fresh inverse of ``K + lam I``.
+
+        With ``base`` (the state all of them started from), its examples come first, once,
+        followed by each state's examples after them.
+        """
+        if not states:
+            raise NotMergeableError(f"{self.name}: nothing to merge")
+        skip = 0 if base is None else len(base.targets)
+        for s in states if base is not None else ():
+            if not np.array_equal(s.inputs[:skip], base.inputs):
+                raise NotMergeableError(f"{self.name}: a state did not start from the given base")
+        heads = [] if base is None else [base]
+        inputs = np.concatenate([h.inputs for h in heads] + [s.inputs[skip:] for s in states])
+        targets = np.concatenate([h.targets for h in heads] + [s.targets[skip:] for s in states])
+        K = self._kernel(inputs, inputs) + self.config.lam * np.eye(len(targets))
+        inverse = _spd_inverse(K)
+        n_seen = sum(int(s.n_seen) for s in states) - (len(states) - 1) * (0 if base is None else int(base.n_seen))
+        return ExactRidgeState(inputs=inputs, targets=targets, inverse=inverse, n_seen=np.asarray(n_seen, dtype=np.int64))
+
+
+class KernelAWV(_ExactRidge):
+    """Exact Kernel-AWV (registry name ``kernel_awv``)."""
+
+    name = "kernel_awv"
+    ordering = "awv"
+
+
+class KernelRidge(_ExactRidge):
+    """Exact online kernel ridge regression (registry name ``krr``)."""
+
+    name = "krr"
+    ordering = "krr"
+
+
+def _symmetric_add_gram(S: np.ndarray, V: np.ndarray, alpha: float) -> None:
+    """``S += alpha V^T V`` in place for a symmetric C-ordered ``S`` (no r x r temporary).
+
+    ``S.T`` is the same memory in Fortran order, which BLAS ``dgemm`` updates in place;
+    ``S`` being symmetric, updating its transpose updates it.
+    """
+    out = sla.blas.dgemm(alpha=alpha, a=V, b=V, beta=1.0, c=S.T, trans_a=1, overwrite_c=1)
+    if not np.shares_memory(out, S):  # pragma: no cover - a BLAS wrapper that copied
+        S[...] = out.T
+
+
+def _spd_inverse(A: np.ndarray) -> np.ndarray:
+    """Inverse of a symmetric positive definite matrix from its Cholesky factor (exactly symmetric).
+
+    LAPACK ``dpotrf`` + ``dpotri`` (about r^3 flops, half of solving against the identity);
+    the upper triangle is computed and mirrored.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        ``A`` is not numerically positive definite.
+    """
+    if A.shape[0] == 0:
+        return np.zeros((0, 0))
+    factor, info = lapack.dpotrf(A, lower=0, clean=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"matrix is not positive definite (dpotrf info={info})")
+    inv, info = lapack.dpotri(factor, lower=0)
+    if info != 0:  # pragma: no cover - a singular factor after a successful dpotrf
+        raise np.linalg.LinAlgError(f"dpotri failed with info={info}")
+    upper = np.triu(inv)
+    return upper + np.triu(upper, 1).T
+
+
+# -- PKAWV with the Taylor basis --------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PKAWVTaylorConfig(RidgeConfig):
+    """PKAWV on the Taylor basis of the Gaussian kernel.
+
+    Parameters
+    ----------
+    n_inputs, sigma, lam, task : see :class:`RidgeConfig`.
+    degree : int
+        Total degree ``M`` of the basis; ``r = C(M + d, M)`` functions.
+    ordering : {'awv', 'krr'}
+    block_rows : int
+        Rows learned per block (runtime: changes only rounding).
+    refactor_every : int
+        ``A^{-1}`` is recomputed from ``lam I + sum phi phi^T`` (Cholesky, symmetrised)
+        whenever the number of examples seen reaches a multiple of this (runtime).
+    max_basis : int
+        Refuse a basis larger than this (the state holds two r x r float64 matrices).
+    """
+
+    degree: int = 2
+    ordering: str = "awv"
+    block_rows: int = 256
+    refactor_every: int = 20000
+    max_basis: int = 10000
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_int("degree", self.degree, 0)
+        check_choice("ordering", self.ordering, set(ORDERINGS))
+        check_int("block_rows", self.block_rows, 1)
+        check_int("refactor_every", self.refactor_every, 1)
+        check_int("max_basis", self.max_basis, 1)
+        r = self.n_basis
+        if r > self.max_basis:
+            raise ValueError(
+                f"the Taylor basis has r = C(degree + n_inputs, degree) = C({self.degree} + {self.n_inputs}, "
+                f"{self.degree}) = {r} functions, over max_basis = {self.max_basis} (the state would hold two "
+                f"r x r float64 matrices, {2 * 8 * r * r / 2**30:.1f} GiB); lower degree or reduce the input dimension"
+            )
+
+    @property
+    def n_basis(self) -> int:
+        """``r = C(M + d, M)``."""
+        return taylor_basis_size(self.n_inputs, self.degree)
+
+
+class TaylorState(NamedTuple):
+    """PKAWV-Taylor sufficient statistics and the inverse they define.
+
+    Attributes
+    ----------
+    gram : (r, r) float64, ``sum_s phi(x_s) phi(x_s)^T`` (without ``lam I``)
+    b : (r,) float64, ``sum_s y_s phi(x_s)``
+    a_inv : (r, r) float64, ``(lam I + gram)^{-1}``
+    n_seen : () int64
+    """
+
+    gram: np.ndarray
+    b: np.ndarray
+    a_inv: np.ndarray
+    n_seen: np.ndarray
+
+
+class PKAWVTaylor(Learner):
+    """PKAWV on the Taylor basis (registry name ``pkawv_taylor``).
+
+    Per example ``v = phi(x_t)``: AWV predicts ``v^T A_t^{-1} b_{t-1}`` with
+    ``A_t = A_{t-1} + v v^T`` (KRR: ``v^T A_{t-1}^{-1} b_{t-1}``), then ``b += y v``;
+    ``A_0 = lam I``. Cost O(r^2) per example (as matrix products over blocks of rows,
+    see the module docstring), memory two r x r matrices.
+
+    Merge (exact): ``gram`` and ``b`` are sums over examples, so the merged state has
+    ``gram = sum_s gram_s``, ``b = sum_s b_s``, ``n_seen = sum_s n_seen_s`` and
+    ``a_inv = (lam I + gram)^{-1}`` recomputed (the ``lam I`` is counted once). It equals
+    training on the concatenation up to rounding.
+    """
+
+    name = "pkawv_taylor"
+    config_class = PKAWVTaylorConfig
+    state_class = TaylorState
+    merge_semantics = "sum"
+    runtime_fields = ("block_rows", "refactor_every", "max_basis")
+    conformance_params = {"degree": 3, "sigma": 1.0, "lam": 0.1, "block_rows": 7}
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.features = TaylorFeatures(config.n_inputs, config.degree, config.sigma)
+
+    def init(self) -> TaylorState:
+        r = self.features.n_outputs
+        return TaylorState(gram=np.zeros((r, r)), b=np.zeros(r), a_inv=np.eye(r) / self.config.lam, n_seen=np.asarray(0, dtype=np.int64))
+
+    def predict(self, state: TaylorState, X) -> np.ndarray:
+        """Each row's prediction as if it were the next example (its online score).
+
+        KRR: ``v^T A^{-1} b``; AWV: the same divided by ``1 + v^T A^{-1} v`` (O(r^2) per row).
+        """
+        X, _ = validate_xy(self, X)
+        w = state.a_inv @ state.b
+        out = np.empty(len(X))
+        for start in range(0, len(X), _PREDICT_ROWS):
+            Phi = self.features.transform(X[start : start + _PREDICT_ROWS])
+            out[start : start + len(Phi)] = Phi @ w
+            if self.config.ordering == "awv":
+                out[start : start + len(Phi)] /= 1.0 + np.einsum("ij,ij->i", Phi @ state.a_inv, Phi)
+        return out
+
+    def update(self, state: TaylorState, X, y):
+        X, y = validate_xy(self, X, y)
+        cfg = self.config
+        gram, b, a_inv = state.gram.copy(), state.b.copy(), state.a_inv.copy()
+        seen = int(state.n_seen)
+        scores = np.empty(len(y))
+        start = 0
+        while start < len(y):
+            to_refactor = cfg.refactor_every - seen % cfg.refactor_every
+            stop = min(len(y), start + cfg.block_rows, start + to_refactor)
+            Phi = self.features.transform(X[start:stop])
+            scores[start:stop] = self._learn_block(Phi, y[start:stop], gram, b, a_inv)
+            seen += stop - start
+            if seen % cfg.refactor_every == 0:
+                a_inv = self._inverse(gram)
+            start = stop
+        return TaylorState(gram=gram, b=b, a_inv=a_inv, n_seen=np.asarray(seen, dtype=np.int64)), scores
+
+    def _learn_block(self, Phi, y, gram, b, a_inv) -> np.ndarray:
+        """Predict the block's rows in order and learn them; updates the arrays in place."""
+        # Features that are zero on every row of the block (sparse inputs) are skipped.
+        active = np.flatnonzero(np.any(Phi != 0.0, axis=0))
+        dense = len(active) == Phi.shape[1]
+        P = Phi if dense else Phi[:, active]
+        U = P @ (a_inv if dense else a_inv[active])  # Phi A^{-1}, (b, r)
+        C = (U if dense else U[:, active]) @ P.T
+        C[np.diag_indices_from(C)] += 1.0
+        pred, L = block_predictions(C, U @ b, y, self.config.ordering)
+        V = sla.solve_triangular(L, U, lower=True, check_finite=False)
+        _symmetric_add_gram(a_inv, V, -1.0)
+        if dense:
+            b += P.T @ y
+            _symmetric_add_gram(gram, P, 1.0)
+        else:
+            b[active] += P.T @ y
+            block = P.T @ P
+            for k, i in enumerate(active):  # row by row: much faster than np.ix_ scatter
+                gram[i, active] += block[k]
+        return pred
+
+    def _inverse(self, gram: np.ndarray) -> np.ndarray:
+        return _spd_inverse(gram + self.config.lam * np.eye(gram.shape[0]))
+
+    def merge(self, states: list[TaylorState], base: TaylorState | None = None) -> TaylorState:
+        """Exact merge: sum ``gram``, ``b`` and ``n_seen`` (in list order), recompute ``a_inv``.
+
+        With ``base`` (the state all of them started from) the sums are
+        ``base + sum_i (state_i - base)``, so the base's examples count once.
+        """
+        if not states:
+            raise NotMergeableError(f"{self.name}: nothing to merge")
+        gram = np.zeros_like(states[0].gram)
+        b = np.zeros_like(states[0].b)
+        for s in states:
+            gram += s.gram
+            b += s.b
+        n_seen = sum(int(s.n_seen) for s in states)
+        if base is not None:
+            extra = len(states) - 1
+            gram -= extra * base.gram
+            b -= extra * base.b
+            n_seen -= extra * int(base.n_seen)
+        return TaylorState(gram=gram, b=b, a_inv=self._inverse(gram), n_seen=np.asarray(n_seen, dtype=np.int64))
+
+
+# -- PKAWV with sequential Nystrom projections (KORS) ----------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PKAWVNystromConfig(RidgeConfig):
+    """PKAWV with a KORS dictionary.
+
+    Parameters
+    ----------
+    n_inputs, sigma, lam, task : see :class:`RidgeConfig`.
+    kernel : {'gaussian', 'laplacian', 'cauchy'}
+    mu : float
+        KORS regularisation ``mu`` (> 0): larger gives a smaller dictionary.
+    beta : float
+        KORS oversampling ``beta`` (> 0): inclusion probability ``min(1, beta tau)``.
+    kors_eps : float
+        KORS accuracy ``eps`` (> 0) in ``tau = (1 + eps) / mu (k_tt - ...)``.
+    seed : int
+        Seed of the inclusion draws (see :class:`PKAWVNystrom`).
+    ordering : {'awv', 'krr'}
+    block_rows : int
+        Rows learned per block when the dictionary does not change (runtime).
+    max_dictionary : int
+        Cap on the dictionary size; exceeding it raises ValueError (runtime).
+    max_state_mb : float
+        Cap on the state's memory in MiB; exceeding it raises ValueError (runtime).
+    """
+
+    kernel: str = "gaussian"
+    mu: float = 1.0
+    beta: float = 1.0
+    kors_eps: float = 0.5
+    seed: int = 0
+    ordering: str = "awv"
+    block_rows: int = 256
+    max_dictionary: int = 2000
+    max_state_mb: float = 4096.0
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_choice("kernel", self.kernel, set(KERNELS))
+        check_positive("mu", self.mu)
+        check_positive("beta", self.beta)
+        check_positive("kors_eps", self.kors_eps)
+        check_int("seed", self.seed, 0)
+        if self.seed >= 2**64:
+            raise ValueError(f"seed must be < 2**64, got {self.seed}")
+        check_choice("ordering", self.ordering, set(ORDERINGS))
+        check_int("block_rows", self.block_rows, 1)
+        check_int("max_dictionary", self.max_dictionary, 1)
+        check_positive("max_state_mb", self.max_state_mb)
+
+
+class NystromState(NamedTuple):
+    """PKAWV-Nystrom state: every past example, the dictionary and the factor of ``A``.
+
+    Attributes
+    ----------
+    inputs : (t, d) float32, all examples seen (a new dictionary point needs its kernel
+        against every past input)
+    targets : (t,) float64
+    knm : (t, m) float64, ``K_{t,I}``: kernel of every example against the dictionary
+    dictionary : (m,) int64, row indices (into ``inputs``) of the dictionary points
+    kors_weights : (m,) float64, KORS weights ``s_j = 1 / p_j``
+    kors_inv : (m, m) float64, ``(S K_II S + mu I)^{-1}``
+    chol : (m, m) float64, upper ``R`` with ``R^T R = A = K_{t,I}^T K_{t,I} + lam K_II``
+    kty : (m,) float64, ``K_{t,I}^T Y_t``
+    n_seen : () int64
+    """
+
+    inputs: np.ndarray
+    targets: np.ndarray
+    knm: np.ndarray
+    dictionary: np.ndarray
+    kors_weights: np.ndarray
+    kors_inv: np.ndarray
+    chol: np.ndarray
+    kty: np.ndarray
+    n_seen: np.ndarray
+
+
+def _kors_uniforms(seed: int, start: int, stop: int) -> np.ndarray:
+    """Uniforms on (0, 1) for global rows ``start..stop-1``.
+
+    Row ``g`` uses word ``g % 1024`` of ``block_bit_generator(seed, g // 1024)``, so a
+    row's draw does not depend on how the stream is batched.
+    """
+    out = np.empty(stop - start)
+    g = start
+    while g < stop:
+        block, offset = divmod(g, _KORS_WORDS_PER_BLOCK)
+        take = min(stop - g, _KORS_WORDS_PER_BLOCK - offset)
+        words = block_bit_generator(seed, block).random_raw(offset + take)[offset:]
+        out[g - start : g - start + take] = uniform_open(words)
+        g += take
+    return out
+
+
+def _border_inverse(inv: np.ndarray, column: np.ndarray, corner: float) -> np.ndarray:
+    """Inverse of ``[[M, c], [c^T, e]]`` from ``inv = M^{-1}`` (Schur complement)."""
+    a = inv @ column
+    schur = corner - column @ a
+    m = len(column)
+    out = np.empty((m + 1, m + 1))
+    top = out[:m, :m]
+    np.multiply.outer(a, a / schur, out=top)
+    top += inv
+    out[:m, m] = out[m, :m] = -a / schur
+    out[m, m] = 1.0 / schur
+    return out
+
+
+def _cholesky_add_rows(R: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Upper factor of ``R^T R + rows^T rows`` (a blocked Cholesky update), in place.
+
+    ``R`` is a Fortran-ordered upper triangular factor (zeros below the diagonal).
+    LAPACK's triangular-pentagonal QR (``dtpqrt``) of ``[R; rows]`` costs O(b m^2) for
+    ``b`` rows -- a rank-one ``cholupdate`` when ``b = 1`` -- is backward stable and never
+    forms ``K^T K``. Diagonal signs are arbitrary (``R^T R`` does not see them).
+    """
+    nb = max(1, min(len(rows), R.shape[0], 32))
+    new, _, _, info = lapack.dtpqrt(0, nb, R, np.asfortranarray(rows), overwrite_a=1)
+    if info != 0:  # pragma: no cover - only on invalid arguments
+        raise np.linalg.LinAlgError(f"dtpqrt failed with info={info}")
+    return new
+
+
+class PKAWVNystrom(ExactKernelMixin, Learner):
+    """PKAWV with sequential Nystrom projections and a KORS dictionary (``pkawv_nystrom``).
+
+    At each example, in order:
+
+    1. **KORS** (dictionary update before predicting). With ``k_j = k(x_j, x_t)`` over the
+       dictionary, ``b = s * k`` and ``q = b^T (S K_II S + mu I)^{-1} b``, the ridge
+       leverage ``tau = (1 + eps) (k_tt - q) / (k_tt - q + mu)`` (the paper's
+       ``(1+eps)/mu (k_tt - ks^T W_tmp ks)`` in closed form) and ``p = min(1, beta tau)``.
+       ``x_t`` joins the dictionary iff ``u_t < p`` with weight ``s = 1 / p``; ``u_t`` is the
+       uniform of global row ``t``: word ``t % 1024`` of ``block_bit_generator(seed,
+       t // 1024)`` (so draws do not depend on batching).
+    2. A new dictionary point borders ``A``: column ``c = K_{t-1,I}^T a + lam k_I`` and
+       corner ``a^T a + lam k_tt`` with ``a = k(X_{<t}, x_t)``; the factor is extended by
+       forward substitution (``R^T r = c``, new pivot ``sqrt(corner - r^T r)``) and
+       ``K^T Y`` gains ``a^T Y_{t-1}``. A point whose pivot is ``<= 1e-12 corner``
+       (numerically in the span already) is not added.
+    3. Prediction ``k(x_t, I)^T alpha`` with ``alpha = A^{-1} K^T Y`` (0 while the dictionary
+       is empty); AWV counts the row ``k(x_t, I)`` in ``A`` first, KRR after.
+    4. Learn: ``A += k k^T`` (blocked: rows between dictionary changes are added together
+       through a QR update of the factor, see :func:`_cholesky_add_rows`), ``K^T Y += k y``.
+
+    Where the paper updates its factor row by row (cholup) and adds a column with one
+    update and one downdate, this implementation adds rows a block at a time (Householder
+    QR of ``[R; rows]``) and a column by bordering the factor: the same factor, with the
+    per-example cost in matrix products.
+
+    Memory grows with the stream: ``t (4 d + 8 + 8 m) + 16 m^2 + 24 m`` bytes for ``t`` examples
+    and ``m`` dictionary points (every input is kept, because a new dictionary point needs
+    its kernel against all past inputs, and so is ``K_{t,I}``). ``max_dictionary`` and
+    ``max_state_mb`` cap both and fail with a ValueError naming the cap. Per example
+    O(m^2 + m d) when the dictionary does not change; a new point costs O(t (m + d) + m^2)
+    plus a block flush (O(m^3) QR).
+
+    Merge: not mergeable (each shard draws its own dictionary).
+    """
+
+    name = "pkawv_nystrom"
+    config_class = PKAWVNystromConfig
+    state_class = NystromState
+    merge_semantics = "none"
+    growing_fields = ("inputs", "targets", "knm", "dictionary", "kors_weights", "kors_inv", "chol", "kty")
+    runtime_fields = ("block_rows", "max_dictionary", "max_state_mb")
+    conformance_params = {"sigma": 1.0, "lam": 0.1, "mu": 0.05, "block_rows": 7}
+
+    PIVOT_RTOL = 1e-12
+    """A new point whose factor pivot^2 is <= PIVOT_RTOL * corner is not added."""
+
+    def init(self) -> NystromState:
+        return NystromState(
+            inputs=np.zeros((0, self.config.n_inputs), dtype=np.float32),
+            targets=np.zeros(0),
+            knm=np.zeros((0, 0)),
+            dictionary=np.zeros(0, dtype=np.int64),
+            kors_weights=np.zeros(0),
+            kors_inv=np.zeros((0, 0)),
+            chol=np.zeros((0, 0)),
+            kty=np.zeros(0),
+            n_seen=np.asarray(0, dtype=np.int64),
+        )
+
+    def coefficients(self, state: NystromState) -> np.ndarray:
+        """``alpha = A^{-1} K^T Y`` over the dictionary (empty when it is empty)."""
+        if len(state.kty) == 0:
+            return np.zeros(0)
+        return sla.cho_solve((state.chol, False), state.kty, check_finite=False)
+
+    def predict(self, state: NystromState, X) -> np.ndarray:
+        """Each row's prediction with the current dictionary (no KORS step is taken).
+
+        KRR: ``k(x, I)^T alpha``; AWV: the same divided by ``1 + k^T A^{-1} k``.
+        """
+        X, _ = validate_xy(self, X)
+        K = self._kernel(X, state.inputs[state.dictionary])
+        krr = K @ self.coefficients(state)
+        if self.config.ordering == "krr" or len(state.kty) == 0:
+            return krr
+        Z = sla.solve_triangular(state.chol, K.T, trans="T", check_finite=False)  # R^{-T} k
+        return krr / (1.0 + (Z * Z).sum(0))
+
+    def state_bytes(self, n_rows: int, n_dictionary: int) -> int:
+        """Bytes of a state with ``n_rows`` examples and ``n_dictionary`` points (the cap's measure)."""
+        t, m, d = n_rows, n_dictionary, self.config.n_inputs
+        return t * (4 * d + 8 + 8 * m) + 16 * m * m + 24 * m
+
+    def _check_caps(self, n_rows: int, n_dictionary: int, row: int) -> None:
+        cfg = self.config
+        if n_dictionary > cfg.max_dictionary:
+            raise ValueError(
+                f"{self.name}: the KORS dictionary would grow past max_dictionary={cfg.max_dictionary} at row {row}; "
+                f"raise max_dictionary or mu (a larger mu keeps fewer points)"
+            )
+        need = self.state_bytes(n_rows, n_dictionary) / 2**20
+        if need > cfg.max_state_mb:
+            raise ValueError(
+                f"{self.name}: the state would need {need:.0f} MiB for {n_rows} rows and {n_dictionary} dictionary "
+                f"points at row {row}, over max_state_mb={cfg.max_state_mb:g}; the state keeps every input "
+                f"(t (4 d + 8 + 8 m) + 16 m^2 + 24 m bytes): raise max_state_mb or train on fewer rows"
+            )
+
+    def update(self, state: NystromState, X, y):
+        X, y = validate_xy(self, X, y)
+        run = _NystromRun(self, state, X, y)
+        scores = run.run()
+        return run.state(), scores
+
+    def merge(self, states):
+        raise NotMergeableError(
+            f"{self.name} states cannot be merged: each shard draws its own KORS dictionary, so the "
+            "projections differ (train with one shard, or use pkawv_taylor, whose states merge exactly)"
+        )
+
+
+class _NystromRun:
+    """Working buffers of one :meth:`PKAWVNystrom.update` call (the state stays untouched)."""
+
+    def __init__(self, learner: PKAWVNystrom, state: NystromState, X: np.ndarray, y: np.ndarray):
+        self.learner, self.cfg = learner, learner.config
+        self.X, self.y = X, y
+        self.t0 = t0 = len(state.targets)
+        n = len(y)
+        learner._check_caps(t0 + n, len(state.dictionary), t0)
+        self.inputs = np.concatenate([state.inputs, X])
+        self.targets = np.concatenate([state.targets, y])
+        m = len(state.dictionary)
+        # K_{t,I} with spare columns: a new dictionary point fills one column in place.
+        self.knm = np.zeros((t0 + n, m + min(n, 64)))
+        self.knm[:t0, :m] = state.knm
+        self.dictionary = list(state.dictionary.tolist())
+        self.weights = state.kors_weights.copy()
+        self.kors_inv = state.kors_inv.copy()
+        self.chol = np.asfortranarray(state.chol, dtype=np.float64).copy(order="F")  # LAPACK works in place
+        self.kty = state.kty.copy()
+        self.n_seen = int(state.n_seen)
+        self.scores = np.empty(n)
+
+    @property
+    def m(self) -> int:
+        return len(self.dictionary)
+
+    def run(self) -> np.ndarray:
+        n = len(self.y)
+        i, decided = 0, False  # decided: row i already went through KORS (it was just added)
+        gap = n  # rows between the last two additions: windows shrink while points pour in
+        while i < n:
+            length = min(max(self.cfg.block_rows, self.m), max(16, 2 * gap))
+            stop = min(n, i + length)
+            Kw = self.learner._kernel(self.X[i:stop], self.inputs[self.dictionary])
+            add = self._kors(Kw, self.t0 + i)
+            if decided:
+                add[0] = False
+            hits = np.flatnonzero(add)
+            end = i + (int(hits[0]) if len(hits) else stop - i)
+            if end > i:
+                self._learn_block(i, end, Kw[: end - i])
+            decided = False
+            if len(hits):
+                self._add_point(end, Kw[end - i], self._kors_p[hits[0]])
+                gap, decided = int(hits[0]) + 1, True
+            i = end
+        return self.scores
+
+    def _kors(self, Kw: np.ndarray, first_row: int) -> np.ndarray:
+        """KORS inclusion decisions for rows of ``Kw`` given the current dictionary."""
+        cfg = self.cfg
+        B = Kw * self.weights
+        q = np.einsum("ij,ij->i", B @ self.kors_inv, B) if self.m else np.zeros(len(Kw))
+        lev = np.maximum(1.0 - q, 0.0)  # k(x, x) = 1 for every supported kernel
+        tau = (1.0 + cfg.kors_eps) * lev / (lev + cfg.mu)
+        self._kors_p = np.clip(cfg.beta * tau, 0.0, 1.0)
+        return _kors_uniforms(cfg.seed, first_row, first_row + len(Kw)) < self._kors_p
+
+    def _learn_block(self, start: int, stop: int, Phi: np.ndarray) -> None:
+        """Predict rows ``start..stop-1`` (batch indices) in order and learn them."""
+        y = self.y[start:stop]
+        g0, g1 = self.t0 + start, self.t0 + stop
+        m = self.m
+        self.knm[g0:g1, :m] = Phi
+        if m == 0:
+            self.scores[start:stop] = 0.0
+            return
+        U = sla.cho_solve((self.chol, False), Phi.T, check_finite=False).T  # Phi A^{-1}
+        C = U @ Phi.T
+        C[np.diag_indices_from(C)] += 1.0
+        self.scores[start:stop], _ = block_predictions(C, U @ self.kty, y, self.cfg.ordering)
+        self.chol = _cholesky_add_rows(self.chol, Phi)
+        self.kty = self.kty + Phi.T @ y
+
+    def _add_point(self, row: int, k_dict: np.ndarray, p: float) -> None:
+        """Add batch row ``row`` to the dictionary (all earlier rows are learned)."""
+        cfg, m = self.cfg, self.m
+        g = self.t0 + row
+        self.learner._check_caps(len(self.targets), m + 1, g)
+        x = self.inputs[g : g + 1]
+        a = self.learner._kernel(self.inputs[:g], x)[:, 0]  # k(x_s, x_t), s < t
+        column = self.knm[:g, :m].T @ a + cfg.lam * k_dict
+        corner = a @ a + cfg.lam
+        r = sla.solve_triangular(self.chol, column, trans="T", lower=False, check_finite=False) if m else np.zeros(0)
+        pivot2 = corner - r @ r
+        if not pivot2 > PKAWVNystrom.PIVOT_RTOL * corner:
+            return  # numerically inside the span of the dictionary: not added
+        chol = np.zeros((m + 1, m + 1), order="F")
+        chol[:m, :m] = self.chol
+        chol[:m, m] = r
+        chol[m, m] = math.sqrt(pivot2)
+        self.chol = chol
+        if m == self.knm.shape[1]:
+            self.knm = np.concatenate([self.knm, np.zeros((len(self.knm), max(m, 16)))], axis=1)
+        self.knm[:g, m] = a
+        self.kty = np.append(self.kty, a @ self.targets[:g])
+        s = 1.0 / p
+        self.kors_inv = _border_inverse(self.kors_inv, self.weights * k_dict * s, s * s + cfg.mu)
+        self.weights = np.append(self.weights, s)
+        self.dictionary.append(g)
+
+    def _canonical_factor(self) -> np.ndarray:
+        """The factor in C order with a positive diagonal (rows of a QR factor carry signs)."""
+        signs = np.where(np.diag(self.chol) < 0, -1.0, 1.0)
+        return np.ascontiguousarray(self.chol * signs[:, None])
+
+    def state(self) -> NystromState:
+        m = self.m
+        return NystromState(
+            inputs=self.inputs,
+            targets=self.targets,
+            knm=np.ascontiguousarray(self.knm[:, :m]),
+            dictionary=np.asarray(self.dictionary, dtype=np.int64),
+            kors_weights=self.weights,
+            kors_inv=self.kors_inv,
+            chol=self._canonical_factor(),
+            kty=self.kty,
+            n_seen=np.asarray(self.n_seen + len(self.y), dtype=np.int64),
+        )

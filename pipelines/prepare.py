@@ -1,0 +1,349 @@
+"""``python -m pipelines.prepare <kind> ...``: build an okl data set directory.
+
+Kinds (each writes Parquet shards + ``dataset.json``, DESIGN.md "Data layout"):
+
+* ``mnist``      an IDX image/label pair (gzip or raw) -> pixels / 255, labels 0..9
+* ``libsvm``     LIBSVM/svmlight text (plain, .gz, .bz2), streamed -> dense float32
+* ``csv``        a CSV with a header and ``--target COLUMN``, optional scaling
+* ``mnist8m``    the infinite-MNIST generator: deformed base digits, a Beam pipeline over
+                 shard ids (any runner; ``--num-workers N`` for local processes)
+* ``molecular``  SMILES + target CSV -> randomly sorted Coulomb matrices (or Morgan bits)
+
+A progress bar is drawn on stderr when it is a terminal (``--progress``/``--quiet`` force
+it on/off); a one-line summary is printed at the end. Bad input stops with a message naming
+the file and line, unless ``--skip-bad-rows`` (then ``rejects.csv`` in the data set lists
+each skipped row and why). Nothing is left behind by a failed run.
+
+``run(argv)`` returns the :class:`okl_core.data.sources.ConversionSummary` and raises on
+errors; the command line prints ``prepare: error: ...`` and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import sys
+import threading
+import time
+
+from okl_core.data import download as dl
+from okl_core.data.layout import DatasetInfo, StagedDataset, open_dataset
+from okl_core.data.scaling import SCALING_METHODS
+from okl_core.data.sources import ConversionSummary, DataFormatError
+from okl_core.data.targets import parse_classes
+from pipelines._progress import ProgressBar
+
+__all__ = ["run", "main", "build_parser"]
+
+DEFAULT_ROWS_PER_SHARD = 65536
+TASK_CHOICES = ("binary", "multiclass", "regression")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("out", help="output data set directory (must not exist unless --overwrite)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing data set at OUT (after success)")
+    parser.add_argument("--name", help="data set name recorded in dataset.json (default: the directory name)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--rows-per-shard", type=int, help=f"rows per Parquet shard (default {DEFAULT_ROWS_PER_SHARD})")
+    size.add_argument("--shards", type=int, help="number of equal shards (instead of --rows-per-shard)")
+    parser.add_argument("--row-group-rows", type=int, default=4096, help="Parquet row group size (default 4096)")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--quiet", action="store_true", help="no progress bar")
+    shown.add_argument("--progress", action="store_true", help="draw the progress bar even if stderr is not a terminal")
+
+
+def _labels_and_scaling(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", choices=TASK_CHOICES, help="force the task (default: inferred from the labels)")
+    parser.add_argument("--classes", help="original labels in class order, comma separated (binary: negative,positive; write --classes=-1,1 when the first starts with -)")
+    parser.add_argument("--like", metavar="DATASET", help="label and scale like this data set (e.g. the training set of a test set)")
+    parser.add_argument("--feature-scaling", choices=SCALING_METHODS, default="none", help="per-feature scaling (statistics from a first pass)")
+    parser.add_argument("--target-scaling", choices=SCALING_METHODS, default="none", help="regression target scaling")
+    parser.add_argument("--skip-bad-rows", action="store_true", help="skip bad rows into rejects.csv instead of stopping")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (one sub-command per kind)."""
+    parser = argparse.ArgumentParser(prog="python -m pipelines.prepare", description="Build an okl data set directory (Parquet shards + dataset.json).")
+    kinds = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
+
+    p = kinds.add_parser("mnist", help="IDX image/label pair -> data set")
+    p.add_argument("--images", help="IDX images file (gzip or raw)")
+    p.add_argument("--labels", help="IDX labels file (gzip or raw)")
+    p.add_argument("--download", action="store_true", help="download the official MNIST files of --split into the cache")
+    p.add_argument("--split", choices=sorted(dl.MNIST_SPLITS), default="train", help="with --download (default train)")
+    p.add_argument("--cache-dir", help="download cache (default $OKL_CACHE or ~/.cache/okl)")
+    _common(p)
+
+    p = kinds.add_parser("libsvm", help="LIBSVM/svmlight text -> data set")
+    p.add_argument("input", help=f"LIBSVM file (plain/.gz/.bz2); with --download a name ({', '.join(sorted(dl.LIBSVM_NAMES))}) or URL")
+    p.add_argument("--n-features", type=int, help="number of features (default: the largest index, first pass)")
+    _labels_and_scaling(p)
+    p.add_argument("--download", action="store_true", help="INPUT is a known data set name or URL to download")
+    p.add_argument("--cache-dir", help="download cache (default $OKL_CACHE or ~/.cache/okl)")
+    _common(p)
+
+    p = kinds.add_parser("csv", help="CSV with a header and a target column -> data set")
+    p.add_argument("input", help="CSV file (plain/.gz/.bz2)")
+    p.add_argument("--target", required=True, help="target column")
+    p.add_argument("--features", help="feature columns, comma separated (default: all others)")
+    p.add_argument("--drop", help="columns to leave out, comma separated")
+    p.add_argument("--delimiter", default=",", help="field delimiter (default ',')")
+    _labels_and_scaling(p)
+    _common(p)
+
+    p = kinds.add_parser("mnist8m", help="infinite-MNIST generator (Beam pipeline over shards)")
+    p.add_argument("--images", help="base IDX images (e.g. the MNIST training images)")
+    p.add_argument("--labels", help="base IDX labels")
+    p.add_argument("--download", action="store_true", help="use the official MNIST training split as the base")
+    p.add_argument("--cache-dir", help="download cache (default $OKL_CACHE or ~/.cache/okl)")
+    p.add_argument("--base-rows", default=None, metavar="START:STOP", help="use base digits [START, STOP) only (e.g. 0:8000)")
+    p.add_argument("--rows", type=int, default=8_100_000, help="rows to generate (default 8,100,000)")
+    p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    p.add_argument("--elastic-alpha", type=float, default=12.0, help="elastic displacement scale, pixels (default 12)")
+    p.add_argument("--elastic-sigma", type=float, default=4.0, help="elastic field smoothing, pixels (default 4)")
+    p.add_argument("--rotation", type=float, default=5.0, help="largest rotation, degrees (default 5)")
+    p.add_argument("--scale", type=float, default=0.05, help="largest relative scale change (default 0.05)")
+    p.add_argument("--translation", type=float, default=0.75, help="largest shift, pixels (default 0.75)")
+    p.add_argument("--thickness", type=float, default=0.4, help="largest stroke thickness change in [0, 1] (default 0.4)")
+    p.add_argument("--originals", action="store_true", help="rows 0..n_base-1 are the undeformed base digits (as infimnist starts)")
+    p.add_argument("--num-workers", type=int, default=1, help="local worker processes for the DirectRunner (default 1: in-process)")
+    p.add_argument("--batch-rows", type=int, default=1024, help="rows generated per vectorised batch (default 1024)")
+    _common(p)
+
+    p = kinds.add_parser("molecular", help="SMILES + target CSV -> Coulomb matrix / Morgan features (needs RDKit)")
+    p.add_argument("input", help="CSV with a SMILES column and a numeric target (e.g. cep-processed.csv)")
+    p.add_argument("--smiles-column", default="smiles", help="SMILES column (default smiles)")
+    p.add_argument("--target", default="PCE", help="target column (default PCE)")
+    p.add_argument("--representation", choices=("coulomb", "morgan"), default="coulomb", help="features (default coulomb)")
+    p.add_argument("--max-atoms", type=int, default=75, help="Coulomb matrix atom budget incl. hydrogens (default 75: 2850 features)")
+    p.add_argument("--sort-noise", type=float, default=1.0, help="std of the noise added to row norms before sorting (default 1)")
+    p.add_argument("--permutations", type=int, default=1, help="randomly sorted matrices (rows) per molecule (default 1)")
+    p.add_argument("--units", choices=("bohr", "angstrom"), default="bohr", help="distance unit (default bohr)")
+    p.add_argument("--steps", help="step-predicate thresholds, comma separated (default: raw Coulomb values)")
+    p.add_argument("--morgan-radius", type=int, default=2)
+    p.add_argument("--morgan-bits", type=int, default=2048)
+    p.add_argument("--seed", type=int, default=0, help="embedding and sorting seed (default 0)")
+    p.add_argument("--workers", type=int, default=1, help="featurizing processes (default 1)")
+    p.add_argument("--skip-bad-rows", action="store_true", help="skip rows with a bad target into rejects.csv instead of stopping")
+    _common(p)
+    return parser
+
+
+def _split_list(text):
+    return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _rows_per_shard(args, n_rows: int | None) -> int:
+    if args.shards is not None:
+        if args.shards < 1:
+            raise ValueError("--shards must be >= 1")
+        if n_rows is None:
+            raise ValueError("--shards needs the row count in advance; use --rows-per-shard for this kind")
+        return max(1, math.ceil(n_rows / args.shards))
+    rows = args.rows_per_shard if args.rows_per_shard is not None else DEFAULT_ROWS_PER_SHARD
+    if rows < 1:
+        raise ValueError("--rows-per-shard must be >= 1")
+    return rows
+
+
+def _writer_args(args, rows_per_shard) -> dict:
+    return {"rows_per_shard": rows_per_shard, "row_group_rows": args.row_group_rows, "overwrite": args.overwrite, "name": args.name}
+
+
+def _mnist_files(args, progress) -> tuple[str, str]:
+    if args.download:
+        if args.images or args.labels:
+            raise ValueError("give either --download or --images/--labels")
+        split = getattr(args, "split", "train")
+        return tuple(dl.download_known(f, cache_dir=args.cache_dir, progress=progress) for f in dl.MNIST_SPLITS[split])
+    if not (args.images and args.labels):
+        raise ValueError("give --images and --labels (IDX files), or --download")
+    return args.images, args.labels
+
+
+def _run_mnist(args, progress) -> ConversionSummary:
+    from okl_core.data.idx import convert_mnist, read_idx_images
+
+    images, labels = _mnist_files(args, progress)
+    n_rows = len(read_idx_images(images, labels)[1]) if args.shards is not None else None
+    return convert_mnist(images, labels, args.out, progress=progress, **_writer_args(args, _rows_per_shard(args, n_rows)))
+
+
+def _like(args):
+    return open_dataset(args.like).info if args.like else None
+
+
+def _run_libsvm(args, progress) -> ConversionSummary:
+    from okl_core.data.libsvm import convert_libsvm
+
+    path = args.input
+    if args.download:
+        if args.input in dl.LIBSVM_NAMES:
+            path = dl.download_known(dl.LIBSVM_NAMES[args.input], cache_dir=args.cache_dir, progress=progress)
+        else:
+            path = dl.download(args.input, cache_dir=args.cache_dir, progress=progress)
+    classes = parse_classes(args.classes) if args.classes else None
+    return convert_libsvm(
+        path, args.out, n_features=args.n_features, task=args.task, classes=classes, like=_like(args),
+        feature_scaling=args.feature_scaling, target_scaling=args.target_scaling, skip_bad_rows=args.skip_bad_rows,
+        n_shards=args.shards, progress=progress, **_writer_args(args, _rows_per_shard(args, None) if args.shards is None else None),
+    )
+
+
+def _run_csv(args, progress) -> ConversionSummary:
+    from okl_core.data.csv_table import convert_csv
+
+    rows_per_shard = _rows_per_shard(args, None) if args.shards is None else None
+    return convert_csv(
+        args.input, args.out, target=args.target, features=_split_list(args.features), drop=_split_list(args.drop),
+        task=args.task, classes=_split_list(args.classes), like=_like(args), feature_scaling=args.feature_scaling,
+        target_scaling=args.target_scaling, delimiter=args.delimiter, skip_bad_rows=args.skip_bad_rows,
+        n_shards=args.shards, progress=progress, **_writer_args(args, rows_per_shard),
+    )
+
+
+def _run_molecular(args, progress) -> ConversionSummary:
+    from okl_core.data.molecular import MolecularConfig, convert_molecules
+
+    steps = tuple(float(s) for s in _split_list(args.steps)) if args.steps else ()
+    config = MolecularConfig(
+        representation=args.representation, max_atoms=args.max_atoms, sort_noise=args.sort_noise, permutations=args.permutations,
+        units=args.units, steps=steps, morgan_radius=args.morgan_radius, morgan_bits=args.morgan_bits, seed=args.seed,
+    )
+    return convert_molecules(
+        args.input, args.out, smiles_column=args.smiles_column, target=args.target, config=config, skip_bad_rows=args.skip_bad_rows,
+        workers=args.workers, progress=progress, **_writer_args(args, _rows_per_shard(args, None)),
+    )
+
+
+def _base_rows(text):
+    if text is None:
+        return 0, None
+    start, sep, stop = text.partition(":")
+    try:
+        return int(start or 0), (int(stop) if stop else None)
+    except ValueError:
+        raise ValueError(f"--base-rows must be START:STOP, got {text!r}") from None
+
+
+class _ShardWatcher(threading.Thread):
+    """Report finished shard files in the staging directory as progress (any runner)."""
+
+    def __init__(self, directory, plan, progress, interval=0.5):
+        super().__init__(daemon=True)
+        self.directory, self.plan, self.progress, self.interval = directory, plan, progress, interval
+        self.stopped = threading.Event()
+
+    def run(self):
+        sizes = {s["file"]: s["n_rows"] for s in self.plan.shards()}
+        while not self.stopped.wait(self.interval):
+            try:
+                names = os.listdir(self.directory)
+            except OSError:
+                return
+            self.progress.update(sum(sizes.get(n, 0) for n in names))
+
+
+def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from okl_core.data.mnist8m import GENERATOR_NAME, DeformationConfig, load_base
+    from transforms.generate import ShardPlan, WriteMnist8mShards
+
+    started = time.perf_counter()
+    images, labels = _mnist_files(args, progress)
+    start, stop = _base_rows(args.base_rows)
+    base = {"images": os.path.abspath(images), "labels": os.path.abspath(labels), "start": start, "stop": stop}
+    base_images, base_labels = load_base(**base)  # fail early on bad input, in the driver
+    config = DeformationConfig(
+        elastic_alpha=args.elastic_alpha, elastic_sigma=args.elastic_sigma, rotation_deg=args.rotation, scale=args.scale,
+        translation=args.translation, thickness=args.thickness, originals=args.originals,
+    )
+    if args.rows < 1:
+        raise ValueError("--rows must be >= 1")
+    if args.num_workers < 1 or args.batch_rows < 1:
+        raise ValueError("--num-workers and --batch-rows must be >= 1")
+    plan = ShardPlan(args.rows, _rows_per_shard(args, args.rows))
+    classes = sorted(set(base_labels.tolist()))
+    if classes != list(range(len(classes))):
+        raise DataFormatError(f"{labels}: base labels must be 0..C-1 for the generator, found {classes[:20]}")
+    staged = StagedDataset(args.out, args.overwrite)
+    watcher = _ShardWatcher(staged.tmp, plan, progress)
+    try:
+        options = _beam_options(beam_argv, args.num_workers)
+        progress.start(plan.n_rows, "rows", "mnist8m")
+        watcher.start()
+        with beam.Pipeline(options=PipelineOptions(options)) as pipeline:
+            _ = (
+                pipeline
+                | "ShardIds" >> beam.Create(list(range(plan.n_shards)))
+                | "WriteShards" >> WriteMnist8mShards(staged.tmp, base, args.seed, config.to_dict(), plan, args.row_group_rows, args.batch_rows)
+            )
+        watcher.stopped.set()
+        missing = [s["file"] for s in plan.shards() if not os.path.exists(os.path.join(staged.tmp, s["file"]))]
+        if missing:
+            raise RuntimeError(f"the pipeline finished without writing {len(missing)} shard(s): {missing[:5]}")
+        progress.update(plan.n_rows)
+        progress.finish()
+        info = DatasetInfo(
+            name=args.name or os.path.basename(staged.path), task="multiclass", n_rows=plan.n_rows, n_features=int(base_images[0].size),
+            classes=classes, source=f"mnist8m:{base['images']},{base['labels']}", generator_seed=args.seed, shards=plan.shards(),
+            extra={"generator": GENERATOR_NAME, "deformation": config.to_dict(), "base_rows": [start, stop if stop is not None else len(base_labels) + start], "row_key": "block_bit_generator(seed, row)"},
+        )
+        staged.commit(info)
+    except BaseException:
+        watcher.stopped.set()
+        staged.abort()
+        raise
+    return ConversionSummary(info, staged.path, seconds=time.perf_counter() - started)
+
+
+def _beam_options(beam_argv, num_workers) -> list:
+    """Beam flags: the caller's, DirectRunner by default, local processes for --num-workers."""
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+    options = list(beam_argv)
+    runner = PipelineOptions(options).view_as(StandardOptions).runner
+    if runner is None:
+        options.append("--runner=DirectRunner")
+    if num_workers > 1 and runner in (None, "DirectRunner", "direct"):
+        options += [f"--direct_num_workers={num_workers}", "--direct_running_mode=multi_processing", "--default_sdk_harness_log_level=WARNING"]
+    return options
+
+
+_RUNNERS = {"mnist": _run_mnist, "libsvm": _run_libsvm, "csv": _run_csv, "molecular": _run_molecular}
+
+
+def run(argv=None) -> ConversionSummary:
+    """Parse ``argv``, build the data set, print the summary line, return the summary."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.kind != "mnist8m":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    progress = ProgressBar(enabled=False if args.quiet else (True if args.progress else None))
+    if args.kind == "mnist8m":
+        logging.getLogger("apache_beam").setLevel(logging.ERROR)  # worker chatter; errors still surface
+        summary = _run_mnist8m(args, rest, progress)
+    else:
+        summary = _RUNNERS[args.kind](args, progress)
+    print(summary.line(), flush=True)
+    return summary
+
+
+def main(argv=None) -> None:
+    """Command-line entry: errors become ``prepare: error: ...`` and exit status 2."""
+    try:
+        run(argv)
+    except (DataFormatError, ValueError, FileExistsError, FileNotFoundError, ImportError, OSError) as err:
+        print(f"prepare: error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("prepare: interrupted; nothing was written", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

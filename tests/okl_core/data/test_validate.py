@@ -1,0 +1,52 @@
+"""check_rows: every kind of bad row is caught with its reason; good rows keep order and values."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from okl_core.data.validate import check_rows
+
+
+def _table(x, y, rows=None, fixed=None, y_type=pa.int32()):
+    x_type = pa.list_(pa.float32(), fixed) if fixed else pa.list_(pa.float32())
+    rows = list(range(len(y))) if rows is None else rows
+    return pa.table({"x": pa.array(x, type=x_type), "y": pa.array(y, type=y_type), "row": pa.array(rows, type=pa.int64())})
+
+
+def test_classification_reasons_and_good_rows():
+    x = [[1, 2], [np.nan, 0], [np.inf, 1], None, [3, 4], [5, 6], [7, 8], [1, None]]
+    y = [1, -1, 1, 1, 0, None, -1, 1]
+    out = check_rows(_table(x, y, rows=[10, 11, 12, 13, 14, 15, 16, 17], fixed=2), 2, "binary")
+    np.testing.assert_array_equal(out.row, [10, 16])
+    np.testing.assert_array_equal(out.X, np.array([[1, 2], [7, 8]], np.float32))
+    np.testing.assert_array_equal(out.y, [1, -1])
+    assert out.y.dtype == np.int32 and out.X.dtype == np.float32
+    np.testing.assert_array_equal(out.bad_row, [11, 12, 13, 14, 15, 17])
+    assert out.reasons == [
+        "non-finite feature", "non-finite feature", "missing x", "bad label: 0 is not -1 or +1", "missing y", "non-finite feature",
+    ]
+
+
+def test_wrong_width_in_variable_length_lists():
+    out = check_rows(_table([[1, 2, 3], [1, 2], [1, 2, 3, 4], []], [0, 1, 2, 1]), 3, "multiclass", n_classes=3)
+    np.testing.assert_array_equal(out.row, [0])
+    assert out.reasons == ["wrong width: 2 features, expected 3", "wrong width: 4 features, expected 3", "wrong width: 0 features, expected 3"]
+
+
+def test_multiclass_and_regression_labels():
+    out = check_rows(_table([[0.0]] * 5, [0, 2, 3, -1, 1]), 1, "multiclass", n_classes=3)
+    np.testing.assert_array_equal(out.row, [0, 1, 4])
+    assert out.reasons == ["bad label: 3 is not a class in 0..2", "bad label: -1 is not a class in 0..2"]
+    out = check_rows(_table([[0.0]] * 4, [0.5, np.nan, -np.inf, 2.0], y_type=pa.float32()), 1, "regression")
+    np.testing.assert_array_equal(out.y, np.array([0.5, 2.0], np.float32))
+    assert [r.split(":")[0] for r in out.reasons] == ["bad label", "bad label"]
+    with pytest.raises(ValueError, match="n_classes"):
+        check_rows(_table([[0.0]], [0]), 1, "multiclass")
+
+
+def test_all_good_is_zero_copy_shape():
+    X = np.random.default_rng(0).normal(size=(100, 7)).astype(np.float32)
+    table = pa.table({"x": pa.FixedSizeListArray.from_arrays(pa.array(X.ravel()), 7), "y": pa.array(np.ones(100, np.int32)), "row": pa.array(np.arange(100))})
+    out = check_rows(table, 7, "binary")
+    np.testing.assert_array_equal(out.X, X)
+    assert out.good.all() and out.reasons == []

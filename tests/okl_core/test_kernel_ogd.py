@@ -1,0 +1,115 @@
+"""Kernel OGD / Perceptron without budget against a literal transcription of the rules."""
+
+import numpy as np
+import pytest
+
+import okl_core
+from okl_core.features import exact_kernel
+
+from .learner_data import tiny_problem
+
+
+def _reference(X, y, rule, sigma, n_outputs=None):
+    """The spec's fold: f(x) = sum_i alpha_i k(x_i, x), append x when ``rule`` fires."""
+    support, alpha, scores = [], [], []
+    for x, label in zip(X.astype(np.float64), y):
+        k = exact_kernel("gaussian", x[None], np.array(support).reshape(-1, X.shape[1]), sigma)[0]
+        f = k @ np.array(alpha).reshape((len(support),) + ((n_outputs,) if n_outputs else ()))
+        scores.append(f)
+        coef = rule(f, label)
+        if coef is not None:
+            support.append(x)
+            alpha.append(coef)
+    return np.array(scores), np.array(support), np.array(alpha)
+
+
+def test_kernel_ogd_binary_matches_reference():
+    X, y = tiny_problem("binary", 3, n=150)
+    learner = okl_core.make_learner("kernel_ogd", n_inputs=3, sigma=0.8, eta=0.3)
+    state, scores = learner.update(learner.init(), X, y)
+    ref_scores, support, alpha = _reference(X, y, lambda f, t: 0.3 * t if t * f < 1 else None, 0.8)
+    np.testing.assert_allclose(scores, ref_scores, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(state.support, support.astype(np.float32))
+    np.testing.assert_allclose(state.alpha, alpha)
+    assert 0 < len(support) < len(y)
+
+
+def test_multiclass_kernel_ogd_matches_reference():
+    X, y = tiny_problem("multiclass", 3, n=120, n_classes=4)
+
+    def rule(f, label):
+        rivals = f.copy()
+        rivals[label] = -np.inf
+        s = int(np.argmax(rivals))
+        if f[label] - f[s] >= 1:
+            return None
+        coef = np.zeros(4)
+        coef[label], coef[s] = 0.5, -0.5
+        return coef
+
+    learner = okl_core.make_learner("mkernel_ogd", n_inputs=3, n_classes=4, sigma=0.8, eta=0.5)
+    state, scores = learner.update(learner.init(), X, y)
+    ref_scores, _, alpha = _reference(X, y, rule, 0.8, n_outputs=4)
+    np.testing.assert_allclose(scores, ref_scores, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(state.alpha, alpha)
+
+
+@pytest.mark.parametrize("threshold", ["absolute", "squared"])
+def test_regression_kernel_ogd_matches_reference_for_both_thresholds(threshold):
+    X, y = tiny_problem("regression", 3, n=120)
+    eps = 0.05
+
+    def rule(f, target):
+        r = target - f
+        return 0.2 * r if (r * r if threshold == "squared" else abs(r)) > eps else None
+
+    learner = okl_core.make_learner("kernel_ogd_r", n_inputs=3, sigma=0.8, eta=0.2, eps=eps, threshold=threshold)
+    state, scores = learner.update(learner.init(), X, y)
+    ref_scores, support, _ = _reference(X, y, rule, 0.8)
+    np.testing.assert_allclose(scores, ref_scores, rtol=1e-10, atol=1e-12)
+    assert len(state.support) == len(support)
+
+
+def test_thresholds_differ():
+    X, y = tiny_problem("regression", 3, n=120)
+    sizes = []
+    for threshold in ("absolute", "squared"):
+        learner = okl_core.make_learner("kernel_ogd_r", n_inputs=3, sigma=0.8, eta=0.2, eps=0.05, threshold=threshold)
+        state, _ = learner.update(learner.init(), X, y)
+        sizes.append(len(state.support))
+    assert sizes[0] > sizes[1]  # r^2 > 0.05 means |r| > 0.22: the squared reading fires less
+
+
+def test_perceptron_adds_labels_on_mistakes_only_with_sign_zero_positive():
+    learner = okl_core.make_learner("kernel_perceptron", n_inputs=2, sigma=1.0)
+    X = np.array([[0.0, 0.0], [0.0, 0.0], [3.0, 3.0]], dtype=np.float32)
+    # f = 0 predicts +1: a -1 label is a mistake, a +1 label is not.
+    state, scores = learner.update(learner.init(), X[:1], np.array([1]))
+    assert len(state.support) == 0 and scores[0] == 0.0
+    state, _ = learner.update(state, X[1:2], np.array([-1]))
+    np.testing.assert_array_equal(state.alpha, [-1.0])
+    X2, y2 = tiny_problem("binary", 2, n=200)
+    state, scores = learner.update(learner.init(), X2, y2)
+    mistakes = learner.to_labels(scores) != y2
+    assert len(state.support) == mistakes.sum()
+    np.testing.assert_array_equal(state.alpha, y2[mistakes])
+
+
+def test_merge_is_the_weighted_average_of_the_functions():
+    X, y = tiny_problem("binary", 3, n=160)
+    learner = okl_core.make_learner("kernel_ogd", n_inputs=3, sigma=0.8)
+    a, _ = learner.update(learner.init(), X[:60], y[:60])
+    b, _ = learner.update(learner.init(), X[60:], y[60:])
+    merged = okl_core.merge_states(learner, [a, b])
+    expected = (60 * learner.predict(a, X) + 100 * learner.predict(b, X)) / 160
+    np.testing.assert_allclose(learner.predict(merged, X), expected, rtol=1e-12, atol=1e-12)
+    assert len(merged.support) == len(a.support) + len(b.support) and int(merged.n_seen) == 160
+
+
+def test_invalid_parameters():
+    with pytest.raises(ValueError, match="kernel"):
+        okl_core.make_learner("kernel_ogd", n_inputs=3, kernel="poly")
+    with pytest.raises(ValueError, match="threshold"):
+        okl_core.make_learner("kernel_ogd_r", n_inputs=3, threshold="cubic")
+    with pytest.raises(ValueError, match="n_classes"):
+        okl_core.make_learner("mkernel_ogd", n_inputs=3, n_classes=1)

@@ -1,0 +1,127 @@
+"""pipelines.train end to end on small data: exactness against plain okl_core folds,
+determinism under delivery order and file layout, rounds, errors."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import okl_core
+from okl_core.data.layout import write_dataset
+from okl_core.data.plan import StreamPlan
+from okl_core.data.synthetic import gaussian_blobs
+from pipelines import train
+from tests.pipelines.reference import binary_data, reference_model
+
+FOGD = ["--learner", "fogd", "--param", "n_components=32", "--sigma", "1.5", "--eta", "0.05"]
+
+
+def _run(tmp_path, name, *args):
+    result = train.run([*args, "--output", str(tmp_path / name), "--runner=DirectRunner"])
+    with open(result.model_path, "rb") as f:
+        return result, f.read()
+
+
+@pytest.fixture(scope="module")
+def binary_set(tmp_path_factory):
+    root = tmp_path_factory.mktemp("binary")
+    X, y = binary_data(3000)
+    write_dataset(root / "train", X, y, "binary", n_shards=3, row_group_rows=700)
+    Xt, yt = binary_data(800, seed=1)
+    write_dataset(root / "test", Xt, yt, "binary", n_shards=1, row_group_rows=500)
+    return root, X, y, Xt, yt
+
+
+def test_one_shard_is_the_sequential_fold_bit_for_bit(tmp_path, binary_set):
+    root, X, y, Xt, yt = binary_set
+    result, model = _run(tmp_path, "seq", "--input", str(root / "train"), "--test", str(root / "test"), *FOGD, "--batch_rows", "500")
+    learner = okl_core.make_learner("fogd", n_inputs=5, n_components=32, sigma=1.5, eta=0.05)
+    assert model == reference_model(learner, X, y, StreamPlan(3000, 1, 1, 500))
+    # The metrics are the fold's online and test numbers.
+    state = learner.init()
+    online = okl_core.Prequential("binary")
+    for start in range(0, 3000, 500):
+        state, scores = learner.update(state, X[start : start + 500], y[start : start + 500])
+        online.add(scores, y[start : start + 500])
+    m = result.metrics
+    assert m["online"]["merged"]["mistakes"] == online.mistakes and m["rows"]["trained"] == 3000
+    assert m["test"]["mistakes"] == int((learner.to_labels(learner.predict(state, Xt)) != yt).sum())
+    assert len(m["batches"]) == 6 and [b["n_seen"] for b in m["batches"]] == list(range(500, 3001, 500))
+    assert os.path.getsize(result.files["plot"]) > 1000 and open(result.files["dead_letter"]).read() == ""
+
+
+def test_dsg_one_shard_keeps_minibatches(tmp_path, binary_set):
+    root, X, y, _, _ = binary_set
+    params = ["--param", "block_size=16", "--param", "batch_size=16", "--param", "theta=2.0", "--sigma", "1.5"]
+    _, model = _run(tmp_path, "dsg", "--input", str(root / "train"), "--learner", "dsg", *params, "--batch_rows", "160")
+    learner = okl_core.make_learner("dsg", n_inputs=5, block_size=16, batch_size=16, theta=2.0, sigma=1.5)
+    assert model == reference_model(learner, X, y, StreamPlan(3000, 1, 1, 160, align=16))
+    assert int(okl_core.model_from_bytes(model)[1].t) == 3000 // 16 + 1  # 187 full mini-batches and one of 8 rows
+
+
+def test_shards_and_rounds_are_the_unrolled_merge_of_folds(tmp_path, binary_set):
+    root, X, y, _, _ = binary_set
+    _, model = _run(tmp_path, "k3r2", "--input", str(root / "train"), *FOGD, "--num_shards", "3", "--rounds", "2", "--batch_rows", "256")
+    learner = okl_core.make_learner("fogd", n_inputs=5, n_components=32, sigma=1.5, eta=0.05)
+    assert model == reference_model(learner, X, y, StreamPlan(3000, 3, 2, 256))
+    assert model != reference_model(learner, X, y, StreamPlan(3000, 3, 1, 256))
+
+
+def test_same_bytes_whatever_the_delivery_order_and_file_layout(tmp_path, binary_set):
+    root, X, y, _, _ = binary_set
+    args = [*FOGD, "--num_shards", "2", "--rounds", "2", "--batch_rows", "300"]
+    _, base = _run(tmp_path, "a", "--input", str(root / "train"), *args)
+    _, shuffled = _run(tmp_path, "b", "--input", str(root / "train"), *args, "--read_order_seed", "7")
+    # The same rows written as 5 files with row groups of 333 rows (batches span row groups and files).
+    write_dataset(tmp_path / "relaid", X, y, "binary", n_shards=5, row_group_rows=333)
+    _, relaid = _run(tmp_path, "c", "--input", str(tmp_path / "relaid" / "part-*.parquet"), *args, "--read_order_seed", "3")
+    # Rows read in their own step and shuffled to the training step: the same model again.
+    _, shipped = _run(tmp_path, "d", "--input", str(tmp_path / "relaid"), *args, "--shuffle_rows", "--read_order_seed", "5")
+    assert base == shuffled == relaid == shipped
+
+
+def test_multiclass_config_file_and_flags(tmp_path):
+    X, y = gaussian_blobs(1200, seed=5, n_classes=3, n_features=4)
+    write_dataset(tmp_path / "mc", X, y, "multiclass", n_shards=2, row_group_rows=256, classes=[0, 1, 2])
+    config = tmp_path / "best.json"
+    config.write_text(json.dumps({"learner": "mfogd", "params": {"n_components": 16, "sigma": 9.0, "eta": 0.1}}))
+    result, model = _run(tmp_path, "mc-out", "--input", str(tmp_path / "mc"), "--config", str(config), "--sigma", "2.0", "--num_shards", "2")
+    learner = okl_core.make_learner("mfogd", n_inputs=4, n_classes=3, n_components=16, sigma=2.0, eta=0.1)
+    assert model == reference_model(learner, X, y, StreamPlan(1200, 2, 1, train.DEFAULT_BATCH_ROWS))
+    assert result.metrics["learner"]["config"]["n_classes"] == 3
+    assert [s["shard"] for s in result.metrics["online"]["per_shard"]] == [0, 1]
+
+
+def test_sigma_median_uses_the_first_rows(tmp_path, binary_set):
+    root, X, _, _, _ = binary_set
+    result, _ = _run(tmp_path, "med", "--input", str(root / "train"), "--learner", "fogd", "--param", "n_components=8", "--sigma", "0.5*median")
+    expected = 0.5 * okl_core.median_heuristic(X[: train.MEDIAN_ROWS], n_samples=train.MEDIAN_ROWS)
+    assert result.metrics["learner"]["config"]["sigma"] == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--learner", "nope"], "unknown learner 'nope'"),
+        (["--input", "{missing}", "--learner", "fogd"], "no data set at"),
+        (["--learner", "dsg", "--input", "{mc}"], "learner dsg is set up for binary data but"),
+        (["--learner", "mfogd"], "set up for multiclass data but"),
+        (["--learner", "fogd", "--param", "bogus=1"], "unknown parameter"),
+        (["--learner", "fogd", "--param", "novalue"], "expected KEY=VALUE"),
+        (["--learner", "fogd", "--sigma", "median/2"], "expected a number"),
+        (["--learner", "fogd", "--num_shards", "5000"], "some segments would be empty"),
+        (["--learner", "fogd", "--test", "{mc}"], "--test"),
+    ],
+)
+def test_clear_errors(tmp_path, binary_set, capsys, args, message):
+    root = binary_set[0]
+    X, y = gaussian_blobs(50, n_classes=3, n_features=2)
+    write_dataset(tmp_path / "mc", X, y, "multiclass", classes=[0, 1, 2])
+    args = [a.format(missing=tmp_path / "missing", mc=tmp_path / "mc") for a in args]
+    if "--input" not in args:
+        args += ["--input", str(root / "train")]
+    with pytest.raises(SystemExit) as exit_info:
+        train.run([*args, "--output", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,83 @@
+"""ReadShards: pieces cover each position of a round exactly once, keyed by the plan."""
+
+import json
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.testing.util import assert_that
+
+from okl_core.data.layout import write_dataset
+from okl_core.data.plan import StreamPlan
+from transforms.read import DatasetSource, ReadShards, RowGroupReader, piece_refs
+
+
+@pytest.fixture()
+def source(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1000, 3)).astype(np.float32)
+    y = rng.integers(0, 3, 1000).astype(np.int32)
+    X[123, 0] = np.nan
+    y[840] = 7
+    write_dataset(tmp_path / "d", X, y, "multiclass", n_shards=3, row_group_rows=150, classes=[0, 1, 2])
+    return DatasetSource.open(str(tmp_path / "d")), X, y
+
+
+def test_source_lists_row_groups_in_stream_order(source):
+    src, X, _ = source
+    assert src.n_rows == 1000 and src.n_features == 3 and src.n_classes == 3 and src.task == "multiclass"
+    firsts = [g[2] for g in src.row_groups]
+    assert firsts == sorted(firsts) and sum(g[3] for g in src.row_groups) == 1000 and len(src.row_groups) == 9
+    np.testing.assert_array_equal(src.read_rows(200), np.delete(X[:201], 123, axis=0))
+
+
+@pytest.mark.parametrize("round", [0, 1])
+def test_pieces_cover_the_round_once(source, round):
+    src, X, y = source
+    plan = StreamPlan(1000, 2, 2, 64)
+
+    def check(elements):
+        covered = []
+        for shard, piece in elements:
+            assert shard == piece.shard and piece.round == round
+            assert plan.locate([piece.start])[2][0] == piece.seq and piece.stop <= plan.batches(shard, round)[piece.seq].stop
+            keep = [p for p in range(piece.start, piece.stop) if p not in (123, 840)]
+            np.testing.assert_array_equal(piece.row, keep)
+            np.testing.assert_array_equal(piece.X, X[keep])
+            np.testing.assert_array_equal(piece.y, y[keep])
+            covered.extend(range(piece.start, piece.stop))
+        want = [p for s in range(2) for p in range(*plan.segment_bounds(s, round))]
+        assert sorted(covered) == want
+
+    def check_dead(records):
+        records = [json.loads(r) for r in records]
+        in_round = [p for p in (123, 840) if plan.locate([p])[1][0] == round]
+        assert sorted(r["position"] for r in records) == in_round
+        assert all(r["split"] == "train" and r["file"].endswith(".parquet") for r in records)
+
+    with beam.Pipeline(runner="FnApiRunner") as p:
+        read = p | ReadShards(src, plan, round=round, shuffle_seed=round)
+        assert_that(read["batches"], check, label="Pieces")
+        assert_that(read["dead_letter"], check_dead, label="Dead")
+
+
+def test_plan_must_match_the_data(source):
+    with pytest.raises(ValueError, match="plan is for 999 rows"):
+        ReadShards(source[0], StreamPlan(999))
+
+
+def test_references_cover_the_rounds_and_read_back_the_same_rows(source):
+    src, X, y = source
+    plan = StreamPlan(1000, 3, 2, 100)
+    refs = [ref for task in src.row_groups for ref in piece_refs(task, plan, None)]
+    assert sorted(p for r in refs for p in range(r.start, r.stop)) == list(range(1000))
+    reader = RowGroupReader(src, "train")
+    dead = []
+    for ref in refs:
+        assert plan.locate([ref.start, ref.stop - 1])[2].tolist() == [ref.seq] * 2
+        piece, records = reader.materialize(ref)
+        keep = [p for p in range(ref.start, ref.stop) if p not in (123, 840)]
+        np.testing.assert_array_equal(piece.X, X[keep])
+        np.testing.assert_array_equal(piece.y, y[keep])
+        dead += [json.loads(r) for r in records]
+    assert [(d["position"], d["reason"].split(":")[0]) for d in dead] == [(123, "non-finite feature"), (840, "bad label")]

@@ -1,0 +1,89 @@
+"""Evaluate: a model (side input) on a held-out data set -> test metrics.
+
+The test set is read with :class:`~transforms.read.ReadShards` (one shard, one round), each
+piece is scored with ``learner.predict`` and its errors summed in a
+:class:`okl_core.Prequential`; the partial sums are combined sorted by stream position,
+so the totals do not depend on bundling. Bad test rows go to the dead-letter output.
+"""
+
+from __future__ import annotations
+
+import json
+
+import apache_beam as beam
+
+from okl_core.data.plan import StreamPlan
+from okl_core.metrics import Prequential
+from transforms.elements import ModelCache
+from transforms.read import DatasetSource, ReadShards
+
+__all__ = ["Evaluate", "SumPrequentialFn"]
+
+
+class _ScorePiece(beam.DoFn):
+    """Score one piece with the model; emit ``(first position, Prequential fields JSON)``."""
+
+    def setup(self):
+        self.models = ModelCache()
+
+    def process(self, element, model: bytes):
+        _, piece = element
+        learner, state = self.models.get(model, source="model under evaluation")
+        metrics = Prequential(learner.task)
+        if len(piece):
+            metrics.add(learner.predict(state, piece.X), piece.y)
+        yield piece.start, json.dumps(metrics.to_dict(), sort_keys=True)
+
+
+class SumPrequentialFn(beam.CombineFn):
+    """Sum ``(position, Prequential JSON)`` partials in position order -> Prequential JSON."""
+
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, accumulator, element):
+        accumulator.append((int(element[0]), str(element[1])))
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        return [item for acc in accumulators for item in acc]
+
+    def extract_output(self, accumulator):
+        total = None
+        for _, fields in sorted(accumulator):
+            part = Prequential(**json.loads(fields))
+            total = part if total is None else total.merge(part)
+        return json.dumps(total.to_dict() if total else None, sort_keys=True)
+
+
+class Evaluate(beam.PTransform):
+    """Test metrics of ``model`` on ``source``.
+
+    Parameters
+    ----------
+    source : DatasetSource
+        The held-out data.
+    model : PCollection[bytes]
+        A single model file.
+    batch_rows : int
+        Rows scored at a time.
+
+    Returns
+    -------
+    dict
+        ``{"metrics": PCollection[str] (one Prequential JSON), "dead_letter": PCollection[str]}``.
+    """
+
+    def __init__(self, source: DatasetSource, model, batch_rows: int = 4096):
+        super().__init__()
+        self.source, self.model, self.batch_rows = source, model, batch_rows
+
+    def expand(self, pbegin):
+        plan = StreamPlan(self.source.n_rows, 1, 1, self.batch_rows)
+        read = pbegin | "ReadTest" >> ReadShards(self.source, plan, split="test")
+        metrics = (
+            read["batches"]
+            | "Score" >> beam.ParDo(_ScorePiece(), beam.pvalue.AsSingleton(self.model))
+            | "SumMetrics" >> beam.CombineGlobally(SumPrequentialFn()).without_defaults()
+        )
+        return {"metrics": metrics, "dead_letter": read["dead_letter"]}

@@ -1,0 +1,215 @@
+"""WriteRunOutputs: the model file, metrics JSON, online-error plot and dead letters of a run.
+
+One step, run once at the end of the job, gathers the merged model, every shard's
+summary, every batch's prequential record, the test metrics and the dead letters (side
+inputs) and writes, next to each other:
+
+* the model file (okl_core format, written atomically);
+* ``metrics.json``: online error per shard and merged (per round too), test metrics,
+  rows read / trained / rejected (by reason), timing, and the per-batch records;
+* the online-error plot (PNG, matplotlib's Agg backend);
+* the dead letters (JSON lines sorted by split and stream position).
+
+Local paths are written atomically (temporary file + rename); other schemes go through
+Beam's FileSystems (object stores write whole objects on close).
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import json
+import os
+import time
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from okl_core.metrics import Prequential
+from okl_core.state import atomic_write_bytes
+
+__all__ = ["WriteRunOutputs", "write_bytes", "build_report", "plot_online_error"]
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path``: atomically for local paths, via FileSystems otherwise."""
+    if "://" in path:
+        with FileSystems.create(path) as f:
+            f.write(data)
+    else:
+        atomic_write_bytes(path, data)
+
+
+def _merge_all(task: str, parts: list[dict]) -> Prequential:
+    total = Prequential(task)
+    for part in parts:
+        total = total.merge(Prequential(**part))
+    return total
+
+
+def build_report(info: dict, summaries: list[dict], batches: list[dict], test: dict | None, dead: list[dict]) -> dict:
+    """The content of ``metrics.json`` (see the module docstring).
+
+    Parameters
+    ----------
+    info : dict
+        Run description from the launcher: ``learner``, ``task``, ``plan``, ``train``,
+        ``test``, ``files``, ``launched_at`` (seconds since the epoch).
+    summaries : list of dict
+        One per (shard, round), from TrainOnline.
+    batches : list of dict
+        One per batch, from TrainOnline.
+    test : dict or None
+        Test-set Prequential fields.
+    dead : list of dict
+        Dead-letter records.
+    """
+    task = info["task"]
+    summaries = sorted(summaries, key=lambda s: (s["round"], s["shard"]))
+    batches = sorted(batches, key=lambda b: (b["round"], b["shard"], b["seq"]))
+    shards = sorted({s["shard"] for s in summaries})
+    per_shard = {s: _merge_all(task, [x["online"] for x in summaries if x["shard"] == s]) for s in shards}
+    rounds = sorted({s["round"] for s in summaries})
+    per_round = {r: _merge_all(task, [x["online"] for x in summaries if x["round"] == r]) for r in rounds}
+    merged = _merge_all(task, [per_shard[s].to_dict() for s in shards])
+    reasons = collections.Counter(d["reason"].split(":")[0] for d in dead)
+    train_dead = sum(1 for d in dead if d["split"] == "train")
+    def per_shard_sum(key):
+        return [sum(x[key] for x in summaries if x["shard"] == s) for s in shards]
+
+    wall = time.time() - info["launched_at"]
+    return {
+        "learner": info["learner"],
+        "plan": info["plan"],
+        "data": {"train": info["train"], "test": info.get("test")},
+        "rows": {
+            "read": info["train"]["n_rows"],
+            "trained": merged.n,
+            "rejected": train_dead,
+            "test_rejected": len(dead) - train_dead,
+            "rejected_by_reason": dict(sorted(reasons.items())),
+        },
+        "online": {
+            "merged": merged.summary(),
+            "per_shard": [{"shard": s, **per_shard[s].summary()} for s in shards],
+            "per_round": [{"round": r, **per_round[r].summary()} for r in rounds],
+        },
+        "test": Prequential(**test).summary() if test else None,
+        "timing": {
+            "wall_seconds": wall,
+            "rows_per_second": merged.n / wall if wall > 0 else None,
+            "train_seconds_per_shard": per_shard_sum("train_seconds"),
+            "read_seconds_per_shard": per_shard_sum("read_seconds"),
+            # When each shard's training step ran, in seconds after launch (per round).
+            "shard_steps": [
+                {"shard": x["shard"], "round": x["round"], "start": x["started"] - info["launched_at"], "end": x["finished"] - info["launched_at"]}
+                for x in summaries
+            ],
+        },
+        "files": info["files"],
+        "batches": batches,
+    }
+
+
+def plot_online_error(report: dict, task: str) -> bytes:
+    """PNG of the cumulative online error against rows seen, per shard and merged."""
+    # The object API with the Agg canvas: no pyplot (no GUI backend, a second less to import).
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    regression = task == "regression"
+    error_of = (lambda b: b["sum_squared_error"]) if regression else (lambda b: b["mistakes"])
+    fig = Figure(figsize=(7, 4.2), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    batches = report["batches"]
+    shards = sorted({b["shard"] for b in batches})
+    for s in shards:
+        xs, ys, n, err = [], [], 0, 0.0
+        for b in (b for b in batches if b["shard"] == s):
+            n, err = n + b["rows"], err + error_of(b)
+            if n:
+                xs.append(n)
+                ys.append(err / n)
+        ax.plot(xs, ys, lw=1, alpha=0.7, label=f"shard {s}")
+    if len(shards) > 1:
+        # All shards together, in the order they run in parallel: round, then batch.
+        xs, ys, n, err = [], [], 0, 0.0
+        for b in sorted(batches, key=lambda b: (b["round"], b["seq"], b["shard"])):
+            n, err = n + b["rows"], err + error_of(b)
+            if n:
+                xs.append(n)
+                ys.append(err / n)
+        ax.plot(xs, ys, lw=2, color="black", label="all shards")
+    ax.set_xlabel("rows learned")
+    ax.set_ylabel("online mean squared error" if regression else "online mistake rate")
+    test = report.get("test")
+    title = f"{report['learner']['learner']} on {report['data']['train']['name']}"
+    if test:
+        title += f" (test {'MSE' if regression else 'error'} {test['mse' if regression else 'mistake_rate']:.4g})"
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+class _WriteOutputs(beam.DoFn):
+    def __init__(self, info: dict):
+        self.info = info
+
+    def process(self, _, model: bytes, summaries: list, batches: list, test: list, dead: list):
+        files = self.info["files"]
+        write_bytes(files["model"], model)
+        dead_records = sorted((json.loads(d) for d in dead), key=lambda d: (d["split"], d["position"]))
+        write_bytes(files["dead_letter"], "".join(json.dumps(d, sort_keys=True) + "\n" for d in dead_records).encode())
+        test_fields = json.loads(test[0]) if test else None
+        report = build_report(self.info, [json.loads(s) for s in summaries], [json.loads(b) for b in batches], test_fields, dead_records)
+        write_bytes(files["plot"], plot_online_error(report, self.info["task"]))
+        write_bytes(files["metrics"], (json.dumps(report, indent=1, sort_keys=True) + "\n").encode())
+        yield files["metrics"]
+
+
+class WriteRunOutputs(beam.PTransform):
+    """Write the run's files once everything upstream has finished.
+
+    Parameters
+    ----------
+    info : dict
+        See :func:`build_report`; ``info["files"]`` names ``model``, ``metrics``,
+        ``plot`` and ``dead_letter`` paths.
+    model : PCollection[bytes]
+        The merged model (one element).
+    summaries, batches, test, dead_letter : PCollection[str]
+        JSON records (``test`` holds at most one).
+    """
+
+    def __init__(self, info: dict, model, summaries, batches, test, dead_letter):
+        super().__init__()
+        self.info = info
+        self.inputs = (model, summaries, batches, test, dead_letter)
+
+    def expand(self, pbegin):
+        model, summaries, batches, test, dead = self.inputs
+        return (
+            pbegin
+            | "Once" >> beam.Create([None])
+            | "WriteFiles"
+            >> beam.ParDo(
+                _WriteOutputs(self.info),
+                beam.pvalue.AsSingleton(model),
+                beam.pvalue.AsList(summaries),
+                beam.pvalue.AsList(batches),
+                beam.pvalue.AsList(test),
+                beam.pvalue.AsList(dead),
+            )
+        )
+
+
+def local_dir(path: str) -> str:
+    """Create a local output directory (no-op for remote schemes); returns ``path``."""
+    if "://" not in path:
+        os.makedirs(path, exist_ok=True)
+    return path

@@ -1,0 +1,318 @@
+"""ReadShards: a Parquet data set -> ``(shard, BatchPiece)`` elements and dead letters.
+
+The unit of reading is one Parquet row group. At pipeline construction the data set's
+footers are listed (:class:`DatasetSource`); each row group becomes a small read task,
+and the tasks are spread over workers. A task reads its rows, checks them
+(:func:`okl_core.data.validate.check_rows`), and cuts its stream positions by the
+:class:`~okl_core.data.plan.StreamPlan` into pieces of batches keyed by shard. Keys and
+sequence numbers come from positions, so they do not depend on which worker reads what,
+in which order, or on how the data set is split into files and row groups.
+
+Bad rows go to the ``dead_letter`` output as JSON lines (row, position, shard, round,
+file, reason); they never reach a learner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import tempfile
+import typing
+
+import apache_beam as beam
+import numpy as np
+import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+
+from okl_core.data.layout import INFO_FILE, DatasetInfo, open_dataset
+from okl_core.data.plan import StreamPlan
+from okl_core.data.validate import check_rows
+from transforms.elements import BatchPiece, PieceRef
+
+__all__ = ["DatasetSource", "ReadShards", "RowGroupReader", "piece_refs", "is_remote", "open_binary", "METRICS_NAMESPACE"]
+
+METRICS_NAMESPACE = "okl"
+
+
+def is_remote(path: str) -> bool:
+    """True for paths with a scheme (``gs://``, ...), read through Beam's FileSystems."""
+    return "://" in str(path)
+
+
+def open_binary(path: str):
+    """What pyarrow should open: the local path, or a seekable FileSystems stream."""
+    if is_remote(path):
+        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return path
+
+
+def _remote_dataset(path: str) -> tuple[DatasetInfo, list[str]]:
+    """``dataset.json`` and shard files of a data set directory on a remote file system."""
+    info_path = FileSystems.join(path, INFO_FILE)
+    if not FileSystems.exists(info_path):
+        raise FileNotFoundError(f"{path}: no {INFO_FILE}; remote inputs must be okl data set directories (globs are local only)")
+    with FileSystems.open(info_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        text = f.read()
+    with tempfile.TemporaryDirectory() as tmp:  # DatasetInfo validates files; reuse it on a local copy
+        local = os.path.join(tmp, INFO_FILE)
+        with open(local, "wb") as f:
+            f.write(text)
+        try:
+            info = DatasetInfo.from_file(local)
+        except ValueError as err:
+            raise ValueError(str(err).replace(local, info_path)) from None
+    files = [FileSystems.join(path, shard["file"]) for shard in info.shards]
+    return info, files
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSource:
+    """What the read steps need to know about a data set (plain data, cheap to ship).
+
+    Attributes
+    ----------
+    name : str
+    path : str
+        Directory or glob it was opened from.
+    task : str
+    n_features : int
+    n_classes : int or None
+    row_groups : tuple of (file, group index, first position, rows)
+        Every row group, in stream order.
+    """
+
+    name: str
+    path: str
+    task: str
+    n_features: int
+    n_classes: int | None
+    row_groups: tuple
+
+    @classmethod
+    def open(cls, path: str) -> "DatasetSource":
+        """List the row groups of the data set at ``path``.
+
+        ``path`` is a local data set directory, Parquet file or glob, or a data set
+        directory (with ``dataset.json``) under any scheme Beam's FileSystems know
+        (``gs://...`` with ``apache-beam[gcp]``), read by the workers themselves.
+
+        Raises
+        ------
+        FileNotFoundError, ValueError
+            Missing or unreadable data, naming the path.
+        """
+        path = str(path)
+        if is_remote(path):
+            info, files = _remote_dataset(path)
+        else:
+            dataset = open_dataset(path)
+            info, files = dataset.info, [shard.path for shard in dataset.shards]
+        groups, position = [], 0
+        for file in files:
+            try:
+                metadata = pq.ParquetFile(open_binary(file)).metadata
+            except Exception as err:  # pyarrow and the file systems raise several types
+                raise ValueError(f"{file}: not a readable Parquet file ({err})") from None
+            for g in range(metadata.num_row_groups):
+                rows = metadata.row_group(g).num_rows
+                if rows:
+                    groups.append((file, g, position, rows))
+                position += rows
+        n_classes = info.n_classes if info.task == "multiclass" else None
+        return cls(info.name, path, info.task, int(info.n_features), n_classes, tuple(groups))
+
+    @property
+    def n_rows(self) -> int:
+        """Rows (stream positions) in the data set."""
+        return sum(g[3] for g in self.row_groups)
+
+    def read_rows(self, limit: int) -> np.ndarray:
+        """The first ``limit`` finite rows of ``x`` (for the median heuristic)."""
+        parts, have = [], 0
+        for path, g, _, _ in self.row_groups:
+            table = pq.ParquetFile(open_binary(path)).read_row_group(g, columns=["x", "y", "row"])
+            X = check_rows(table, self.n_features, "regression").X  # labels not needed here
+            parts.append(X[: limit - have])
+            have += len(parts[-1])
+            if have >= limit:
+                break
+        return np.concatenate(parts) if parts else np.zeros((0, self.n_features), np.float32)
+
+
+def _runs(keys: np.ndarray) -> list[tuple[int, int]]:
+    """``[start, stop)`` index ranges of equal consecutive rows of ``keys`` (n, k)."""
+    if len(keys) == 0:
+        return []
+    change = np.flatnonzero((keys[1:] != keys[:-1]).any(axis=1)) + 1
+    bounds = np.concatenate([[0], change, [len(keys)]])
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+
+
+def piece_refs(task: tuple, plan: StreamPlan, round: int | None) -> list[PieceRef]:
+    """The pieces of batches in one row group ``(path, group, first position, rows)``.
+
+    No I/O: positions alone decide shard, round and batch. Only the given ``round`` is
+    kept (every round when None).
+    """
+    path, group, first, n = task
+    positions = np.arange(first, first + n, dtype=np.int64)
+    shard, rnd, seq = plan.locate(positions)
+    return [
+        PieceRef(int(shard[i0]), int(rnd[i0]), int(seq[i0]), first + i0, first + i1, path, group, first, n)
+        for i0, i1 in _runs(np.stack([shard, rnd, seq], axis=1))
+        if round is None or rnd[i0] == round
+    ]
+
+
+class RowGroupReader:
+    """Reads and checks row groups for the DoFns, keeping the last few in memory.
+
+    Consecutive pieces often lie in the same row group (a batch shorter than a row group,
+    or a row group spanning two batches), so the last ``keep`` checked row groups are
+    kept. Counts rows read and rejected in Beam counters named after ``split``.
+
+    Parameters
+    ----------
+    source : DatasetSource
+    split : str
+        ``train``, ``test``, ...; used in counter names and dead letters.
+    keep : int
+        Checked row groups kept in memory.
+    """
+
+    def __init__(self, source: DatasetSource, split: str, keep: int = 2):
+        self.source, self.split, self.keep = source, split, keep
+        self.rows_read = Metrics.counter(METRICS_NAMESPACE, f"{split}_rows_read")
+        self.rows_rejected = Metrics.counter(METRICS_NAMESPACE, f"{split}_rows_rejected")
+        self._files: dict[str, pq.ParquetFile] = {}
+        self._groups: dict[tuple[str, int], object] = {}
+
+    def _file(self, path: str) -> pq.ParquetFile:
+        if path not in self._files:
+            if len(self._files) >= 8:
+                self._files.clear()
+            self._files[path] = pq.ParquetFile(open_binary(path))
+        return self._files[path]
+
+    def checked(self, path: str, group: int, rows: int):
+        """The :class:`~okl_core.data.validate.CheckedRows` of a row group, with a good-row index."""
+        key = (path, group)
+        if key not in self._groups:
+            # One thread: the reading DoFns run several in parallel already.
+            table = self._file(path).read_row_group(group, columns=["x", "y", "row"], use_threads=False)
+            if table.num_rows != rows:
+                raise ValueError(f"{path}: row group {group} has {table.num_rows} rows, the listing said {rows}; was the data set rewritten?")
+            checked = check_rows(table, self.source.n_features, self.source.task, self.source.n_classes)
+            if len(self._groups) >= self.keep:
+                self._groups.pop(next(iter(self._groups)))
+            self._groups[key] = (checked, np.concatenate([[0], np.cumsum(checked.good)]), np.cumsum(~checked.good))
+        return self._groups[key]
+
+    def materialize(self, ref: PieceRef) -> tuple[BatchPiece, list[str]]:
+        """The rows of ``ref`` and the dead-letter records (JSON) of its bad rows."""
+        checked, good_before, bad_upto = self.checked(ref.path, ref.group, ref.group_rows)
+        i0, i1 = ref.start - ref.group_first, ref.stop - ref.group_first
+        a, b = good_before[i0], good_before[i1]
+        piece = BatchPiece(ref.shard, ref.round, ref.seq, ref.start, ref.stop, checked.X[a:b], checked.y[a:b], checked.row[a:b])
+        dead = []
+        bad_index = np.flatnonzero(~checked.good[i0:i1]) + i0
+        for i in bad_index:
+            k = int(bad_upto[i]) - 1  # index of this bad row among the group's bad rows
+            record = {
+                "split": self.split, "row": int(checked.bad_row[k]), "position": int(ref.group_first + i), "shard": ref.shard,
+                "round": ref.round, "file": ref.path, "reason": checked.reasons[k],
+            }
+            dead.append(json.dumps(record, sort_keys=True))
+        self.rows_read.inc(i1 - i0)
+        self.rows_rejected.inc(len(dead))
+        return piece, dead
+
+
+class _ReadRowGroup(beam.DoFn):
+    """Read one row group: pieces of batches with their rows, and dead letters."""
+
+    def __init__(self, source: DatasetSource, plan: StreamPlan, round: int | None, split: str):
+        self.source, self.plan, self.round, self.split = source, plan, round, split
+
+    def setup(self):
+        self.reader = RowGroupReader(self.source, self.split, keep=1)
+
+    def process(self, task):
+        for ref in piece_refs(task, self.plan, self.round):
+            piece, dead = self.reader.materialize(ref)
+            for record in dead:
+                yield beam.pvalue.TaggedOutput("dead_letter", record)
+            yield piece.shard, piece
+
+
+class _ListPieces(beam.DoFn):
+    """List the pieces of batches in one row group, without reading it."""
+
+    def __init__(self, plan: StreamPlan, round: int | None):
+        self.plan, self.round = plan, round
+
+    def process(self, task):
+        for ref in piece_refs(task, self.plan, self.round):
+            yield ref.shard, ref
+
+
+class ReadShards(beam.PTransform):
+    """Read a data set as ``(shard, BatchPiece)`` for one round (or all) of a plan.
+
+    Parameters
+    ----------
+    source : DatasetSource
+    plan : StreamPlan
+        Must have ``plan.n_rows == source.n_rows``.
+    round : int, optional
+        Emit only the positions of this round's segments (None: every position).
+    split : str
+        Name used in counters and dead letters (``train``, ``test``).
+    materialize : bool
+        True: read the rows here and emit :class:`BatchPiece` elements with their rows
+        (and dead letters). False: emit :class:`PieceRef` elements and read nothing;
+        :class:`~transforms.train.TrainOnline` reads the rows of its own shard (no rows
+        cross the shuffle; bad rows are then reported by TrainOnline).
+    shuffle_seed : int, optional
+        Permute the read tasks (tests: the result must not depend on delivery order).
+
+    Returns
+    -------
+    dict
+        ``{"batches": PCollection[(int, BatchPiece | PieceRef)], "dead_letter": PCollection[str]}``.
+    """
+
+    def __init__(
+        self, source: DatasetSource, plan: StreamPlan, round: int | None = None, split: str = "train",
+        materialize: bool = True, shuffle_seed: int | None = None,
+    ):
+        super().__init__()
+        if plan.n_rows != source.n_rows:
+            raise ValueError(f"plan is for {plan.n_rows} rows but {source.path} has {source.n_rows}")
+        self.source, self.plan, self.round, self.split = source, plan, round, split
+        self.materialize, self.shuffle_seed = materialize, shuffle_seed
+
+    def _tasks(self) -> list:
+        tasks = list(self.source.row_groups)
+        if self.round is not None:
+            segments = [self.plan.segment_bounds(s, self.round) for s in range(self.plan.num_shards)]
+            tasks = [t for t in tasks if any(t[2] < stop and start < t[2] + t[3] for start, stop in segments)]
+        if self.shuffle_seed is not None:
+            random.Random(self.shuffle_seed).shuffle(tasks)
+        return tasks
+
+    def expand(self, pbegin):
+        tasks = pbegin | "ListRowGroups" >> beam.Create(self._tasks())
+        if not self.materialize:
+            refs = tasks | "ListPieces" >> beam.ParDo(_ListPieces(self.plan, self.round)).with_output_types(typing.Tuple[int, PieceRef])
+            return {"batches": refs, "dead_letter": pbegin | "NoDeadLetters" >> beam.Create([]).with_output_types(str)}
+        outputs = tasks | "ReadRowGroups" >> (
+            beam.ParDo(_ReadRowGroup(self.source, self.plan, self.round, self.split))
+            .with_output_types(typing.Tuple[int, BatchPiece])
+            .with_outputs("dead_letter", main="batches")
+        )
+        return {"batches": outputs.batches, "dead_letter": outputs.dead_letter}

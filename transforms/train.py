@@ -1,0 +1,261 @@
+"""TrainOnline and MergeBySeed: one local model per shard, merged into one model by seed.
+
+``TrainOnline`` groups the pieces of each shard (``GroupByKey`` on the shard key) and
+folds them through the learner **in sequence order**, whatever order Beam delivers them
+in: pieces wait in a per-shard buffer until their batch is complete and every earlier
+batch has been learned, so only out-of-order pieces are held. Pieces come with their rows
+(:class:`~transforms.elements.BatchPiece`) or as references
+(:class:`~transforms.elements.PieceRef`) whose rows the shard reads itself when their
+turn comes: then no rows cross the shuffle, memory stays at a few row groups per shard,
+and bad rows met while reading go to a ``dead_letter`` output. Group-and-sort is used
+rather than a stateful DoFn with a per-key bag: Beam's FnApiRunner (the DirectRunner)
+runs stateful stages on one worker (``fn_runner.py``: "a single key cannot be processed
+concurrently"), which would serialise the shards; a grouped stage runs its keys on all
+workers, on every runner, with no OrderedListState (not on Dataflow, sorted in memory on
+Flink).
+
+Each shard starts from the model of the previous round (a side input holding model-file
+bytes), learns its batches with ``learner.update`` (predict, score, then learn), reports
+every batch's prequential metrics as Beam counters/distributions and as a ``metrics``
+output, and emits its final state as model-file bytes when its input ends.
+
+``MergeBySeed`` combines the shards' states with :func:`okl_core.merge_states`, sorted by
+shard so that the merged bytes are the same on every runner and under any bundling, and
+from the model the round started from (``base``: iterative parameter mixing counts it
+once).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import typing
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+
+import okl_core
+from okl_core.data.plan import StreamPlan
+from okl_core.merge import check_mergeable
+from okl_core.metrics import Prequential
+from transforms.elements import BatchPiece, ModelCache, PieceRef
+from transforms.read import METRICS_NAMESPACE, DatasetSource, RowGroupReader
+
+__all__ = ["LearnerSpec", "TrainOnline", "MergeBySeed", "CollectStatesFn", "ShardResult"]
+
+ShardResult = typing.Tuple[int, bytes, str]
+"""``(shard, model-file bytes, JSON summary)`` emitted by TrainOnline for each shard."""
+
+
+class LearnerSpec(typing.NamedTuple):
+    """A learner by registry name and parameters (JSON scalars); builds it on workers."""
+
+    name: str
+    params: dict
+
+    def build(self) -> okl_core.Learner:
+        return okl_core.make_learner(self.name, **self.params)
+
+
+class _FoldShard(beam.DoFn):
+    """Fold one shard's batches in sequence order through the learner."""
+
+    def __init__(self, spec: LearnerSpec, plan: StreamPlan, round: int, source: DatasetSource | None):
+        self.spec, self.plan, self.round, self.source = spec, plan, round, source
+        self.rows = Metrics.counter(METRICS_NAMESPACE, "rows_trained")
+        self.batches = Metrics.counter(METRICS_NAMESPACE, "batches_trained")
+        self.micros = Metrics.counter(METRICS_NAMESPACE, "train_microseconds")
+        self.batch_rows = Metrics.distribution(METRICS_NAMESPACE, "batch_rows")
+        self.pending_max = Metrics.distribution(METRICS_NAMESPACE, "batches_waiting_for_order")
+        self.batch_error = Metrics.distribution(METRICS_NAMESPACE, "batch_online_error_ppm")
+
+    def setup(self):
+        self.learner = self.spec.build()
+        self.models = ModelCache()
+        self.reader = None if self.source is None else RowGroupReader(self.source, "train")
+
+    def process(self, element, initial_model: bytes):
+        shard, pieces = element
+        loaded_learner, state = self.models.get(initial_model, source=f"model entering round {self.round}")
+        check_mergeable(self.learner, loaded_learner)
+        expected = self.plan.batches(shard, self.round)
+        total = Prequential(self.learner.task)
+        pending: dict[int, list[BatchPiece | PieceRef]] = {}
+        next_seq, seconds, read_seconds, most_waiting = 0, 0.0, 0.0, 0
+        started = time.time()
+        for piece in pieces:
+            if piece.shard != shard or piece.round != self.round or not 0 <= piece.seq < len(expected):
+                raise ValueError(f"piece of shard {piece.shard} round {piece.round} batch {piece.seq} reached shard {shard} round {self.round}")
+            pending.setdefault(piece.seq, []).append(piece)
+            most_waiting = max(most_waiting, len(pending))
+            while next_seq < len(expected) and _complete(pending.get(next_seq, ()), expected[next_seq]):
+                ready = []
+                for part in pending.pop(next_seq):
+                    if isinstance(part, PieceRef):
+                        began = time.perf_counter()
+                        part, dead = self._read(part)
+                        read_seconds += time.perf_counter() - began
+                        for record in dead:
+                            yield beam.pvalue.TaggedOutput("dead_letter", record)
+                    ready.append(part)
+                state, batch, record = self._learn(state, ready, expected[next_seq])
+                total = total.merge(batch)
+                seconds += record["seconds"]
+                next_seq += 1
+                yield beam.pvalue.TaggedOutput("metrics", json.dumps(record, sort_keys=True))
+        if next_seq < len(expected):
+            bounds = expected[next_seq]
+            raise ValueError(
+                f"shard {shard} round {self.round}: rows {bounds.start}..{bounds.stop - 1} of batch {next_seq} never arrived; "
+                "was the data set changed while the job ran?"
+            )
+        self.pending_max.update(most_waiting)
+        summary = {
+            "shard": shard, "round": self.round, "batches": len(expected), "rows": total.n,
+            "train_seconds": seconds, "read_seconds": read_seconds, "started": started, "finished": time.time(),
+            "online": total.to_dict(),
+        }
+        yield shard, okl_core.model_bytes(self.learner, state), json.dumps(summary, sort_keys=True)
+
+    def _read(self, ref: PieceRef):
+        if self.reader is None:
+            raise ValueError("TrainOnline got piece references but no data set to read them from (pass source=)")
+        return self.reader.materialize(ref)
+
+    def _learn(self, state, pieces: list, bounds):
+        """Update on one complete batch; returns the new state, its metrics and its record."""
+        pieces.sort(key=lambda p: p.start)
+        X = pieces[0].X if len(pieces) == 1 else np.concatenate([p.X for p in pieces])
+        y = pieces[0].y if len(pieces) == 1 else np.concatenate([p.y for p in pieces])
+        batch = Prequential(self.learner.task)
+        took = 0.0
+        if len(y):
+            began = time.perf_counter()
+            state, scores = self.learner.update(state, X, y)
+            took = time.perf_counter() - began
+            batch.add(scores, y)
+        self._count(batch, took)
+        record = {
+            "shard": bounds.shard, "round": bounds.round, "seq": bounds.seq, "start": bounds.start, "stop": bounds.stop,
+            "rows": batch.n, "n_seen": int(state.n_seen), "seconds": took, "mistakes": batch.mistakes,
+            "sum_squared_error": batch.sum_squared_error, "sum_absolute_error": batch.sum_absolute_error,
+        }
+        return state, batch, record
+
+    def _count(self, batch: Prequential, took: float) -> None:
+        self.rows.inc(batch.n)
+        self.batches.inc()
+        self.micros.inc(int(took * 1e6))
+        self.batch_rows.update(batch.n)
+        if batch.n:
+            error = batch.mse if batch.task == "regression" else batch.mistake_rate
+            self.batch_error.update(int(round(error * 1e6)))
+
+
+def _complete(pieces, bounds) -> bool:
+    """True when the pieces (disjoint by construction) cover the batch's positions."""
+    return sum(p.stop - p.start for p in pieces) == bounds.stop - bounds.start
+
+
+class TrainOnline(beam.PTransform):
+    """Train one local model per shard on one round's pieces, in sequence order.
+
+    Parameters
+    ----------
+    spec : LearnerSpec
+    plan : StreamPlan
+    round : int
+    initial_model : PCollection[bytes]
+        A single model file (bytes): the starting state of every shard.
+    source : DatasetSource, optional
+        The data set, when the input holds :class:`~transforms.elements.PieceRef` elements
+        (``ReadShards(materialize=False)``): each shard then reads its own rows, in order.
+
+    Returns
+    -------
+    DoOutputsTuple
+        ``.states``: ``PCollection[(shard, model bytes, JSON summary)]``;
+        ``.metrics``: ``PCollection[str]``, one JSON record per batch;
+        ``.dead_letter``: ``PCollection[str]``, bad rows met while reading references.
+    """
+
+    def __init__(self, spec: LearnerSpec, plan: StreamPlan, round: int, initial_model, source: DatasetSource | None = None):
+        super().__init__()
+        self.spec, self.plan, self.round, self.initial_model, self.source = spec, plan, round, initial_model, source
+
+    def expand(self, pieces):
+        return (
+            pieces
+            | "GroupByShard" >> beam.GroupByKey()
+            | "FoldShard"
+            >> beam.ParDo(_FoldShard(self.spec, self.plan, self.round, self.source), beam.pvalue.AsSingleton(self.initial_model))
+            .with_output_types(ShardResult)
+            .with_outputs("metrics", "dead_letter", main="states")
+        )
+
+
+class CollectStatesFn(beam.CombineFn):
+    """Collect ``(shard, model bytes)`` pairs into one list sorted by shard."""
+
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, accumulator, element):
+        accumulator.append((int(element[0]), bytes(element[1])))
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        return [item for acc in accumulators for item in acc]
+
+    def extract_output(self, accumulator):
+        items = sorted(accumulator, key=lambda item: item[0])
+        shards = [s for s, _ in items]
+        if len(set(shards)) != len(shards):
+            raise ValueError(f"MergeBySeed: shard keys repeat: {shards}")
+        return items
+
+
+class _MergeWithBase(beam.DoFn):
+    """Merge the sorted states with :func:`okl_core.merge_states`, from the round's base."""
+
+    def __init__(self, spec: LearnerSpec):
+        self.spec = spec
+
+    def setup(self):
+        self.learner = self.spec.build()
+        self.models = ModelCache()
+
+    def process(self, items, base: bytes):
+        base_learner, base_state = self.models.get(base, source="model the round started from")
+        parsed = [okl_core.model_from_bytes(data, source=f"shard {s}") for s, data in items]
+        merged = okl_core.merge_states(
+            self.learner, [state for _, state in parsed], [base_learner] + [lrn for lrn, _ in parsed], base=base_state
+        )
+        yield okl_core.model_bytes(self.learner, merged)
+
+
+class MergeBySeed(beam.PTransform):
+    """Merge the per-shard states of TrainOnline into one model (bytes), sorted by shard.
+
+    Parameters
+    ----------
+    spec : LearnerSpec
+    base : PCollection[bytes]
+        The model every shard started from in this round (the initial model, or the
+        previous round's merge): :func:`okl_core.merge_states` weights averaging learners
+        by the examples added since it and counts its examples once (summing learners add
+        only what each shard learned since it).
+    """
+
+    def __init__(self, spec: LearnerSpec, base):
+        super().__init__()
+        self.spec, self.base = spec, base
+
+    def expand(self, states):
+        return (
+            states
+            | "DropSummaries" >> beam.Map(lambda result: (result[0], result[1])).with_output_types(typing.Tuple[int, bytes])
+            | "CollectStates" >> beam.CombineGlobally(CollectStatesFn()).without_defaults()
+            | "MergeStates" >> beam.ParDo(_MergeWithBase(self.spec), beam.pvalue.AsSingleton(self.base)).with_output_types(bytes)
+        )
