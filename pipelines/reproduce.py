@@ -16,12 +16,13 @@ ours (mean +- std over runs) next to the paper's number and the difference. Sett
 whose learner does not exist yet are listed as skipped with the reason: adding a learner
 needs no code here, only the row.
 
-Parameter values in a row are data; two strings are resolved against the training data:
-``"median"`` (the median heuristic, :func:`okl_core.median_heuristic`) and ``"c/n"``
-(``c`` divided by the number of training rows, e.g. DSG's ``nu = 1/(100 n)``).
+Parameter values in a row are data; three strings are resolved against the training data:
+``"median"`` (the median heuristic, :func:`okl_core.median_heuristic`), ``"n"`` (the number
+of training rows, e.g. a horizon ``T``) and ``"c/n"`` (``c`` divided by it, e.g. DSG's
+``nu = 1/(100 n)``).
 
-Data files are read by :func:`read_real_files` (LIBSVM text through scikit-learn, IDX
-through a small gzip parser): the one place to point at the project's own readers.
+Data files are read by :func:`read_real_files` with the project's readers
+(:mod:`okl_core.data.libsvm`, :mod:`okl_core.data.idx`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import gzip
 import json
 import math
 import os
@@ -38,6 +38,8 @@ import time
 
 import numpy as np
 
+from okl_core.data.idx import read_idx_images
+from okl_core.data.libsvm import read_libsvm
 from okl_core.features import median_heuristic
 from okl_core.registry import learner_names
 from okl_core.state import atomic_write_bytes
@@ -61,9 +63,8 @@ class RealData:
     files : tuple of str
         Relative to the data root. LIBSVM: files concatenated in order. IDX: (images, labels).
     n_features, task, n_classes : the data's shape and task.
-    feature_map : {'none', 'divide255', 'to_pm1'}
-        ``divide255``: pixels to [0, 1] (MNIST, as LIBSVM's mnist.scale); ``to_pm1``:
-        [0, 1] features to [-1, 1] (the OKS paper scales features to [-1, 1]).
+    feature_map : {'none', 'divide255'}
+        ``divide255``: pixels to [0, 1] (MNIST, as LIBSVM's mnist.scale).
     """
 
     kind: str
@@ -79,55 +80,25 @@ DATASETS = {
     "a9a": RealData("libsvm", ("a9a/a9a",), 123, "binary", n_rows=32561),
     "a9a.t": RealData("libsvm", ("a9a/a9a.t",), 123, "binary", n_rows=16281),
     "a9a+a9a.t": RealData("libsvm", ("a9a/a9a", "a9a/a9a.t"), 123, "binary", n_rows=48842),
-    "a9a-pm1": RealData("libsvm", ("a9a/a9a",), 123, "binary", feature_map="to_pm1", n_rows=32561),
     "mnist-test": RealData("idx", ("mnist/t10k-images-idx3-ubyte.gz", "mnist/t10k-labels-idx1-ubyte.gz"), 784,
                            "multiclass", n_classes=10, feature_map="divide255", n_rows=10000),
 }
 """Name -> files and preprocessing of the data sets the settings use."""
 
 
-def _read_idx(path: str) -> np.ndarray:
-    """A (gzip) IDX file as an array (uint8 data only: MNIST)."""
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rb") as f:
-            raw = f.read()
-    except (OSError, EOFError) as err:
-        raise ValueError(f"{path}: cannot read IDX file ({err})") from None
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file (bad magic {raw[:4].hex()})")
-    ndim = raw[3]
-    dims = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
-    if body.size != math.prod(dims):
-        raise ValueError(f"{path}: header says {dims} = {math.prod(dims)} values, file holds {body.size}")
-    return body.reshape(dims)
-
-
 def read_real_files(kind: str, paths: list[str], n_features: int) -> tuple[np.ndarray, np.ndarray]:
-    """Read public data files into dense ``(X float32, y)``: the only file parsing here.
+    """Read public data files into dense ``(X float32, y int32)``: the one place files are parsed.
 
-    LIBSVM (``kind='libsvm'``): each file through ``sklearn.datasets.load_svmlight_file``
-    with ``n_features`` columns, rows concatenated; labels as int32. IDX (``'idx'``):
-    ``paths = (images, labels)``, images flattened to ``n_features`` columns (raw 0-255).
+    LIBSVM (``kind='libsvm'``): each file with :func:`okl_core.data.libsvm.read_libsvm` and
+    ``n_features`` columns, rows concatenated. IDX (``'idx'``): ``paths = (images, labels)``
+    with :func:`okl_core.data.idx.read_idx_images`, images flattened to ``n_features``
+    columns of raw 0-255 values (a data set's ``feature_map`` scales them).
     """
     if kind == "libsvm":
-        try:
-            from sklearn.datasets import load_svmlight_file
-        except ImportError:
-            raise ValueError("reading LIBSVM files here needs scikit-learn (pip install okl[dev])") from None
-        parts = []
-        for path in paths:
-            try:
-                X, y = load_svmlight_file(path, n_features=n_features)
-            except (OSError, ValueError) as err:
-                raise ValueError(f"{path}: cannot read LIBSVM file ({err})") from None
-            parts.append((X.toarray().astype(np.float32), y.astype(np.int32)))
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        parts = [read_libsvm(path, n_features=n_features) for path in paths]
+        return np.concatenate([p[0] for p in parts]).astype(np.float32), np.concatenate([p[1] for p in parts]).astype(np.int32)
     if kind == "idx":
-        images, labels = (_read_idx(p) for p in paths)
-        if len(images) != len(labels):
-            raise ValueError(f"{paths[0]} has {len(images)} images but {paths[1]} has {len(labels)} labels")
+        images, labels = read_idx_images(*paths)
         X = images.reshape(len(images), -1).astype(np.float32)
         if X.shape[1] != n_features:
             raise ValueError(f"{paths[0]}: images have {X.shape[1]} pixels, expected {n_features}")
@@ -146,8 +117,6 @@ def load_real(name: str, data_root: str) -> ArrayData:
     X, y = read_real_files(spec.kind, paths, spec.n_features)
     if spec.feature_map == "divide255":
         X = X / np.float32(255.0)
-    elif spec.feature_map == "to_pm1":
-        X = np.float32(2.0) * X - np.float32(1.0)
     if spec.task == "binary" and not np.isin(y, (-1, 1)).all():
         raise ValueError(f"data set {name!r}: binary labels must be -1/+1, got {np.unique(y)[:5]}")
     return ArrayData(np.ascontiguousarray(X, dtype=np.float32), y, spec.task, spec.n_classes)
@@ -248,31 +217,31 @@ SETTINGS = [
             "test_error", 0.153, "Dai et al. 2014, Sec. 6 (Adult)", test="a9a.t", runs=3, tolerance=0.015,
             tune={"theta": [250.0, 500.0, 1000.0, 2000.0]}, tuned={"theta": 1000.0},
             note="one pass, with the paper's optional block preconditioning; theta tuned on the online error of a9a"),
-    Setting("oks-a9a", "oks", "a9a-pm1", {"loss": "logistic"}, "online_error", 0.1965, "Li & Liao 2022, Table 2",
-            paper_std=0.0012, runs=10, tolerance=0.015, note="features scaled to [-1, 1]; 6 Gaussian kernels 2^-2..2^3"),
-    Setting("ioks-a9a", "ioks", "a9a-pm1", {"loss": "logistic"}, "online_error", 0.1746, "Li & Liao 2022, Table 2",
-            paper_std=0.0012, runs=10, tolerance=0.015),
-    Setting("okspp-a9a", "okspp", "a9a-pm1", {"loss": "logistic"}, "online_error", 0.1657, "Li & Liao 2022, Table 2",
-            paper_std=0.0031, runs=10, tolerance=0.015),
-    Setting("rf_okspp-a9a", "rf_okspp", "a9a-pm1", {"loss": "logistic", "n_components": 400}, "online_error", 0.1728,
-            "Li & Liao 2022, Table 2", paper_std=0.0029, runs=10, tolerance=0.015),
-    Setting("raker-a9a", "raker", "a9a-pm1", {"loss": "logistic"}, "online_error", 0.2408, "Li & Liao 2022, Table 2",
-            runs=10, tolerance=0.015),
+    Setting("oks-a9a", "oks", "a9a", {"loss": "logistic", "horizon": "n"}, "online_error", 0.1965,
+            "Li & Liao 2022, Table 2", paper_std=0.0012, runs=3, tolerance=0.015,
+            note="6 Gaussians 2^-2..2^3; binary features as distributed (within [-1, 1]); the paper ran 10 permutations"),
+    Setting("ioks-a9a", "ioks", "a9a", {"loss": "logistic", "horizon": "n"}, "online_error", 0.1746,
+            "Li & Liao 2022, Table 2", paper_std=0.0012, runs=3, tolerance=0.015),
+    Setting("oks_pp-a9a", "oks_pp", "a9a", {"loss": "logistic"}, "online_error", 0.1657, "Li & Liao 2022, Table 2",
+            paper_std=0.0031, runs=3, tolerance=0.015),
+    Setting("rf_oks_pp-a9a", "rf_oks_pp", "a9a", {"loss": "logistic", "n_components": 400}, "online_error", 0.1728,
+            "Li & Liao 2022, Table 2", paper_std=0.0029, runs=3, tolerance=0.015),
 ]
 """The reference numbers okl reproduces (spec/fogd_nogd.md, dsg.md, oks.md).
 
-Rows for learners other sessions are adding (NOGD, the OKS family, Raker) are data only:
-their parameter names follow the specs and may need renaming when the learners land.
+A row is data only: a learner added later needs a row here, no code.
 """
 
 
 # -- running ---------------------------------------------------------------------------
 def resolve_data_params(params: dict, data: ArrayData) -> dict:
-    """Replace ``"median"`` and ``"c/n"`` strings by numbers computed on ``data``."""
+    """Replace ``"median"``, ``"n"`` and ``"c/n"`` strings by numbers computed on ``data``."""
     out = {}
     for name, value in params.items():
         if value == "median":
             value = float(f"{median_heuristic(data.X):.6g}")
+        elif value == "n":
+            value = len(data.y)
         elif isinstance(value, str) and value.endswith("/n"):
             value = float(value[:-2]) / len(data.y)
         out[name] = value
