@@ -84,8 +84,8 @@ class _StreamShard(beam.DoFn):
     META = ReadModifyWriteStateSpec("meta", StrUtf8Coder())
     SNAPSHOT = TimerSpec("snapshot", TimeDomain.REAL_TIME)
 
-    def __init__(self, spec: LearnerSpec, initial_model: bytes, snapshot_batches: int | None, snapshot_seconds: float | None, mix_weight: float):
-        self.spec, self.initial_model = spec, initial_model
+    def __init__(self, spec: LearnerSpec, initial_model: bytes, snapshot_batches: int | None, snapshot_seconds: float | None, mix_weight: float, clock=None):
+        self.spec, self.initial_model, self.clock = spec, initial_model, clock or time.time
         self.snapshot_batches, self.snapshot_seconds, self.mix_weight = snapshot_batches, snapshot_seconds, mix_weight
         self.rows = Metrics.counter(METRICS_NAMESPACE, "rows_trained")
         self.snapshots = Metrics.counter(METRICS_NAMESPACE, "snapshots")
@@ -131,7 +131,7 @@ class _StreamShard(beam.DoFn):
             self.rows.inc(len(piece.y))
         meta["batches"] += 1
         if self.snapshot_seconds and not meta["timer"]:
-            timer.set(Timestamp.now() + self.snapshot_seconds)
+            timer.set(Timestamp.of(self.clock() + self.snapshot_seconds))
             meta["timer"] = True
         if self.snapshot_batches and meta["batches"] >= self.snapshot_batches:
             yield self._snapshot(shard, state, meta)
@@ -190,6 +190,9 @@ class StreamTrainOnline(beam.PTransform):
         Snapshot T seconds (processing time) after the first batch of an interval.
     mix_weight : float
         Weight of the merged model in :func:`okl_core.merge.mix_states` (0: no mixing).
+    clock : callable, optional
+        Processing time in seconds (default ``time.time``); tests pass the clock of the
+        runner's TestStream.
 
     Returns
     -------
@@ -197,7 +200,7 @@ class StreamTrainOnline(beam.PTransform):
         ``(interval, shard, model bytes, JSON metrics)``.
     """
 
-    def __init__(self, spec, initial_model: bytes, models=None, snapshot_batches=None, snapshot_seconds=None, mix_weight=0.0):
+    def __init__(self, spec, initial_model: bytes, models=None, snapshot_batches=None, snapshot_seconds=None, mix_weight=0.0, clock=None):
         super().__init__()
         if not snapshot_batches and not snapshot_seconds:
             raise ValueError("StreamTrainOnline needs snapshot_batches or snapshot_seconds")
@@ -205,12 +208,13 @@ class StreamTrainOnline(beam.PTransform):
             raise ValueError(f"mix_weight must be in [0, 1], got {mix_weight}")
         self.spec, self.initial_model, self.models = spec, initial_model, models
         self.snapshot_batches, self.snapshot_seconds, self.mix_weight = snapshot_batches, snapshot_seconds, float(mix_weight)
+        self.clock = clock
 
     def expand(self, pieces):
         models = self.models
         if models is None:
             models = pieces.pipeline | "NoModelVersions" >> beam.Create([]).with_output_types(typing.Tuple[int, str])
-        fn = _StreamShard(self.spec, self.initial_model, self.snapshot_batches, self.snapshot_seconds, self.mix_weight)
+        fn = _StreamShard(self.spec, self.initial_model, self.snapshot_batches, self.snapshot_seconds, self.mix_weight, self.clock)
         return pieces | "TrainShards" >> (
             beam.ParDo(fn, beam.pvalue.AsList(models)).with_input_types(typing.Tuple[int, BatchPiece], typing.Any).with_output_types(Snapshot)
         )

@@ -152,18 +152,24 @@ def test_restart_from_a_version_continues_as_an_uninterrupted_run(tmp_path):
     assert [v for v, _ in versions] == [2, 3]
 
 
+def _zero():
+    return 0.0
+
+
 def test_snapshots_every_t_seconds_of_processing_time():
     X, y = binary_data(600)
     learner = SPEC.build()
     pieces = _pieces(X, y, 0, 0, 5)
-    # batches at t = 0, 1, 2 (timer set at 0 for t = 2.5), then 3, 4 (timer at 3 for 5.5)
+    # TestStream's processing-time clock starts at 0 and the DoFn is told so (clock=_zero):
+    # batches at t = 0, 1, 2 arm a timer for t = 2.5 at the first batch, so the first
+    # snapshot holds 3 batches; the next two arrive together and make the second snapshot.
     stream = TestStream()
-    for p in pieces:
+    for p in pieces[:3]:
         stream = stream.add_elements([p]).advance_processing_time(1.0)
-    stream = stream.advance_processing_time(10.0).advance_watermark_to_infinity()
+    stream = stream.add_elements(pieces[3:]).advance_processing_time(10.0).advance_watermark_to_infinity()
     snaps = []
     with _streaming_pipeline() as pipe:
-        out = pipe | stream | StreamTrainOnline(SPEC, okl_core.model_bytes(learner, learner.init()), snapshot_seconds=2.5)
+        out = pipe | stream | StreamTrainOnline(SPEC, okl_core.model_bytes(learner, learner.init()), snapshot_seconds=2.5, clock=_zero)
         _collect(out, snaps)
     snaps.sort()
     assert [json.loads(s[3])["batches"] for s in snaps] == [3, 2]
