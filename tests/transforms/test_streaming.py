@@ -181,3 +181,45 @@ def test_versions_are_never_overwritten(tmp_path):
     okl_core.save_model(tmp_path / version_file_name(1), SPEC.build(), SPEC.build().init())
     with pytest.raises(Exception, match="never overwritten"):
         _run_shards([[p] for p in _pieces(X, y, 0, 0, 2)], tmp_path, snapshot_batches=2)
+
+
+def test_run_inference_switches_to_a_new_version_once_written(tmp_path):
+    """Beam's model-update side input (the pattern of Beam's own RunInference tests):
+    model versions and examples are timestamped and windowed alike; examples after a
+    version's timestamp are scored by it, without restarting the job."""
+    from apache_beam.ml.inference.base import ModelMetadata, RunInference
+    from apache_beam.transforms import window
+    from apache_beam.transforms.window import TimestampedValue
+
+    from transforms.inference import OklModelHandler
+
+    X, y = binary_data(400)
+    learner = SPEC.build()
+    first, second = _fold(learner, X, y, 0, 2), _fold(learner, X, y, 0, 6)
+    paths = [str(tmp_path / version_file_name(v)) for v in (1, 2)]
+    okl_core.save_model(paths[0], learner, first)
+    okl_core.save_model(paths[1], learner, second)
+    t0, interval = 1_000_000, 10
+    rows = [(t0 + 1, 0), (t0 + 5, 1), (t0 + 12, 2), (t0 + 25, 3)]  # (time, row)
+    updates = [(t0 + 11, ModelMetadata(model_id=paths[1], model_name="v2"))]  # v2 written at t0 + 11
+    got = []
+    with beam.Pipeline("FnApiRunner") as p:
+        side = (
+            p | "Versions" >> beam.Create(updates)
+            | "StampVersions" >> beam.Map(lambda u: TimestampedValue(u[1], u[0]))
+            | "WindowVersions" >> beam.WindowInto(window.FixedWindows(interval))
+        )
+        scored = (
+            p | "Rows" >> beam.Create(rows)
+            | "StampRows" >> beam.Map(lambda r: TimestampedValue(X[r[1]], r[0]))
+            | "WindowRows" >> beam.WindowInto(window.FixedWindows(interval))
+            | RunInference(OklModelHandler(paths[0]), model_metadata_pcoll=side)
+        )
+        _collect(scored | beam.Map(lambda r: (os.path.basename(r.model_id), float(r.inference))), got, "CollectScores")
+    by_model = sorted(got)
+    expected = sorted(
+        [(os.path.basename(paths[0]), float(learner.predict(first, X[i : i + 1])[0])) for i in (0, 1)]
+        + [(os.path.basename(paths[1]), float(learner.predict(second, X[i : i + 1])[0])) for i in (2, 3)]
+    )
+    assert [m for m, _ in by_model] == [m for m, _ in expected]
+    np.testing.assert_allclose([s for _, s in by_model], [s for _, s in expected], rtol=1e-6)
