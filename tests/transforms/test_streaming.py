@@ -223,3 +223,45 @@ def test_run_inference_switches_to_a_new_version_once_written(tmp_path):
     )
     assert [m for m, _ in by_model] == [m for m, _ in expected]
     np.testing.assert_allclose([s for _, s in by_model], [s for _, s in expected], rtol=1e-6)
+
+
+def test_new_parquet_files_become_shard_batches_in_file_order(tmp_path):
+    """The reading step of WatchParquet on files written into a temporary directory."""
+    from okl_core.data.layout import write_dataset
+    from transforms.streaming import ReadParquetFiles, file_shard
+
+    X, y = binary_data(300)
+    y = y.copy()
+    y[7] = 3  # a bad label goes to the dead letters
+    write_dataset(tmp_path / "ds", X, y, "binary", n_shards=2, row_group_rows=100)
+    files = sorted(str(p) for p in (tmp_path / "ds").glob("*.parquet"))
+    got, dead = [], []
+    with beam.Pipeline("FnApiRunner") as p:
+        out = p | beam.Create(files) | beam.ParDo(ReadParquetFiles(5, "binary", None, 3, 60)).with_outputs("dead_letter", main="batches")
+        _collect(out.batches | beam.Map(lambda kv: (kv[0], kv[1].seq, kv[1].row.tolist())), got, "CollectBatches")
+        _collect(out.dead_letter, dead, "CollectDead")
+    assert len(dead) == 1 and json.loads(dead[0])["row"] == 7
+    for f, first in zip(files, (0, 150)):
+        rows = [r for r in range(first, first + 150) if r != 7]
+        mine = sorted((seq, rows_) for shard, seq, rows_ in got if shard == file_shard(f, 3) and rows_[0] in rows)
+        assert [r for _, part in mine for r in part] == rows
+        assert all(len(part) == 60 for _, part in mine[:-1])
+
+
+def test_restart_picks_the_newest_version_and_continues_numbering(tmp_path):
+    import argparse
+
+    from pipelines.stream import initial_model
+
+    learner = SPEC.build()
+    X, y = binary_data(200)
+    for v in (1, 2, 3):
+        okl_core.save_model(tmp_path / version_file_name(v), learner, _fold(learner, X, y, 0, v))
+    args = argparse.Namespace(init_model=None)
+    data, next_version, source = initial_model(args, learner, str(tmp_path))
+    assert next_version == 4 and source.endswith(version_file_name(3))
+    assert data == okl_core.model_bytes(learner, _fold(learner, X, y, 0, 3))
+    data, next_version, _ = initial_model(argparse.Namespace(init_model=str(tmp_path / version_file_name(1))), learner, str(tmp_path))
+    assert next_version == 4 and data == okl_core.model_bytes(learner, _fold(learner, X, y, 0, 1))
+    data, next_version, source = initial_model(args, learner, str(tmp_path / "empty"))
+    assert next_version == 1 and data == okl_core.model_bytes(learner, learner.init())
