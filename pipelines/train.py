@@ -395,20 +395,38 @@ def run(argv=None) -> TrainResult:
     return result
 
 
+_PRISM_HELP = (
+    "local streaming runs on Beam's Prism runner, which Beam downloads from GitHub on first use, and it "
+    "could not be obtained here ({error}). Download the prism binary of apache-beam {version} for this "
+    "platform where you have network access (https://github.com/apache/beam/releases) and pass "
+    "--prism_location=PATH, or run on Flink or Dataflow (README, '## Streaming')"
+)
+
+
 def _run_streaming(parser, args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
-    """Run the streaming graph (pipelines/stream.py) until --stop_after or cancellation."""
+    """Run the streaming graph (pipelines/stream.py) until --stop_after or cancellation.
+
+    With no runner (or DirectRunner) the graph runs on Beam's Prism runner: the FnApiRunner
+    behind okl's batch default is batch-only, and Beam's legacy direct runner cannot run
+    the file-watching source. Failing to obtain Prism is a usage error with what to do.
+    """
     if args.input is None:
         parser.error("--streaming needs --input (a directory or glob where new Parquet files appear)")
     options = pipeline_options(beam_argv)
     options.view_as(StandardOptions).streaming = True
     runner = options.view_as(StandardOptions).runner
-    # The FnApiRunner behind okl's DirectRunner default is batch-only; Beam's DirectRunner picks Prism.
-    pipeline = beam.Pipeline(options=options) if runner else beam.Pipeline(runner="DirectRunner", options=options)
+    local = runner is None or (isinstance(runner, str) and runner.lower() in ("directrunner", "direct", "prismrunner", "prism"))
+    pipeline = beam.Pipeline(runner="PrismRunner" if local else runner, options=options)
     try:
         build_streaming_graph(pipeline, job, args)
     except UsageError as err:
         parser.error(str(err))
-    pipeline_result = pipeline.run()
+    try:
+        pipeline_result = pipeline.run()
+    except (RuntimeError, OSError, ValueError) as err:
+        if local and "prism" in f"{err!r} {err.__cause__!r}".lower():
+            parser.error(_PRISM_HELP.format(error=str(err).split(": <")[0], version=beam.__version__))
+        raise
     pipeline_result.wait_until_finish()
     files = {**job.files, "model": (okl_core.model_versions(job.output) or [(0, job.files["model"])])[-1][1]}
     return TrainResult(pipeline_result, job.output, files, None, _counters(pipeline_result))
