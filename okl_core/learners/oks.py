@@ -688,6 +688,8 @@ class _SupportStorage:
             out[a : a + chunk] = exact_kernel(kernel, X[a : a + chunk], rows, sigma) @ alpha
         return out
 
+    merge_semantics = "none"
+
     def merge(self, states):
         raise NotMergeableError(
             f"{self.name}: kernel models keep growing support sets, which shards cannot average; "
