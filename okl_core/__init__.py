@@ -13,11 +13,11 @@ Public interface::
 
 from okl_core.features import FeatureSpec, FourierFeatures, exact_kernel, median_heuristic
 from okl_core.learners.base import Learner, NotMergeableError
-from okl_core.merge import merge_states
+from okl_core.merge import merge_states, mix_states
 from okl_core.metrics import Prequential
 from okl_core.random import GENERATOR_VERSION
 from okl_core.registry import learner_class, learner_names, make_learner, register
-from okl_core.state import ModelFileError, load_model, model_bytes, model_from_bytes, save_model
+from okl_core.state import ModelFileError, load_model, model_bytes, model_from_bytes, model_versions, save_model
 
 __version__ = "0.1.0"
 
@@ -36,8 +36,10 @@ __all__ = [
     "make_learner",
     "median_heuristic",
     "merge_states",
+    "mix_states",
     "model_bytes",
     "model_from_bytes",
     "register",
     "save_model",
+    "model_versions",
 ]

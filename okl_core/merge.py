@@ -16,7 +16,7 @@ import numpy as np
 
 from okl_core.learners.base import Learner, NotMergeableError
 
-__all__ = ["merge_states", "check_mergeable", "NotMergeableError"]
+__all__ = ["merge_states", "mix_states", "check_mergeable", "NotMergeableError"]
 
 
 def check_mergeable(learner: Learner, other: Learner) -> None:
@@ -79,3 +79,51 @@ def _average_since(learner: Learner, states: list, base):
     increments = [s._replace(n_seen=np.asarray(a, dtype=np.int64)) for s, a in zip(states, added)]
     merged = learner.merge(increments)
     return merged._replace(n_seen=np.asarray(n_base + sum(added), dtype=np.int64))
+
+
+def mix_states(learner: Learner, local, merged, weight: float):
+    """Mix a merged model into a shard's local state (streaming model mixing).
+
+    For averaging learners (``merge_semantics = 'average'``) every state array except
+    ``n_seen`` becomes ``(1 - weight) * local + weight * merged``; ``n_seen`` stays the
+    local one (the shard's own examples, so later merges still weight shards by the
+    examples they saw). ``weight = 0`` returns ``local`` unchanged (the shard is then the
+    sequential fold of its own rows); ``weight = 1`` replaces it by ``merged``.
+
+    Limits: the convex combination is meaningful only where a model is a point in a
+    fixed parameter space (random-feature learners: same seed, same features); states
+    whose arrays differ in shape (budget learners holding support vectors) or whose
+    merge is a sum of sufficient statistics (``'sum'``: mixing would count examples
+    twice) or impossible (``'none'``) raise :class:`NotMergeableError`. Integer arrays
+    (counters) are taken from ``local``.
+
+    Parameters
+    ----------
+    learner : Learner
+    local, merged : states of ``learner``
+    weight : float in [0, 1]
+    """
+    weight = float(weight)
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"mixing weight must be in [0, 1], got {weight}")
+    for s in (local, merged):
+        if not isinstance(s, learner.state_class):
+            raise NotMergeableError(f"{learner.name}: cannot mix a {type(s).__name__}")
+    if weight == 0.0:
+        return local
+    if learner.merge_semantics != "average":
+        raise NotMergeableError(
+            f"{learner.name}: its merge is {learner.merge_semantics!r}, not an average of models; "
+            "mixing a merged model into a shard is defined only for averaging learners (use mixing weight 0)"
+        )
+    fields = {}
+    for name, a in local._asdict().items():
+        b = getattr(merged, name)
+        a_arr, b_arr = np.asarray(a), np.asarray(b)
+        if name == "n_seen" or a_arr.dtype.kind not in "fc":
+            fields[name] = a
+            continue
+        if a_arr.shape != b_arr.shape:
+            raise NotMergeableError(f"{learner.name}: state array {name!r} has shape {a_arr.shape} locally and {b_arr.shape} merged; cannot mix")
+        fields[name] = ((1.0 - weight) * a_arr + weight * b_arr).astype(a_arr.dtype, copy=False)
+    return learner.state_class(**fields)

@@ -18,6 +18,7 @@ import dataclasses
 import io
 import json
 import os
+import re
 import tempfile
 import zipfile
 
@@ -27,10 +28,14 @@ from okl_core.learners.base import Learner
 from okl_core.random import GENERATOR_VERSION
 from okl_core.registry import make_learner
 
-__all__ = ["FORMAT_VERSION", "ModelFileError", "save_model", "load_model", "model_bytes", "model_from_bytes", "atomic_write_bytes"]
+__all__ = [
+    "FORMAT_VERSION", "ModelFileError", "save_model", "load_model", "model_bytes", "model_from_bytes", "atomic_write_bytes",
+    "version_file_name", "parse_version", "model_versions", "write_new_file",
+]
 
 FORMAT_VERSION = 1
 _HEADER_KEY = "__header__"
+_VERSION_RE = re.compile(r"model-v(\d{6,})\.npz")
 
 
 class ModelFileError(ValueError):
@@ -167,3 +172,50 @@ def load_model(path: str | os.PathLike):
     except OSError as err:
         raise ModelFileError(f"{path}: cannot read model file ({err.strerror})") from None
     return model_from_bytes(data, source=path)
+
+
+def version_file_name(version: int) -> str:
+    """``model-v000001.npz``: the name of merged model version ``version`` (>= 1; sorts by version)."""
+    if int(version) < 1:
+        raise ValueError(f"model versions start at 1, got {version}")
+    return f"model-v{int(version):06d}.npz"
+
+
+def parse_version(name: str) -> int | None:
+    """The version of a ``model-vNNNNNN.npz`` file name (any directory), else None."""
+    match = _VERSION_RE.fullmatch(os.path.basename(str(name).rstrip("/")))
+    return int(match.group(1)) if match else None
+
+
+def model_versions(directory: str | os.PathLike) -> list[tuple[int, str]]:
+    """``(version, path)`` of the versioned model files in a local directory, oldest first."""
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        return []
+    found = [(parse_version(name), os.path.join(directory, name)) for name in os.listdir(directory)]
+    return sorted((v, p) for v, p in found if v is not None)
+
+
+def write_new_file(path: str | os.PathLike, data: bytes) -> bool:
+    """Write ``data`` to ``path`` atomically unless ``path`` exists; never replaces a file.
+
+    The bytes go to a temporary file in the same directory, which is then hard-linked
+    to ``path`` (``link`` fails when the name exists, so a published version is never
+    overwritten, even by a concurrent writer). Returns False when ``path`` existed.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        os.unlink(tmp)

@@ -251,6 +251,7 @@ def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from okl_core.data.mnist8m import GENERATOR_NAME, DeformationConfig, load_base
+    from pipelines.common import make_pipeline
     from transforms.generate import ShardPlan, WriteMnist8mShards
 
     started = time.perf_counter()
@@ -276,7 +277,7 @@ def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
         options = _beam_options(beam_argv, args.num_workers)
         progress.start(plan.n_rows, "rows", "mnist8m")
         watcher.start()
-        with beam.Pipeline(options=PipelineOptions(options)) as pipeline:
+        with make_pipeline(PipelineOptions(options)) as pipeline:
             _ = (
                 pipeline
                 | "ShardIds" >> beam.Create(list(range(plan.n_shards)))

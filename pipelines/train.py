@@ -45,11 +45,13 @@ import time
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import StandardOptions
 
 import okl_core
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
 from pipelines.common import UsageError, configure_logging, make_pipeline, pipeline_options
+from pipelines.stream import add_streaming_flags, build_streaming_graph
 from transforms.evaluate import Evaluate
 from transforms.outputs import WriteRunOutputs, local_dir
 from transforms.read import METRICS_NAMESPACE, DatasetSource, ReadShards
@@ -132,6 +134,7 @@ def _parser() -> argparse.ArgumentParser:
     dist.add_argument("--read_order_seed", type=int, help=argparse.SUPPRESS)  # tests: permute the read tasks
     out = parser.add_argument_group("output")
     out.add_argument("--output", help="output directory (default runs/<data>-<learner>)")
+    add_streaming_flags(parser)
     return parser
 
 
@@ -377,6 +380,8 @@ def run(argv=None) -> TrainResult:
         job = prepare_job(args)
     except UsageError as err:
         parser.error(str(err))
+    if args.streaming:
+        return _run_streaming(parser, args, job, beam_argv)
     pipeline = make_pipeline(pipeline_options(beam_argv))
     build_graph(pipeline, job, launched_at)
     pipeline_result = pipeline.run()
@@ -388,6 +393,43 @@ def run(argv=None) -> TrainResult:
     result = TrainResult(pipeline_result, job.output, job.files, metrics, _counters(pipeline_result))
     _print_summary(result)
     return result
+
+
+_PRISM_HELP = (
+    "local streaming runs on Beam's Prism runner, which Beam downloads from GitHub on first use, and it "
+    "could not be obtained here ({error}). Download the prism binary of apache-beam {version} for this "
+    "platform where you have network access (https://github.com/apache/beam/releases) and pass "
+    "--prism_location=PATH, or run on Flink or Dataflow (README, '## Streaming')"
+)
+
+
+def _run_streaming(parser, args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
+    """Run the streaming graph (pipelines/stream.py) until --stop_after or cancellation.
+
+    With no runner (or DirectRunner) the graph runs on Beam's Prism runner: the FnApiRunner
+    behind okl's batch default is batch-only, and Beam's legacy direct runner cannot run
+    the file-watching source. Failing to obtain Prism is a usage error with what to do.
+    """
+    if args.input is None:
+        parser.error("--streaming needs --input (a directory or glob where new Parquet files appear)")
+    options = pipeline_options(beam_argv)
+    options.view_as(StandardOptions).streaming = True
+    runner = options.view_as(StandardOptions).runner
+    local = runner is None or (isinstance(runner, str) and runner.lower() in ("directrunner", "direct", "prismrunner", "prism"))
+    pipeline = beam.Pipeline(runner="PrismRunner" if local else runner, options=options)
+    try:
+        build_streaming_graph(pipeline, job, args)
+    except UsageError as err:
+        parser.error(str(err))
+    try:
+        pipeline_result = pipeline.run()
+    except (RuntimeError, OSError, ValueError) as err:
+        if local and "prism" in f"{err!r} {err.__cause__!r}".lower():
+            parser.error(_PRISM_HELP.format(error=str(err).split(": <")[0], version=beam.__version__))
+        raise
+    pipeline_result.wait_until_finish()
+    files = {**job.files, "model": (okl_core.model_versions(job.output) or [(0, job.files["model"])])[-1][1]}
+    return TrainResult(pipeline_result, job.output, files, None, _counters(pipeline_result))
 
 
 if __name__ == "__main__":

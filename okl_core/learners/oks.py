@@ -549,7 +549,8 @@ class _SupportSets:
         d = self.cols[0].shape[0]
         rows = [self.cols[i][:, :m].T for i, m in enumerate(self.count)]
         return {
-            "sv_x": np.concatenate(rows).astype(np.float32) if rows else np.zeros((0, d), np.float32),
+            # C order, as a loaded model has it: the layout changes BLAS rounding downstream.
+            "sv_x": np.ascontiguousarray(np.concatenate(rows), dtype=np.float32) if rows else np.zeros((0, d), np.float32),
             "sv_alpha": np.concatenate([a[:m] for a, m in zip(self.alpha, self.count)]),
             "sv_count": np.asarray(self.count, dtype=np.int64),
             "sq_norm": self.sq_norm,
@@ -686,6 +687,8 @@ class _SupportStorage:
         for a in range(0, len(X), chunk):
             out[a : a + chunk] = exact_kernel(kernel, X[a : a + chunk], rows, sigma) @ alpha
         return out
+
+    merge_semantics = "none"
 
     def merge(self, states):
         raise NotMergeableError(

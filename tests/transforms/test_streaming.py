@@ -1,0 +1,267 @@
+"""Streaming training with TestStream: snapshot cadence, merges, versions, mixing, restarts."""
+
+import json
+import os
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.testing.test_stream import TestStream
+
+import okl_core
+from okl_core.merge import mix_states
+from okl_core.state import model_versions, version_file_name
+from tests.pipelines.reference import binary_data
+from transforms.elements import BatchPiece
+from transforms.streaming import MergeSnapshots, StreamTrainOnline, WriteModelVersions
+from transforms.train import LearnerSpec
+
+PARAMS = {"n_inputs": 5, "n_components": 16, "sigma": 1.0, "eta": 0.2}
+SPEC = LearnerSpec("fogd", PARAMS)
+BATCH = 50
+
+
+def _streaming_pipeline():
+    options = PipelineOptions([])
+    options.view_as(StandardOptions).streaming = True
+    return beam.Pipeline(runner="BundleBasedDirectRunner", options=options)
+
+
+def _pieces(X, y, shard, first_batch, n_batches):
+    out = []
+    for seq in range(first_batch, first_batch + n_batches):
+        a, b = seq * BATCH, (seq + 1) * BATCH
+        out.append((shard, BatchPiece(shard, 0, seq, a, b, X[a:b], y[a:b], np.arange(a, b))))
+    return out
+
+
+def _stream(events, seconds_between=1.0):
+    """A TestStream sending each list of elements, then advancing processing time."""
+    stream = TestStream()
+    for elements in events:
+        stream = stream.add_elements(elements).advance_processing_time(seconds_between)
+    return stream.advance_watermark_to_infinity()
+
+
+def _fold(learner, X, y, first_batch, n_batches, state=None):
+    state = learner.init() if state is None else state
+    for seq in range(first_batch, first_batch + n_batches):
+        state, _ = learner.update(state, X[seq * BATCH : (seq + 1) * BATCH], y[seq * BATCH : (seq + 1) * BATCH])
+    return state
+
+
+_SINKS: dict = {}
+
+
+def _append(element, key):
+    _SINKS[key].append(element)
+
+
+def _collect(pcoll, into: list, label="Collect"):
+    """Side-effect sink: the BundleBasedDirectRunner runs DoFns in this process (on copies)."""
+    key = f"{label}-{id(into)}"
+    _SINKS[key] = into
+    pcoll | label >> beam.Map(_append, key)
+
+
+def _run_shards(pieces_per_event, tmp_path=None, snapshot_batches=2, num_shards=1, mix_weight=0.0, models=None, initial=None, first_version=1):
+    learner = SPEC.build()
+    initial = okl_core.model_bytes(learner, learner.init()) if initial is None else initial
+    snaps, versions = [], []
+    with _streaming_pipeline() as p:
+        pieces = p | _stream(pieces_per_event)
+        model_pcoll = None if models is None else p | "Models" >> beam.Create(models)
+        snapshots = pieces | StreamTrainOnline(SPEC, initial, model_pcoll, snapshot_batches=snapshot_batches, mix_weight=mix_weight)
+        _collect(snapshots, snaps)
+        if tmp_path is not None:
+            written = snapshots | MergeSnapshots(SPEC, num_shards) | WriteModelVersions(str(tmp_path), first_version)
+            _collect(written, versions, "CollectVersions")
+    return sorted(snaps, key=lambda s: (s[0], s[1])), versions
+
+
+def test_snapshots_every_n_batches_and_weight_zero_equals_the_batch_fold(tmp_path):
+    X, y = binary_data(600)
+    learner = SPEC.build()
+    snaps, versions = _run_shards([[p] for p in _pieces(X, y, 0, 0, 6)], tmp_path, snapshot_batches=2)
+    assert [s[0] for s in snaps] == [0, 1, 2]
+    for k, (interval, shard, data, record) in enumerate(snaps):
+        record = json.loads(record)
+        assert record["batches"] == 2 and record["online"]["n"] == 2 * BATCH and record["n_seen"] == (k + 1) * 2 * BATCH
+        assert data == okl_core.model_bytes(learner, _fold(learner, X, y, 0, 2 * (k + 1)))
+    # one shard: every merged version is the shard's snapshot; versions 1, 2, 3 in order
+    assert [v for v, _ in versions] == [1, 2, 3]
+    assert [v for v, _ in model_versions(tmp_path)] == [1, 2, 3]
+    for (interval, _, data, _), (_, path) in zip(snaps, model_versions(tmp_path)):
+        assert open(path, "rb").read() == data
+
+
+def test_prequential_metrics_of_an_interval_match_the_fold():
+    X, y = binary_data(400)
+    learner = SPEC.build()
+    snaps, _ = _run_shards([[p] for p in _pieces(X, y, 0, 0, 4)], snapshot_batches=4)
+    state, mistakes = learner.init(), 0
+    for seq in range(4):
+        state, scores = learner.update(state, X[seq * BATCH : (seq + 1) * BATCH], y[seq * BATCH : (seq + 1) * BATCH])
+        mistakes += int((np.where(scores >= 0, 1, -1) != y[seq * BATCH : (seq + 1) * BATCH]).sum())
+    assert json.loads(snaps[0][3])["online"]["mistakes"] == mistakes
+
+
+def test_merged_versions_are_monotonic_and_equal_merge_states_by_shard(tmp_path):
+    X, y = binary_data(1200)
+    learner = SPEC.build()
+    # shard 0 gets batches 0..5, shard 1 batches 6..11; events interleave the shards
+    events = [[a, b] for a, b in zip(_pieces(X, y, 0, 0, 6), _pieces(X, y, 1, 6, 6))]
+    snaps, versions = _run_shards(events, tmp_path, snapshot_batches=2, num_shards=2)
+    assert [(s[0], s[1]) for s in snaps] == [(k, s) for k in range(3) for s in range(2)]
+    assert sorted(v for v, _ in versions) == [1, 2, 3]
+    assert [v for v, _ in versions] == sorted(v for v, _ in versions)  # written in increasing order
+    for k, (version, path) in enumerate(model_versions(tmp_path)):
+        local = [_fold(learner, X, y, 0, 2 * (k + 1)), _fold(learner, X, y, 6, 2 * (k + 1))]
+        expected = okl_core.merge_states(learner, local)
+        assert open(path, "rb").read() == okl_core.model_bytes(learner, expected)
+
+
+def test_a_shard_mixes_a_newer_version_with_the_documented_formula(tmp_path):
+    X, y = binary_data(600)
+    learner = SPEC.build()
+    merged = _fold(learner, X, y, 6, 3)  # some other model, as if merged elsewhere
+    path = tmp_path / version_file_name(4)
+    okl_core.save_model(path, learner, merged)
+    weight = 0.25
+    snaps, _ = _run_shards([[p] for p in _pieces(X, y, 0, 0, 2)], snapshot_batches=2, mix_weight=weight, models=[(4, str(path))])
+    # the side input holds version 4 from the start: mixed once, before the first batch
+    expected = _fold(learner, X, y, 0, 2, state=mix_states(learner, learner.init(), merged, weight))
+    assert snaps[0][2] == okl_core.model_bytes(learner, expected)
+    assert json.loads(snaps[0][3])["mixed_version"] == 4
+    mixed = mix_states(learner, learner.init(), merged, weight)
+    np.testing.assert_allclose(mixed.w, 0.75 * learner.init().w + 0.25 * merged.w)
+    assert int(mixed.n_seen) == 0
+
+
+def test_restart_from_a_version_continues_as_an_uninterrupted_run(tmp_path):
+    X, y = binary_data(600)
+    learner = SPEC.build()
+    pieces = _pieces(X, y, 0, 0, 6)
+    whole, _ = _run_shards([[p] for p in pieces], tmp_path / "a", snapshot_batches=2)
+    (v1, path), *_ = model_versions(tmp_path / "a")
+    assert v1 == 1
+    initial = open(path, "rb").read()
+    restarted, versions = _run_shards([[p] for p in pieces[2:]], tmp_path / "b", snapshot_batches=2, initial=initial, first_version=v1 + 1)
+    assert [s[2] for s in restarted] == [s[2] for s in whole[1:]]
+    assert [v for v, _ in versions] == [2, 3]
+
+
+def _zero():
+    return 0.0
+
+
+def test_snapshots_every_t_seconds_of_processing_time():
+    X, y = binary_data(600)
+    learner = SPEC.build()
+    pieces = _pieces(X, y, 0, 0, 5)
+    # TestStream's processing-time clock starts at 0 and the DoFn is told so (clock=_zero):
+    # batches at t = 0, 1, 2 arm a timer for t = 2.5 at the first batch, so the first
+    # snapshot holds 3 batches; the next two arrive together and make the second snapshot.
+    stream = TestStream()
+    for p in pieces[:3]:
+        stream = stream.add_elements([p]).advance_processing_time(1.0)
+    stream = stream.add_elements(pieces[3:]).advance_processing_time(10.0).advance_watermark_to_infinity()
+    snaps = []
+    with _streaming_pipeline() as pipe:
+        out = pipe | stream | StreamTrainOnline(SPEC, okl_core.model_bytes(learner, learner.init()), snapshot_seconds=2.5, clock=_zero)
+        _collect(out, snaps)
+    snaps.sort()
+    assert [json.loads(s[3])["batches"] for s in snaps] == [3, 2]
+    assert snaps[-1][2] == okl_core.model_bytes(learner, _fold(learner, X, y, 0, 5))
+
+
+def test_versions_are_never_overwritten(tmp_path):
+    X, y = binary_data(200)
+    okl_core.save_model(tmp_path / version_file_name(1), SPEC.build(), SPEC.build().init())
+    with pytest.raises(Exception, match="never overwritten"):
+        _run_shards([[p] for p in _pieces(X, y, 0, 0, 2)], tmp_path, snapshot_batches=2)
+
+
+def test_run_inference_switches_to_a_new_version_once_written(tmp_path):
+    """Beam's model-update side input (the pattern of Beam's own RunInference tests):
+    model versions and examples are timestamped and windowed alike; examples after a
+    version's timestamp are scored by it, without restarting the job."""
+    from apache_beam.ml.inference.base import ModelMetadata, RunInference
+    from apache_beam.transforms import window
+    from apache_beam.transforms.window import TimestampedValue
+
+    from transforms.inference import OklModelHandler
+
+    X, y = binary_data(400)
+    learner = SPEC.build()
+    first, second = _fold(learner, X, y, 0, 2), _fold(learner, X, y, 0, 6)
+    paths = [str(tmp_path / version_file_name(v)) for v in (1, 2)]
+    okl_core.save_model(paths[0], learner, first)
+    okl_core.save_model(paths[1], learner, second)
+    t0, interval = 1_000_000, 10
+    rows = [(t0 + 1, 0), (t0 + 5, 1), (t0 + 12, 2), (t0 + 25, 3)]  # (time, row)
+    updates = [(t0 + 11, ModelMetadata(model_id=paths[1], model_name="v2"))]  # v2 written at t0 + 11
+    got = []
+    with beam.Pipeline("FnApiRunner") as p:
+        side = (
+            p | "Versions" >> beam.Create(updates)
+            | "StampVersions" >> beam.Map(lambda u: TimestampedValue(u[1], u[0]))
+            | "WindowVersions" >> beam.WindowInto(window.FixedWindows(interval))
+        )
+        scored = (
+            p | "Rows" >> beam.Create(rows)
+            | "StampRows" >> beam.Map(lambda r: TimestampedValue(X[r[1]], r[0]))
+            | "WindowRows" >> beam.WindowInto(window.FixedWindows(interval))
+            | RunInference(OklModelHandler(paths[0]), model_metadata_pcoll=side)
+        )
+        _collect(scored | beam.Map(lambda r: (os.path.basename(r.model_id), float(r.inference))), got, "CollectScores")
+    by_model = sorted(got)
+    expected = sorted(
+        [(os.path.basename(paths[0]), float(learner.predict(first, X[i : i + 1])[0])) for i in (0, 1)]
+        + [(os.path.basename(paths[1]), float(learner.predict(second, X[i : i + 1])[0])) for i in (2, 3)]
+    )
+    assert [m for m, _ in by_model] == [m for m, _ in expected]
+    np.testing.assert_allclose([s for _, s in by_model], [s for _, s in expected], rtol=1e-6)
+
+
+def test_new_parquet_files_become_shard_batches_in_file_order(tmp_path):
+    """The reading step of WatchParquet on files written into a temporary directory."""
+    from okl_core.data.layout import write_dataset
+    from transforms.streaming import ReadParquetFiles, file_shard
+
+    X, y = binary_data(300)
+    y = y.copy()
+    y[7] = 3  # a bad label goes to the dead letters
+    write_dataset(tmp_path / "ds", X, y, "binary", n_shards=2, row_group_rows=100)
+    files = sorted(str(p) for p in (tmp_path / "ds").glob("*.parquet"))
+    got, dead = [], []
+    with beam.Pipeline("FnApiRunner") as p:
+        out = p | beam.Create(files) | beam.ParDo(ReadParquetFiles(5, "binary", None, 3, 60)).with_outputs("dead_letter", main="batches")
+        _collect(out.batches | beam.Map(lambda kv: (kv[0], kv[1].seq, kv[1].row.tolist())), got, "CollectBatches")
+        _collect(out.dead_letter, dead, "CollectDead")
+    assert len(dead) == 1 and json.loads(dead[0])["row"] == 7
+    for f, first in zip(files, (0, 150)):
+        rows = [r for r in range(first, first + 150) if r != 7]
+        mine = sorted((seq, rows_) for shard, seq, rows_ in got if shard == file_shard(f, 3) and rows_[0] in rows)
+        assert [r for _, part in mine for r in part] == rows
+        assert all(len(part) == 60 for _, part in mine[:-1])
+
+
+def test_restart_picks_the_newest_version_and_continues_numbering(tmp_path):
+    import argparse
+
+    from pipelines.stream import initial_model
+
+    learner = SPEC.build()
+    X, y = binary_data(200)
+    for v in (1, 2, 3):
+        okl_core.save_model(tmp_path / version_file_name(v), learner, _fold(learner, X, y, 0, v))
+    args = argparse.Namespace(init_model=None)
+    data, next_version, source = initial_model(args, learner, str(tmp_path))
+    assert next_version == 4 and source.endswith(version_file_name(3))
+    assert data == okl_core.model_bytes(learner, _fold(learner, X, y, 0, 3))
+    data, next_version, _ = initial_model(argparse.Namespace(init_model=str(tmp_path / version_file_name(1))), learner, str(tmp_path))
+    assert next_version == 4 and data == okl_core.model_bytes(learner, _fold(learner, X, y, 0, 1))
+    data, next_version, source = initial_model(args, learner, str(tmp_path / "empty"))
+    assert next_version == 1 and data == okl_core.model_bytes(learner, learner.init())
