@@ -84,6 +84,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes owner-only files; models and results are for sharing
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
