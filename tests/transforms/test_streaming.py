@@ -7,7 +7,7 @@ import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-from apache_beam.testing.test_stream import TestStream
+from apache_beam.testing.test_stream import TestStream as BeamTestStream
 
 import okl_core
 from okl_core.merge import mix_states
@@ -38,7 +38,7 @@ def _pieces(X, y, shard, first_batch, n_batches):
 
 def _stream(events, seconds_between=1.0):
     """A TestStream sending each list of elements, then advancing processing time."""
-    stream = TestStream()
+    stream = BeamTestStream()
     for elements in events:
         stream = stream.add_elements(elements).advance_processing_time(seconds_between)
     return stream.advance_watermark_to_infinity()
@@ -163,7 +163,7 @@ def test_snapshots_every_t_seconds_of_processing_time():
     # TestStream's processing-time clock starts at 0 and the DoFn is told so (clock=_zero):
     # batches at t = 0, 1, 2 arm a timer for t = 2.5 at the first batch, so the first
     # snapshot holds 3 batches; the next two arrive together and make the second snapshot.
-    stream = TestStream()
+    stream = BeamTestStream()
     for p in pieces[:3]:
         stream = stream.add_elements([p]).advance_processing_time(1.0)
     stream = stream.add_elements(pieces[3:]).advance_processing_time(10.0).advance_watermark_to_infinity()
