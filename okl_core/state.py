@@ -73,18 +73,30 @@ def model_bytes(learner: Learner, state) -> bytes:
     return buffer.getvalue()
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory + rename."""
+def _write_temp(path: str) -> tuple[str, str]:
+    """Create the target's directory and a temporary file beside ``path``; return (path, tmp)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=directory)
+    os.close(fd)
+    return path, tmp
+
+
+def _fill(tmp: str, data: bytes) -> None:
+    """Write, flush and fsync ``data`` into ``tmp``; readable by all (mkstemp makes it 0600)."""
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, 0o644)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory + rename."""
+    path, tmp = _write_temp(path)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes owner-only files; models and results are for sharing
+        _fill(tmp, data)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -204,15 +216,9 @@ def write_new_file(path: str | os.PathLike, data: bytes) -> bool:
     to ``path`` (``link`` fails when the name exists, so a published version is never
     overwritten, even by a concurrent writer). Returns False when ``path`` existed.
     """
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=directory)
+    path, tmp = _write_temp(path)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        _fill(tmp, data)
         try:
             os.link(tmp, path)
         except FileExistsError:
