@@ -14,7 +14,8 @@ Defaults are the paper's: sigma = 8, D = 400 frequencies, unscaled features, eta
 authors' code (binary 0.002, multiclass 0.005, regression 6e-4).
 
 The update is an exact per-row fold: the batch's features are computed at once (one
-matrix product) and the rows are then learned one by one in order.
+matrix product) and the rows are then learned one by one in order. The update decisions
+are the shared rules of :mod:`okl_core.learners.rules` (also used by kernel OGD and NOGD).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from okl_core.learners.base import (
     validate_xy,
     weighted_average,
 )
+from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, RegressionRule
 
 __all__ = [
     "FOGDConfig",
@@ -112,10 +114,12 @@ class _FourierLinear(Learner):
 
     conformance_params = {"n_components": 32, "sigma": 1.0, "eta": 0.2}
     state_class = LinearState
+    rule_class = None  # a rule of okl_core.learners.rules, set by each learner
 
     def __init__(self, config):
         super().__init__(config)
         self.features = FourierFeatures(config.feature_spec())
+        self.rule = self.rule_class(config)
 
     def feature_spec(self):
         return self.features.spec
@@ -144,7 +148,17 @@ class _FourierLinear(Learner):
         return LinearState(w=w, n_seen=n_seen), scores
 
     def _fold(self, w, Z, y) -> np.ndarray:
-        raise NotImplementedError
+        """Learn rows in order with the scalar rule ``self.rule``: ``w += rule(f, y) z``."""
+        rule = self.rule
+        scores = np.empty(len(y))
+        for i in range(len(y)):
+            z = Z[i].astype(np.float64)
+            f = z @ w
+            scores[i] = f
+            step = rule(f, y[i])
+            if step is not None:
+                w += step * z
+        return scores
 
     def merge(self, states):
         return merge_linear_states(self, states)
@@ -155,17 +169,7 @@ class FOGD(_FourierLinear):
 
     name = "fogd"
     config_class = FOGDConfig
-
-    def _fold(self, w, Z, y):
-        eta = self.config.eta
-        scores = np.empty(len(y))
-        for i in range(len(y)):
-            z = Z[i].astype(np.float64)
-            f = z @ w
-            scores[i] = f
-            if y[i] * f < 1.0:
-                w += (eta * y[i]) * z
-        return scores
+    rule_class = BinaryHingeRule
 
 
 class MFOGD(_FourierLinear):
@@ -174,25 +178,24 @@ class MFOGD(_FourierLinear):
     name = "mfogd"
     config_class = MFOGDConfig
     conformance_params = {**_FourierLinear.conformance_params, "n_classes": 3}
+    rule_class = MulticlassHingeRule
 
     def _n_outputs(self):
         return self.config.n_classes
 
     def _fold(self, W, Z, y):
-        eta = self.config.eta
+        # Only the true and the rival class change: update those two rows rather than
+        # adding the rule's dense (C,) coefficient vector times z (C times the traffic).
+        eta, rival_of = self.config.eta, self.rule.rival
         scores = np.empty((len(y), W.shape[0]))
-        s = np.empty(W.shape[0])
         for i in range(len(y)):
             z = Z[i].astype(np.float64)
-            np.dot(W, z, out=s)
+            s = W @ z
             scores[i] = s
-            label = y[i]
-            true_score = s[label]
-            s[label] = -np.inf
-            rival = int(s.argmax())  # first index on ties
-            if true_score - s[rival] < 1.0:
+            rival = rival_of(s, y[i])
+            if rival is not None:
                 step = eta * z
-                W[label] += step
+                W[y[i]] += step
                 W[rival] -= step
         return scores
 
@@ -203,16 +206,4 @@ class FOGDRegressor(_FourierLinear):
     name = "fogd_r"
     config_class = FOGDRConfig
     conformance_params = {"n_components": 32, "sigma": 1.0, "eta": 0.01, "eps": 0.01}
-
-    def _fold(self, w, Z, y):
-        eta, eps = self.config.eta, self.config.eps
-        squared = self.config.threshold == "squared"
-        scores = np.empty(len(y))
-        for i in range(len(y)):
-            z = Z[i].astype(np.float64)
-            f = z @ w
-            scores[i] = f
-            residual = y[i] - f
-            if (residual * residual if squared else abs(residual)) > eps:
-                w += (eta * residual) * z
-        return scores
+    rule_class = RegressionRule

@@ -17,8 +17,8 @@ with the same per-example rules as FOGD (no regularizer, constant step ``eta``):
   ``x`` with ``alpha = y``.
 
 Cost per example O(|S| d) and memory O(|S| d): these are references for small streams and
-for checking the budgeted and approximate learners (NOGD is the budgeted version of the
-same rules and imports them from here).
+for checking the budgeted and approximate learners (the rules live in
+:mod:`okl_core.learners.rules`, shared with FOGD and NOGD).
 
 Merge: the states' functions are averaged with weights ``n_seen`` (like FOGD's parameter
 averaging), represented exactly by concatenating the support sets in state order with
@@ -42,6 +42,7 @@ from okl_core.learners.base import (
     check_positive,
     validate_xy,
 )
+from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, PerceptronRule, RegressionRule, output_shape
 
 __all__ = [
     "KernelConfig",
@@ -55,10 +56,6 @@ __all__ = [
     "MKernelOGD",
     "KernelOGDRegressor",
     "KernelPerceptron",
-    "BinaryHingeRule",
-    "MulticlassHingeRule",
-    "RegressionRule",
-    "PerceptronRule",
 ]
 
 
@@ -133,76 +130,6 @@ class KernelPerceptronConfig(KernelConfig):
     """Binary kernel Perceptron: kernel parameters only (the rule has no step)."""
 
     task = "binary"
-
-
-# -- update rules ---------------------------------------------------------------------
-# A rule maps (score f, label y) to the coefficient to add (a float, or a (C,) array for
-# multiclass) or None when the example triggers no update. The same rules drive the
-# kernel expansion here and both of NOGD's phases.
-
-
-class BinaryHingeRule:
-    """Hinge loss: ``eta y`` when ``y f < 1`` (strict)."""
-
-    n_outputs = None
-
-    def __init__(self, config):
-        self.eta = float(config.eta)
-
-    def __call__(self, f, y):
-        return self.eta * y if y * f < 1.0 else None
-
-
-class PerceptronRule:
-    """Perceptron: ``y`` on a mistake of ``sign(f)`` (``sign(0) = +1``)."""
-
-    n_outputs = None
-
-    def __init__(self, config):
-        pass
-
-    def __call__(self, f, y):
-        return y if (1.0 if f >= 0 else -1.0) != y else None
-
-
-class MulticlassHingeRule:
-    """Multiclass hinge: ``+eta`` at ``y``, ``-eta`` at the best wrong class ``s`` when
-    ``f_y - f_s < 1``; ``s`` is the first index on ties."""
-
-    def __init__(self, config):
-        self.eta = float(config.eta)
-        self.n_outputs = int(config.n_classes)
-
-    def __call__(self, f, y):
-        rivals = np.array(f, dtype=np.float64)
-        true_score = rivals[y]
-        rivals[y] = -np.inf
-        s = int(np.argmax(rivals))
-        if true_score - rivals[s] >= 1.0:
-            return None
-        coef = np.zeros(self.n_outputs)
-        coef[y], coef[s] = self.eta, -self.eta
-        return coef
-
-
-class RegressionRule:
-    """``eta (y - f)`` when ``|y - f| > eps`` (absolute) or ``(y - f)^2 > eps`` (squared)."""
-
-    n_outputs = None
-
-    def __init__(self, config):
-        self.eta, self.eps = float(config.eta), float(config.eps)
-        self.squared = config.threshold == "squared"
-
-    def __call__(self, f, y):
-        residual = y - f
-        size = residual * residual if self.squared else abs(residual)
-        return self.eta * residual if size > self.eps else None
-
-
-def output_shape(rule, n: int) -> tuple:
-    """Shape of ``n`` coefficients (or scores) of ``rule``: ``(n,)`` or ``(n, C)``."""
-    return (n,) if rule.n_outputs is None else (n, rule.n_outputs)
 
 
 # -- the learners ---------------------------------------------------------------------

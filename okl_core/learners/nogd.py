@@ -49,16 +49,8 @@ from okl_core.learners.base import (
     check_nonnegative,
     validate_xy,
 )
-from okl_core.learners.kernel_ogd import (
-    BinaryHingeRule,
-    ExactKernelMixin,
-    KernelOGDConfig,
-    KernelOGDRConfig,
-    MKernelOGDConfig,
-    MulticlassHingeRule,
-    RegressionRule,
-    output_shape,
-)
+from okl_core.learners.kernel_ogd import ExactKernelMixin, KernelOGDConfig, KernelOGDRConfig, MKernelOGDConfig
+from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, RegressionRule, output_shape
 
 __all__ = ["BudgetFields", "NOGDConfig", "MNOGDConfig", "NOGDRConfig", "NOGDState", "NOGD", "MNOGD", "NOGDRegressor", "nystrom_transition"]
 
