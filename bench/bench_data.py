@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import bz2
-import gzip
 import json
 import os
 import resource
@@ -31,6 +30,8 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from common import SHARED_DATA, best_of  # noqa: E402  (bench/ is the script's directory)
+
+from okl_core.data.idx import read_idx_images  # noqa: E402
 
 SHARED = str(SHARED_DATA)
 TARGET_ROWS_PER_CORE = 5000
@@ -101,10 +102,8 @@ def _mnist_like_libsvm(tmp) -> str | None:
     labels = os.path.join(SHARED, "mnist", "t10k-labels-idx1-ubyte.gz")
     if not os.path.exists(images):
         return None
-    with gzip.open(images) as f:
-        X = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 784)
-    with gzip.open(labels) as f:
-        y = np.frombuffer(f.read(), np.uint8, offset=8)
+    X, y = read_idx_images(images, labels)
+    X = X.reshape(len(X), -1)
     lines = []
     for row, label in zip(X, y):
         nz = np.flatnonzero(row)

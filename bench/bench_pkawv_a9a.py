@@ -37,14 +37,13 @@ FOGD_ETAS = (0.02, 0.002, 0.0002, 0.00002)
 
 def load_a9a() -> tuple[np.ndarray, np.ndarray] | None:
     """a9a + a9a.t as dense float32 (123 columns; a9a.t never uses the last one) and labels."""
-    from sklearn.datasets import load_svmlight_file
+    from okl_core.data import read_libsvm
 
     paths = [SHARED_DATA / "a9a" / split for split in ("a9a", "a9a.t")]
     if not all(p.exists() for p in paths):
         return None
-    parts = [load_svmlight_file(str(path), n_features=123) for path in paths]
-    X = np.vstack([p[0].toarray() for p in parts]).astype(np.float32)
-    return X, np.concatenate([p[1] for p in parts]).astype(np.int64)
+    parts = [read_libsvm(path, n_features=123) for path in paths]
+    return np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]).astype(np.int64)
 
 
 def pca_scaled(X: np.ndarray, k: int = 10) -> np.ndarray:

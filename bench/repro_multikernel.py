@@ -50,12 +50,12 @@ OMKL_ROWS = [  # (learner, params)
 
 
 def a9a():
-    from sklearn.datasets import load_svmlight_file
+    from okl_core.data import read_libsvm
 
     if not A9A.exists():
         raise SystemExit(f"{A9A} is missing (../shared/data beside the project)")
-    X, y = load_svmlight_file(str(A9A), n_features=123)
-    return X.toarray().astype(np.float32), y.astype(np.int64)
+    X, y = read_libsvm(A9A, n_features=123)
+    return X, y.astype(np.int64)
 
 
 def friedman():
