@@ -14,7 +14,7 @@ import os
 
 import apache_beam as beam
 
-from okl_core.data.layout import shard_file_name, write_shard_file
+from okl_core.data.layout import DEFAULT_COMPRESSION, shard_file_name, write_shard_file
 from okl_core.data.mnist8m import DeformationConfig, Mnist8mGenerator, load_base
 
 __all__ = ["ShardPlan", "WriteMnist8mShards"]
@@ -42,10 +42,10 @@ class ShardPlan:
 
 
 class _WriteMnist8mShardFn(beam.DoFn):
-    def __init__(self, staging_dir, base, seed, config_dict, plan, row_group_rows, batch_rows):
+    def __init__(self, staging_dir, base, seed, config_dict, plan, row_group_rows, batch_rows, compression):
         self.staging_dir, self.base, self.seed = staging_dir, base, seed
         self.config_dict, self.plan = config_dict, plan
-        self.row_group_rows, self.batch_rows = row_group_rows, batch_rows
+        self.row_group_rows, self.batch_rows, self.compression = row_group_rows, batch_rows, compression
         self._generator = None
 
     def setup(self):
@@ -55,7 +55,7 @@ class _WriteMnist8mShardFn(beam.DoFn):
     def process(self, index):
         shard = self.plan.shard(int(index))
         batches = self._generator.shard_batches(shard["first_row"], shard["n_rows"], self.batch_rows)
-        n = write_shard_file(os.path.join(self.staging_dir, shard["file"]), self._generator.n_features, "multiclass", batches, shard["first_row"], self.row_group_rows)
+        n = write_shard_file(os.path.join(self.staging_dir, shard["file"]), self._generator.n_features, "multiclass", batches, shard["first_row"], self.row_group_rows, self.compression)
         yield dict(shard, n_rows=n)
 
 
@@ -75,11 +75,13 @@ class WriteMnist8mShards(beam.PTransform):
     plan : ShardPlan
     row_group_rows, batch_rows : int
         Parquet row group size; rows generated per vectorised batch.
+    compression : str
+        Parquet codec (:data:`okl_core.data.layout.COMPRESSIONS`).
     """
 
-    def __init__(self, staging_dir, base, seed, config_dict, plan, row_group_rows=4096, batch_rows=1024):
+    def __init__(self, staging_dir, base, seed, config_dict, plan, row_group_rows=4096, batch_rows=1024, compression=DEFAULT_COMPRESSION):
         super().__init__()
-        self._fn = _WriteMnist8mShardFn(staging_dir, base, seed, config_dict, plan, row_group_rows, batch_rows)
+        self._fn = _WriteMnist8mShardFn(staging_dir, base, seed, config_dict, plan, row_group_rows, batch_rows, compression)
 
     def expand(self, shard_indices):
         # Reshuffle so that shards spread over workers instead of staying in one bundle.

@@ -25,7 +25,7 @@ from typing import Iterator
 
 import numpy as np
 
-from okl_core.data.layout import DatasetWriter
+from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
 from okl_core.data.scaling import ColumnStats, ScaledRows, Scaling
 from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source, parse_finite
 from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
@@ -224,7 +224,7 @@ def _scan(path, target, features, drop, delimiter, skip_bad_rows, progress, batc
 def convert_csv(
     path, out, *, target, features=None, drop=None, task=None, classes=None, like=None, feature_scaling="none",
     target_scaling="none", delimiter=",", skip_bad_rows=False, rows_per_shard=65536, n_shards=None,
-    row_group_rows=4096, overwrite=False, name=None, progress=None, batch_rows=8192,
+    row_group_rows=4096, overwrite=False, name=None, progress=None, batch_rows=8192, compression=DEFAULT_COMPRESSION,
 ) -> ConversionSummary:
     """Convert a CSV file into a data set at ``out`` (see the module docstring).
 
@@ -275,7 +275,7 @@ def convert_csv(
     scaled = ScaledRows(label_map.task, fscale, tscale)
     position = [0]
     progress.start(os.path.getsize(path), "B", "convert")
-    with DatasetWriter(out, len(cols.features), label_map.task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, **info) as writer:
+    with DatasetWriter(out, len(cols.features), label_map.task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, compression=compression, **info) as writer:
         rejects = RejectLog(writer.staging_dir, ("line", "reason", "text")) if skip_bad_rows else None
         for _, batch, _ in iter_csv(path, target, features=cols.names, delimiter=delimiter, rejects=rejects, batch_rows=batch_rows, position=position):
             raw = batch.targets if string_labels else _numeric(batch.targets)

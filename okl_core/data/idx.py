@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from okl_core.data.layout import DatasetWriter
+from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
 from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, open_source
 
 __all__ = ["read_idx_array", "read_idx_images", "read_idx", "images_to_rows", "convert_mnist", "IDX_TYPES"]
@@ -106,7 +106,7 @@ def images_to_rows(images: np.ndarray) -> np.ndarray:
     return (images.reshape(len(images), -1).astype(np.float32) / np.float32(255.0)).astype(np.float32)
 
 
-def convert_mnist(images_path, labels_path, out, *, rows_per_shard=65536, row_group_rows=4096, overwrite=False, name=None, progress=None, batch_rows=8192) -> ConversionSummary:
+def convert_mnist(images_path, labels_path, out, *, rows_per_shard=65536, row_group_rows=4096, overwrite=False, name=None, progress=None, batch_rows=8192, compression=DEFAULT_COMPRESSION) -> ConversionSummary:
     """Convert an IDX image/label pair into a multiclass data set at ``out``.
 
     Labels keep their values when they are ``0..C-1`` (MNIST); otherwise they are mapped to
@@ -127,7 +127,7 @@ def convert_mnist(images_path, labels_path, out, *, rows_per_shard=65536, row_gr
         info["name"] = name
     d = int(np.prod(images.shape[1:]))
     progress.start(len(images), "rows", "mnist")
-    with DatasetWriter(out, d, "multiclass", rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, **info) as writer:
+    with DatasetWriter(out, d, "multiclass", rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, compression=compression, **info) as writer:
         for start in range(0, len(images), batch_rows):
             writer.write(images_to_rows(images[start : start + batch_rows]), y[start : start + batch_rows])
             progress.update(writer.n_rows)

@@ -46,6 +46,8 @@ __all__ = [
     "open_dataset",
     "shard_file_name",
     "schema_for",
+    "COMPRESSIONS",
+    "DEFAULT_COMPRESSION",
 ]
 
 LAYOUT_VERSION = 1
@@ -58,10 +60,33 @@ def shard_file_name(index: int, count: int) -> str:
     return f"part-{index:05d}-of-{count:05d}.parquet"
 
 
+COMPRESSIONS = ("lz4", "snappy", "zstd", "none")
+"""Parquet codecs a data set can be written with (:class:`DatasetWriter` ``compression``)."""
+
+DEFAULT_COMPRESSION = "lz4"
+"""LZ4: of the codecs above, the fastest to decode after ``none`` and
+no larger than Snappy (MNIST: 2.7 us/row to read, 435 B/row; Snappy 4.5 us, 488 B;
+Zstandard 3.4 us, 326 B; none 2.6 us, 3141 B). Reading ``x`` is the largest cost of the
+training pipeline after the learner itself, so decode speed wins over size by default."""
+
+
 def schema_for(n_features: int, task: str) -> pa.Schema:
-    """Arrow schema of a data set with ``n_features`` columns for ``task``."""
+    """Arrow schema of a data set with ``n_features`` columns for ``task``.
+
+    The features of ``x`` are declared non-null (a missing feature is a bad row, never
+    written): Parquet then stores no definition level per feature, which makes ``x`` about
+    1.5 us/row faster to decode for MNIST-sized rows. Files whose ``x`` items are nullable
+    (other writers, earlier okl versions) read the same.
+    """
     y_type = pa.float32() if task == "regression" else pa.int32()
-    return pa.schema([("x", pa.list_(pa.float32(), n_features)), ("y", y_type), ("row", pa.int64())])
+    x_type = pa.list_(pa.field("element", pa.float32(), nullable=False), n_features)
+    return pa.schema([("x", x_type), ("y", y_type), ("row", pa.int64())])
+
+
+def _check_compression(compression: str) -> str:
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
+    return compression
 
 
 @dataclasses.dataclass
@@ -186,13 +211,13 @@ class StagedDataset:
 class _ShardWriter:
     """One Parquet shard written streaming, in row groups of exactly ``row_group_rows``."""
 
-    def __init__(self, path, schema, row_group_rows, first_row):
+    def __init__(self, path, schema, row_group_rows, first_row, compression=DEFAULT_COMPRESSION):
         self.schema, self.row_group_rows = schema, int(row_group_rows)
         self.first_row = int(first_row)
         self.n_rows = 0  # rows accepted (written or pending)
         # Dictionary encoding only for labels: float features and unique row numbers
         # overflow the dictionary anyway (trying costs ~3x the write time, files grow).
-        self._writer = pq.ParquetWriter(path, schema, use_dictionary=["y"])
+        self._writer = pq.ParquetWriter(path, schema, use_dictionary=["y"], compression=_check_compression(compression))
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []
         self._pending_rows = 0
 
@@ -238,7 +263,7 @@ def _check_shape_args(n_features, task, rows, row_group_rows):
         raise ValueError("n_features, rows_per_shard and row_group_rows must be >= 1")
 
 
-def write_shard_file(path, n_features, task, batches, first_row, row_group_rows=4096) -> int:
+def write_shard_file(path, n_features, task, batches, first_row, row_group_rows=4096, compression=DEFAULT_COMPRESSION) -> int:
     """Write one shard file from an iterable of ``(X, y)`` batches; return its row count.
 
     Used by parallel writers: each worker writes one shard of a :class:`StagedDataset`
@@ -249,7 +274,7 @@ def write_shard_file(path, n_features, task, batches, first_row, row_group_rows=
     _check_shape_args(n_features, task, 1, row_group_rows)
     path = os.fspath(path)
     tmp = f"{path}.inprogress-{os.getpid()}"
-    writer = _ShardWriter(tmp, schema_for(int(n_features), task), row_group_rows, first_row)
+    writer = _ShardWriter(tmp, schema_for(int(n_features), task), row_group_rows, first_row, _check_compression(compression))
     try:
         for X, y in batches:
             writer.write(*_check_xy(X, y, int(n_features), task))
@@ -283,13 +308,16 @@ class DatasetWriter:
         Parquet row group size.
     overwrite : bool
         Replace an existing directory at ``path`` (atomically, after completion).
+    compression : {'lz4', 'snappy', 'zstd', 'none'}
+        Parquet codec (:data:`DEFAULT_COMPRESSION`; any codec reads the same).
     **info
         Fields of :class:`DatasetInfo` other than n_rows, n_features, task and shards
         (more can be set before closing with :meth:`set_info`).
     """
 
-    def __init__(self, path, n_features, task, rows_per_shard=65536, row_group_rows=4096, overwrite=False, **info):
+    def __init__(self, path, n_features, task, rows_per_shard=65536, row_group_rows=4096, overwrite=False, compression=DEFAULT_COMPRESSION, **info):
         _check_shape_args(n_features, task, rows_per_shard, row_group_rows)
+        self.compression = _check_compression(compression)
         self.n_features, self.task = int(n_features), task
         self.rows_per_shard, self.row_group_rows = int(rows_per_shard), int(row_group_rows)
         self.schema = schema_for(self.n_features, task)
@@ -339,7 +367,7 @@ class DatasetWriter:
             if self._shard is None:
                 name = f"part-{len(self._shards):05d}.parquet"
                 self._shards.append({"file": name, "n_rows": 0, "first_row": self._n_rows})
-                self._shard = _ShardWriter(os.path.join(self.staging_dir, name), self.schema, self.row_group_rows, self._n_rows)
+                self._shard = _ShardWriter(os.path.join(self.staging_dir, name), self.schema, self.row_group_rows, self._n_rows, self.compression)
             take = min(self.rows_per_shard - self._shard.n_rows, len(y) - start)
             self._shard.write(X[start : start + take], y[start : start + take])
             self._n_rows += take
@@ -372,8 +400,7 @@ class DatasetWriter:
 
 
 def _table(schema, X, y, first_row) -> pa.Table:
-    d = X.shape[1]
-    x = pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1), type=pa.float32()), d)
+    x = pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1), type=pa.float32()), type=schema.field("x").type)
     rows = np.arange(first_row, first_row + len(y), dtype=np.int64)
     return pa.Table.from_arrays([x, pa.array(y, type=schema.field("y").type), pa.array(rows)], schema=schema)
 

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from okl_core.data.layout import DatasetWriter
+from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
 from okl_core.data.scaling import ColumnStats, ScaledRows, Scaling
 from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source, parse_finite
 from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
@@ -308,7 +308,7 @@ def read_libsvm(path, n_features: int | None = None) -> tuple[np.ndarray, np.nda
 
 def convert_libsvm(
     path, out, *, n_features=None, task=None, classes=None, like=None, feature_scaling="none", target_scaling="none",
-    skip_bad_rows=False, rows_per_shard=65536, n_shards=None, row_group_rows=4096, overwrite=False, name=None,
+    skip_bad_rows=False, rows_per_shard=65536, n_shards=None, row_group_rows=4096, overwrite=False, name=None, compression=DEFAULT_COMPRESSION,
     progress=None, block_bytes=BLOCK_BYTES,
 ) -> ConversionSummary:
     """Convert a LIBSVM file into a data set at ``out`` (see the module docstring).
@@ -347,7 +347,7 @@ def convert_libsvm(
     position = [0]
     scaled = ScaledRows(label_map.task, fscale, tscale)
     progress.start(os.path.getsize(path), "B", "convert")
-    with DatasetWriter(out, d, label_map.task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, **info) as writer:
+    with DatasetWriter(out, d, label_map.task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, compression=compression, **info) as writer:
         rejects = RejectLog(writer.staging_dir, ("line", "reason", "text")) if skip_bad_rows else None
         for block, _ in iter_libsvm(path, n_features=d, rejects=rejects, block_bytes=block_bytes, position=position):
             y, ok = label_map.encode(block.labels)

@@ -46,7 +46,7 @@ import time
 
 import numpy as np
 
-from okl_core.data.layout import DatasetWriter
+from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
 from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source, parse_finite
 from okl_core.random import block_bit_generator, standard_normal
 
@@ -334,7 +334,7 @@ def _ordered_map(fn, items, workers: int, window: int):
 
 def convert_molecules(
     path, out, *, smiles_column="smiles", target="PCE", config: MolecularConfig | None = None, skip_bad_rows=False,
-    workers=1, chunk_molecules=32, rows_per_shard=65536, row_group_rows=4096, overwrite=False, name=None, progress=None,
+    workers=1, chunk_molecules=32, rows_per_shard=65536, row_group_rows=4096, overwrite=False, name=None, progress=None, compression=DEFAULT_COMPRESSION,
 ) -> ConversionSummary:
     """Featurize a CSV of SMILES and a numeric target into a regression data set.
 
@@ -359,7 +359,7 @@ def convert_molecules(
     truncated = 0
     t_lo, t_hi = math.inf, -math.inf
     progress.start(os.path.getsize(path), "B", "molecules")
-    with DatasetWriter(out, config.n_features, "regression", rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, **info) as writer:
+    with DatasetWriter(out, config.n_features, "regression", rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, compression=compression, **info) as writer:
         rejects = RejectLog(writer.staging_dir, ("row", "line", "smiles", "reason"))
         chunks = ((chunk, config) for chunk in _chunks(_records(path, smiles_column, target, position), chunk_molecules, path, skip_bad_rows))
         for results in _ordered_map(_featurize_chunk, chunks, int(workers), window=4 * max(1, int(workers))):

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from okl_core.data import open_dataset, read_idx
@@ -58,6 +59,22 @@ def test_csv_kind(tmp_path):
     np.testing.assert_allclose(ds.read_all().X[:, 0], [-1.2247449, 0, 1.2247449], rtol=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["csv", "mnist"])
+def test_compression_flag_reaches_every_shard(tmp_path, kind):
+    if kind == "csv":
+        (tmp_path / "t.csv").write_text("a,b,label\n1,2,x\n3,4,y\n5,6,x\n")
+        argv = ["csv", str(tmp_path / "t.csv"), "--target", "label"]
+    else:
+        images, labels, _, _ = write_idx_pair(tmp_path, n=30)
+        argv = ["mnist", "--images", images, "--labels", labels]
+    prepare.run([*argv, str(tmp_path / "zstd"), "--shards", "2", "--compression", "zstd", "--quiet"])
+    prepare.run([*argv, str(tmp_path / "default"), "--shards", "2", "--quiet"])
+    zstd, default = open_dataset(tmp_path / "zstd"), open_dataset(tmp_path / "default")
+    codecs = {pq.ParquetFile(s.path).metadata.row_group(0).column(0).compression for s in zstd.shards}
+    assert codecs == {"ZSTD"} and pq.ParquetFile(default.shards[0].path).metadata.row_group(0).column(0).compression == "LZ4"
+    assert zstd.read_all().X.tobytes() == default.read_all().X.tobytes()
+
+
 def test_molecular_kind(tmp_path, capsys):
     pytest.importorskip("rdkit")
     (tmp_path / "m.csv").write_text("smiles,PCE\nCCO,1.0\nnot-a-smiles,2.0\nO,3.0\n")
@@ -75,9 +92,9 @@ def _mnist8m(tmp_path, name, *extra):
 
 
 def test_mnist8m_pipeline_independent_of_shards(tmp_path):
-    a = _mnist8m(tmp_path, "a", "--rows", "300", "--rows-per-shard", "300", "--batch-rows", "256")
+    a = _mnist8m(tmp_path, "a", "--rows", "300", "--rows-per-shard", "300", "--batch-rows", "256", "--compression", "snappy")
     b = _mnist8m(tmp_path, "b", "--rows", "300", "--shards", "7", "--batch-rows", "50")
-    c = _mnist8m(tmp_path, "c", "--rows", "300", "--rows-per-shard", "300", "--batch-rows", "256")
+    c = _mnist8m(tmp_path, "c", "--rows", "300", "--rows-per-shard", "300", "--batch-rows", "256", "--compression", "snappy")
     da, db = open_dataset(a.path), open_dataset(b.path)
     assert len(da.shards) == 1 and len(db.shards) == 7
     ra, rb = da.read_all(), db.read_all()
@@ -85,6 +102,7 @@ def test_mnist8m_pipeline_independent_of_shards(tmp_path):
     np.testing.assert_array_equal(rb.row, np.arange(300))
     # Same seed and layout: the same bytes on disk.
     assert open(da.shards[0].path, "rb").read() == open(open_dataset(c.path).shards[0].path, "rb").read()
+    assert pq.ParquetFile(da.shards[0].path).metadata.row_group(0).column(0).compression == "SNAPPY"
     info = json.loads(open(os.path.join(a.path, "dataset.json")).read())
     assert info["generator_seed"] == 9 and info["extra"]["base_rows"] == [0, 8000] and info["task"] == "multiclass"
     base_X, base_y = read_idx(str(shared_data("mnist", "t10k-images-idx3-ubyte.gz")), str(shared_data("mnist", "t10k-labels-idx1-ubyte.gz")))

@@ -4,6 +4,7 @@ import json
 import os
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -25,7 +26,8 @@ def test_round_trip_in_row_order_across_shards(tmp_path):
     np.testing.assert_array_equal(everything.y, y)
     np.testing.assert_array_equal(everything.row, np.arange(len(y)))
     schema = pq.ParquetFile(ds.shards[0].path).schema_arrow
-    assert str(schema.field("x").type) == "fixed_size_list<element: float>[6]"
+    assert str(schema.field("x").type) == "fixed_size_list<element: float not null>[6]"
+    assert pq.ParquetFile(ds.shards[0].path).metadata.row_group(0).column(0).compression == "LZ4"
     assert [len(b) for b in ds.iter_batches(shard=0)] == [700, 700, 267]
     assert ds.info.n_classes == 4
 
@@ -79,3 +81,28 @@ def test_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="expected X"):
         with DatasetWriter(tmp_path / "f", 5, "binary") as w:
             w.write(X, y)
+
+
+@pytest.mark.parametrize("compression, codec", [("lz4", "LZ4"), ("snappy", "SNAPPY"), ("zstd", "ZSTD"), ("none", "UNCOMPRESSED")])
+def test_every_compression_round_trips(tmp_path, compression, codec):
+    X, y = _data(500, 5)
+    write_dataset(tmp_path / "ds", X, y, "multiclass", row_group_rows=128, classes=[0, 1, 2, 3], compression=compression)
+    ds = open_dataset(tmp_path / "ds")
+    assert pq.ParquetFile(ds.shards[0].path).metadata.row_group(0).column(0).compression == codec
+    np.testing.assert_array_equal(ds.read_all().X, X)
+
+
+def test_unknown_compression_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="compression must be one of"):
+        DatasetWriter(tmp_path / "ds", 3, "binary", compression="gzip9")
+    assert not (tmp_path / "ds").exists()
+
+
+def test_files_with_nullable_features_read_the_same(tmp_path):
+    """Files written before features were declared non-null (or by other writers) still read."""
+    X, y = _data(300, 4)
+    x = pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), 4)  # nullable items
+    table = pa.table({"x": x, "y": pa.array(y.astype(np.int32)), "row": pa.array(np.arange(300, dtype=np.int64))})
+    pq.write_table(table, tmp_path / "old.parquet", compression="snappy", row_group_size=100)
+    ds = open_dataset(tmp_path / "old.parquet")
+    np.testing.assert_array_equal(ds.read_all().X, X)
