@@ -1,8 +1,10 @@
 """The okl data set layout: a directory of equal-sized Parquet shards plus ``dataset.json``.
 
-Columns (DESIGN.md, "Data layout"):
+Columns (DESIGN.md, "Data layout"; layout version 2):
 
-* ``x``   ``fixed_size_list<float32>[d]`` features
+* ``x``   ``fixed_size_binary[4 d]``: the ``d`` features of a row as little-endian float32
+  bytes (field metadata ``okl.encoding = float32-le``, ``okl.n_features = d``); read it
+  with :func:`x_matrix` or ``np.frombuffer(column.buffers()[1], "<f4").reshape(-1, d)``
 * ``y``   ``int32`` label (binary -1/+1, multiclass 0..C-1) or ``float32`` target
 * ``row`` ``int64`` global row number (the stream's order)
 
@@ -31,6 +33,7 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 __all__ = [
@@ -46,11 +49,17 @@ __all__ = [
     "open_dataset",
     "shard_file_name",
     "schema_for",
+    "x_width",
+    "x_matrix",
+    "X_ENCODING",
     "COMPRESSIONS",
     "DEFAULT_COMPRESSION",
 ]
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
+"""Version 2 stores ``x`` as fixed-size binary; version 1 (``fixed_size_list<float32>``)
+data sets and other writers' list columns read the same."""
+READABLE_LAYOUT_VERSIONS = (1, 2)
 INFO_FILE = "dataset.json"
 TASKS = ("binary", "multiclass", "regression")
 
@@ -70,17 +79,65 @@ Zstandard 3.4 us, 326 B; none 2.6 us, 3141 B). Reading ``x`` is the largest cost
 training pipeline after the learner itself, so decode speed wins over size by default."""
 
 
+X_ENCODING = "float32-le"
+"""Value of the ``okl.encoding`` metadata of a binary ``x`` field."""
+
+
 def schema_for(n_features: int, task: str) -> pa.Schema:
     """Arrow schema of a data set with ``n_features`` columns for ``task``.
 
-    The features of ``x`` are declared non-null (a missing feature is a bad row, never
-    written): Parquet then stores no definition level per feature, which makes ``x`` about
-    1.5 us/row faster to decode for MNIST-sized rows. Files whose ``x`` items are nullable
-    (other writers, earlier okl versions) read the same.
+    ``x`` is one fixed-size binary value per row (the features as little-endian float32)
+    rather than a ``fixed_size_list<float32>``: Parquet stores a list with a repetition
+    level per feature, and decoding those levels was the largest cost of reading
+    (MNIST-shaped rows, LZ4: 2.1 us/row as a list, 0.7 us/row as binary; the bytes on
+    disk are the same). Readers (:func:`x_matrix`) take both forms, so list columns of
+    other writers and of layout-1 data sets read the same.
     """
     y_type = pa.float32() if task == "regression" else pa.int32()
-    x_type = pa.list_(pa.field("element", pa.float32(), nullable=False), n_features)
-    return pa.schema([("x", x_type), ("y", y_type), ("row", pa.int64())])
+    metadata = {"okl.encoding": X_ENCODING, "okl.n_features": str(int(n_features))}
+    x_field = pa.field("x", pa.binary(4 * int(n_features)), nullable=False, metadata=metadata)
+    return pa.schema([x_field, ("y", y_type), ("row", pa.int64())])
+
+
+def x_width(x_type: pa.DataType) -> int | None:
+    """Features per row of an ``x`` column of type ``x_type``; None for variable-length lists.
+
+    Raises
+    ------
+    ValueError
+        ``x_type`` is neither a list of numbers nor float32 bytes (a fixed-size binary
+        whose width is a multiple of 4).
+    """
+    if pa.types.is_fixed_size_list(x_type):
+        return x_type.list_size
+    if pa.types.is_list(x_type) or pa.types.is_large_list(x_type):
+        return None
+    if pa.types.is_fixed_size_binary(x_type) and x_type.byte_width % 4 == 0:
+        return x_type.byte_width // 4
+    raise ValueError(f"column x must be float32 bytes (fixed_size_binary[4 d]) or a list of floats, got {x_type}")
+
+
+def x_matrix(x: pa.Array, n_features: int) -> np.ndarray:
+    """The ``(n, n_features)`` float32 matrix of an ``x`` array whose rows all have that width.
+
+    A binary column is viewed in place (no copy; the result is read-only); a list column
+    is flattened (missing items become NaN). Rows that are null give whatever their slot
+    holds: callers drop them first (:func:`okl_core.data.validate.check_rows`) or know
+    there are none.
+    """
+    if isinstance(x, pa.ChunkedArray):
+        x = x.chunk(0) if x.num_chunks == 1 else x.combine_chunks()
+    if pa.types.is_fixed_size_binary(x.type):
+        width = x.type.byte_width
+        if width != 4 * n_features:
+            raise ValueError(f"column x holds {width // 4} features per row, expected {n_features}")
+        data = x.buffers()[1]
+        if data is None:  # an empty array
+            return np.zeros((len(x), n_features), np.float32)
+        values = np.frombuffer(data, dtype="<f4", count=len(x) * n_features, offset=x.offset * width)
+        return values.reshape(len(x), n_features).astype(np.float32, copy=False)  # a copy only on big-endian machines
+    values = pc.list_flatten(x).to_numpy(zero_copy_only=False)  # nulls become NaN
+    return values.astype(np.float32, copy=False).reshape(-1, n_features)
 
 
 def _check_compression(compression: str) -> str:
@@ -146,8 +203,8 @@ class DatasetInfo:
                 raw = json.load(f)
         except (OSError, json.JSONDecodeError) as err:
             raise ValueError(f"{path}: cannot read data set description ({err})") from None
-        if raw.get("layout_version") != LAYOUT_VERSION:
-            raise ValueError(f"{path}: layout version {raw.get('layout_version')} is not supported (expected {LAYOUT_VERSION})")
+        if raw.get("layout_version") not in READABLE_LAYOUT_VERSIONS:
+            raise ValueError(f"{path}: layout version {raw.get('layout_version')} is not supported (this okl reads {list(READABLE_LAYOUT_VERSIONS)})")
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = set(raw) - fields
         if unknown:
@@ -400,7 +457,9 @@ class DatasetWriter:
 
 
 def _table(schema, X, y, first_row) -> pa.Table:
-    x = pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1), type=pa.float32()), type=schema.field("x").type)
+    x_type = schema.field("x").type
+    data = np.ascontiguousarray(X, dtype="<f4")
+    x = pa.FixedSizeBinaryArray.from_buffers(x_type, len(data), [None, pa.py_buffer(data)])
     rows = np.arange(first_row, first_row + len(y), dtype=np.int64)
     return pa.Table.from_arrays([x, pa.array(y, type=schema.field("y").type), pa.array(rows)], schema=schema)
 
@@ -458,10 +517,13 @@ class Dataset:
 
 
 def _batch_from_table(table: pa.Table, n_features: int, source: str) -> Batch:
-    x = table.column("x").combine_chunks()
-    if not pa.types.is_fixed_size_list(x.type) or x.type.list_size != n_features:
-        raise ValueError(f"{source}: column x must be fixed_size_list<float32>[{n_features}], got {x.type}")
-    X = x.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, n_features)
+    try:
+        width = x_width(table.schema.field("x").type)
+        if width != n_features:
+            raise ValueError(f"column x must hold {n_features} features per row, got {table.schema.field('x').type}")
+        X = x_matrix(table.column("x"), n_features)
+    except ValueError as err:
+        raise ValueError(f"{source}: {err}") from None
     y = table.column("y").to_numpy()
     row = table.column("row").to_numpy().astype(np.int64, copy=False)
     return Batch(X, y, row)
@@ -513,12 +575,16 @@ def _dataset_from_files(files: list[str], source: str) -> Dataset:
         except (OSError, pa.ArrowInvalid) as err:
             raise ValueError(f"{f}: not a readable Parquet file ({err})") from None
         schema = pf.schema_arrow
-        if not {"x", "y", "row"} <= set(schema.names) or not pa.types.is_fixed_size_list(schema.field("x").type):
-            raise ValueError(f"{f}: not in the okl layout (needs columns x fixed_size_list, y, row)")
+        try:
+            width = x_width(schema.field("x").type) if {"x", "y", "row"} <= set(schema.names) else None
+        except ValueError:
+            width = None
+        if width is None:
+            raise ValueError(f"{f}: not in the okl layout (needs columns x (float32 bytes or a fixed-size float list), y, row)")
         first = pq.read_table(f, columns=["row"]).column("row")
         metas.append((int(first[0].as_py()) if len(first) else 0, f, pf.metadata.num_rows, schema))
     metas.sort()
-    d = metas[0][3].field("x").type.list_size
+    d = x_width(metas[0][3].field("x").type)
     y_type = metas[0][3].field("y").type
     if pa.types.is_floating(y_type):
         task, classes = "regression", None

@@ -5,7 +5,7 @@ to a dead-letter output with the reason found here. A row is bad when
 
 * ``x`` is missing, or has another number of features than the data set
   (``wrong width``; possible when ``x`` is stored as a variable-length list or a file
-  does not match ``dataset.json``);
+  does not match ``dataset.json``); ``x`` may be okl's float32 bytes or a list of floats;
 * a feature is NaN, inf or missing (``non-finite feature``);
 * ``y`` is missing, a regression target is NaN or inf, a binary label is not -1/+1, or a
   multiclass label is not an integer in ``0..n_classes-1`` (``bad label``).
@@ -21,6 +21,8 @@ import dataclasses
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from okl_core.data.layout import x_matrix, x_width
 
 __all__ = ["CheckedRows", "check_rows", "REASONS"]
 
@@ -52,7 +54,17 @@ class CheckedRows:
 
 def _column(table: pa.Table, name: str) -> pa.Array:
     column = table.column(name)
-    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if isinstance(column, pa.ChunkedArray):  # one chunk per row group read: no copy then
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    return column
+
+
+def _x_lengths(x: pa.Array) -> np.ndarray:
+    """Features per row (null rows included, their length is meaningless)."""
+    width = x_width(x.type)
+    if width is not None:
+        return np.full(len(x), width)
+    return pc.list_value_length(x).to_numpy(zero_copy_only=False)
 
 
 def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | None = None) -> CheckedRows:
@@ -61,7 +73,8 @@ def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | Non
     Parameters
     ----------
     table : pyarrow.Table
-        Columns ``x`` (list or fixed-size list of floats), ``y`` and ``row``.
+        Columns ``x`` (float32 bytes as written by okl, or a list or fixed-size list of
+        floats), ``y`` and ``row``.
     n_features : int
         Expected width of ``x``.
     task : {'binary', 'multiclass', 'regression'}
@@ -74,19 +87,19 @@ def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | Non
     """
     n = table.num_rows
     x = _column(table, "x")
-    if not (pa.types.is_list(x.type) or pa.types.is_large_list(x.type) or pa.types.is_fixed_size_list(x.type)):
-        raise ValueError(f"column x must be a list of floats, got {x.type}")
+    x_width(x.type)  # a clear error for a column that is not features at all
     reasons = np.full(n, "", dtype=object)
-    lengths = pc.list_value_length(x).to_numpy(zero_copy_only=False)
+    lengths = _x_lengths(x)
     x_null = x.is_null().to_numpy(zero_copy_only=False)
     reasons[x_null] = "missing x"
     wrong = ~x_null & (lengths != n_features)
     for i in np.flatnonzero(wrong):
         reasons[i] = f"wrong width: {int(lengths[i])} features, expected {n_features}"
     width_ok = ~x_null & ~wrong
-    x_ok = x if width_ok.all() else x.filter(pa.array(width_ok))
-    values = pc.list_flatten(x_ok).to_numpy(zero_copy_only=False)  # nulls become NaN
-    X = values.astype(np.float32, copy=False).reshape(-1, n_features)
+    if width_ok.all():
+        X = x_matrix(x, n_features)
+    else:  # x.filter copies: only for tables with bad rows
+        X = x_matrix(x.filter(pa.array(width_ok)), n_features) if width_ok.any() else np.zeros((0, n_features), np.float32)
     finite = np.isfinite(X).all(axis=1)
     ok_index = np.flatnonzero(width_ok)
     reasons[ok_index[~finite]] = "non-finite feature"

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from okl_core.data.layout import DatasetWriter, open_dataset, write_dataset
+from okl_core.data.layout import DatasetWriter, open_dataset, write_dataset, x_matrix
 
 
 def _data(n=5000, d=6, seed=0):
@@ -26,7 +26,9 @@ def test_round_trip_in_row_order_across_shards(tmp_path):
     np.testing.assert_array_equal(everything.y, y)
     np.testing.assert_array_equal(everything.row, np.arange(len(y)))
     schema = pq.ParquetFile(ds.shards[0].path).schema_arrow
-    assert str(schema.field("x").type) == "fixed_size_list<element: float not null>[6]"
+    assert str(schema.field("x").type) == "fixed_size_binary[24]"
+    assert schema.field("x").metadata == {b"okl.encoding": b"float32-le", b"okl.n_features": b"6"}
+    assert ds.info.layout_version == 2
     assert pq.ParquetFile(ds.shards[0].path).metadata.row_group(0).column(0).compression == "LZ4"
     assert [len(b) for b in ds.iter_batches(shard=0)] == [700, 700, 267]
     assert ds.info.n_classes == 4
@@ -106,3 +108,48 @@ def test_files_with_nullable_features_read_the_same(tmp_path):
     pq.write_table(table, tmp_path / "old.parquet", compression="snappy", row_group_size=100)
     ds = open_dataset(tmp_path / "old.parquet")
     np.testing.assert_array_equal(ds.read_all().X, X)
+
+
+def test_x_bytes_are_little_endian_float32_rows(tmp_path):
+    """The binary x column is readable without okl: np.frombuffer of the bytes."""
+    X, y = _data(50, 3)
+    write_dataset(tmp_path / "ds", X, y, "multiclass", classes=[0, 1, 2, 3])
+    table = pq.read_table(tmp_path / "ds" / "part-00000-of-00001.parquet")
+    raw = np.frombuffer(table.column("x").chunk(0).buffers()[1], "<f4").reshape(-1, 3)
+    np.testing.assert_array_equal(raw, X)
+    assert table.column("x")[4].as_py() == X[4].astype("<f4").tobytes()
+
+
+def test_x_matrix_reads_binary_slices_and_lists_alike():
+    X = np.arange(24, dtype=np.float32).reshape(8, 3)
+    binary = pa.FixedSizeBinaryArray.from_buffers(pa.binary(12), 8, [None, pa.py_buffer(X.tobytes())])
+    fixed = pa.FixedSizeListArray.from_arrays(pa.array(X.ravel()), 3)
+    variable = pa.array(X.tolist(), type=pa.list_(pa.float32()))
+    for column in (binary, fixed, variable, pa.chunked_array([binary])):
+        np.testing.assert_array_equal(x_matrix(column, 3), X)
+        np.testing.assert_array_equal(x_matrix(column.slice(2, 4) if not isinstance(column, pa.ChunkedArray) else column.chunk(0).slice(2, 4), 3), X[2:6])
+    assert x_matrix(binary.slice(0, 0), 3).shape == (0, 3)
+    with pytest.raises(ValueError, match="4 features per row, expected 3"):
+        x_matrix(pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), 1, [None, pa.py_buffer(bytes(16))]), 3)
+
+
+def test_layout_1_data_sets_with_list_features_still_read(tmp_path):
+    """Data sets written by okl before layout 2 (x as fixed_size_list) read the same."""
+    X, y = _data(300, 4)
+    write_dataset(tmp_path / "ds", X, y, "multiclass", classes=[0, 1, 2, 3])
+    path = tmp_path / "ds" / "part-00000-of-00001.parquet"
+    x = pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1)), type=pa.list_(pa.field("element", pa.float32(), nullable=False), 4))
+    pq.write_table(pa.table({"x": x, "y": pa.array(y.astype(np.int32)), "row": pa.array(np.arange(300, dtype=np.int64))}), path, row_group_size=100)
+    info = json.loads((tmp_path / "ds" / "dataset.json").read_text())
+    info["layout_version"] = 1
+    (tmp_path / "ds" / "dataset.json").write_text(json.dumps(info))
+    ds = open_dataset(tmp_path / "ds")
+    np.testing.assert_array_equal(ds.read_all().X, X)
+    assert [len(b) for b in ds.iter_batches(batch_rows=128)] == [128, 128, 44]
+
+
+def test_files_whose_x_is_not_features_are_refused(tmp_path):
+    table = pa.table({"x": pa.array([b"abc", b"def"], type=pa.binary(3)), "y": pa.array([1, 2], pa.int32()), "row": pa.array([0, 1], pa.int64())})
+    pq.write_table(table, tmp_path / "odd.parquet")
+    with pytest.raises(ValueError, match="odd.parquet: not in the okl layout"):
+        open_dataset(tmp_path / "odd.parquet")

@@ -50,3 +50,38 @@ def test_all_good_is_zero_copy_shape():
     out = check_rows(table, 7, "binary")
     np.testing.assert_array_equal(out.X, X)
     assert out.good.all() and out.reasons == []
+
+
+def _binary_table(X, y, null_rows=(), width=None):
+    """x as okl writes it (float32 bytes), with some rows null."""
+    n, d = X.shape
+    width = 4 * d if width is None else width
+    validity = np.ones(n, bool)
+    validity[list(null_rows)] = False
+    x = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(width), n, [pa.array(validity).buffers()[1] if len(null_rows) else None, pa.py_buffer(X.astype("<f4").tobytes())],
+        null_count=len(null_rows),
+    )
+    return pa.table({"x": x, "y": pa.array(y, type=pa.int32()), "row": pa.array(np.arange(n) + 100, type=pa.int64())})
+
+
+def test_binary_features_are_checked_like_lists():
+    X = np.random.default_rng(1).normal(size=(6, 3)).astype(np.float32)
+    X[1, 2], X[4, 0] = np.nan, -np.inf
+    y = [1, -1, 1, 5, -1, 1]
+    out = check_rows(_binary_table(X, y, null_rows=[2]), 3, "binary")
+    listed = check_rows(_table([None if i == 2 else X[i].tolist() for i in range(6)], y, rows=list(range(100, 106)), fixed=3), 3, "binary")
+    np.testing.assert_array_equal(out.X, X[[0, 5]])
+    np.testing.assert_array_equal(out.row, [100, 105])
+    assert out.reasons == ["non-finite feature", "missing x", "bad label: 5 is not -1 or +1", "non-finite feature"]
+    for field in ("X", "y", "row", "good", "bad_row"):
+        np.testing.assert_array_equal(getattr(out, field), getattr(listed, field))
+    assert out.reasons == listed.reasons
+
+
+def test_binary_features_of_another_width_are_wrong_width_rows():
+    X = np.zeros((3, 4), np.float32)
+    out = check_rows(_binary_table(X, [1, 1, 1]), 3, "binary")
+    assert len(out.X) == 0 and out.reasons == ["wrong width: 4 features, expected 3"] * 3
+    with pytest.raises(ValueError, match="column x must be float32 bytes"):
+        check_rows(pa.table({"x": pa.array([b"abcde"], pa.binary(5)), "y": pa.array([1], pa.int32()), "row": pa.array([0], pa.int64())}), 1, "binary")
