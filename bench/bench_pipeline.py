@@ -15,9 +15,16 @@ pixels, random values; the learning result does not matter here, only the work):
 
 Pipeline runs are separate processes, timed end to end (start-up, reading Parquet,
 training, merging, writing model, metrics and plot); their CPU time counts the launcher
-and the Beam workers. ``marginal`` discounts the fixed cost of a 2x2 run measured on
-``--small_rows`` rows: ``(n - n_small) / (t - t_small)``. BLAS runs one thread per process
-so that a process is a core. DSG's prediction cost grows with the blocks learned, so two
+and the Beam workers. ``steady`` is the rate while the shards train: rows divided by the
+time from the first shard step's start to the last one's end (``metrics.json`` timing):
+reading Parquet, checking rows, learning and Beam's per-element work, without worker
+start-up and the final outputs. ``fixed`` is the rest of the end-to-end time, and ``at
+8.1M`` the end-to-end ratio that fixed + steady give for MNIST-8M's 8.1M rows (the bare
+rate held). BLAS runs one thread per process so that a process is a core.
+
+This machine is a Firecracker VM: the first touch of guest memory that no process has
+used yet costs a host page fault (large fresh allocations can take 10x longer than the
+same work on reused memory), so the benchmark first touches ``--warm_gib`` GiB once. DSG's prediction cost grows with the blocks learned, so two
 shards of n/2 rows cost about half of one shard of n rows in total: its speed-up is
 superlinear by construction and says little about Beam's overhead; the FOGD figures do.
 
@@ -154,6 +161,19 @@ class PeakRSS:
         self._thread.join()
 
 
+def warm_memory(gib: float) -> None:
+    """Touch ``gib`` GiB once so that later allocations get memory the VM has backed already."""
+    block = np.ones(int(gib * 2**30) // 8)
+    del block
+
+
+def steady_seconds(out: str) -> float:
+    """Seconds from the first shard step's start to the last one's end (``metrics.json``)."""
+    with open(os.path.join(out, "metrics.json")) as f:
+        steps = json.load(f)["timing"]["shard_steps"]
+    return max(s["end"] for s in steps) - min(s["start"] for s in steps)
+
+
 def pipeline_run(path: str, out: str, name: str, params: dict, shards: int, workers: int) -> tuple[float, float]:
     """Wall and CPU seconds (all processes: launcher and Beam workers) of ``pipelines.train``."""
     args = [sys.executable, "-m", "pipelines.train", "--input", path, "--learner", name, "--num_shards", str(shards), "--output", out, "--runner=DirectRunner"]
@@ -174,48 +194,46 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fogd_rows", type=int, default=200_000)
     parser.add_argument("--dsg_rows", type=int, default=60_000)
-    parser.add_argument("--small_rows", type=int, default=8192, help="rows of the run that measures the fixed cost")
+    parser.add_argument("--warm_gib", type=float, default=2.0, help="GiB of memory touched once before measuring")
     parser.add_argument("--million", action="store_true", help="also 1M FOGD rows end to end (time, peak memory)")
     args = parser.parse_args()
+    warm_memory(args.warm_gib)
     tmp = tempfile.mkdtemp(prefix="okl-bench-")
     try:
         results = []
         for key, rows in (("fogd", args.fogd_rows), ("dsg", args.dsg_rows)):
             name, params = LEARNERS[key]
-            path, small = os.path.join(tmp, f"{key}-data"), os.path.join(tmp, f"{key}-small")
+            path = os.path.join(tmp, f"{key}-data")
             write_mnist_like(path, rows)
-            write_mnist_like(small, args.small_rows, seed=1)
             bare, bare_cpu, read = bare_seconds(path, name, params)
             ideal = two_process_seconds(path, name, params)
             one, one_cpu = pipeline_run(path, os.path.join(tmp, f"{key}-1"), name, params, 1, 1)
             two, two_cpu = pipeline_run(path, os.path.join(tmp, f"{key}-2"), name, params, 2, 2)
-            fixed, fixed_cpu = pipeline_run(small, os.path.join(tmp, f"{key}-s"), name, params, 2, 2)
-            results.append((key, rows, bare, bare_cpu, read, ideal, one, one_cpu, two, two_cpu, fixed, fixed_cpu))
+            steady = steady_seconds(os.path.join(tmp, f"{key}-2"))
+            results.append((key, rows, bare, bare_cpu, read, ideal, one, one_cpu, two, two_cpu, steady))
             shutil.rmtree(path)
         print(f"\nload average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (other jobs share the machine)")
         print("wall-clock rows/s (ratio to bare):")
-        print(f"{'learner':7} {'rows':>7} {'bare':>6} {'bare+read':>16} {'2 bare procs':>16} {'pipeline 1 shard':>17} {'pipeline 2x2':>16} {'2x2 marginal':>16}")
-        for key, rows, bare, _, read, ideal, one, _, two, _, fixed, _ in results:
+        print(f"{'learner':7} {'rows':>7} {'bare':>6} {'bare+read':>16} {'2 bare procs':>16} {'pipeline 1 shard':>17} {'pipeline 2x2':>16} {'2x2 steady':>16} {'fixed':>6} {'at 8.1M':>7}")
+        for key, rows, bare, _, read, ideal, one, _, two, _, steady in results:
             base = rows / bare
 
             def cell(rate):
                 return f"{rate:9.0f} ({rate / base:4.2f})"
 
-            marginal = (rows - args.small_rows) / (two - fixed) if two > fixed else float("nan")
-            print(f"{key:7} {rows:7d} {base:6.0f} {cell(rows / (bare + read))} {cell(rows / ideal)} {cell(rows / one):>17} {cell(rows / two)} {cell(marginal)}")
+            fixed = two - steady
+            at_scale = (8.1e6 / base) / (fixed + 8.1e6 * steady / rows)
+            print(f"{key:7} {rows:7d} {base:6.0f} {cell(rows / (bare + read))} {cell(rows / ideal)} {cell(rows / one):>17} {cell(rows / two)} {cell(rows / steady)} {fixed:5.1f}s {at_scale:6.2f}x")
         print("CPU microseconds per row, all processes (ratio to bare):")
-        print(f"{'learner':7} {'bare':>6} {'pipeline 1 shard':>17} {'pipeline 2x2':>16} {'2x2 marginal':>16}")
-        for key, rows, bare, bare_cpu, _, _, one, one_cpu, two, two_cpu, fixed, fixed_cpu in results:
+        print(f"{'learner':7} {'bare':>6} {'pipeline 1 shard':>17} {'pipeline 2x2':>16}")
+        for key, rows, bare, bare_cpu, _, _, one, one_cpu, two, two_cpu, _ in results:
             per = 1e6 * bare_cpu / rows
-            marginal = 1e6 * (two_cpu - fixed_cpu) / (rows - args.small_rows)
-            print(
-                f"{key:7} {per:6.1f} {1e6 * one_cpu / rows:9.1f} ({1e6 * one_cpu / rows / per:4.2f})  "
-                f"{1e6 * two_cpu / rows:9.1f} ({1e6 * two_cpu / rows / per:4.2f}) {marginal:9.1f} ({marginal / per:4.2f})"
-            )
+            print(f"{key:7} {per:6.1f} {1e6 * one_cpu / rows:9.1f} ({1e6 * one_cpu / rows / per:4.2f})  {1e6 * two_cpu / rows:9.1f} ({1e6 * two_cpu / rows / per:4.2f})")
         print(
             "2 bare procs: two plain processes fold one half each, no Beam, no reading: what two workers can get from the\n"
-            "machine now. 2x2: 2 shards on 2 workers, end to end. marginal: without the fixed cost of a 2x2 run ("
-            + ", ".join(f"{r[0]} {r[10]:.1f} s, {r[11]:.1f} CPU s" for r in results) + f", measured on {args.small_rows} rows)."
+            "machine now. 2x2: 2 shards on 2 workers, end to end. steady: while the shards train (first shard start to last\n"
+            "shard end). fixed: the rest of the 2x2 time (imports, worker start-up, merge, outputs). at 8.1M: end-to-end ratio\n"
+            "to bare projected for 8.1M rows from fixed + steady."
         )
         if args.million:
             name, params = LEARNERS["fogd"]

@@ -17,12 +17,16 @@ Two defaults make local runs work out of the box, each only when the option is n
 given: ``--job_endpoint=embed`` gets ``--environment_type=LOOPBACK`` (the embedded job
 server would otherwise start SDK workers in Docker), and ``multi_processing`` workers get
 ``--default_sdk_harness_log_level=ERROR`` (they would otherwise print their start-up INFO
-logs on the console).
+logs on the console). ``multi_processing`` workers start through
+:mod:`pipelines.sdk_worker` (BLAS threads shared out among the workers, no import-time
+log lines on the console).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, PortableOptions, StandardOptions, WorkerOptions
@@ -58,6 +62,26 @@ def pipeline_options(beam_argv: list[str]) -> PipelineOptions:
     return options
 
 
+_BEAM_WORKER_COMMAND = "-m apache_beam.runners.worker.sdk_worker_main"
+
+
+def _local_runner_class():
+    """The FnApiRunner, with multi-process workers started through :mod:`pipelines.sdk_worker`."""
+    from apache_beam.portability import python_urns
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    class LocalRunner(fn_runner.FnApiRunner):
+        def run_via_runner_api(self, pipeline_proto, options):
+            workers = max(1, self._num_workers)
+            command = f"{sys.executable} -m pipelines.sdk_worker {max(1, (os.cpu_count() or 1) // workers)}".encode()
+            for environment in pipeline_proto.components.environments.values():
+                if environment.urn == python_urns.SUBPROCESS_SDK and environment.payload.decode().endswith(_BEAM_WORKER_COMMAND):
+                    environment.payload = command
+            return super().run_via_runner_api(pipeline_proto, options)
+
+    return LocalRunner
+
+
 def direct_runner(options: PipelineOptions):
     """The FnApiRunner set up as Beam's DirectRunner sets it up when Prism is not used."""
     from apache_beam.portability.api import beam_provision_api_pb2
@@ -66,7 +90,7 @@ def direct_runner(options: PipelineOptions):
 
     encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
     provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-    return fn_runner.FnApiRunner(provision_info=provision)
+    return _local_runner_class()(provision_info=provision)
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:

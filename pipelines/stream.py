@@ -9,7 +9,8 @@
 The graph (transforms/streaming.py)::
 
     WatchParquet(--input) ─> StreamTrainOnline ─> MergeSnapshots ─> WriteModelVersions(--output)
-                                  ^ side input: NewestModel(--output, every --poll_seconds)
+          │                       ^ side input: NewestModel(--output, every --poll_seconds)
+          └─ bad rows ─> WriteDeadLetterFiles(--output/dead_letter/<file>.jsonl)
 
 At launch the job starts from ``--init_model`` or, when ``--output`` already holds
 ``model-vNNNNNN.npz`` files, from the newest of them (a restart); new versions continue
@@ -28,7 +29,9 @@ import okl_core
 from okl_core.state import parse_version
 from pipelines.common import UsageError
 from transforms.inference import read_bytes
-from transforms.streaming import MergeSnapshots, NewestModel, ReadParquetFiles, StreamTrainOnline, WatchParquet, WriteModelVersions, newest_version
+from transforms.streaming import (
+    MergeSnapshots, NewestModel, ReadParquetFiles, StreamTrainOnline, WatchParquet, WriteDeadLetterFiles, WriteModelVersions, newest_version,
+)
 from transforms.train import LearnerSpec
 
 __all__ = ["watch_pattern", "initial_model", "build_streaming_graph"]
@@ -96,6 +99,8 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     )
     versions = snapshots | "MergeSnapshots" >> MergeSnapshots(spec, job.plan.num_shards) | "WriteModelVersions" >> WriteModelVersions(job.output, first_version)
     versions | "LogVersions" >> beam.Map(lambda v: print(f"model version {v[0]}: {v[1]}", flush=True))
+    dead = source["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFiles(job.output)
+    dead | "LogDeadLetters" >> beam.Map(lambda path: print(f"bad rows: {path}", flush=True))
     snapshots | "SnapshotMetrics" >> beam.Map(lambda s: print(s[3], flush=True))
     resolved = {"started_from": started_from, "first_version": first_version, "pattern": watch_pattern(args.input)}
     print(json.dumps(resolved), flush=True)

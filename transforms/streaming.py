@@ -50,12 +50,13 @@ from okl_core.metrics import Prequential
 from okl_core.state import model_versions, parse_version, version_file_name, write_new_file
 from transforms.elements import BatchPiece, ModelCache
 from transforms.inference import read_bytes
+from transforms.outputs import write_bytes
 from transforms.read import METRICS_NAMESPACE, is_remote, open_binary
 from transforms.train import CollectStatesFn, LearnerSpec
 
 __all__ = [
     "StreamTrainOnline", "MergeSnapshots", "WriteModelVersions", "NewestModel", "WatchParquet", "ReadParquetFiles",
-    "Snapshot", "newest_version", "file_shard",
+    "WriteDeadLetterFiles", "Snapshot", "newest_version", "file_shard", "dead_letter_file",
 ]
 
 Snapshot = typing.Tuple[int, int, bytes, str]
@@ -339,27 +340,66 @@ class ReadParquetFiles(beam.DoFn):
 
     The file's shard is :func:`file_shard`; its rows are checked against the learner's
     shape (``n_inputs``, task, classes) and cut into batches of ``batch_rows`` in file order.
+    A file with bad rows (or an unreadable file) sends one ``(path, JSON lines)`` element to
+    the ``dead_letter`` output: every bad row of the file, for :class:`WriteDeadLetterFiles`.
     """
 
     def __init__(self, n_features: int, task: str, n_classes: int | None, num_shards: int, batch_rows: int):
         self.n_features, self.task, self.n_classes = n_features, task, n_classes
         self.num_shards, self.batch_rows = num_shards, batch_rows
         self.rejected = Metrics.counter(METRICS_NAMESPACE, "train_rows_rejected")
+        self.unreadable = Metrics.counter(METRICS_NAMESPACE, "train_files_unreadable")
 
     def process(self, path: str):
         shard = file_shard(path, self.num_shards)
         try:
             table = pq.read_table(open_binary(path), columns=["x", "y", "row"])
+            checked = check_rows(table, self.n_features, self.task, self.n_classes)
         except Exception as err:  # a foreign or broken file must not stop the stream
-            yield beam.pvalue.TaggedOutput("dead_letter", json.dumps({"split": "train", "file": path, "reason": f"unreadable Parquet file: {err}"}))
+            self.unreadable.inc()
+            record = {"split": "train", "file": path, "row": None, "shard": shard, "reason": f"unreadable Parquet file: {err}"}
+            yield beam.pvalue.TaggedOutput("dead_letter", (path, [json.dumps(record, sort_keys=True)]))
             return
-        checked = check_rows(table, self.n_features, self.task, self.n_classes)
-        for k, reason in enumerate(checked.reasons):
-            self.rejected.inc()
-            yield beam.pvalue.TaggedOutput("dead_letter", json.dumps({"split": "train", "file": path, "row": int(checked.bad_row[k]), "shard": shard, "reason": reason}, sort_keys=True))
+        if checked.reasons:
+            self.rejected.inc(len(checked.reasons))
+            records = [
+                json.dumps({"split": "train", "file": path, "row": int(checked.bad_row[k]), "shard": shard, "reason": reason}, sort_keys=True)
+                for k, reason in enumerate(checked.reasons)
+            ]
+            yield beam.pvalue.TaggedOutput("dead_letter", (path, records))
         for seq, start in enumerate(range(0, len(checked.y), self.batch_rows)):
             stop = min(start + self.batch_rows, len(checked.y))
             yield shard, BatchPiece(shard, 0, seq, start, stop, checked.X[start:stop], checked.y[start:stop], checked.row[start:stop])
+
+
+def dead_letter_file(directory: str, path: str) -> str:
+    """Where the bad rows of the streamed file ``path`` go: ``directory/dead_letter/<name>.jsonl``."""
+    return f"{directory.rstrip('/')}/dead_letter/{os.path.basename(path)}.jsonl"
+
+
+class WriteDeadLetterFiles(beam.PTransform):
+    """Write each input file's bad rows as ``dead_letter/<file name>.jsonl`` under ``directory``.
+
+    One file per input file, written whole (atomically where local), so a stream's dead
+    letters never interleave and a file read again after a restart rewrites the same
+    bytes. Takes the ``dead_letter`` output of :class:`ReadParquetFiles`; returns
+    ``PCollection[str]`` of the paths written.
+    """
+
+    def __init__(self, directory: str):
+        super().__init__()
+        self.directory = directory
+
+    def expand(self, dead):
+        directory = self.directory
+
+        def write(element):
+            path, records = element
+            target = dead_letter_file(directory, path)
+            write_bytes(target, "".join(r + "\n" for r in records).encode())
+            return target
+
+        return dead | "WriteFiles" >> beam.Map(write).with_output_types(str)
 
 
 class WatchParquet(beam.PTransform):

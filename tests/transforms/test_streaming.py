@@ -240,12 +240,54 @@ def test_new_parquet_files_become_shard_batches_in_file_order(tmp_path):
         out = p | beam.Create(files) | beam.ParDo(ReadParquetFiles(5, "binary", None, 3, 60)).with_outputs("dead_letter", main="batches")
         _collect(out.batches | beam.Map(lambda kv: (kv[0], kv[1].seq, kv[1].row.tolist())), got, "CollectBatches")
         _collect(out.dead_letter, dead, "CollectDead")
-    assert len(dead) == 1 and json.loads(dead[0])["row"] == 7
+    assert len(dead) == 1 and dead[0][0] == files[0] and [json.loads(r)["row"] for r in dead[0][1]] == [7]
     for f, first in zip(files, (0, 150)):
         rows = [r for r in range(first, first + 150) if r != 7]
         mine = sorted((seq, rows_) for shard, seq, rows_ in got if shard == file_shard(f, 3) and rows_[0] in rows)
         assert [r for _, part in mine for r in part] == rows
         assert all(len(part) == 60 for _, part in mine[:-1])
+
+
+def test_bad_rows_and_unreadable_files_of_a_stream_are_written_per_input_file(tmp_path):
+    """Nothing is dropped silently: each input file's bad rows land in dead_letter/<file>.jsonl."""
+    from okl_core.data.layout import write_dataset
+    from transforms.streaming import ReadParquetFiles, WriteDeadLetterFiles, dead_letter_file
+
+    X, y = binary_data(200)
+    X = X.copy()
+    X[[3, 150], 1] = np.nan
+    write_dataset(tmp_path / "ds", X, y, "binary", n_shards=2, row_group_rows=100)
+    files = sorted(str(p) for p in (tmp_path / "ds").glob("*.parquet"))
+    broken = tmp_path / "ds" / "broken.parquet"
+    broken.write_bytes(b"PAR1 not really")
+    out_dir = str(tmp_path / "out")
+    written = []
+    with beam.Pipeline("FnApiRunner") as p:
+        out = p | beam.Create(files + [str(broken)]) | beam.ParDo(ReadParquetFiles(5, "binary", None, 2, 64)).with_outputs("dead_letter", main="batches")
+        _collect(out.dead_letter | WriteDeadLetterFiles(out_dir), written, "CollectWritten")
+    assert sorted(written) == sorted(dead_letter_file(out_dir, f) for f in files + [str(broken)])
+    first = [json.loads(line) for line in open(dead_letter_file(out_dir, files[0]))]
+    second = [json.loads(line) for line in open(dead_letter_file(out_dir, files[1]))]
+    assert [(r["row"], r["reason"]) for r in first + second] == [(3, "non-finite feature"), (150, "non-finite feature")]
+    (unreadable,) = [json.loads(line) for line in open(dead_letter_file(out_dir, str(broken)))]
+    assert unreadable["file"] == str(broken) and unreadable["reason"].startswith("unreadable Parquet file")
+
+
+def test_the_streaming_graph_writes_its_dead_letters(tmp_path):
+    """The CLI's streaming graph consumes the source's dead letters (built, not run: no Prism here)."""
+    from okl_core.data.layout import write_dataset
+    from pipelines import train
+    from pipelines.stream import build_streaming_graph
+
+    X, y = binary_data(100)
+    write_dataset(tmp_path / "in", X, y, "binary")
+    args, _ = train._parser().parse_known_args(
+        ["--streaming", "--input", str(tmp_path / "in"), "--learner", "fogd", "--sigma", "1", "--output", str(tmp_path / "out")]
+    )
+    graph = beam.Pipeline(options=PipelineOptions([]))
+    build_streaming_graph(graph, train.prepare_job(args), args)
+    labels = {t.full_label for t in graph.transforms_stack[0].parts}
+    assert {"WatchParquet", "WriteDeadLetters", "StreamTrainOnline", "WriteModelVersions"} <= labels
 
 
 def test_restart_picks_the_newest_version_and_continues_numbering(tmp_path):
