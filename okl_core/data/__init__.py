@@ -16,23 +16,36 @@ Converters writing a data set directory (used by ``python -m pipelines.prepare``
 :func:`convert_molecules`, and :class:`Mnist8mGenerator` for the infinite-MNIST rows.
 """
 
-from okl_core.data.csv_table import convert_csv
-from okl_core.data.idx import convert_mnist, read_idx, read_idx_array
-from okl_core.data.layout import (
-    Batch,
-    Dataset,
-    DatasetInfo,
-    DatasetWriter,
-    StagedDataset,
-    open_dataset,
-    write_dataset,
-    write_shard_file,
-)
-from okl_core.data.libsvm import convert_libsvm, read_libsvm
-from okl_core.data.mnist8m import DeformationConfig, Mnist8mGenerator
-from okl_core.data.molecular import MolecularConfig, convert_molecules
-from okl_core.data.scaling import SCALING_METHODS, Scaling
-from okl_core.data.sources import ConversionSummary, DataFormatError
+import importlib
+
+# Names resolve on first use (PEP 562): the pipelines read data sets through
+# okl_core.data.layout and never need the converters, whose imports (scipy.ndimage for
+# MNIST-8M, RDKit for molecules) would add ~0.2 s to every Beam worker's start.
+_EXPORTS = {
+    "convert_csv": "csv_table",
+    "convert_mnist": "idx", "read_idx": "idx", "read_idx_array": "idx",
+    "Batch": "layout", "Dataset": "layout", "DatasetInfo": "layout", "DatasetWriter": "layout", "StagedDataset": "layout",
+    "open_dataset": "layout", "write_dataset": "layout", "write_shard_file": "layout",
+    "convert_libsvm": "libsvm", "read_libsvm": "libsvm",
+    "DeformationConfig": "mnist8m", "Mnist8mGenerator": "mnist8m",
+    "MolecularConfig": "molecular", "convert_molecules": "molecular",
+    "SCALING_METHODS": "scaling", "Scaling": "scaling",
+    "ConversionSummary": "sources", "DataFormatError": "sources",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "Batch",
