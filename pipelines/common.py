@@ -72,8 +72,9 @@ def _local_runner_class():
 
     class LocalRunner(fn_runner.FnApiRunner):
         def run_via_runner_api(self, pipeline_proto, options):
-            workers = max(1, self._num_workers)
-            command = f"{sys.executable} -m pipelines.sdk_worker {max(1, (os.cpu_count() or 1) // workers)}".encode()
+            cores = os.cpu_count() or 1
+            workers = options.view_as(DirectOptions).direct_num_workers or cores  # 0 means one per core
+            command = f"{sys.executable} -m pipelines.sdk_worker {max(1, cores // max(1, workers))}".encode()
             for environment in pipeline_proto.components.environments.values():
                 if environment.urn == python_urns.SUBPROCESS_SDK and environment.payload.decode().endswith(_BEAM_WORKER_COMMAND):
                     environment.payload = command
