@@ -14,6 +14,8 @@ file, reason); they never reach a learner.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -175,21 +177,39 @@ class RowGroupReader:
     or a row group spanning two batches), so the last ``keep`` checked row groups are
     kept. Counts rows read and rejected in Beam counters named after ``split``.
 
+    With ``read_ahead`` > 0 and the coming pieces announced (:meth:`plan`), their row
+    groups are read on one background thread while the caller learns from the current
+    ones: waiting for a file (local disk, ``gs://``) then overlaps learning instead of
+    adding to it. Every read then happens on that thread, one at a time.
+
     Parameters
     ----------
     source : DatasetSource
     split : str
         ``train``, ``test``, ...; used in counter names and dead letters.
     keep : int
-        Checked row groups kept in memory.
+        Checked row groups kept in memory (besides those read ahead).
+    read_ahead : int
+        Row groups that may be read ahead of the one in use (0: read when asked).
     """
 
-    def __init__(self, source: DatasetSource, split: str, keep: int = 2):
-        self.source, self.split, self.keep = source, split, keep
+    def __init__(self, source: DatasetSource, split: str, keep: int = 2, read_ahead: int = 0):
+        self.source, self.split, self.keep, self.read_ahead_groups = source, split, keep, int(read_ahead)
         self.rows_read = Metrics.counter(METRICS_NAMESPACE, f"{split}_rows_read")
         self.rows_rejected = Metrics.counter(METRICS_NAMESPACE, f"{split}_rows_rejected")
         self._files: dict[str, pq.ParquetFile] = {}
         self._groups: dict[tuple[str, int], object] = {}
+        self._ahead: dict[tuple[str, int], concurrent.futures.Future] = {}
+        self._plan: collections.deque = collections.deque()
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="okl-read") if self.read_ahead_groups else None
+
+    def close(self) -> None:
+        """Stop the read-ahead thread (pending reads are dropped)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._ahead.clear()
+        self._plan.clear()
 
     def _file(self, path: str) -> pq.ParquetFile:
         if path not in self._files:
@@ -198,18 +218,44 @@ class RowGroupReader:
             self._files[path] = pq.ParquetFile(open_binary(path))
         return self._files[path]
 
+    def _load(self, path: str, group: int, rows: int):
+        """Read and check one row group (on the calling thread)."""
+        # One decoding thread: the reading DoFns run several in parallel already.
+        table = self._file(path).read_row_group(group, columns=["x", "y", "row"], use_threads=False)
+        if table.num_rows != rows:
+            raise ValueError(f"{path}: row group {group} has {table.num_rows} rows, the listing said {rows}; was the data set rewritten?")
+        checked = check_rows(table, self.source.n_features, self.source.task, self.source.n_classes)
+        return checked, np.concatenate([[0], np.cumsum(checked.good)]), np.cumsum(~checked.good)
+
+    def plan(self, refs) -> None:
+        """Announce the pieces that will be read, in the order they will be read.
+
+        With ``read_ahead`` > 0 their row groups are then read in that order on the
+        background thread, at most ``read_ahead`` of them ahead of the one in use.
+        """
+        self._plan = collections.deque(dict.fromkeys((ref.path, ref.group, ref.group_rows) for ref in refs))
+        self._top_up()
+
+    def _top_up(self) -> None:
+        while self._pool is not None and self._plan and len(self._ahead) < self.read_ahead_groups:
+            path, group, rows = self._plan.popleft()
+            if (path, group) not in self._groups and (path, group) not in self._ahead:
+                self._ahead[(path, group)] = self._pool.submit(self._load, path, group, rows)
+
     def checked(self, path: str, group: int, rows: int):
         """The :class:`~okl_core.data.validate.CheckedRows` of a row group, with a good-row index."""
         key = (path, group)
         if key not in self._groups:
-            # One thread: the reading DoFns run several in parallel already.
-            table = self._file(path).read_row_group(group, columns=["x", "y", "row"], use_threads=False)
-            if table.num_rows != rows:
-                raise ValueError(f"{path}: row group {group} has {table.num_rows} rows, the listing said {rows}; was the data set rewritten?")
-            checked = check_rows(table, self.source.n_features, self.source.task, self.source.n_classes)
+            if key in self._ahead:
+                value = self._ahead.pop(key).result()
+            elif self._pool is not None:  # keep every read on the one reading thread
+                value = self._pool.submit(self._load, path, group, rows).result()
+            else:
+                value = self._load(path, group, rows)
             if len(self._groups) >= self.keep:
                 self._groups.pop(next(iter(self._groups)))
-            self._groups[key] = (checked, np.concatenate([[0], np.cumsum(checked.good)]), np.cumsum(~checked.good))
+            self._groups[key] = value
+            self._top_up()
         return self._groups[key]
 
     def materialize(self, ref: PieceRef) -> tuple[BatchPiece, list[str]]:
@@ -306,7 +352,9 @@ class ReadShards(beam.PTransform):
         return tasks
 
     def expand(self, pbegin):
-        tasks = pbegin | "ListRowGroups" >> beam.Create(self._tasks())
+        # Row groups are spread over workers only where they are read here: references are
+        # grouped by shard right after, so shuffling them first would only cost a stage.
+        tasks = pbegin | "ListRowGroups" >> beam.Create(self._tasks(), reshuffle=self.materialize)
         if not self.materialize:
             refs = tasks | "ListPieces" >> beam.ParDo(_ListPieces(self.plan, self.round)).with_output_types(typing.Tuple[int, PieceRef])
             return {"batches": refs, "dead_letter": pbegin | "NoDeadLetters" >> beam.Create([]).with_output_types(str)}

@@ -81,3 +81,39 @@ def test_references_cover_the_rounds_and_read_back_the_same_rows(source):
         np.testing.assert_array_equal(piece.y, y[keep])
         dead += [json.loads(r) for r in records]
     assert [(d["position"], d["reason"].split(":")[0]) for d in dead] == [(123, "non-finite feature"), (840, "bad label")]
+
+
+def test_reading_ahead_reads_the_planned_row_groups_in_order_on_one_thread(source):
+    """read_ahead=2: the announced row groups are read in plan order, at most two ahead,
+    on the reader's own thread; the pieces are those of the synchronous reader."""
+    import threading
+
+    src, _, _ = source
+    plan = StreamPlan(1000, 2, 1, 64)
+    refs = sorted((r for task in src.row_groups for r in piece_refs(task, plan, 0) if r.shard == 1), key=lambda r: r.seq)
+    ahead, direct = RowGroupReader(src, "train", read_ahead=2), RowGroupReader(src, "train")
+    loads = []
+    original = ahead._load
+
+    def recording_load(path, group, rows):
+        loads.append((group, threading.current_thread().name))
+        return original(path, group, rows)
+
+    ahead._load = recording_load
+    gate = threading.Event()
+    ahead._pool.submit(gate.wait)  # hold the reading thread: nothing is read before we look
+    ahead.plan(refs)
+    assert len(ahead._ahead) == 2 and loads == []
+    gate.set()
+    try:
+        for ref in refs:
+            got, got_dead = ahead.materialize(ref)
+            want, want_dead = direct.materialize(ref)
+            np.testing.assert_array_equal(got.X, want.X)
+            np.testing.assert_array_equal(got.row, want.row)
+            assert got_dead == want_dead
+    finally:
+        ahead.close()
+    groups = list(dict.fromkeys((r.path, r.group) for r in refs))
+    assert [g for g, _ in loads] == [g for _, g in groups]  # each row group once, in plan order
+    assert {name.split("_")[0] for _, name in loads} == {"okl-read"}
