@@ -117,3 +117,20 @@ def test_reading_ahead_reads_the_planned_row_groups_in_order_on_one_thread(sourc
     groups = list(dict.fromkeys((r.path, r.group) for r in refs))
     assert [g for g, _ in loads] == [g for _, g in groups]  # each row group once, in plan order
     assert {name.split("_")[0] for _, name in loads} == {"okl-read"}
+
+
+def test_a_failed_read_ahead_is_raised_where_the_rows_are_needed(source, tmp_path):
+    """An error on the reading thread (here: a file rewritten after listing) reaches the caller, naming the file."""
+    src, X, y = source
+    plan = StreamPlan(1000, 1, 1, 100)
+    refs = [r for task in src.row_groups for r in piece_refs(task, plan, 0)]
+    first_file = src.row_groups[0][0]
+    write_dataset(tmp_path / "other", X[:334], y[:334], "multiclass", row_group_rows=50, classes=[0, 1, 2])
+    (tmp_path / "other" / "part-00000-of-00001.parquet").replace(first_file)  # 50-row groups where 150 were listed
+    reader = RowGroupReader(src, "train", read_ahead=2)
+    reader.plan(refs)
+    try:
+        with pytest.raises(ValueError, match=f"{first_file}: row group 0 has 50 rows, the listing said 150"):
+            reader.materialize(refs[0])
+    finally:
+        reader.close()
