@@ -234,6 +234,9 @@ class RowGroupReader:
         background thread, at most ``read_ahead`` of them ahead of the one in use.
         """
         self._plan = collections.deque(dict.fromkeys((ref.path, ref.group, ref.group_rows) for ref in refs))
+        planned = {(path, group) for path, group, _ in self._plan}
+        for key in [k for k in self._ahead if k not in planned]:  # left by an interrupted earlier plan
+            self._ahead.pop(key).cancel()
         self._top_up()
 
     def _top_up(self) -> None:

@@ -10,12 +10,13 @@ cross the shuffle, memory stays at a few row groups per shard, bad rows met whil
 go to a ``dead_letter`` output, and the next two row groups are read on a background
 thread while the learner works on the current batch (the shard's references, sorted,
 give the order of its reads), so waiting for the disk or an object store overlaps
-learning. ``read_seconds`` in a shard's summary is the time it waited for rows. Group-and-sort is used
-rather than a stateful DoFn with a per-key bag: Beam's FnApiRunner (the DirectRunner)
-runs stateful stages on one worker (``fn_runner.py``: "a single key cannot be processed
-concurrently"), which would serialise the shards; a grouped stage runs its keys on all
-workers, on every runner, with no OrderedListState (not on Dataflow, sorted in memory on
-Flink).
+learning; ``read_seconds`` in a shard's summary is the time it waited for rows.
+
+Group-and-sort is used rather than a stateful DoFn with a per-key bag: Beam's FnApiRunner
+(the DirectRunner) runs stateful stages on one worker (``fn_runner.py``: "a single key
+cannot be processed concurrently"), which would serialise the shards; a grouped stage runs
+its keys on all workers, on every runner, with no OrderedListState (not on Dataflow,
+sorted in memory on Flink).
 
 Each shard starts from the model of the previous round (a side input holding model-file
 bytes), learns its batches with ``learner.update`` (predict, score, then learn), reports

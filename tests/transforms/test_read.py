@@ -134,3 +134,19 @@ def test_a_failed_read_ahead_is_raised_where_the_rows_are_needed(source, tmp_pat
             reader.materialize(refs[0])
     finally:
         reader.close()
+
+
+def test_a_new_plan_drops_reads_left_by_an_interrupted_one(source):
+    src, _, _ = source
+    plan = StreamPlan(1000, 2, 1, 64)
+    shard = {s: [r for task in src.row_groups for r in piece_refs(task, plan, 0) if r.shard == s] for s in (0, 1)}
+    reader = RowGroupReader(src, "train", read_ahead=2)
+    try:
+        reader.plan(shard[0])  # shard 0's first row groups are read ahead, then never used
+        reader.plan(shard[1])
+        wanted = list(dict.fromkeys((r.path, r.group) for r in shard[1]))[:2]
+        assert sorted(reader._ahead) == sorted(wanted)
+        piece, _ = reader.materialize(shard[1][0])
+        assert piece.start == shard[1][0].start
+    finally:
+        reader.close()
