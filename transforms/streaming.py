@@ -423,5 +423,8 @@ class WatchParquet(beam.PTransform):
             | "MatchContinuously" >> fileio.MatchContinuously(self.pattern, interval=self.poll_seconds, **kwargs)
             | "Paths" >> beam.Map(lambda m: m.path).with_output_types(str)
         )
-        out = paths | "ReadFiles" >> beam.ParDo(self.read).with_outputs("dead_letter", main="batches")
+        # Typed keys: the shards' state is keyed by int (a deterministic coder), not by "any".
+        out = paths | "ReadFiles" >> (
+            beam.ParDo(self.read).with_output_types(typing.Tuple[int, BatchPiece]).with_outputs("dead_letter", main="batches")
+        )
         return {"batches": out.batches, "dead_letter": out.dead_letter}

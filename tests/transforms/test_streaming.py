@@ -273,8 +273,9 @@ def test_bad_rows_and_unreadable_files_of_a_stream_are_written_per_input_file(tm
     assert unreadable["file"] == str(broken) and unreadable["reason"].startswith("unreadable Parquet file")
 
 
-def test_the_streaming_graph_writes_its_dead_letters(tmp_path):
-    """The CLI's streaming graph consumes the source's dead letters (built, not run: no Prism here)."""
+def test_the_streaming_graph_writes_its_dead_letters(tmp_path, caplog):
+    """The CLI's streaming graph consumes the source's dead letters (built, not run: no Prism here),
+    and its stateful shards are keyed with a deterministic coder (no warning)."""
     from okl_core.data.layout import write_dataset
     from pipelines import train
     from pipelines.stream import build_streaming_graph
@@ -288,6 +289,7 @@ def test_the_streaming_graph_writes_its_dead_letters(tmp_path):
     build_streaming_graph(graph, train.prepare_job(args), args)
     labels = {t.full_label for t in graph.transforms_stack[0].parts}
     assert {"WatchParquet", "WriteDeadLetters", "StreamTrainOnline", "WriteModelVersions"} <= labels
+    assert "may not be deterministic" not in caplog.text
 
 
 def test_restart_picks_the_newest_version_and_continues_numbering(tmp_path):
