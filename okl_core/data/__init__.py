@@ -47,27 +47,4 @@ def __dir__():
     return sorted(set(globals()) | set(_EXPORTS))
 
 
-__all__ = [
-    "Batch",
-    "ConversionSummary",
-    "DataFormatError",
-    "Dataset",
-    "DatasetInfo",
-    "DatasetWriter",
-    "DeformationConfig",
-    "Mnist8mGenerator",
-    "MolecularConfig",
-    "SCALING_METHODS",
-    "Scaling",
-    "StagedDataset",
-    "convert_csv",
-    "convert_libsvm",
-    "convert_mnist",
-    "convert_molecules",
-    "open_dataset",
-    "read_idx",
-    "read_idx_array",
-    "read_libsvm",
-    "write_dataset",
-    "write_shard_file",
-]
+__all__ = sorted(_EXPORTS)

@@ -87,9 +87,8 @@ def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | Non
     """
     n = table.num_rows
     x = _column(table, "x")
-    x_width(x.type)  # a clear error for a column that is not features at all
+    lengths = _x_lengths(x)  # raises a clear error for a column that is not features at all
     reasons = np.full(n, "", dtype=object)
-    lengths = _x_lengths(x)
     x_null = x.is_null().to_numpy(zero_copy_only=False)
     reasons[x_null] = "missing x"
     wrong = ~x_null & (lengths != n_features)
