@@ -29,7 +29,7 @@ shards of n/2 rows cost about half of one shard of n rows in total: its speed-up
 superlinear by construction and says little about Beam's overhead; the FOGD figures do.
 
 ``--million`` also runs 1M rows of FOGD end to end on 2 workers and reports the wall time
-and peak memory (resident memory of the launcher and its workers, sampled);
+and peak memory (proportional set size of the launcher, its fork server and workers, sampled);
 ``--million_from DIR`` does the same on an existing data set (for example 1M rows of
 ``python -m pipelines.prepare mnist8m``).
 
@@ -120,7 +120,7 @@ def two_process_seconds(path: str, name: str, params: dict, batch_rows: int = 40
 
 
 class PeakRSS:
-    """Sample the resident memory of this process's children and their descendants (Linux /proc).
+    """Sample the memory (PSS) of this process's children and their descendants (Linux /proc).
 
     This process (the benchmark, holding its own data) is not counted: only the pipeline's
     launcher and its workers."""
@@ -130,6 +130,12 @@ class PeakRSS:
 
     @staticmethod
     def _rss(pid: int) -> int:
+        """Proportional set size: pages shared by forked workers and their server count once."""
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                return next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
+        except (OSError, StopIteration):
+            pass
         try:
             with open(f"/proc/{pid}/statm") as f:
                 return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -264,7 +270,7 @@ def main() -> None:
             with PeakRSS() as memory:
                 seconds, cpu = pipeline_run(path, os.path.join(tmp, "million-out"), name, params, 2, 2)
             print(f"{n:,} rows ({made}), mfogd D=800, 2 shards on 2 workers: {seconds:.1f} s end to end "
-                  f"({n / seconds:.0f} rows/s, {cpu:.0f} CPU s); peak memory {memory.peak / 2**30:.2f} GiB (launcher + workers)")
+                  f"({n / seconds:.0f} rows/s, {cpu:.0f} CPU s); peak memory {memory.peak / 2**30:.2f} GiB (launcher, fork server and workers, PSS)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -43,6 +43,13 @@ import re
 import sys
 import time
 
+if __name__ == "__main__":
+    # A local multi-process run forks its workers from a server that imports Beam and okl;
+    # started before this process imports them, the two imports run side by side.
+    from pipelines.sdk_worker import start_server_for
+
+    start_server_for(sys.argv[1:])
+
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import StandardOptions
@@ -50,7 +57,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 import okl_core
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
-from pipelines.common import UsageError, configure_logging, make_pipeline, pipeline_options
+from pipelines.common import UsageError, configure_logging, exit_without_teardown, make_pipeline, pipeline_options
 from pipelines.stream import add_streaming_flags, build_streaming_graph
 from transforms.evaluate import Evaluate
 from transforms.outputs import WriteRunOutputs, local_dir
@@ -434,3 +441,4 @@ def _run_streaming(parser, args, job: TrainJob, beam_argv: list[str]) -> TrainRe
 
 if __name__ == "__main__":
     run()
+    exit_without_teardown()
