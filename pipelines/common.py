@@ -141,7 +141,10 @@ def _register_forked_worker_handler():
         def _run_worker(self):
             # The worker's own log channel, shown through Beam's local job service servicer
             # (one "Worker: ..." line per entry, at the entry's level), as for Beam's subprocess workers.
-            logs = grpc.server(thread_pool_executor.shared_unbounded_instance())
+            # The worker's logging client pings to keep the stream alive: accept pings without
+            # data, or grpc ends the stream after a few minutes ("too_many_pings").
+            tolerate_pings = [("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)]
+            logs = grpc.server(thread_pool_executor.shared_unbounded_instance(), options=tolerate_pings)
             port = logs.add_insecure_port("localhost:0")
             beam_fn_api_pb2_grpc.add_BeamFnLoggingServicer_to_server(BeamFnLoggingServicer(), logs)
             logs.start()

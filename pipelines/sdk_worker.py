@@ -30,10 +30,11 @@ there is no ``fork``):
 Protocol. The launcher and the server share a socket; a request is one byte carrying three
 file descriptors: the worker's end of a new socket pair (its *lifeline*), and the
 launcher's current stdout and stderr. The server forks; the child reads its configuration
-(one JSON line: environment and BLAS threads) from the lifeline, answers its pid, runs the
-harness, and answers ``exit CODE`` before it exits. A lifeline closed by the launcher
-(the launcher stopped it, or died) ends the worker. No pickles cross these sockets. The
-server exits, after its last worker, when the launcher closes its socket (at exit).
+from the lifeline (one JSON line: environment, BLAS threads, and the launcher's current
+working directory and import path), answers its pid, runs the harness, and answers
+``exit CODE`` before it exits. A lifeline closed by the launcher (the launcher stopped it,
+or died) ends the worker. No pickles cross these sockets. The server exits, after its
+last worker, when the launcher closes its socket (at exit).
 """
 
 from __future__ import annotations
@@ -219,7 +220,10 @@ class ForkedWorker:
 def start_worker(environment: dict[str, str], blas_threads: int) -> ForkedWorker:
     """Fork a worker that runs Beam's SDK harness with ``environment`` (a worker process's)."""
     ours, theirs = socket.socketpair()
-    config = json.dumps({"environment": dict(environment), "blas_threads": int(blas_threads)}) + "\n"
+    # What a new worker process would get from the launcher as it is now (the server was
+    # started earlier, perhaps elsewhere): environment, working directory, import path.
+    config = {"environment": dict(environment), "blas_threads": int(blas_threads), "cwd": os.getcwd(), "sys_path": sys.path}
+    config = json.dumps(config) + "\n"
     with _LOCK:
         _start_server_locked()
         _LIVE.add(ours)
@@ -291,6 +295,9 @@ def _worker(lifeline_fd: int, stdout_fd: int, stderr_fd: int) -> None:
         threading.Thread(target=_exit_when_closed, args=(lifeline,), daemon=True, name="okl-lifeline").start()
         os.environ.clear()
         os.environ.update(config["environment"])
+        os.chdir(config["cwd"])
+        sys.path[:] = config["sys_path"]
+        sys.argv[:] = [__file__]
         _set_blas_threads(config["blas_threads"], loaded_with_one=True)
         _run_harness()
         code = 0

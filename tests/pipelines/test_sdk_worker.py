@@ -79,6 +79,23 @@ def test_a_worker_gets_the_blas_threads_the_environment_asks_for(tmp_path, monke
     assert seen and all(w["env"] == "2" and w["blas"] and set(w["blas"]) == {2} for w in seen), seen
 
 
+def _touch(name):
+    open(name, "w").close()  # relative: in the worker's working directory
+
+
+def test_workers_run_where_the_launcher_is_now(tmp_path, monkeypatch):
+    """A server started in one directory forks workers that work in the launcher's current one."""
+    import apache_beam as beam
+
+    from pipelines.common import make_pipeline, pipeline_options
+
+    sdk_worker.start_server()
+    monkeypatch.chdir(tmp_path)
+    with make_pipeline(pipeline_options(MULTI)) as p:
+        p | beam.Create(["seen-1", "seen-2"]) | beam.Map(_touch)
+    assert sorted(f.name for f in tmp_path.glob("seen-*")) == ["seen-1", "seen-2"]
+
+
 def test_workers_do_not_rerun_the_launching_script(tmp_path):
     """A script that runs a pipeline at top level (no `if __name__ == "__main__"`) runs it once."""
     script = tmp_path / "job.py"
@@ -134,6 +151,24 @@ def test_server_and_workers_end_with_the_launcher(tmp_path):
         assert not [pid for pid in workers + [server] if _alive(pid)]
     finally:
         launcher.kill()
+
+
+@pytest.mark.slow
+def test_a_long_running_worker_keeps_its_log_channel_quietly(tmp_path):
+    """A worker busy for over a minute: its logging stream's keep-alive pings are accepted (no GOAWAY on stderr)."""
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(f"""
+        import time
+        import apache_beam as beam
+        from pipelines.common import make_pipeline, pipeline_options
+        with make_pipeline(pipeline_options({MULTI!r})) as p:
+            p | beam.Create([1]) | beam.Map(lambda x: time.sleep(100))
+    """))
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "too_many_pings" not in proc.stderr and "Logging client failed" not in proc.stderr, proc.stderr[-2000:]
 
 
 def test_an_unused_server_is_stopped_without_waiting_for_its_imports():
