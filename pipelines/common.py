@@ -38,6 +38,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 __all__ = ["UsageError", "pipeline_options", "make_pipeline", "direct_runner", "configure_logging", "exit_without_teardown"]
 
 _DIRECT_NAMES = {"directrunner", "direct"}
+_LOG = logging.getLogger(__name__)
 
 
 class UsageError(ValueError):
@@ -80,6 +81,8 @@ def pipeline_options(beam_argv: list[str]) -> PipelineOptions:
 
 _BEAM_WORKER_COMMAND = "-m apache_beam.runners.worker.sdk_worker_main"
 _FORKED_WORKER_URN = "okl:environment:forked_python_worker:v1"
+WORKER_EXIT_SECONDS = 30
+"""How long a local worker may take to exit once the runner has closed it (then it is ended)."""
 """Environment of local multi-process workers forked by :mod:`pipelines.sdk_worker` (payload: BLAS threads)."""
 
 
@@ -132,17 +135,26 @@ def _register_forked_worker_handler():
             self.blas_threads = int(payload.decode())
 
         def start_worker(self):
+            self.worker, self.stopping = None, threading.Event()
             self.worker_thread = threading.Thread(name="run_worker", target=self._run_worker, daemon=True)
             self.worker_thread.start()
 
         def stop_worker(self):
+            # The runner has closed the worker's control channel: its work is done. A worker
+            # that does not then exit (stuck in a DoFn's teardown or on its log stream) is
+            # ended, rather than waited for forever.
+            self.worker_thread.join(timeout=WORKER_EXIT_SECONDS)
+            if self.worker_thread.is_alive() and self.worker is not None:
+                _LOG.warning("SDK worker %s (pid %s) did not exit %s s after its work was done: ended", self.worker_id, self.worker.pid, WORKER_EXIT_SECONDS)
+                self.stopping.set()
+                self.worker.kill()
             self.worker_thread.join()
 
         def _run_worker(self):
             # The worker's own log channel, shown through Beam's local job service servicer
-            # (one "Worker: ..." line per entry, at the entry's level), as for Beam's subprocess workers.
-            # The worker's logging client pings to keep the stream alive: accept pings without
-            # data, or grpc ends the stream after a few minutes ("too_many_pings").
+            # (one "Worker: ..." line per entry, at the entry's level), as for Beam's subprocess
+            # workers. Its client pings to keep the stream alive: pings without data must be
+            # accepted, or grpc ends the stream after a minute or two ("too_many_pings").
             tolerate_pings = [("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)]
             logs = grpc.server(thread_pool_executor.shared_unbounded_instance(), options=tolerate_pings)
             port = logs.add_insecure_port("localhost:0")
@@ -155,12 +167,12 @@ def _register_forked_worker_handler():
                 PIPELINE_OPTIONS=json_format.MessageToJson(self.provision_info.provision_info.pipeline_options),
                 WORKER_ID=self.worker_id,
             )
-            worker = sdk_worker.start_worker(environment, self.blas_threads)
+            self.worker = sdk_worker.start_worker(environment, self.blas_threads)
             try:
-                if worker.wait():
-                    raise RuntimeError(f"SDK worker {self.worker_id} (pid {worker.pid}) exited with code {worker.returncode}")
+                if self.worker.wait() and not self.stopping.is_set():
+                    raise RuntimeError(f"SDK worker {self.worker_id} (pid {self.worker.pid}) exited with code {self.worker.returncode}")
             finally:
-                worker.kill()
+                self.worker.kill()
                 logs.stop(0)
 
     return ForkedWorkerHandler

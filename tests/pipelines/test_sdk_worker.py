@@ -171,6 +171,35 @@ def test_a_long_running_worker_keeps_its_log_channel_quietly(tmp_path):
     assert "too_many_pings" not in proc.stderr and "Logging client failed" not in proc.stderr, proc.stderr[-2000:]
 
 
+@pytest.mark.slow
+def test_a_worker_stuck_at_exit_is_ended_and_the_job_completes(tmp_path):
+    """A DoFn whose teardown never returns holds its worker after the work is done: the run still ends."""
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(f"""
+        import time
+        import apache_beam as beam
+        from pipelines import common
+
+        class StuckAtTeardown(beam.DoFn):
+            def process(self, x):
+                yield x * 2
+
+            def teardown(self):
+                time.sleep(3600)
+
+        common.WORKER_EXIT_SECONDS = 5
+        with common.make_pipeline(common.pipeline_options({MULTI!r})) as p:
+            p | beam.Create([1, 2, 3]) | beam.ParDo(StuckAtTeardown()) | beam.Map(lambda x: print("doubled", x, flush=True))
+    """))
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(line for line in proc.stdout.splitlines() if line.startswith("doubled")) == ["doubled 2", "doubled 4", "doubled 6"]
+    assert "did not exit 5 s after its work was done: ended" in proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_an_unused_server_is_stopped_without_waiting_for_its_imports():
     """A launcher that never asked for a worker (a usage error, --help) does not wait for the server at exit."""
     sdk_worker._stop_server()
