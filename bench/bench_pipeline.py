@@ -30,10 +30,11 @@ superlinear by construction and says little about Beam's overhead; the FOGD figu
 
 ``--million`` also runs 1M rows of FOGD end to end on 2 workers and reports the wall time
 and peak memory (proportional set size of the launcher, its fork server and workers, sampled);
-``--million_from DIR`` does the same on an existing data set (for example 1M rows of
-``python -m pipelines.prepare mnist8m``).
+``--million_from DIR`` does the same on an existing data set (for example the output of
+``python -m pipelines.prepare mnist8m``), against the bare fold of its first 400k rows.
 
-Run: ``python bench/bench_pipeline.py [--fogd_rows N] [--dsg_rows N] [--repeats K] [--million]``.
+Run: ``python bench/bench_pipeline.py [--fogd_rows N] [--dsg_rows N] [--repeats K] [--million | --million_from DIR]``
+(``--fogd_rows 0 --dsg_rows 0``: only the end-to-end run).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from okl_core.data.layout import DatasetWriter, open_dataset  # noqa: E402
 from okl_core.random import block_bit_generator, uniform_open  # noqa: E402
 
 D_IN, CLASSES, CHUNK = 784, 10, 16384
+SAMPLE_ROWS = 400_000  # rows of the bare fold's sample for the --million run (its rate is the reference)
 LEARNERS = {
     "fogd": ("mfogd", {"n_components": 800, "sigma": 8.0, "eta": 0.005}),
     "dsg": ("dsg", {"loss": "softmax", "block_size": 256, "batch_size": 1024, "sigma": 8.0, "nu": 0.0005, "theta": 1.0}),
@@ -82,16 +84,28 @@ def write_mnist_like(path: str, n_rows: int, seed: int = 0) -> None:
             writer.write(X, y)
 
 
-def bare_seconds(path: str, name: str, params: dict, batch_rows: int = 4096) -> tuple[float, float, float]:
-    """Wall and CPU seconds of the plain fold (data in memory), and seconds to read the data."""
+def bare_seconds(path: str, name: str, params: dict, batch_rows: int = 4096, rows: int | None = None) -> tuple[float, float, float]:
+    """Wall and CPU seconds of the plain fold (data in memory), and seconds to read the data.
+
+    ``rows``: only the data set's first ``rows`` rows (a sample of a data set too large for memory).
+    """
     began = time.perf_counter()
-    data = open_dataset(path).read_all()
+    if rows is None:
+        data = open_dataset(path).read_all()
+        X, y = data.X, data.y
+    else:
+        parts: list = []
+        for batch in open_dataset(path).iter_batches(batch_rows=batch_rows):
+            if sum(len(b) for b in parts) >= rows:
+                break
+            parts.append(batch)
+        X, y = np.concatenate([b.X for b in parts])[:rows], np.concatenate([b.y for b in parts])[:rows]
     read = time.perf_counter() - began
     learner = okl_core.make_learner(name, n_inputs=D_IN, n_classes=CLASSES, **params)
     state = learner.init()
     began, cpu = time.perf_counter(), time.process_time()
-    for start in range(0, len(data.y), batch_rows):
-        state, _ = learner.update(state, data.X[start : start + batch_rows], data.y[start : start + batch_rows])
+    for start in range(0, len(y), batch_rows):
+        state, _ = learner.update(state, X[start : start + batch_rows], y[start : start + batch_rows])
     return time.perf_counter() - began, time.process_time() - cpu, read
 
 
@@ -215,6 +229,8 @@ def main() -> None:
     try:
         results = []
         for key, rows in (("fogd", args.fogd_rows), ("dsg", args.dsg_rows)):
+            if rows <= 0:
+                continue
             name, params = LEARNERS[key]
             path = os.path.join(tmp, f"{key}-data")
             write_mnist_like(path, rows)
@@ -231,7 +247,7 @@ def main() -> None:
             results.append((key, rows, bare, bare_cpu, read, ideal, one, one_cpu, two, two_cpu, steady))
             shutil.rmtree(path)
         print(f"\nload average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (other jobs share the machine)")
-        print("wall-clock rows/s (ratio to bare):")
+        print("wall-clock rows/s (ratio to bare):" if results else "(--fogd_rows 0 --dsg_rows 0: no table)")
         print(f"{'learner':7} {'rows':>7} {'bare':>6} {'bare+read':>16} {'2 bare procs':>16} {'pipeline 1 shard':>17} {'pipeline 2x2':>16} {'2x2 steady':>16} {'of 2 procs':>10} {'fixed':>6} {'at 8.1M':>7}")
         for key, rows, bare, _, read, ideal, one, _, two, _, steady in results:
             base = rows / bare
@@ -267,10 +283,15 @@ def main() -> None:
                 write_mnist_like(path, 1_000_000)
                 made = f"MNIST-shaped rows written in {time.perf_counter() - began:.1f} s"
             n = open_dataset(path).info.n_rows
+            sample = min(n, SAMPLE_ROWS)
+            bare = min(bare_seconds(path, name, params, rows=sample)[0] for _ in range(args.repeats))
             with PeakRSS() as memory:
                 seconds, cpu = pipeline_run(path, os.path.join(tmp, "million-out"), name, params, 2, 2)
+            steady = steady_seconds(os.path.join(tmp, "million-out"))
             print(f"{n:,} rows ({made}), mfogd D=800, 2 shards on 2 workers: {seconds:.1f} s end to end "
-                  f"({n / seconds:.0f} rows/s, {cpu:.0f} CPU s); peak memory {memory.peak / 2**30:.2f} GiB (launcher, fork server and workers, PSS)")
+                  f"({n / seconds:.0f} rows/s, {n / seconds / (sample / bare):.2f} x bare), steady {n / steady / (sample / bare):.2f} x bare, "
+                  f"{cpu:.0f} CPU s; peak memory {memory.peak / 2**30:.2f} GiB (launcher, fork server and workers, PSS); "
+                  f"bare: {sample / bare:.0f} rows/s, the fold of the first {sample:,} rows in memory")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

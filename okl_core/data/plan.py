@@ -10,8 +10,14 @@ data set is split into files and row groups:
 * **segments**: each shard's part is cut into ``rounds`` contiguous segments; round ``r``
   trains segment ``r`` of every shard, starting from the model merged after round
   ``r - 1`` (iterative parameter mixing; ``rounds = 1`` is one-shot averaging);
-* **batches**: each segment is cut into batches of ``batch_rows`` positions (the last one
-  shorter), numbered ``seq = 0, 1, ...``; a learner updates on one batch at a time.
+* **batches**: each segment is cut at the multiples of ``batch_rows`` (stream positions),
+  so its first and last batches may be shorter; batches are numbered ``seq = 0, 1, ...``
+  and a learner updates on one batch at a time. Cutting at multiples of ``batch_rows``
+  rather than every ``batch_rows`` rows from the segment's start lines batches up with
+  the row groups of data sets whose row groups are too (okl's writer: 4096 rows from
+  position 0, the default ``batch_rows``): a batch is read from one row group instead of
+  being pieced together from two (a shard whose every batch straddled two row groups
+  trained about 9% slower; FOGD, MNIST-8M rows).
 
 Boundaries are ``start + align * floor(i * length / (parts * align))``: parts are as equal
 as the alignment allows and every boundary but the last falls on a multiple of ``align``
@@ -118,10 +124,9 @@ class StreamPlan:
     def batches(self, shard: int, round: int) -> list[BatchBounds]:
         """The batches of segment ``round`` of ``shard``, in order."""
         start, stop = self.segment_bounds(shard, round)
-        return [
-            BatchBounds(shard, round, seq, a, min(a + self.batch_rows, stop))
-            for seq, a in enumerate(range(start, stop, self.batch_rows))
-        ]
+        first_cut = (start // self.batch_rows + 1) * self.batch_rows
+        cuts = [start, *range(first_cut, stop, self.batch_rows), stop]
+        return [BatchBounds(shard, round, seq, a, b) for seq, (a, b) in enumerate(zip(cuts[:-1], cuts[1:]))]
 
     def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(shard, round, seq)`` of each stream position (vectorised)."""
@@ -130,7 +135,7 @@ class StreamPlan:
             raise ValueError(f"positions must be in [0, {self.n_rows})")
         starts = self.segment_starts()
         segment = np.searchsorted(starts, positions, side="right") - 1
-        seq = (positions - starts[segment]) // self.batch_rows
+        seq = positions // self.batch_rows - starts[segment] // self.batch_rows
         return segment // self.rounds, segment % self.rounds, seq
 
     def to_dict(self) -> dict:

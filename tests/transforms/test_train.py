@@ -61,9 +61,9 @@ def test_out_of_order_pieces_give_the_sequential_fold_per_shard():
     def check_metrics(records):
         records = [json.loads(r) for r in records]
         assert sorted((r["shard"], r["seq"]) for r in records) == [(s, q) for s in range(2) for q in range(5)]
-        for shard in range(2):
-            seen = [r["n_seen"] for r in sorted(records, key=lambda r: r["seq"]) if r["shard"] == shard]
-            assert seen == [99, 198, 297, 396, 445]  # batches of 100, 100, 100, 100, 50 positions
+        seen = {shard: [r["n_seen"] for r in sorted(records, key=lambda r: r["seq"]) if r["shard"] == shard] for shard in range(2)}
+        assert seen[0] == [99, 198, 297, 396, 445]  # positions 0..449 cut at multiples of 100: 100, 100, 100, 100, 50
+        assert seen[1] == [49, 148, 247, 346, 445]  # 450..899: 50, 100, 100, 100, 100
 
     with beam.Pipeline(runner="FnApiRunner") as p:
         initial = p | "Init" >> beam.Create([okl_core.model_bytes(learner, learner.init())])

@@ -17,8 +17,10 @@ def test_batches_partition_the_stream_in_order(n, k, r, b, align):
         for rnd in range(r):
             batches = plan.batches(shard, rnd)
             assert [x.seq for x in batches] == list(range(len(batches)))
-            assert all(x.stop - x.start <= b for x in batches)
-            assert all(x.stop - x.start == b for x in batches[:-1])
+            assert all(0 < x.stop - x.start <= b for x in batches)
+            # Cut at the multiples of b: only a segment's first and last batches can be short.
+            assert all(x.start % b == 0 for x in batches[1:])
+            assert all(x.stop - x.start == b for x in batches[1:-1])
             covered.extend(range(x.start, x.stop) for x in batches)
     flat = [p for rng in covered for p in rng]
     assert sorted(flat) == list(range(n)) and len(flat) == n
@@ -27,6 +29,16 @@ def test_batches_partition_the_stream_in_order(n, k, r, b, align):
         for q in range(r):
             for x in plan.batches(s, q):
                 assert (shard[x.start : x.stop] == s).all() and (rnd[x.start : x.stop] == q).all() and (seq[x.start : x.stop] == x.seq).all()
+
+
+def test_batches_line_up_with_row_groups_of_batch_rows_from_position_zero():
+    """Shards start anywhere, batches end on multiples of batch_rows: each lies in one 4096-row group."""
+    plan = StreamPlan(1_000_000, 2, 1, 4096)
+    assert plan.shard_bounds(1) == (500_000, 1_000_000)  # shards stay equal
+    first, second, *rest = plan.batches(1, 0)
+    assert (first.start, first.stop, second.start, second.stop) == (500_000, 122 * 4096 + 4096, 123 * 4096, 124 * 4096)
+    groups = {(x.start // 4096, (x.stop - 1) // 4096) for x in plan.batches(0, 0) + plan.batches(1, 0)}
+    assert all(a == b for a, b in groups)
 
 
 def test_boundaries_are_aligned_and_shards_nearly_equal():
