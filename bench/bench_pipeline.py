@@ -140,7 +140,7 @@ class PeakRSS:
     launcher and its workers."""
 
     def __init__(self, interval: float = 0.2):
-        self.interval, self.peak, self._stop = interval, 0, threading.Event()
+        self.interval, self.peak, self.at_peak, self._stop = interval, 0, [], threading.Event()
 
     @staticmethod
     def _rss(pid: int) -> int:
@@ -171,9 +171,22 @@ class PeakRSS:
                 pass
         return out
 
+    @staticmethod
+    def _cmdline(pid: int) -> bytes:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
     def _run(self):
+        own = self._cmdline(os.getpid())
         while not self._stop.is_set():
-            self.peak = max(self.peak, sum(self._rss(p) for p in self._tree(os.getpid())[1:]))
+            # A child that still runs this program's command line is this process between
+            # (v)fork and exec: it shares this process's memory, which is not the pipeline's.
+            sizes = [self._rss(p) for p in self._tree(os.getpid())[1:] if self._cmdline(p) != own]
+            if sum(sizes) > self.peak:
+                self.peak, self.at_peak = sum(sizes), sizes  # in process-tree order
             self._stop.wait(self.interval)
 
     def __enter__(self):
@@ -290,7 +303,8 @@ def main() -> None:
             steady = steady_seconds(os.path.join(tmp, "million-out"))
             print(f"{n:,} rows ({made}), mfogd D=800, 2 shards on 2 workers: {seconds:.1f} s end to end "
                   f"({n / seconds:.0f} rows/s, {n / seconds / (sample / bare):.2f} x bare), steady {n / steady / (sample / bare):.2f} x bare, "
-                  f"{cpu:.0f} CPU s; peak memory {memory.peak / 2**30:.2f} GiB (launcher, fork server and workers, PSS); "
+                  f"{cpu:.0f} CPU s; peak memory {memory.peak / 2**30:.2f} GiB (PSS of the launcher, fork server and workers: "
+                  f"{', '.join(f'{m / 2**20:.0f}' for m in memory.at_peak)} MB); "
                   f"bare: {sample / bare:.0f} rows/s, the fold of the first {sample:,} rows in memory")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
