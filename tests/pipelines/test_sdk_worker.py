@@ -100,11 +100,14 @@ def test_workers_do_not_rerun_the_launching_script(tmp_path):
     """A script that runs a pipeline at top level (no `if __name__ == "__main__"`) runs it once."""
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(f"""
+        import sys
         import apache_beam as beam
         from pipelines.common import make_pipeline, pipeline_options
         print("script body ran", flush=True)
         with make_pipeline(pipeline_options({MULTI!r})) as p:
-            p | beam.Create([1, 2, 3]) | beam.Map(lambda x: print("worker saw", x, flush=True))
+            # One write per line: with PYTHONUNBUFFERED, print's pieces are separate writes
+            # that two workers could interleave.
+            p | beam.Create([1, 2, 3]) | beam.Map(lambda x: sys.stdout.write(f"worker saw {{x}}\\n"))
     """))
     proc = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=120
@@ -112,7 +115,7 @@ def test_workers_do_not_rerun_the_launching_script(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("script body ran") == 1
     # The workers print on the launcher's stdout, as Beam's own worker processes do.
-    assert sorted(line for line in proc.stdout.splitlines() if line.startswith("worker saw")) == ["worker saw 1", "worker saw 2", "worker saw 3"]
+    assert sorted(line for line in proc.stdout.splitlines() if line.startswith("worker saw")) == ["worker saw 1", "worker saw 2", "worker saw 3"], (proc.stdout, proc.stderr)
 
 
 def test_server_and_workers_end_with_the_launcher(tmp_path):
@@ -176,6 +179,7 @@ def test_a_worker_stuck_at_exit_is_ended_and_the_job_completes(tmp_path):
     """A DoFn whose teardown never returns holds its worker after the work is done: the run still ends."""
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(f"""
+        import sys
         import time
         import apache_beam as beam
         from pipelines import common
@@ -189,7 +193,7 @@ def test_a_worker_stuck_at_exit_is_ended_and_the_job_completes(tmp_path):
 
         common.WORKER_EXIT_SECONDS = 5
         with common.make_pipeline(common.pipeline_options({MULTI!r})) as p:
-            p | beam.Create([1, 2, 3]) | beam.ParDo(StuckAtTeardown()) | beam.Map(lambda x: print("doubled", x, flush=True))
+            p | beam.Create([1, 2, 3]) | beam.ParDo(StuckAtTeardown()) | beam.Map(lambda x: sys.stdout.write(f"doubled {{x}}\\n"))
     """))
     proc = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=120
