@@ -94,11 +94,12 @@ def bare_seconds(path: str, name: str, params: dict, batch_rows: int = 4096, row
         data = open_dataset(path).read_all()
         X, y = data.X, data.y
     else:
-        parts: list = []
+        parts, have = [], 0
         for batch in open_dataset(path).iter_batches(batch_rows=batch_rows):
-            if sum(len(b) for b in parts) >= rows:
+            if have >= rows:
                 break
             parts.append(batch)
+            have += len(batch)
         X, y = np.concatenate([b.X for b in parts])[:rows], np.concatenate([b.y for b in parts])[:rows]
     read = time.perf_counter() - began
     learner = okl_core.make_learner(name, n_inputs=D_IN, n_classes=CLASSES, **params)

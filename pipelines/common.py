@@ -81,9 +81,9 @@ def pipeline_options(beam_argv: list[str]) -> PipelineOptions:
 
 _BEAM_WORKER_COMMAND = "-m apache_beam.runners.worker.sdk_worker_main"
 _FORKED_WORKER_URN = "okl:environment:forked_python_worker:v1"
+"""Environment of local multi-process workers forked by :mod:`pipelines.sdk_worker` (payload: BLAS threads)."""
 WORKER_EXIT_SECONDS = 30
 """How long a local worker may take to exit once the runner has closed it (then it is ended)."""
-"""Environment of local multi-process workers forked by :mod:`pipelines.sdk_worker` (payload: BLAS threads)."""
 
 
 def _local_runner_class():

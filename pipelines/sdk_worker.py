@@ -98,7 +98,9 @@ def _set_blas_threads(blas_threads: int, loaded_with_one: bool) -> None:
 
     ``loaded_with_one``: numpy is loaded already, with one BLAS thread (a forked worker).
     """
-    wanted = [os.environ.setdefault(name, str(blas_threads)) for name in BLAS_VARIABLES][0]
+    for name in BLAS_VARIABLES:
+        os.environ.setdefault(name, str(blas_threads))
+    wanted = os.environ["OPENBLAS_NUM_THREADS"]
     if loaded_with_one and wanted.isdigit() and int(wanted) > 1:
         import threadpoolctl
 

@@ -51,6 +51,7 @@ __all__ = [
     "schema_for",
     "x_width",
     "x_matrix",
+    "as_array",
     "X_ENCODING",
     "COMPRESSIONS",
     "DEFAULT_COMPRESSION",
@@ -118,6 +119,13 @@ def x_width(x_type: pa.DataType) -> int | None:
     raise ValueError(f"column x must be float32 bytes (fixed_size_binary[4 d]) or a list of floats, got {x_type}")
 
 
+def as_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One array for a column; no copy when it has one chunk (a row group read alone)."""
+    if isinstance(column, pa.ChunkedArray):
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    return column
+
+
 def x_matrix(x: pa.Array, n_features: int) -> np.ndarray:
     """The ``(n, n_features)`` float32 matrix of an ``x`` array whose rows all have that width.
 
@@ -126,8 +134,7 @@ def x_matrix(x: pa.Array, n_features: int) -> np.ndarray:
     holds: callers drop them first (:func:`okl_core.data.validate.check_rows`) or know
     there are none.
     """
-    if isinstance(x, pa.ChunkedArray):
-        x = x.chunk(0) if x.num_chunks == 1 else x.combine_chunks()
+    x = as_array(x)
     if pa.types.is_fixed_size_binary(x.type):
         width = x.type.byte_width
         if width != 4 * n_features:

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from okl_core.data.layout import x_matrix, x_width
+from okl_core.data.layout import as_array, x_matrix, x_width
 
 __all__ = ["CheckedRows", "check_rows", "REASONS"]
 
@@ -52,13 +52,6 @@ class CheckedRows:
     reasons: list
 
 
-def _column(table: pa.Table, name: str) -> pa.Array:
-    column = table.column(name)
-    if isinstance(column, pa.ChunkedArray):  # one chunk per row group read: no copy then
-        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    return column
-
-
 def _x_lengths(x: pa.Array) -> np.ndarray:
     """Features per row (null rows included, their length is meaningless)."""
     width = x_width(x.type)
@@ -86,7 +79,7 @@ def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | Non
     CheckedRows
     """
     n = table.num_rows
-    x = _column(table, "x")
+    x = as_array(table.column("x"))
     lengths = _x_lengths(x)  # raises a clear error for a column that is not features at all
     reasons = np.full(n, "", dtype=object)
     x_null = x.is_null().to_numpy(zero_copy_only=False)
@@ -103,7 +96,7 @@ def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | Non
     ok_index = np.flatnonzero(width_ok)
     reasons[ok_index[~finite]] = "non-finite feature"
 
-    y_column = _column(table, "y")
+    y_column = as_array(table.column("y"))
     y_null = y_column.is_null().to_numpy(zero_copy_only=False)
     y = y_column.to_numpy(zero_copy_only=False)
     label_reason = _label_reasons(y, y_null, task, n_classes)
@@ -112,7 +105,7 @@ def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | Non
     take = ~bad & (label_reason != "")
     reasons[take] = label_reason[take]
     good = ~(bad | take)
-    rows = _column(table, "row").to_numpy(zero_copy_only=False)
+    rows = as_array(table.column("row")).to_numpy(zero_copy_only=False)
     rows = np.where(np.isnan(rows), -1, rows).astype(np.int64) if rows.dtype.kind == "f" else rows.astype(np.int64)
     X_good = X[good[ok_index]] if not good.all() else X
     y_dtype = np.float32 if task == "regression" else np.int32
