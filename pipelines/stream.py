@@ -8,8 +8,10 @@
 
 The graph (transforms/streaming.py)::
 
-    WatchParquet(--input) ─> StreamTrainOnline ─> MergeSnapshots ─> WriteModelVersions(--output)
-          │                       ^ side input: NewestModel(--output, every --poll_seconds)
+    WatchParquet(--input) ──────────────┐
+    VersionNotices(--output, polled) ───┴─> StreamTrainOnline ─> MergeSnapshots(--merge_seconds)
+          │                                       │                  ─> WriteModelVersions(--output)
+          │                                       └─> WriteSnapshotRecords(--output/snapshots/run-V/)
           └─ bad rows ─> WriteDeadLetterFiles(--output/dead_letter/<file>.jsonl)
 
 At launch the job starts from ``--init_model`` or, when ``--output`` already holds
@@ -30,7 +32,8 @@ from okl_core.state import parse_version
 from pipelines.common import UsageError
 from transforms.inference import read_bytes
 from transforms.streaming import (
-    MergeSnapshots, NewestModel, ReadParquetFiles, StreamTrainOnline, WatchParquet, WriteDeadLetterFiles, WriteModelVersions, newest_version,
+    MergeSnapshots, ReadParquetFiles, StreamTrainOnline, VersionNotices, WatchParquet, WriteDeadLetterFiles, WriteModelVersions,
+    WriteSnapshotRecords, newest_version,
 )
 from transforms.train import LearnerSpec
 
@@ -74,6 +77,10 @@ def check_streaming_args(args, learner: okl_core.Learner) -> None:
         raise UsageError("--snapshot_batches must be >= 1")
     if args.snapshot_seconds is not None and not args.snapshot_seconds > 0:
         raise UsageError("--snapshot_seconds must be > 0")
+    if not args.poll_seconds > 0:
+        raise UsageError("--poll_seconds must be > 0")
+    if args.merge_seconds is not None and not args.merge_seconds > 0:
+        raise UsageError("--merge_seconds must be > 0")
     if args.mix_weight > 0:
         initial = learner.init()
         try:
@@ -83,28 +90,42 @@ def check_streaming_args(args, learner: okl_core.Learner) -> None:
 
 
 def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
-    """Add the streaming graph of ``job`` to ``pipeline``; returns what it resolved."""
+    """Add the streaming graph of ``job`` to ``pipeline``; returns what it resolved and its outputs.
+
+    The returned dict holds ``started_from``, ``first_version`` and ``pattern`` (printed as
+    one JSON line), and the PCollections ``snapshots`` and ``versions`` for callers that
+    add steps of their own.
+    """
     pipeline.options.view_as(StandardOptions).streaming = True
     learner = job.learner
     check_streaming_args(args, learner)
     data, first_version, started_from = initial_model(args, learner, job.output)
     spec = LearnerSpec(learner.name, job.params)
-    stop = None if args.stop_after is None else time.time() + args.stop_after
-    read = ReadParquetFiles(learner.config.n_inputs, learner.task, getattr(learner.config, "n_classes", None), job.plan.num_shards, job.plan.batch_rows)
-    source = pipeline | "WatchParquet" >> WatchParquet(watch_pattern(args.input), read, args.poll_seconds, stop)
-    models = pipeline | "NewestModel" >> NewestModel(job.output, args.poll_seconds, stop)
+    start = time.time()
+    stop = None if args.stop_after is None else start + args.stop_after
+    num_shards = job.plan.num_shards
+    read = ReadParquetFiles(learner.config.n_inputs, learner.task, getattr(learner.config, "n_classes", None), num_shards, job.plan.batch_rows)
+    source = pipeline | "WatchParquet" >> WatchParquet(watch_pattern(args.input), read, args.poll_seconds, start, stop)
+    notices = pipeline | "VersionNotices" >> VersionNotices(job.output, args.poll_seconds, num_shards, start, stop)
     snapshot_batches = args.snapshot_batches or (None if args.snapshot_seconds else 10)
-    snapshots = source["batches"] | "StreamTrainOnline" >> StreamTrainOnline(
-        spec, data, models, snapshot_batches=snapshot_batches, snapshot_seconds=args.snapshot_seconds, mix_weight=args.mix_weight
+    snapshots = (
+        (source["batches"], notices)
+        | "BatchesAndVersions" >> beam.Flatten()
+        | "StreamTrainOnline" >> StreamTrainOnline(spec, data, snapshot_batches=snapshot_batches, snapshot_seconds=args.snapshot_seconds, mix_weight=args.mix_weight)
     )
-    versions = snapshots | "MergeSnapshots" >> MergeSnapshots(spec, job.plan.num_shards) | "WriteModelVersions" >> WriteModelVersions(job.output, first_version)
+    merge_seconds = args.merge_seconds or args.poll_seconds
+    versions = (
+        snapshots
+        | "MergeSnapshots" >> MergeSnapshots(spec, merge_seconds, first_version)
+        | "WriteModelVersions" >> WriteModelVersions(job.output)
+    )
     versions | "LogVersions" >> beam.Map(lambda v: print(f"model version {v[0]}: {v[1]}", flush=True))
     dead = source["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFiles(job.output)
     dead | "LogDeadLetters" >> beam.Map(lambda path: print(f"bad rows: {path}", flush=True))
-    snapshots | "SnapshotMetrics" >> beam.Map(lambda s: print(s[3], flush=True))
-    resolved = {"started_from": started_from, "first_version": first_version, "pattern": watch_pattern(args.input)}
+    snapshots | "WriteSnapshotRecords" >> WriteSnapshotRecords(job.output, first_version) | "LogSnapshots" >> beam.Map(lambda r: print(r, flush=True))
+    resolved = {"started_from": started_from, "first_version": first_version, "pattern": watch_pattern(args.input), "merge_seconds": merge_seconds}
     print(json.dumps(resolved), flush=True)
-    return resolved
+    return {**resolved, "snapshots": snapshots, "versions": versions}
 
 
 def add_streaming_flags(parser) -> None:
@@ -115,5 +136,6 @@ def add_streaming_flags(parser) -> None:
     group.add_argument("--snapshot_seconds", type=float, help="each shard snapshots its state T seconds after the first batch of an interval")
     group.add_argument("--mix_weight", type=float, default=0.0, help="weight w of a newer merged version mixed into a shard: (1-w) local + w merged (default 0: no mixing)")
     group.add_argument("--poll_seconds", type=float, default=5.0, help="how often new input files and new model versions are looked for (default %(default)s)")
+    group.add_argument("--merge_seconds", type=float, help="length of the processing-time windows: one merged version per window in which a snapshot arrived (default: --poll_seconds)")
     group.add_argument("--init_model", help="model file to start from (default: the newest model-vNNNNNN.npz in --output, else a fresh model)")
     group.add_argument("--stop_after", type=float, help="stop watching after S seconds (default: run until cancelled)")

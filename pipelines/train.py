@@ -410,20 +410,28 @@ _PRISM_HELP = (
 )
 
 
-def _run_streaming(parser, args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
-    """Run the streaming graph (pipelines/stream.py) until --stop_after or cancellation.
+def streaming_pipeline(beam_argv: list[str]) -> tuple[beam.Pipeline, bool]:
+    """A streaming pipeline on the requested runner, and whether it runs locally on Prism.
 
     With no runner (or DirectRunner) the graph runs on Beam's Prism runner: the FnApiRunner
     behind okl's batch default is batch-only, and Beam's legacy direct runner cannot run
-    the file-watching source. Failing to obtain Prism is a usage error with what to do.
+    the file-watching source.
     """
-    if args.input is None:
-        parser.error("--streaming needs --input (a directory or glob where new Parquet files appear)")
     options = pipeline_options(beam_argv)
     options.view_as(StandardOptions).streaming = True
     runner = options.view_as(StandardOptions).runner
     local = runner is None or (isinstance(runner, str) and runner.lower() in ("directrunner", "direct", "prismrunner", "prism"))
-    pipeline = beam.Pipeline(runner="PrismRunner" if local else runner, options=options)
+    return beam.Pipeline(runner="PrismRunner" if local else runner, options=options), local
+
+
+def _run_streaming(parser, args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
+    """Run the streaming graph (pipelines/stream.py) until --stop_after or cancellation.
+
+    Failing to obtain Prism for a local run is a usage error with what to do.
+    """
+    if args.input is None:
+        parser.error("--streaming needs --input (a directory or glob where new Parquet files appear)")
+    pipeline, local = streaming_pipeline(beam_argv)
     try:
         build_streaming_graph(pipeline, job, args)
     except UsageError as err:

@@ -28,3 +28,12 @@ def shared_data(*parts) -> pathlib.Path:
     if not path.exists():
         pytest.skip(f"real data not available: {path} is missing (it lives in ../shared/data beside the project)")
     return path
+
+
+@pytest.fixture(scope="session")
+def prism_location() -> str:
+    """Path of Beam's Prism runner binary (TODO: from pipelines.engines once merged)."""
+    path = os.environ.get("OKL_PRISM", "/tmp/prismbin/prism")
+    if not os.path.exists(path):
+        pytest.skip("no prism binary")
+    return path

@@ -25,7 +25,7 @@ from apache_beam import coders
 
 import okl_core
 
-__all__ = ["BatchPiece", "BatchPieceCoder", "PieceRef", "PieceRefCoder", "ModelCache"]
+__all__ = ["BatchPiece", "BatchPieceCoder", "PieceRef", "PieceRefCoder", "StreamEvent", "StreamEventCoder", "ModelCache"]
 
 _HEADER = struct.Struct("<qqqqqqqB")  # shard, round, seq, start, stop, n, d, y dtype
 _Y_DTYPES = {0: np.dtype("<i4"), 1: np.dtype("<f4")}
@@ -167,3 +167,69 @@ class ModelCache:
             self._parsed = okl_core.model_from_bytes(data, source=source)
             self._data = data
         return self._parsed
+
+
+_EVENT_HEADER = struct.Struct("<qqqB")  # seq, version, path bytes, has piece
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StreamEvent:
+    """What reaches a streaming shard: a batch of a streamed file, or a newer model version.
+
+    Versions travel to the shards as ordinary elements (not a side input): every runner
+    delivers them, and a shard sees them in the order it processes its input.
+
+    Attributes
+    ----------
+    path : str
+        The streamed Parquet file (a batch) or the model version file (a version).
+    seq : int
+        Batch number within the file (0 for a version).
+    version : int
+        Model version number (0 for a batch).
+    piece : BatchPiece or None
+        The batch's good rows; None for a version.
+    """
+
+    path: str
+    seq: int = 0
+    version: int = 0
+    piece: BatchPiece | None = None
+
+    @property
+    def is_version(self) -> bool:
+        return self.piece is None
+
+
+class StreamEventCoder(coders.Coder):
+    """Header of integers + the UTF-8 path + the piece's :class:`BatchPieceCoder` bytes."""
+
+    _pieces = BatchPieceCoder()
+
+    def encode(self, event: StreamEvent) -> bytes:
+        path = event.path.encode("utf-8")
+        header = _EVENT_HEADER.pack(event.seq, event.version, len(path), event.piece is not None)
+        body = b"" if event.piece is None else self._pieces.encode(event.piece)
+        return b"".join((header, path, body))
+
+    def decode(self, data: bytes) -> StreamEvent:
+        seq, version, n_path, has_piece = _EVENT_HEADER.unpack_from(data)
+        start = _EVENT_HEADER.size
+        path = bytes(data[start : start + n_path]).decode("utf-8")
+        piece = self._pieces.decode(memoryview(data)[start + n_path :]) if has_piece else None  # no copy of the rows
+        return StreamEvent(path, seq, version, piece)
+
+    def is_deterministic(self) -> bool:
+        return True
+
+    def to_type_hint(self):
+        return StreamEvent
+
+    def __eq__(self, other):
+        return type(self) is type(other)
+
+    def __hash__(self):
+        return hash(type(self))
+
+
+coders.registry.register_coder(StreamEvent, StreamEventCoder)

@@ -19,15 +19,17 @@ Beam's FileSystems (local paths, ``gs://`` and other registered schemes) and par
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any, Iterable, Optional, Sequence
 
+import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.ml.inference.base import ModelHandler, PredictionResult
+from apache_beam.ml.inference.base import ModelHandler, ModelMetadata, PredictionResult
 
 import okl_core
 
-__all__ = ["OklModel", "OklModelHandler", "read_bytes"]
+__all__ = ["OklModel", "OklModelHandler", "WatchModelVersions", "read_bytes"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,3 +93,42 @@ class OklModelHandler(ModelHandler[np.ndarray, PredictionResult, OklModel]):
     def to_labels(model: OklModel, scores) -> np.ndarray:
         """Labels from decision values (sign with 0 -> +1, first argmax, or the value)."""
         return model.learner.to_labels(scores)
+
+
+class WatchModelVersions(beam.PTransform):
+    """The newest ``model-vNNNNNN.npz`` of a directory, every ``poll_seconds``, for RunInference.
+
+    ``PeriodicImpulse`` windowed into ``FixedWindows(poll_seconds)`` -> one
+    :class:`~apache_beam.ml.inference.base.ModelMetadata` per window (``model_id`` = the
+    version's path, ``model_name`` = ``model-vNNNNNN``), nothing while the directory holds no
+    version. Pass it as ``RunInference(..., model_metadata_pcoll=...)``, with the examples
+    windowed into the same ``FixedWindows(poll_seconds)``: a fixed-window side input runs on
+    Prism, Flink and Dataflow (a triggered global-window one, as Beam's ``WatchFilePattern``
+    makes, is refused by Prism, Beam issue #31438). A side input is read once its window is
+    complete, so group the examples per window (``GroupByKey``, ``GroupIntoBatches``) before
+    RunInference: a new version then serves from the window after the one it was seen in.
+    """
+
+    def __init__(self, directory: str, poll_seconds: float, start_timestamp: float, stop_timestamp: float | None = None):
+        super().__init__()
+        self.directory, self.poll_seconds = directory, poll_seconds
+        self.start_timestamp, self.stop_timestamp = start_timestamp, stop_timestamp
+
+    def expand(self, pbegin):
+        from apache_beam.transforms.periodicsequence import PeriodicImpulse
+
+        from okl_core.state import version_file_name
+        from transforms.streaming import newest_version
+
+        directory = self.directory
+        kwargs = {} if self.stop_timestamp is None else {"stop_timestamp": self.stop_timestamp}
+
+        def newest(_):
+            found = newest_version(directory)
+            return [] if found is None else [ModelMetadata(model_id=found[1], model_name=version_file_name(found[0])[: -len(".npz")])]
+
+        return (
+            pbegin
+            | "Poll" >> PeriodicImpulse(start_timestamp=self.start_timestamp, fire_interval=self.poll_seconds, apply_windowing=True, **kwargs)
+            | "Newest" >> beam.FlatMap(newest).with_output_types(ModelMetadata)
+        )

@@ -1,33 +1,45 @@
-"""Streaming training: per-shard snapshots, merges by interval, versioned models fed back.
+"""Streaming training: per-shard snapshots, merges per processing-time window, versions fed back.
 
 A Beam graph has no cycles, so the merged model comes back to the shards through files
-(DESIGN.md)::
+(DESIGN.md, "Streaming")::
 
-    new Parquet files (WatchParquet) or messages ─> (shard, BatchPiece)
-      ─> StreamTrainOnline (stateful DoFn per shard, side input: newest model version)
-           every N batches or T seconds: snapshot (interval k, shard, state, metrics)
-      ─> MergeSnapshots (per interval k, once every shard has sent its k-th snapshot)
-      ─> WriteModelVersions (model-v000001.npz, model-v000002.npz, ...: atomic, never rewritten)
-    NewestModel (PeriodicImpulse reading the directory) ─> side input of StreamTrainOnline
+    new Parquet files (WatchParquet) ─> (shard, batch event) ─┐
+    model-v*.npz polled (VersionNotices) ─> (shard, version event) ─┴─> Flatten
+      ─> StreamTrainOnline (stateful DoFn per shard)
+           every N batches or T seconds, and when the stream ends: snapshot
+      ─> MergeSnapshots (one merge per processing-time window of --merge_seconds in
+           which a snapshot arrived: the newest snapshot of every shard, by seed)
+      ─> WriteModelVersions (model-v000001.npz, ...: atomic, never rewritten)
 
-Each shard keeps its state in Beam state (one model file's bytes and a small JSON
-record: bounded size whatever the stream's length), learns the batches in the order they
-arrive (``learner.update``: predict, score, then learn), and when the side input shows a
-newer merged version than the last it mixed, mixes it in with
-:func:`okl_core.merge.mix_states` (``(1 - w) * local + w * merged``; ``w = 0``: the shard
-is the sequential fold of its own rows) before learning the next batch.
+New versions reach the shards as ordinary elements of their input, not as a side input:
+Prism refuses triggered global-window side inputs (Beam issue #31438), and on Prism 2.77
+a fixed-window side input is read without waiting for its window to be complete (a batch
+read 1.4 s after a version was polled saw an empty side input in 5 of 6 windows), so the
+version a shard mixed would depend on timing. As input elements, versions work the same
+on every runner: each shard records the newest version it has been told of, and mixes it
+in before its next batch.
 
-Snapshot ``k`` of a shard holds its state after its batches up to that point and the
-prequential metrics of the batches since snapshot ``k - 1``. The merge of interval ``k``
-is :func:`okl_core.merge_states` of the shards' ``k``-th snapshots sorted by shard
-(weighted by ``n_seen``; no base, since mixed shards no longer share one); it is written
-as version ``first_version + k``. A version is written only if it is newer than every
-version already written by the job, so versions are strictly increasing in time.
+Each shard keeps its state in Beam state (one model file's bytes and a small JSON record:
+bounded whatever the stream's length), learns its batches in the order they arrive
+(``learner.update``: predict, score, then learn) and, before a batch, mixes in the newest
+version it has been told of when that is newer than the last it mixed:
+``learner.mix(local, merged, w)`` (``okl_core.mix_states``; ``w = 0``: the shard stays the
+sequential fold of its own rows).
+
+Snapshot ``k`` of a shard holds its state after its batches so far, the prequential
+metrics of the batches since snapshot ``k - 1`` and the list of those batches (file,
+batch number, positions, the version mixed before each). The merge of a window is
+:func:`okl_core.merge_states` of the newest snapshot of every shard that has sent one,
+sorted by shard (weighted by ``n_seen``): a shard that stays idle never blocks a version,
+and one that has been idle contributes its last snapshot. When the input ends
+(``--stop_after``, a drained or bounded source), every shard sends a last snapshot and
+the last window is merged, so no learned row is left out of the last version.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import typing
@@ -35,32 +47,42 @@ import zlib
 
 import apache_beam as beam
 import pyarrow.parquet as pq
-from apache_beam.coders import BytesCoder, StrUtf8Coder
+from apache_beam.coders import BytesCoder, StrUtf8Coder, TupleCoder, VarIntCoder
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.transforms import trigger, window
+from apache_beam.transforms import window
 from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
-from apache_beam.utils.timestamp import Timestamp
+from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
+from apache_beam.utils.timestamp import Duration, Timestamp
 
 import okl_core
 from okl_core.data.validate import check_rows
 from okl_core.merge import check_mergeable, mix_states
 from okl_core.metrics import Prequential
 from okl_core.state import model_versions, parse_version, version_file_name, write_new_file
-from transforms.elements import BatchPiece, ModelCache
+from transforms.elements import BatchPiece, ModelCache, StreamEvent
 from transforms.inference import read_bytes
 from transforms.outputs import write_bytes
 from transforms.read import METRICS_NAMESPACE, is_remote, open_binary
-from transforms.train import CollectStatesFn, LearnerSpec
+from transforms.train import LearnerSpec
 
 __all__ = [
-    "StreamTrainOnline", "MergeSnapshots", "WriteModelVersions", "NewestModel", "WatchParquet", "ReadParquetFiles",
-    "WriteDeadLetterFiles", "Snapshot", "newest_version", "file_shard", "dead_letter_file",
+    "StreamTrainOnline", "MergeSnapshots", "WriteModelVersions", "VersionNotices", "WatchParquet", "ReadParquetFiles",
+    "WriteDeadLetterFiles", "WriteSnapshotRecords", "Snapshot", "MergedVersion", "newest_version", "file_shard",
+    "dead_letter_file", "snapshot_record_file",
 ]
 
 Snapshot = typing.Tuple[int, int, bytes, str]
-"""``(interval, shard, model-file bytes, JSON metrics of the interval)``."""
+"""``(shard, interval, model-file bytes, JSON record of the interval)``."""
+
+MergedVersion = typing.Tuple[int, bytes, str]
+"""``(version, model-file bytes, JSON record: which snapshot of each shard it merges)``."""
+
+_END_OF_STREAM = window.GlobalWindow().max_timestamp()
+# The shards' last snapshots are timestamped a second before the merger's end-of-stream
+# timer, so that timer cannot fire before they have arrived (the legacy direct runner
+# fired both at the same watermark).
+_SHARDS_END = _END_OF_STREAM - Duration(seconds=1)
 
 
 def file_shard(path: str, num_shards: int) -> int:
@@ -78,15 +100,20 @@ def newest_version(directory: str) -> tuple[int, str] | None:
     return found[-1] if found else None
 
 
+def _now() -> float:
+    return time.time()
+
+
 class _StreamShard(beam.DoFn):
-    """Per-shard learner state in Beam state; snapshots every N batches or T seconds."""
+    """Per-shard learner state in Beam state; snapshots every N batches, T seconds and at the end."""
 
     MODEL = ReadModifyWriteStateSpec("model", BytesCoder())
     META = ReadModifyWriteStateSpec("meta", StrUtf8Coder())
     SNAPSHOT = TimerSpec("snapshot", TimeDomain.REAL_TIME)
+    END = TimerSpec("end", TimeDomain.WATERMARK)
 
     def __init__(self, spec: LearnerSpec, initial_model: bytes, snapshot_batches: int | None, snapshot_seconds: float | None, mix_weight: float, clock=None):
-        self.spec, self.initial_model, self.clock = spec, initial_model, clock or time.time
+        self.spec, self.initial_model, self.clock = spec, initial_model, clock or _now
         self.snapshot_batches, self.snapshot_seconds, self.mix_weight = snapshot_batches, snapshot_seconds, mix_weight
         self.rows = Metrics.counter(METRICS_NAMESPACE, "rows_trained")
         self.snapshots = Metrics.counter(METRICS_NAMESPACE, "snapshots")
@@ -99,69 +126,82 @@ class _StreamShard(beam.DoFn):
         self.models = ModelCache()
         self.merged = ModelCache()
 
-    def _load(self, model_state, meta_state):
-        data = model_state.read()
+    def _meta(self, meta_state) -> dict:
         meta = json.loads(meta_state.read() or "null")
-        if data is None:
-            data = self.initial_model
-        learner, state = self.models.get(data, source="streaming shard state")
         if meta is None:
-            check_mergeable(self.learner, learner)
-            meta = {"interval": 0, "batches": 0, "mixed_version": 0, "metrics": Prequential(self.learner.task).to_dict(), "timer": False}
-        return state, meta
+            meta = {"interval": 0, "mixed_version": 0, "newest": None, "timer": False, "end_timer": False, "learned": [],
+                    "metrics": Prequential(self.learner.task).to_dict()}
+        return meta
 
-    def _store(self, model_state, meta_state, state, meta) -> bytes:
-        data = okl_core.model_bytes(self.learner, state)
-        model_state.write(data)
-        meta_state.write(json.dumps(meta, sort_keys=True))
-        return data
+    def _state(self, model_state):
+        data = model_state.read()
+        learner, state = self.models.get(self.initial_model if data is None else data, source="streaming shard state")
+        if data is None:
+            check_mergeable(self.learner, learner)
+        return state
 
     def process(
-        self, element, versions,
-        model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META), timer=beam.DoFn.TimerParam(SNAPSHOT),
+        self, element, model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META),
+        timer=beam.DoFn.TimerParam(SNAPSHOT), end=beam.DoFn.TimerParam(END),
     ):
-        shard, piece = element
-        state, meta = self._load(model_state, meta_state)
-        state = self._mix_newest(state, meta, versions)
+        shard, event = element
+        meta = self._meta(meta_state)
+        if event.is_version:
+            if meta["newest"] is None or event.version > meta["newest"][0]:
+                meta["newest"] = [event.version, event.path]
+                meta_state.write(json.dumps(meta, sort_keys=True))
+            return
+        state = self._mix_newest(self._state(model_state), meta)
+        piece = event.piece
         if len(piece.y):
             began = time.perf_counter()
             state, scores = self.learner.update(state, piece.X, piece.y)
             self.micros.inc(int((time.perf_counter() - began) * 1e6))
-            metrics = Prequential(**meta["metrics"]).add(scores, piece.y)
-            meta["metrics"] = metrics.to_dict()
+            meta["metrics"] = Prequential(**meta["metrics"]).add(scores, piece.y).to_dict()
             self.rows.inc(len(piece.y))
-        meta["batches"] += 1
+        meta["learned"].append({"file": event.path, "seq": event.seq, "start": piece.start, "stop": piece.stop, "rows": len(piece.y), "mixed_version": meta["mixed_version"]})
+        if not meta["end_timer"]:
+            end.set(_SHARDS_END)  # fires once the input ends: the last snapshot
+            meta["end_timer"] = True
         if self.snapshot_seconds and not meta["timer"]:
             timer.set(Timestamp.of(self.clock() + self.snapshot_seconds))
             meta["timer"] = True
-        if self.snapshot_batches and meta["batches"] >= self.snapshot_batches:
+        if self.snapshot_batches and len(meta["learned"]) >= self.snapshot_batches:
             yield self._snapshot(shard, state, meta)
-        self._store(model_state, meta_state, state, meta)
+        model_state.write(okl_core.model_bytes(self.learner, state))
+        meta_state.write(json.dumps(meta, sort_keys=True))
 
     @on_timer(SNAPSHOT)
     def on_snapshot_timer(self, key=beam.DoFn.KeyParam, model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META)):
-        state, meta = self._load(model_state, meta_state)
+        meta = self._meta(meta_state)
         meta["timer"] = False  # re-armed by the next batch: an idle shard sends nothing new
-        if meta["batches"]:
-            yield self._snapshot(key, state, meta)
-        self._store(model_state, meta_state, state, meta)
+        if meta["learned"]:
+            yield self._snapshot(key, self._state(model_state), meta)
+        meta_state.write(json.dumps(meta, sort_keys=True))
+
+    @on_timer(END)
+    def on_end_of_stream(self, key=beam.DoFn.KeyParam, model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META)):
+        meta = self._meta(meta_state)
+        if meta["learned"]:
+            yield self._snapshot(key, self._state(model_state), meta)
+        meta_state.write(json.dumps(meta, sort_keys=True))
 
     def _snapshot(self, shard: int, state, meta: dict) -> Snapshot:
         """The snapshot of the current interval; starts the next interval (updates ``meta``)."""
         began = time.perf_counter()
         record = {
-            "shard": int(shard), "interval": meta["interval"], "batches": meta["batches"], "n_seen": int(state.n_seen),
-            "mixed_version": meta["mixed_version"], "online": Prequential(**meta["metrics"]).summary(), "time": time.time(),
+            "shard": int(shard), "interval": meta["interval"], "n_seen": int(state.n_seen), "mixed_version": meta["mixed_version"],
+            "online": Prequential(**meta["metrics"]).summary(), "batches": meta["learned"], "time": _now(),
         }
-        out = (meta["interval"], int(shard), okl_core.model_bytes(self.learner, state), json.dumps(record, sort_keys=True))
-        meta.update(interval=meta["interval"] + 1, batches=0, metrics=Prequential(self.learner.task).to_dict())
+        out = (int(shard), meta["interval"], okl_core.model_bytes(self.learner, state), json.dumps(record, sort_keys=True))
+        meta.update(interval=meta["interval"] + 1, learned=[], metrics=Prequential(self.learner.task).to_dict())
         self.snapshots.inc()
         self.snapshot_micros.inc(int((time.perf_counter() - began) * 1e6))
         return out
 
-    def _mix_newest(self, state, meta: dict, versions):
-        """Mix in the newest merged version seen on the side input, if newer than the last mixed."""
-        newest = max(((int(v), p) for v, p in versions), default=None)
+    def _mix_newest(self, state, meta: dict):
+        """Mix in the newest version this shard has been told of, if newer than the last mixed."""
+        newest = meta["newest"]
         if newest is None or newest[0] <= meta["mixed_version"]:
             return state
         meta["mixed_version"] = newest[0]
@@ -182,161 +222,215 @@ class StreamTrainOnline(beam.PTransform):
     initial_model : bytes
         Model file every shard starts from (a fresh ``learner.init()``, or a restart's
         newest version).
-    models : PCollection[(version, path)], optional
-        Merged model versions (usually :class:`NewestModel`); read as a side input and
-        mixed into each shard with ``mix_weight`` when a newer version shows up.
     snapshot_batches : int, optional
         Snapshot after every N batches of a shard.
     snapshot_seconds : float, optional
         Snapshot T seconds (processing time) after the first batch of an interval.
     mix_weight : float
-        Weight of the merged model in :func:`okl_core.merge.mix_states` (0: no mixing).
+        Weight ``w`` of a newer merged version in ``learner.mix(local, merged, w)`` (0: no
+        mixing).
     clock : callable, optional
         Processing time in seconds (default ``time.time``); tests pass the clock of the
         runner's TestStream.
 
+    The input is ``PCollection[(shard, StreamEvent)]``: batches (:class:`ReadParquetFiles`)
+    and model versions (:class:`VersionNotices`), flattened. A shard also sends a last
+    snapshot when the input ends.
+
     Returns
     -------
     PCollection[Snapshot]
-        ``(interval, shard, model bytes, JSON metrics)``.
+        ``(shard, interval, model bytes, JSON record)``.
     """
 
-    def __init__(self, spec, initial_model: bytes, models=None, snapshot_batches=None, snapshot_seconds=None, mix_weight=0.0, clock=None):
+    def __init__(self, spec, initial_model: bytes, snapshot_batches=None, snapshot_seconds=None, mix_weight=0.0, clock=None):
         super().__init__()
         if not snapshot_batches and not snapshot_seconds:
             raise ValueError("StreamTrainOnline needs snapshot_batches or snapshot_seconds")
         if not 0.0 <= float(mix_weight) <= 1.0:
             raise ValueError(f"mix_weight must be in [0, 1], got {mix_weight}")
-        self.spec, self.initial_model, self.models = spec, initial_model, models
+        self.spec, self.initial_model = spec, initial_model
         self.snapshot_batches, self.snapshot_seconds, self.mix_weight = snapshot_batches, snapshot_seconds, float(mix_weight)
         self.clock = clock
 
-    def expand(self, pieces):
-        models = self.models
-        if models is None:
-            models = pieces.pipeline | "NoModelVersions" >> beam.Create([]).with_output_types(typing.Tuple[int, str])
+    def expand(self, events):
         fn = _StreamShard(self.spec, self.initial_model, self.snapshot_batches, self.snapshot_seconds, self.mix_weight, self.clock)
-        return pieces | "TrainShards" >> (
-            beam.ParDo(fn, beam.pvalue.AsList(models)).with_input_types(typing.Tuple[int, BatchPiece], typing.Any).with_output_types(Snapshot)
+        return events | "TrainShards" >> (
+            beam.ParDo(fn).with_input_types(typing.Tuple[int, StreamEvent]).with_output_types(Snapshot)
         )
 
 
-class _MergeInterval(beam.DoFn):
-    def __init__(self, spec: LearnerSpec):
-        self.spec = spec
+class _MergeWindows(beam.DoFn):
+    """One key: the newest snapshot of every shard; a merge per processing-time window that got one."""
+
+    NEWEST = BagStateSpec("newest", TupleCoder((VarIntCoder(), VarIntCoder(), BytesCoder())))
+    META = ReadModifyWriteStateSpec("meta", StrUtf8Coder())
+    WINDOW = TimerSpec("window", TimeDomain.REAL_TIME)
+    END = TimerSpec("end", TimeDomain.WATERMARK)
+
+    def __init__(self, spec: LearnerSpec, merge_seconds: float, first_version: int, clock=None):
+        self.spec, self.merge_seconds, self.first_version, self.clock = spec, float(merge_seconds), int(first_version), clock or _now
+        self.merges = Metrics.counter(METRICS_NAMESPACE, "merges")
 
     def setup(self):
         self.learner = self.spec.build()
 
-    def process(self, element):
-        interval, items = element
-        parsed = [okl_core.model_from_bytes(data, source=f"snapshot {interval} of shard {s}") for s, data in items]
+    def _meta(self, meta_state) -> dict:
+        return json.loads(meta_state.read() or "null") or {"version": self.first_version - 1, "dirty": False, "end_timer": False}
+
+    def process(self, element, newest=beam.DoFn.StateParam(NEWEST), meta_state=beam.DoFn.StateParam(META),
+                timer=beam.DoFn.TimerParam(WINDOW), end=beam.DoFn.TimerParam(END)):
+        _, (shard, interval, data, _record) = element
+        newest.add((int(shard), int(interval), data))
+        meta = self._meta(meta_state)
+        if not meta["dirty"]:
+            # The window of processing time this snapshot arrived in ends at the next multiple of merge_seconds.
+            timer.set(Timestamp.of(math.floor(self.clock() / self.merge_seconds + 1) * self.merge_seconds))
+            meta["dirty"] = True
+        if not meta["end_timer"]:
+            end.set(_END_OF_STREAM)
+            meta["end_timer"] = True
+        meta_state.write(json.dumps(meta, sort_keys=True))
+
+    @on_timer(WINDOW)
+    def on_window_end(self, newest=beam.DoFn.StateParam(NEWEST), meta_state=beam.DoFn.StateParam(META)):
+        yield from self._merge(newest, meta_state)
+
+    @on_timer(END)
+    def on_end_of_stream(self, newest=beam.DoFn.StateParam(NEWEST), meta_state=beam.DoFn.StateParam(META)):
+        yield from self._merge(newest, meta_state)
+
+    def _merge(self, newest, meta_state):
+        meta = self._meta(meta_state)
+        if not meta["dirty"]:
+            return
+        latest: dict[int, tuple[int, bytes]] = {}
+        for shard, interval, data in newest.read():
+            if shard not in latest or interval > latest[shard][0]:
+                latest[shard] = (interval, data)
+        newest.clear()
+        for shard, (interval, data) in sorted(latest.items()):
+            newest.add((shard, interval, data))
+        parsed = [okl_core.model_from_bytes(data, source=f"snapshot {interval} of shard {shard}") for shard, (interval, data) in sorted(latest.items())]
         merged = okl_core.merge_states(self.learner, [state for _, state in parsed], [lrn for lrn, _ in parsed])
-        yield interval, okl_core.model_bytes(self.learner, merged)
+        meta.update(version=meta["version"] + 1, dirty=False)
+        meta_state.write(json.dumps(meta, sort_keys=True))
+        self.merges.inc()
+        record = {"version": meta["version"], "snapshots": {str(s): i for s, (i, _) in sorted(latest.items())}, "n_seen": int(merged.n_seen), "time": _now()}
+        yield meta["version"], okl_core.model_bytes(self.learner, merged), json.dumps(record, sort_keys=True)
 
 
 class MergeSnapshots(beam.PTransform):
-    """Merge the shards' ``k``-th snapshots by seed, once all ``num_shards`` have sent theirs.
+    """Merge the newest snapshot of every shard once per processing-time window that got one.
 
-    A windowed CombineFn: snapshots are keyed by interval in the global window with a
-    trigger firing after ``num_shards`` of them (each shard sends each interval once), and
-    combined with :class:`~transforms.train.CollectStatesFn` (sorted by shard) and
-    :func:`okl_core.merge_states`. Returns ``PCollection[(interval, model bytes)]``.
+    Windows are the multiples of ``merge_seconds`` of processing time; the merge at the end
+    of a window in which at least one snapshot arrived is :func:`okl_core.merge_states` of
+    the newest snapshot of every shard so far, sorted by shard, numbered ``first_version``,
+    ``first_version + 1``, ... (strictly increasing). A shard that sends nothing does not
+    hold a version back. When the input ends, a last merge takes what is left.
+
+    Returns ``PCollection[MergedVersion]``: ``(version, model bytes, JSON record)``.
+    ``clock`` (default ``time.time``) is for tests driven by a TestStream.
     """
 
-    def __init__(self, spec: LearnerSpec, num_shards: int):
+    def __init__(self, spec: LearnerSpec, merge_seconds: float, first_version: int = 1, clock=None):
         super().__init__()
-        self.spec, self.num_shards = spec, int(num_shards)
+        if not merge_seconds > 0:
+            raise ValueError(f"merge_seconds must be > 0, got {merge_seconds}")
+        self.spec, self.merge_seconds, self.first_version, self.clock = spec, float(merge_seconds), int(first_version), clock
 
     def expand(self, snapshots):
         return (
             snapshots
-            | "KeyByInterval" >> beam.Map(lambda s: (s[0], (s[1], s[2]))).with_output_types(typing.Tuple[int, typing.Tuple[int, bytes]])
-            | "IntervalPanes" >> beam.WindowInto(
-                window.GlobalWindows(), trigger=trigger.Repeatedly(trigger.AfterCount(self.num_shards)),
-                accumulation_mode=trigger.AccumulationMode.DISCARDING,
-            )
-            | "CollectShards" >> beam.CombinePerKey(CollectStatesFn())
-            | "MergeInterval" >> beam.ParDo(_MergeInterval(self.spec)).with_output_types(typing.Tuple[int, bytes])
+            | "OneMerger" >> beam.Map(lambda s: (0, s)).with_output_types(typing.Tuple[int, Snapshot])
+            | "MergeWindows" >> beam.ParDo(_MergeWindows(self.spec, self.merge_seconds, self.first_version, self.clock)).with_output_types(MergedVersion)
         )
 
 
+def _write_new(path: str, data: bytes) -> None:
+    """Write a file that must not exist yet (versions are never overwritten)."""
+    if is_remote(path):
+        if FileSystems.exists(path):
+            raise FileExistsError(f"{path} exists: versioned model files are never overwritten")
+        with FileSystems.create(path) as f:  # object stores publish a whole object at close
+            f.write(data)
+    elif not write_new_file(path, data):
+        raise FileExistsError(f"{path} exists: versioned model files are never overwritten; restart with a new --output or from it (--init_model)")
+
+
 class _WriteVersion(beam.DoFn):
-    """One writer (single key): version = first + interval, written only if newer than the last."""
+    """One writer (single key): a version is written only if newer than the last written."""
 
     LAST = ReadModifyWriteStateSpec("last", StrUtf8Coder())
 
-    def __init__(self, directory: str, first_version: int):
-        self.directory, self.first_version = directory, int(first_version)
+    def __init__(self, directory: str):
+        self.directory = directory
         self.stale = Metrics.counter(METRICS_NAMESPACE, "stale_merges_skipped")
 
     def process(self, element, last_state=beam.DoFn.StateParam(LAST)):
-        _, (interval, data) = element
-        version = self.first_version + int(interval)
-        last = int(last_state.read() or self.first_version - 1)
-        if version <= last:
+        _, (version, data, record) = element
+        if version <= int(last_state.read() or 0):
             self.stale.inc()
             return
         path = f"{self.directory.rstrip('/')}/{version_file_name(version)}"
-        if is_remote(path):
-            if FileSystems.exists(path):
-                raise FileExistsError(f"{path} exists: versioned model files are never overwritten")
-            with FileSystems.create(path) as f:  # object stores publish a whole object at close
-                f.write(data)
-        elif not write_new_file(path, data):
-            raise FileExistsError(f"{path} exists: versioned model files are never overwritten; restart with a new --output or from it (--init_model)")
+        write_bytes(path[: -len(".npz")] + ".json", (record + "\n").encode())  # what the version merges; before the model
+        _write_new(path, data)
         last_state.write(str(version))
         yield version, path
 
 
 class WriteModelVersions(beam.PTransform):
-    """Write merged intervals as ``model-vNNNNNN.npz`` (version ``first_version + interval``).
+    """Write merged versions as ``model-vNNNNNN.npz`` and ``model-vNNNNNN.json`` (what it merges).
 
-    Returns ``PCollection[(version, path)]``, strictly increasing versions.
+    The model file is written last, atomically and never over an existing one: a reader
+    that sees the model sees its record. Returns ``PCollection[(version, path)]``,
+    strictly increasing versions.
     """
 
-    def __init__(self, directory: str, first_version: int = 1):
+    def __init__(self, directory: str):
         super().__init__()
-        self.directory, self.first_version = directory, first_version
+        self.directory = directory
 
     def expand(self, merged):
         return (
             merged
-            | "OneWriter" >> beam.Map(lambda m: (0, m))
-            | "WriteVersion" >> beam.ParDo(_WriteVersion(self.directory, self.first_version)).with_output_types(typing.Tuple[int, str])
+            | "OneWriter" >> beam.Map(lambda m: (0, m)).with_output_types(typing.Tuple[int, MergedVersion])
+            | "WriteVersion" >> beam.ParDo(_WriteVersion(self.directory)).with_output_types(typing.Tuple[int, str])
         )
 
 
-class NewestModel(beam.PTransform):
-    """Slowly-updating side input: every ``poll_seconds`` the newest version in ``directory``.
+class VersionNotices(beam.PTransform):
+    """Every ``poll_seconds``, the newest version in ``directory`` as an event for every shard.
 
-    ``PeriodicImpulse`` -> :func:`newest_version` -> global window re-fired on every
-    element (discarding), so a side-input reader sees the latest poll. Emits
-    ``(version, path)``; nothing until the first version exists. Needs a runner with
-    splittable DoFns in streaming (Dataflow, Flink, Prism).
+    ``PeriodicImpulse`` -> :func:`newest_version` -> ``(shard, StreamEvent(version))`` for
+    each of ``num_shards`` shards; nothing until the first version exists. Flattened with
+    the batches into :class:`StreamTrainOnline`'s input.
     """
 
-    def __init__(self, directory: str, poll_seconds: float, stop_timestamp: float | None = None):
+    def __init__(self, directory: str, poll_seconds: float, num_shards: int, start_timestamp: float, stop_timestamp: float | None = None):
         super().__init__()
-        self.directory, self.poll_seconds, self.stop_timestamp = directory, poll_seconds, stop_timestamp
+        self.directory, self.poll_seconds, self.num_shards = directory, poll_seconds, int(num_shards)
+        self.start_timestamp, self.stop_timestamp = start_timestamp, stop_timestamp
 
     def expand(self, pbegin):
         from apache_beam.transforms.periodicsequence import PeriodicImpulse
 
-        directory = self.directory
+        directory, num_shards = self.directory, self.num_shards
         kwargs = {} if self.stop_timestamp is None else {"stop_timestamp": self.stop_timestamp}
+
+        def notices(_):
+            newest = newest_version(directory)
+            return [] if newest is None else [(shard, StreamEvent(newest[1], version=newest[0])) for shard in range(num_shards)]
+
         return (
             pbegin
-            | "Poll" >> PeriodicImpulse(fire_interval=self.poll_seconds, **kwargs)
-            | "Newest" >> beam.FlatMap(lambda _: [newest_version(directory)] if newest_version(directory) else []).with_output_types(typing.Tuple[int, str])
-            | "Latest" >> beam.WindowInto(
-                window.GlobalWindows(), trigger=trigger.Repeatedly(trigger.AfterCount(1)), accumulation_mode=trigger.AccumulationMode.DISCARDING
-            )
+            | "Poll" >> PeriodicImpulse(start_timestamp=self.start_timestamp, fire_interval=self.poll_seconds, **kwargs)
+            | "Newest" >> beam.FlatMap(notices).with_output_types(typing.Tuple[int, StreamEvent])
         )
 
 
 class ReadParquetFiles(beam.DoFn):
-    """Read one new Parquet file into ``(shard, BatchPiece)`` batches; bad rows to ``dead_letter``.
+    """Read one new Parquet file into ``(shard, StreamEvent)`` batches; bad rows to ``dead_letter``.
 
     The file's shard is :func:`file_shard`; its rows are checked against the learner's
     shape (``n_inputs``, task, classes) and cut into batches of ``batch_rows`` in file order.
@@ -347,6 +441,7 @@ class ReadParquetFiles(beam.DoFn):
     def __init__(self, n_features: int, task: str, n_classes: int | None, num_shards: int, batch_rows: int):
         self.n_features, self.task, self.n_classes = n_features, task, n_classes
         self.num_shards, self.batch_rows = num_shards, batch_rows
+        self.files = Metrics.counter(METRICS_NAMESPACE, "train_files_read")
         self.rejected = Metrics.counter(METRICS_NAMESPACE, "train_rows_rejected")
         self.unreadable = Metrics.counter(METRICS_NAMESPACE, "train_files_unreadable")
 
@@ -360,6 +455,7 @@ class ReadParquetFiles(beam.DoFn):
             record = {"split": "train", "file": path, "row": None, "shard": shard, "reason": f"unreadable Parquet file: {err}"}
             yield beam.pvalue.TaggedOutput("dead_letter", (path, [json.dumps(record, sort_keys=True)]))
             return
+        self.files.inc()
         if checked.reasons:
             self.rejected.inc(len(checked.reasons))
             records = [
@@ -369,12 +465,22 @@ class ReadParquetFiles(beam.DoFn):
             yield beam.pvalue.TaggedOutput("dead_letter", (path, records))
         for seq, start in enumerate(range(0, len(checked.y), self.batch_rows)):
             stop = min(start + self.batch_rows, len(checked.y))
-            yield shard, BatchPiece(shard, 0, seq, start, stop, checked.X[start:stop], checked.y[start:stop], checked.row[start:stop])
+            piece = BatchPiece(shard, 0, seq, start, stop, checked.X[start:stop], checked.y[start:stop], checked.row[start:stop])
+            yield shard, StreamEvent(path, seq=seq, piece=piece)
 
 
 def dead_letter_file(directory: str, path: str) -> str:
     """Where the bad rows of the streamed file ``path`` go: ``directory/dead_letter/<name>.jsonl``."""
     return f"{directory.rstrip('/')}/dead_letter/{os.path.basename(path)}.jsonl"
+
+
+def snapshot_record_file(directory: str, first_version: int, shard: int, interval: int) -> str:
+    """Where a snapshot's record goes: ``directory/snapshots/run-VVVVVV/shard-SSSS-interval-KKKKKK.json``.
+
+    ``VVVVVV`` is the first version the job writes: a restarted job counts its intervals
+    from 0 again, in a folder of its own.
+    """
+    return f"{directory.rstrip('/')}/snapshots/run-{first_version:06d}/shard-{shard:04d}-interval-{interval:06d}.json"
 
 
 class WriteDeadLetterFiles(beam.PTransform):
@@ -402,17 +508,41 @@ class WriteDeadLetterFiles(beam.PTransform):
         return dead | "WriteFiles" >> beam.Map(write).with_output_types(str)
 
 
+class WriteSnapshotRecords(beam.PTransform):
+    """Write each snapshot's JSON record (metrics of the interval, the batches it learned).
+
+    One whole file per snapshot, at :func:`snapshot_record_file` (``first_version``: the
+    first version this job writes). Returns ``PCollection[str]`` of the records.
+    """
+
+    def __init__(self, directory: str, first_version: int):
+        super().__init__()
+        self.directory, self.first_version = directory, int(first_version)
+
+    def expand(self, snapshots):
+        directory, first_version = self.directory, self.first_version
+
+        def write(snapshot):
+            shard, interval, _, record = snapshot
+            write_bytes(snapshot_record_file(directory, first_version, shard, interval), (record + "\n").encode())
+            return record
+
+        return snapshots | "WriteRecords" >> beam.Map(write).with_output_types(str)
+
+
 class WatchParquet(beam.PTransform):
-    """New Parquet files matching ``pattern`` (``fileio.MatchContinuously``) -> ``(shard, BatchPiece)``.
+    """New Parquet files matching ``pattern`` (``fileio.MatchContinuously``) -> ``(shard, StreamEvent)``.
 
     Files are read once each (matched by path), when they appear; a file must be complete
     when it gets its final name (write it elsewhere and rename, as okl's writers do).
-    Returns ``{"batches": ..., "dead_letter": ...}``.
+    The matched paths are reshuffled, so that files are read in parallel on runners with
+    several workers. Returns ``{"batches": ..., "dead_letter": ...}``.
     """
 
-    def __init__(self, pattern: str, read: ReadParquetFiles, poll_seconds: float, stop_timestamp: float | None = None):
+    def __init__(self, pattern: str, read: ReadParquetFiles, poll_seconds: float, start_timestamp: float, stop_timestamp: float | None = None):
         super().__init__()
-        self.pattern, self.read, self.poll_seconds, self.stop_timestamp = pattern, read, poll_seconds, stop_timestamp
+        self.pattern, self.read, self.poll_seconds = pattern, read, poll_seconds
+        self.start_timestamp, self.stop_timestamp = start_timestamp, stop_timestamp
 
     def expand(self, pbegin):
         from apache_beam.io import fileio
@@ -420,11 +550,12 @@ class WatchParquet(beam.PTransform):
         kwargs = {} if self.stop_timestamp is None else {"stop_timestamp": self.stop_timestamp}
         paths = (
             pbegin
-            | "MatchContinuously" >> fileio.MatchContinuously(self.pattern, interval=self.poll_seconds, **kwargs)
+            | "MatchContinuously" >> fileio.MatchContinuously(self.pattern, interval=self.poll_seconds, start_timestamp=self.start_timestamp, **kwargs)
             | "Paths" >> beam.Map(lambda m: m.path).with_output_types(str)
+            | "SpreadFiles" >> beam.Reshuffle()
         )
         # Typed keys: the shards' state is keyed by int (a deterministic coder), not by "any".
         out = paths | "ReadFiles" >> (
-            beam.ParDo(self.read).with_output_types(typing.Tuple[int, BatchPiece]).with_outputs("dead_letter", main="batches")
+            beam.ParDo(self.read).with_output_types(typing.Tuple[int, StreamEvent]).with_outputs("dead_letter", main="batches")
         )
         return {"batches": out.batches, "dead_letter": out.dead_letter}
