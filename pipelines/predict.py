@@ -21,12 +21,6 @@ import json
 import os
 import sys
 
-if __name__ == "__main__":
-    # A local multi-process run forks its workers from a server that imports Beam and okl;
-    # started before this process imports them, the two imports run side by side.
-    from pipelines.sdk_worker import start_server_for
-
-    start_server_for(sys.argv[1:])
 
 import apache_beam as beam
 import numpy as np
@@ -37,7 +31,7 @@ from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 import okl_core
 from okl_core.data.plan import StreamPlan
 from okl_core.learners.base import labels_from_scores
-from pipelines.common import UsageError, configure_logging, exit_without_teardown, make_pipeline, pipeline_options
+from pipelines.common import UsageError, configure_logging, make_pipeline, pipeline_options, run_pipeline
 from transforms.inference import OklModelHandler, read_bytes
 from transforms.outputs import local_dir, write_bytes
 from transforms.read import DatasetSource, ReadShards
@@ -127,8 +121,7 @@ def run(argv=None):
         | "CollectDeadLetters" >> beam.combiners.ToList()
         | "WriteDeadLetters" >> beam.Map(lambda records: write_bytes(dead_path, "".join(r + "\n" for r in sorted(records, key=lambda r: json.loads(r)["position"])).encode()))
     )
-    result = pipeline.run()
-    result.wait_until_finish()
+    result = run_pipeline(pipeline)
     print(f"predictions:  {args.output}-*.parquet")
     print(f"dead letters: {dead_path}")
     return result
@@ -136,4 +129,3 @@ def run(argv=None):
 
 if __name__ == "__main__":
     run()
-    exit_without_teardown()

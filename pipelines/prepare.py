@@ -255,7 +255,7 @@ def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from okl_core.data.mnist8m import GENERATOR_NAME, DeformationConfig, load_base
-    from pipelines.common import make_pipeline
+    from pipelines.common import make_pipeline, run_pipeline
     from transforms.generate import ShardPlan, WriteMnist8mShards
 
     started = time.perf_counter()
@@ -281,12 +281,13 @@ def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
         options = _beam_options(beam_argv, args.num_workers)
         progress.start(plan.n_rows, "rows", "mnist8m")
         watcher.start()
-        with make_pipeline(PipelineOptions(options)) as pipeline:
-            _ = (
-                pipeline
-                | "ShardIds" >> beam.Create(list(range(plan.n_shards)))
-                | "WriteShards" >> WriteMnist8mShards(staged.tmp, base, args.seed, config.to_dict(), plan, args.row_group_rows, args.batch_rows, args.compression)
-            )
+        pipeline = make_pipeline(PipelineOptions(options))
+        _ = (
+            pipeline
+            | "ShardIds" >> beam.Create(list(range(plan.n_shards)))
+            | "WriteShards" >> WriteMnist8mShards(staged.tmp, base, args.seed, config.to_dict(), plan, args.row_group_rows, args.batch_rows, args.compression)
+        )
+        run_pipeline(pipeline)
         watcher.stopped.set()
         missing = [s["file"] for s in plan.shards() if not os.path.exists(os.path.join(staged.tmp, s["file"]))]
         if missing:

@@ -43,12 +43,6 @@ import re
 import sys
 import time
 
-if __name__ == "__main__":
-    # A local multi-process run forks its workers from a server that imports Beam and okl;
-    # started before this process imports them, the two imports run side by side.
-    from pipelines.sdk_worker import start_server_for
-
-    start_server_for(sys.argv[1:])
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
@@ -57,7 +51,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 import okl_core
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
-from pipelines.common import UsageError, configure_logging, exit_without_teardown, make_pipeline, pipeline_options
+from pipelines.common import UsageError, configure_logging, make_pipeline, pipeline_options, run_pipeline
 from pipelines.stream import add_streaming_flags, build_streaming_graph
 from transforms.evaluate import Evaluate
 from transforms.outputs import WriteRunOutputs, local_dir
@@ -391,8 +385,7 @@ def run(argv=None) -> TrainResult:
         return _run_streaming(parser, args, job, beam_argv)
     pipeline = make_pipeline(pipeline_options(beam_argv))
     build_graph(pipeline, job, launched_at)
-    pipeline_result = pipeline.run()
-    pipeline_result.wait_until_finish()
+    pipeline_result = run_pipeline(pipeline)
     metrics = None
     if "://" not in job.files["metrics"] and os.path.exists(job.files["metrics"]):
         with open(job.files["metrics"]) as f:
@@ -449,4 +442,3 @@ def _run_streaming(parser, args, job: TrainJob, beam_argv: list[str]) -> TrainRe
 
 if __name__ == "__main__":
     run()
-    exit_without_teardown()
