@@ -1,112 +1,185 @@
-"""Streaming vs batch training throughput, and the cost of snapshots/merges.
+"""The streaming job on Prism against the batch pipeline on the same rows, and its latency.
 
-Runs on this machine, in one process:
+Runs on this machine, in one process each (ratios, since absolute times are noisy here):
 
-* batch: ``pipelines.train`` (FnApiRunner) over a data set of N rows, 2 shards;
-* streaming: the same rows as (shard, batch) elements through a TestStream on Beam's
-  streaming DirectRunner (BundleBasedDirectRunner: the only local streaming runner that
-  works offline) into StreamTrainOnline -> MergeSnapshots -> WriteModelVersions, with a
-  snapshot every ``--snapshot_batches`` batches, and again with snapshots as rare as
-  possible (one per shard) to isolate the snapshot/merge/write overhead;
-* bare: the learner folded over the same batches in plain numpy (the ceiling).
+* batch: ``pipelines.train`` over N rows (FnApiRunner in-process, and on Prism), 2 shards;
+* streaming throughput: ``pipelines.train --streaming`` on Prism (LOOPBACK) over the same
+  rows as Parquet files that are all present at launch, 2 shards, a snapshot every
+  ``--snapshot_batches`` batches; rows/s over the whole job (start-up included) and over
+  its steady part (first batch learned to last snapshot, from the snapshot records);
+* latency: a streaming job into which one file lands every ``--every`` seconds; for each
+  file, the delay from its rename into the watched directory to the first model version
+  whose record includes it (``model-vNNNNNN.json`` -> snapshots -> their batches).
 
-Prints rows/s and the ratios. ``python bench/bench_streaming.py [--rows N]``.
+``python bench/bench_streaming.py [--rows N] [--prism_location PATH]`` (the binary of
+``make runners`` by default).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import apache_beam as beam  # noqa: E402
 import numpy as np  # noqa: E402
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions  # noqa: E402
-from apache_beam.testing.test_stream import TestStream  # noqa: E402
 
 import okl_core  # noqa: E402
 from okl_core.data.layout import write_dataset  # noqa: E402
-from transforms.elements import BatchPiece  # noqa: E402
-from transforms.streaming import MergeSnapshots, StreamTrainOnline, WriteModelVersions  # noqa: E402
-from transforms.train import LearnerSpec  # noqa: E402
 
-PARAMS = {"n_inputs": 20, "n_components": 400, "sigma": 4.0, "eta": 0.05}
+PARAMS = {"n_components": 400, "sigma": 4.0, "eta": 0.05}
+D = 20
 
 
-def _data(n):
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(n, 20)).astype(np.float32)
+def _data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, D)).astype(np.float32)
     return X, np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] >= 0, 1, -1).astype(np.int32)
 
 
-def streaming(X, y, batch, shards, snapshot_batches, out):
-    spec = LearnerSpec("fogd", PARAMS)
-    learner = spec.build()
-    per = len(y) // shards
-    stream = TestStream()
-    for seq in range(per // batch):
-        items = []
-        for s in range(shards):
-            a = s * per + seq * batch
-            items.append((s, BatchPiece(s, 0, seq, a, a + batch, X[a : a + batch], y[a : a + batch], np.arange(a, a + batch))))
-        stream = stream.add_elements(items)
-    stream = stream.advance_watermark_to_infinity()
-    options = PipelineOptions([])
-    options.view_as(StandardOptions).streaming = True
-    began = time.perf_counter()
-    with beam.Pipeline(runner="BundleBasedDirectRunner", options=options) as p:
-        snaps = p | stream | StreamTrainOnline(spec, okl_core.model_bytes(learner, learner.init()), snapshot_batches=snapshot_batches)
-        snaps | MergeSnapshots(spec, shards) | WriteModelVersions(out)
-    return time.perf_counter() - began, len(okl_core.model_versions(out))
+def _learner_args(batch, shards):
+    argv = ["--learner", "fogd", "--batch_rows", str(batch), "--num_shards", str(shards)]
+    for k, v in PARAMS.items():
+        argv += ["--param", f"{k}={v}"]
+    return argv
 
 
-def batch_pipeline(X, y, batch, shards, tmp):
+def _write_files(X, y, n_files, folder):
+    """``n_files`` Parquet files of consecutive rows (okl layout), written elsewhere and renamed in."""
+    os.makedirs(folder, exist_ok=True)
+    names = []
+    for k, idx in enumerate(np.array_split(np.arange(len(y)), n_files)):
+        staging = folder + f".staging-{k}"
+        write_dataset(staging, X[idx], y[idx], "binary", n_shards=1, row_group_rows=4096)
+        name = f"part-{k:05d}.parquet"
+        os.rename(os.path.join(staging, "part-00000-of-00001.parquet"), os.path.join(folder, name))
+        names.append(name)
+    return names
+
+
+def batch(X, y, batch_rows, shards, tmp, runner_args):
     from pipelines.train import run
 
-    write_dataset(os.path.join(tmp, "ds"), X, y, "binary", n_shards=shards, row_group_rows=batch)
-    argv = ["--input", os.path.join(tmp, "ds"), "--learner", "fogd", "--batch_rows", str(batch), "--num_shards", str(shards), "--output", os.path.join(tmp, "batch")]
-    for k, v in PARAMS.items():
-        if k != "n_inputs":
-            argv += ["--param", f"{k}={v}"]
+    data = os.path.join(tmp, "ds")
+    if not os.path.exists(data):
+        write_dataset(data, X, y, "binary", n_shards=shards, row_group_rows=4096)
+    out = tempfile.mkdtemp(dir=tmp)
     began = time.perf_counter()
+    run(["--input", data, *_learner_args(batch_rows, shards), "--output", out, *runner_args])
+    return time.perf_counter() - began
+
+
+def _records(output):
+    folder = os.path.join(output, "snapshots")
+    out = []
+    for run_dir in sorted(os.listdir(folder)):
+        for name in sorted(os.listdir(os.path.join(folder, run_dir))):
+            with open(os.path.join(folder, run_dir, name)) as f:
+                out.append(json.load(f))
+    return out
+
+
+def streaming(X, y, batch_rows, shards, snapshot_batches, tmp, prism, n_files=20):
+    """Throughput of a streaming job over files that are all there at launch."""
+    from pipelines.train import run
+
+    watched, output = os.path.join(tmp, "in"), os.path.join(tmp, "stream-out")
+    _write_files(X, y, n_files, watched)
+    stop_after = 20 + len(y) / 20_000  # long enough to read everything at a few 10k rows/s
+    argv = ["--streaming", "--input", os.path.join(watched, "*.parquet"), *_learner_args(batch_rows, shards),
+            "--snapshot_batches", str(snapshot_batches), "--poll_seconds", "1", "--stop_after", str(stop_after),
+            "--output", output, "--runner=PrismRunner", f"--prism_location={prism}"]
+    began = time.time()
     run(argv)
-    return time.perf_counter() - began
+    records = _records(output)
+    learned = sum(b["rows"] for r in records for b in r["batches"])
+    assert learned == len(y), (learned, len(y))
+    first = min(r["time"] for r in records)  # end of the first snapshot interval
+    last = max(r["time"] for r in records)
+    first_rows = sum(b["rows"] for r in records if r["time"] == first for b in r["batches"])
+    return {"steady": (learned - first_rows) / max(last - first, 1e-9), "to_last_snapshot": last - began}
 
 
-def bare(X, y, batch):
-    learner = okl_core.make_learner("fogd", **PARAMS)
-    state = learner.init()
-    began = time.perf_counter()
-    for a in range(0, len(y), batch):
-        state, _ = learner.update(state, X[a : a + batch], y[a : a + batch])
-    return time.perf_counter() - began
+def latency(batch_rows, shards, snapshot_batches, tmp, prism, every, n_files, poll, merge):
+    """Delay from a file's landing to the first version that includes it."""
+    from pipelines.train import run
+
+    watched, staging, output = os.path.join(tmp, "lat-in"), os.path.join(tmp, "lat-staging"), os.path.join(tmp, "lat-out")
+    os.makedirs(watched)
+    X, y = _data(n_files * 2 * batch_rows, seed=1)
+    first = _write_files(X[: 2 * batch_rows], y[: 2 * batch_rows], 1, staging + "-0")
+    os.rename(os.path.join(staging + "-0", first[0]), os.path.join(watched, "f-00000.parquet"))
+    landed = {}
+
+    def drop():
+        time.sleep(5)  # Prism's start-up
+        for k in range(1, n_files):
+            rows = slice(k * 2 * batch_rows, (k + 1) * 2 * batch_rows)
+            (name,) = _write_files(X[rows], y[rows], 1, f"{staging}-{k}")
+            target = f"f-{k:05d}.parquet"
+            os.rename(os.path.join(f"{staging}-{k}", name), os.path.join(watched, target))
+            landed[target] = time.time()
+            time.sleep(every)
+
+    dropper = threading.Thread(target=drop, daemon=True)
+    dropper.start()
+    argv = ["--streaming", "--input", os.path.join(watched, "*.parquet"), *_learner_args(batch_rows, shards),
+            "--snapshot_batches", str(snapshot_batches), "--poll_seconds", str(poll), "--merge_seconds", str(merge),
+            "--stop_after", str(5 + n_files * every + 5), "--output", output, "--runner=PrismRunner", f"--prism_location={prism}"]
+    run(argv)
+    dropper.join()
+    snapshots = {(r["shard"], r["interval"]): r for r in _records(output)}
+    included = {}
+    for version, path in okl_core.model_versions(output):
+        with open(path[: -len(".npz")] + ".json") as f:
+            record = json.load(f)
+        for shard, interval in record["snapshots"].items():
+            for k in range(int(interval) + 1):
+                for b in snapshots[(int(shard), k)]["batches"]:
+                    included.setdefault(os.path.basename(b["file"]), record["time"])
+    return [included[name] - t for name, t in landed.items() if name in included]
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--batch", type=int, default=2000)
+    parser.add_argument("--batch", type=int, default=2048)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--snapshot_batches", type=int, default=5)
+    parser.add_argument("--every", type=float, default=2.0, help="latency run: seconds between landing files")
+    parser.add_argument("--files", type=int, default=10, help="latency run: files landed")
+    parser.add_argument("--prism_location")
     args = parser.parse_args()
+    prism = args.prism_location
+    if prism is None:
+        from pipelines.engines import prism_binary
+
+        prism = prism_binary()
+    if not prism:
+        sys.exit("no Prism binary: run `make runners` or pass --prism_location")
     X, y = _data(args.rows)
     with tempfile.TemporaryDirectory() as tmp:
-        t_bare = bare(X, y, args.batch)
-        t_batch = batch_pipeline(X, y, args.batch, args.shards, tmp)
-        t_stream, n_versions = streaming(X, y, args.batch, args.shards, args.snapshot_batches, os.path.join(tmp, "s1"))
-        rare = args.rows // args.shards // args.batch
-        t_rare, _ = streaming(X, y, args.batch, args.shards, rare, os.path.join(tmp, "s2"))
+        t_batch = batch(X, y, args.batch, args.shards, tmp, ["--runner=DirectRunner"])
+        t_batch_prism = batch(X, y, args.batch, args.shards, tmp, ["--runner=PrismRunner", f"--prism_location={prism}", "--environment_type=LOOPBACK"])
+        stream = streaming(X, y, args.batch, args.shards, args.snapshot_batches, tmp, prism)
+        delays = latency(args.batch, args.shards, 1, tmp, prism, args.every, args.files, poll=1.0, merge=1.0)
     n = args.rows
-    print(f"rows {n}, batch {args.batch}, shards {args.shards}, fogd D={PARAMS['n_components']}")
-    print(f"bare learner fold:        {n / t_bare:10.0f} rows/s")
-    print(f"batch pipeline:           {n / t_batch:10.0f} rows/s  ({t_batch:.2f} s, incl. job start)")
-    print(f"streaming, snapshot/{args.snapshot_batches}b:  {n / t_stream:10.0f} rows/s  ({t_stream:.2f} s, {n_versions} versions)  = {t_batch / t_stream:.2f} x batch")
-    print(f"streaming, 1 snapshot:    {n / t_rare:10.0f} rows/s  ({t_rare:.2f} s)")
-    print(f"snapshot/merge/write overhead: {(t_stream - t_rare) / t_stream:.1%} of the streaming time")
+    print(f"rows {n}, d {D}, batch {args.batch}, shards {args.shards}, fogd D={PARAMS['n_components']}; one process each (Prism: LOOPBACK)")
+    print(f"batch pipeline, in-process FnApiRunner: {n / t_batch:9.0f} rows/s ({t_batch:.1f} s, job start-up included)")
+    print(f"batch pipeline, Prism:                  {n / t_batch_prism:9.0f} rows/s ({t_batch_prism:.1f} s)")
+    t_stream = stream["to_last_snapshot"]
+    print(f"streaming on Prism, launch to last snapshot: {n / t_stream:9.0f} rows/s ({t_stream:.1f} s) = {t_batch / t_stream:.2f} x batch in-process, "
+          f"{t_batch_prism / t_stream:.2f} x batch on Prism (snapshot every {args.snapshot_batches} batches)")
+    print(f"streaming on Prism, steady (first to last snapshot): {stream['steady']:9.0f} rows/s")
+    if delays:
+        print(f"latency, file landed -> first version including it (poll 1 s, merge window 1 s, snapshot every batch): "
+              f"median {statistics.median(delays):.2f} s, max {max(delays):.2f} s over {len(delays)} files")
 
 
 if __name__ == "__main__":
