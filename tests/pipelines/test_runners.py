@@ -31,6 +31,12 @@ def _train(data, out, *runner_args):
         return f.read(), result.metrics
 
 
+def _beam_version() -> tuple[int, int]:
+    import apache_beam
+
+    return tuple(int(part) for part in apache_beam.__version__.split(".")[:2])
+
+
 def _comparable(metrics):
     return metrics["online"], metrics["test"], metrics["rows"], [{k: v for k, v in b.items() if k != "seconds"} for b in metrics["batches"]]
 
@@ -65,10 +71,10 @@ def test_direct_runner_never_tries_prism(data, tmp_path, monkeypatch):
     direct, _ = _train(data, tmp_path / "direct", "--runner=DirectRunner")
     default, _ = _train(data, tmp_path / "default")  # no --runner at all
     assert calls == []
-    # The patch is effective: Beam's Prism-first DirectRunner does reach it, then falls back
-    # to the FnApiRunner, which trains the same model.
+    # The patch is effective: Beam's Prism-first DirectRunner (Beam >= 2.68) does reach it,
+    # then falls back to the FnApiRunner, which trains the same model.
     switching, _ = _train(data, tmp_path / "switching", "--runner=SwitchingDirectRunner")
-    assert calls == [1]
+    assert calls == ([1] if _beam_version() >= (2, 68) else [])
     assert direct == default == switching
 
 

@@ -128,6 +128,7 @@ def test_server_and_workers_end_with_the_launcher(tmp_path):
         from pipelines import sdk_worker
 
         def hang(x):
+            import os, time  # Beam 2.62 pickles with dill: a __main__ function arrives without its imports
             open(os.path.join({str(tmp_path)!r}, f"worker-{{os.getpid()}}"), "w").close()
             time.sleep(300)
 
