@@ -1,7 +1,8 @@
-"""The same model bytes on every local runner, and the DirectRunner never tries Prism."""
+"""The same model bytes on every local runner (Prism too, see also test_flink.py), and the DirectRunner never tries Prism."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -91,6 +92,32 @@ def test_command_line_run_is_quiet(data, tmp_path, workers):
     assert proc.stderr.strip() == "", proc.stderr
     for name in ("model.npz", "metrics.json", "online_error.png", "dead_letter.jsonl"):
         assert (out / name).exists() and str(out / name) in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def prism_binary():
+    """The cached Prism binary (built here with `go install` when missing); skips without Go."""
+    from pipelines import engines
+
+    binary = engines.prism_binary()
+    if binary is None:
+        if shutil.which("go") is None:
+            pytest.skip("Go is not installed: the Prism runner is built with `go install` (`make runners`)")
+        try:
+            binary = engines.prism_binary(build=True)
+        except engines.EngineUnavailable as err:
+            pytest.fail(f"Prism: {err}")
+    return binary
+
+
+@pytest.mark.prism
+def test_prism_gives_the_same_bytes(data, tmp_path, prism_binary):
+    model, metrics = _train(data, tmp_path / "direct", "--runner=DirectRunner")
+    prism, prism_metrics = _train(
+        data, tmp_path / "prism", "--runner=PrismRunner", f"--prism_location={prism_binary}", "--environment_type=LOOPBACK", "--prism_log_level=error"
+    )
+    assert model == prism
+    assert _comparable(metrics) == _comparable(prism_metrics)
 
 
 def _worker_environment(_, into):
