@@ -3,8 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-okl
+# The Flink job server's Beam version is older than .venv's: its jobs are submitted from a
+# second environment with that apache-beam (pipelines/engines.py, FLINK_BEAM_VERSION).
+FLINK_VENV ?= .venv-flink
+FLINK_STAMP := $(FLINK_VENV)/.installed-okl
 
-.PHONY: setup run test test-all bench clean
+.PHONY: setup run runners flink-venv test test-all bench clean
 
 setup: $(STAMP)
 
@@ -14,16 +18,34 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev,molecules]"
 	touch $(STAMP)
 
+## runners: Prism (needs Go) and a Flink job server (needs Java + Maven) in ~/.cache/okl/runners
+## (or $$OKL_CACHE/runners), and .venv-flink to submit Flink jobs; a part whose tools are
+## missing is skipped with a note (its tests then skip)
+runners: setup
+	$(PY) -m pipelines.engines install prism --if-available
+	$(PY) -m pipelines.engines install flink --if-available
+	@if $(PY) -m pipelines.engines path flink >/dev/null 2>&1; then $(MAKE) --no-print-directory flink-venv; \
+	else echo "runners: no Flink job server, so no $(FLINK_VENV) (the Flink tests skip)"; fi
+
+flink-venv: $(FLINK_STAMP)
+
+$(FLINK_STAMP): pyproject.toml pipelines/engines.py
+	$(PYTHON) -m venv $(FLINK_VENV)
+	$(FLINK_VENV)/bin/python -m pip install -q --upgrade pip
+	$(FLINK_VENV)/bin/python -m pip install -q -e ".[dev]" \
+	    "apache-beam==$$($(PY) -c 'from pipelines.engines import FLINK_BEAM_VERSION; print(FLINK_BEAM_VERSION)')"
+	touch $(FLINK_STAMP)
+
 ## run: train the default model on the built-in synthetic data set (no download)
 run: setup
 	$(PY) -m pipelines.train --runner=DirectRunner
 
 ## test: the fast suite; slow tests run too when CI=true or OKL_RUN_SLOW=1
-test: setup
+test: setup runners
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 ## test-all: every test, slow ones included
-test-all: setup
+test-all: setup runners
 	OKL_RUN_SLOW=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 ## bench: the benchmarks in bench/ (ratios measured in one process)
@@ -31,4 +53,4 @@ bench: setup
 	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(FLINK_VENV) .pytest_cache build *.egg-info

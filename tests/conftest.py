@@ -32,8 +32,20 @@ def shared_data(*parts) -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def prism_location() -> str:
-    """Path of Beam's Prism runner binary (TODO: from pipelines.engines once merged)."""
-    path = os.environ.get("OKL_PRISM", "/tmp/prismbin/prism")
-    if not os.path.exists(path):
-        pytest.skip("no prism binary")
-    return path
+    """Beam's Prism runner binary, cached by `make runners` (built here when missing).
+
+    Skips only when Go is not installed; a Prism that cannot be built fails the test.
+    """
+    import shutil
+
+    from pipelines import engines
+
+    binary = engines.prism_binary()
+    if binary is None:
+        if shutil.which("go") is None:
+            pytest.skip("Go is not installed: the Prism runner is built with `go install` (`make runners`)")
+        try:
+            binary = engines.prism_binary(build=True)
+        except engines.EngineUnavailable as err:
+            pytest.fail(f"Prism: {err}")
+    return binary

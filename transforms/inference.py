@@ -58,8 +58,12 @@ class OklModelHandler(ModelHandler[np.ndarray, PredictionResult, OklModel]):
     """
 
     def __init__(self, model_path: str, *, min_batch_size: Optional[int] = None, max_batch_size: Optional[int] = None):
-        super().__init__(min_batch_size=min_batch_size, max_batch_size=max_batch_size)
+        super().__init__()  # Beam 2.62 takes no batching arguments here: batch_elements_kwargs passes them
         self.model_path = model_path
+        self._batch_sizes = {name: size for name, size in (("min_batch_size", min_batch_size), ("max_batch_size", max_batch_size)) if size is not None}
+
+    def batch_elements_kwargs(self):
+        return {**super().batch_elements_kwargs(), **self._batch_sizes}
 
     def load_model(self) -> OklModel:
         learner, state = okl_core.model_from_bytes(read_bytes(self.model_path), source=self.model_path)

@@ -37,7 +37,7 @@ def test_run_inference_rows_and_blocks_match_okl_core(multiclass_model):
     learner, state = okl_core.load_model(model_path)
     good = np.delete(Xt, 10, axis=0)
     expected = learner.predict(state, good)
-    with BeamTestPipeline(runner="FnApiRunner") as p:
+    with BeamTestPipeline(runner="apache_beam.runners.portability.fn_api_runner.FnApiRunner") as p:
         rows = p | "Rows" >> beam.Create([(i, good[i]) for i in range(len(good))])
         blocks = p | "Blocks" >> beam.Create([(i, good[i : i + 100]) for i in range(0, len(good), 100)])
         handler = KeyedModelHandler(OklModelHandler(model_path, max_batch_size=64))

@@ -55,7 +55,7 @@ def test_pieces_cover_the_round_once(source, round):
         assert sorted(r["position"] for r in records) == in_round
         assert all(r["split"] == "train" and r["file"].endswith(".parquet") for r in records)
 
-    with beam.Pipeline(runner="FnApiRunner") as p:
+    with beam.Pipeline(runner="apache_beam.runners.portability.fn_api_runner.FnApiRunner") as p:
         read = p | ReadShards(src, plan, round=round, shuffle_seed=round)
         assert_that(read["batches"], check, label="Pieces")
         assert_that(read["dead_letter"], check_dead, label="Dead")

@@ -65,7 +65,7 @@ def test_out_of_order_pieces_give_the_sequential_fold_per_shard():
         assert seen[0] == [99, 198, 297, 396, 445]  # positions 0..449 cut at multiples of 100: 100, 100, 100, 100, 50
         assert seen[1] == [49, 148, 247, 346, 445]  # 450..899: 50, 100, 100, 100, 100
 
-    with beam.Pipeline(runner="FnApiRunner") as p:
+    with beam.Pipeline(runner="apache_beam.runners.portability.fn_api_runner.FnApiRunner") as p:
         initial = p | "Init" >> beam.Create([okl_core.model_bytes(learner, learner.init())])
         trained = (
             p
@@ -85,7 +85,7 @@ def test_a_missing_piece_is_an_error_not_a_silent_gap():
     learner = okl_core.make_learner("fogd", **PARAMS)
     pieces = [item for item in _pieces(X, y, plan, 0) if not (item[1].seq == 3 and item[1].start > 300)]
     with pytest.raises(Exception, match="rows 300..399 of batch 3 never arrived"):
-        with beam.Pipeline(runner="FnApiRunner") as p:
+        with beam.Pipeline(runner="apache_beam.runners.portability.fn_api_runner.FnApiRunner") as p:
             initial = p | "Init" >> beam.Create([okl_core.model_bytes(learner, learner.init())])
             _ = (
                 p
@@ -101,13 +101,13 @@ def test_merge_by_seed_sorts_by_shard_and_refuses_foreign_models():
     results = [(i, okl_core.model_bytes(learner, s), "{}") for i, s in enumerate(states)]
     want = okl_core.model_bytes(learner, okl_core.merge_states(learner, states))
     init = okl_core.model_bytes(learner, learner.init())
-    with beam.Pipeline(runner="FnApiRunner") as p:
+    with beam.Pipeline(runner="apache_beam.runners.portability.fn_api_runner.FnApiRunner") as p:
         base = p | "Base" >> beam.Create([init])
         merged = p | beam.Create(results[::-1]) | MergeBySeed(LearnerSpec("fogd", PARAMS), base=base)
         assert_that(merged, lambda got: got == [want] or pytest.fail("merged model differs"))
     other = okl_core.make_learner("fogd", **{**PARAMS, "seed": 9})
     foreign = [results[0], (1, okl_core.model_bytes(other, other.init()), "{}")]
     with pytest.raises(Exception, match="configs differ"):
-        with beam.Pipeline(runner="FnApiRunner") as p:
+        with beam.Pipeline(runner="apache_beam.runners.portability.fn_api_runner.FnApiRunner") as p:
             base = p | "Base" >> beam.Create([init])
             _ = p | beam.Create(foreign) | MergeBySeed(LearnerSpec("fogd", PARAMS), base=base)

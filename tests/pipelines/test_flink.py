@@ -1,0 +1,135 @@
+"""The batch pipeline on a local Flink cluster gives the DirectRunner's model bytes.
+
+The Flink job server is the pathing jar of :mod:`pipelines.engines` (Beam
+``FLINK_BEAM_VERSION``, built by ``make runners``); the submitting Python SDK must have the
+same Beam version, so the jobs run in ``.venv-flink`` (or in this interpreter when its Beam
+is that version), through ``python -m pipelines.train`` -- the DirectRunner reference too,
+in the same interpreter. The tests skip only when Java is missing (or Maven, while the job
+server is not built yet); a job server or job that does not start or fails is a failure.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from okl_core.data.layout import write_dataset
+from pipelines import engines
+from tests.conftest import shared_data
+from tests.pipelines.reference import binary_data
+
+pytestmark = pytest.mark.flink
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FLINK_PYTHON_ENV = "OKL_FLINK_PYTHON"
+SMALL = ["--learner", "fogd", "--param", "n_components=32", "--sigma", "1.5", "--eta", "0.05", "--num_shards", "2", "--rounds", "2", "--batch_rows", "400"]
+
+
+@pytest.fixture(scope="module")
+def job_server() -> str:
+    """The cached job server jar (built here when Maven is present); skips without Java."""
+    if shutil.which("java") is None:
+        pytest.skip("Java is not installed: the Flink tests need `java` on the PATH")
+    jar = engines.flink_job_server_jar()
+    if jar is None:
+        if shutil.which("mvn") is None:
+            pytest.skip("the Flink job server is not built and Maven is not installed to build it (`make runners` builds it)")
+        try:
+            jar = engines.flink_job_server_jar(build=True)
+        except engines.EngineUnavailable as err:
+            pytest.fail(f"Flink job server: {err}")
+    return jar
+
+
+@pytest.fixture(scope="module")
+def flink_python() -> str:
+    """A Python whose apache-beam is the job server's version: this one, or .venv-flink's."""
+    import apache_beam
+
+    if apache_beam.__version__ == engines.FLINK_BEAM_VERSION:
+        return sys.executable
+    python = os.environ.get(FLINK_PYTHON_ENV) or os.path.join(ROOT, ".venv-flink", "bin", "python")
+    if not os.path.exists(python):
+        pytest.fail(f"{python} is missing: the Flink job server needs apache-beam=={engines.FLINK_BEAM_VERSION} "
+                    f"on the submitting side (`make runners` creates .venv-flink; ${FLINK_PYTHON_ENV} names another Python)")
+    proc = subprocess.run([python, "-c", "import apache_beam; print(apache_beam.__version__)"], capture_output=True, text=True)
+    if proc.stdout.strip() != engines.FLINK_BEAM_VERSION:
+        pytest.fail(f"{python} has apache-beam {proc.stdout.strip() or '(none)'}, the job server {engines.FLINK_BEAM_VERSION}: run `make runners`")
+    return python
+
+
+def train(python: str, out, args, runner_args) -> tuple[str, dict, float]:
+    """``python -m pipelines.train``: (model sha256, metrics, wall seconds); a failed job fails the test."""
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [python, "-m", "pipelines.train", *args, "--output", str(out), *runner_args],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=600,
+    )
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        jar = next((a.split("=", 1)[1] for a in runner_args if a.startswith("--flink_job_server_jar=")), None)
+        server = f"\n{job_server_alone(jar)}" if jar else ""
+        pytest.fail(f"pipelines.train {' '.join(runner_args)} exited with {proc.returncode}:\n{tail}{server}")
+    with open(out / "model.npz", "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return digest, json.loads((out / "metrics.json").read_text()), seconds
+
+
+def job_server_alone(jar: str, seconds: float = 20) -> str:
+    """What the job server does started alone (Beam logs its output at INFO only)."""
+    command = ["java", "-jar", jar, "--job-port", "0", "--artifact-port", "0", "--expansion-port", "0"]
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return f"`{' '.join(command)}` alone starts and keeps serving: the job, not the job server, failed"
+    output = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[:5])
+    return f"`{' '.join(command)}` alone exits with {proc.returncode}:\n{output}"
+
+
+def comparable(metrics: dict):
+    return metrics["online"], metrics.get("test"), metrics["rows"], [{k: v for k, v in b.items() if k != "seconds"} for b in metrics["batches"]]
+
+
+def same_model_on_flink(python, jar, tmp_path, args):
+    direct, direct_metrics, direct_seconds = train(python, tmp_path / "direct", args, ["--runner=DirectRunner"])
+    flink, flink_metrics, flink_seconds = train(python, tmp_path / "flink", args, engines.flink_runner_options(jar))
+    print(f"DirectRunner {direct_seconds:.1f} s, FlinkRunner {flink_seconds:.1f} s (wall, each in a new process)")
+    assert flink == direct
+    assert comparable(flink_metrics) == comparable(direct_metrics)
+
+
+def test_small_binary_job_gives_the_direct_runner_bytes(job_server, flink_python, tmp_path):
+    X, y = binary_data(4000)
+    write_dataset(tmp_path / "train", X, y, "binary", n_shards=4, row_group_rows=512)
+    Xt, yt = binary_data(1000, seed=1)
+    write_dataset(tmp_path / "test", Xt, yt, "binary")
+    same_model_on_flink(flink_python, job_server, tmp_path, ["--input", str(tmp_path / "train"), "--test", str(tmp_path / "test"), *SMALL])
+
+
+def _prepare(python: str, args) -> None:
+    proc = subprocess.run([python, "-m", "pipelines.prepare", *args, "--quiet"], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.slow
+def test_a9a_fogd_gives_the_direct_runner_bytes(job_server, flink_python, tmp_path):
+    source = shared_data("a9a")
+    _prepare(flink_python, ["libsvm", str(source / "a9a"), str(tmp_path / "a9a")])
+    _prepare(flink_python, ["libsvm", str(source / "a9a.t"), str(tmp_path / "a9a-test"), "--like", str(tmp_path / "a9a")])
+    args = ["--input", str(tmp_path / "a9a"), "--test", str(tmp_path / "a9a-test"), "--learner", "fogd", "--sigma", "median", "--num_shards", "4", "--rounds", "3"]
+    same_model_on_flink(flink_python, job_server, tmp_path, args)
+
+
+@pytest.mark.slow
+def test_mnist_mfogd_gives_the_direct_runner_bytes(job_server, flink_python, tmp_path):
+    source = shared_data("mnist")
+    _prepare(flink_python, ["mnist", "--images", str(source / "t10k-images-idx3-ubyte.gz"), "--labels", str(source / "t10k-labels-idx1-ubyte.gz"), str(tmp_path / "mnist")])
+    args = ["--input", str(tmp_path / "mnist"), "--learner", "mfogd", "--sigma", "median", "--num_shards", "2"]
+    same_model_on_flink(flink_python, job_server, tmp_path, args)
