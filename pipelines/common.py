@@ -37,6 +37,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 __all__ = ["UsageError", "pipeline_options", "make_pipeline", "run_pipeline", "configure_logging"]
 
 _DIRECT_NAMES = {"directrunner", "direct"}
+_PRISM_NAMES = {"prismrunner", "prism"}
 _LOG = logging.getLogger(__name__)
 
 
@@ -77,7 +78,27 @@ def pipeline_options(beam_argv: list[str]) -> PipelineOptions:
     portable = options.view_as(PortableOptions)
     if portable.job_endpoint == "embed" and "--environment_type" not in given:
         portable.environment_type = "LOOPBACK"
+    runner = options.view_as(StandardOptions).runner
+    if isinstance(runner, str) and runner.lower() in _PRISM_NAMES:
+        use_local_prism(options, beam_argv)
     return options
+
+
+def use_local_prism(options: PipelineOptions, beam_argv: list[str]) -> None:
+    """Prism defaults, each only when not given: the binary of ``make runners``, its log at errors.
+
+    Without a cached binary (and without ``--prism_location``) Beam downloads Prism itself.
+    """
+    from apache_beam.options.pipeline_options import PrismRunnerOptions
+
+    from pipelines.engines import prism_binary
+
+    given = " ".join(beam_argv)
+    prism = options.view_as(PrismRunnerOptions)
+    if "--prism_location" not in given and prism_binary():
+        prism.prism_location = prism_binary()
+    if "--prism_log_level" not in given and hasattr(prism, "prism_log_level"):
+        prism.prism_log_level = "error"  # Prism relays its INFO log line by line otherwise
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:

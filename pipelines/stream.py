@@ -89,6 +89,13 @@ def check_streaming_args(args, learner: okl_core.Learner) -> None:
             raise UsageError(f"--mix_weight {args.mix_weight}: {err}") from None
 
 
+def _print_snapshot(record: str) -> None:
+    """One line per snapshot: shard, interval, rows and the interval's online metric."""
+    r = json.loads(record)
+    metric = ", ".join(f"{k} {v:.5g}" for k, v in r["online"].items() if k in ("mistake_rate", "mse"))
+    print(f"shard {r['shard']} snapshot {r['interval']}: {sum(b['rows'] for b in r['batches'])} rows ({r['n_seen']} in all), online {metric}", flush=True)
+
+
 def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     """Add the streaming graph of ``job`` to ``pipeline``; returns what it resolved and its outputs.
 
@@ -122,7 +129,7 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     versions | "LogVersions" >> beam.Map(lambda v: print(f"model version {v[0]}: {v[1]}", flush=True))
     dead = source["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFiles(job.output)
     dead | "LogDeadLetters" >> beam.Map(lambda path: print(f"bad rows: {path}", flush=True))
-    snapshots | "WriteSnapshotRecords" >> WriteSnapshotRecords(job.output, first_version) | "LogSnapshots" >> beam.Map(lambda r: print(r, flush=True))
+    snapshots | "WriteSnapshotRecords" >> WriteSnapshotRecords(job.output, first_version) | "LogSnapshots" >> beam.Map(_print_snapshot)
     resolved = {"started_from": started_from, "first_version": first_version, "pattern": watch_pattern(args.input), "merge_seconds": merge_seconds}
     print(json.dumps(resolved), flush=True)
     return {**resolved, "snapshots": snapshots, "versions": versions}

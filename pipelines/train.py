@@ -51,7 +51,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 import okl_core
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
-from pipelines.common import UsageError, configure_logging, make_pipeline, pipeline_options, run_pipeline
+from pipelines.common import UsageError, configure_logging, make_pipeline, pipeline_options, run_pipeline, use_local_prism
 from pipelines.stream import add_streaming_flags, build_streaming_graph
 from transforms.evaluate import Evaluate
 from transforms.outputs import WriteRunOutputs, local_dir
@@ -396,10 +396,10 @@ def run(argv=None) -> TrainResult:
 
 
 _PRISM_HELP = (
-    "local streaming runs on Beam's Prism runner, which Beam downloads from GitHub on first use, and it "
-    "could not be obtained here ({error}). Download the prism binary of apache-beam {version} for this "
-    "platform where you have network access (https://github.com/apache/beam/releases) and pass "
-    "--prism_location=PATH, or run on Flink or Dataflow (README, '## Streaming')"
+    "local streaming runs on Beam's Prism runner, which could not be started ({error}). Build it with Go from "
+    "the Go module proxy (`python -m pipelines.engines install prism`, or `make runners`: okl then uses it), "
+    "or pass --prism_location=PATH to a Prism binary of apache-beam {version}, or run on Flink or Dataflow "
+    "(README, '## Streaming')"
 )
 
 
@@ -414,6 +414,8 @@ def streaming_pipeline(beam_argv: list[str]) -> tuple[beam.Pipeline, bool]:
     options.view_as(StandardOptions).streaming = True
     runner = options.view_as(StandardOptions).runner
     local = runner is None or (isinstance(runner, str) and runner.lower() in ("directrunner", "direct", "prismrunner", "prism"))
+    if local:
+        use_local_prism(options, beam_argv)
     return beam.Pipeline(runner="PrismRunner" if local else runner, options=options), local
 
 
