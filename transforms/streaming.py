@@ -291,6 +291,7 @@ class _MergeWindows(beam.DoFn):
             end.set(_END_OF_STREAM)
             meta["end_timer"] = True
         meta_state.write(json.dumps(meta, sort_keys=True))
+        return []  # nothing until a window ends
 
     @on_timer(WINDOW)
     def on_window_end(self, newest=beam.DoFn.StateParam(NEWEST), meta_state=beam.DoFn.StateParam(META)):

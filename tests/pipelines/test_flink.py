@@ -133,3 +133,17 @@ def test_mnist_mfogd_gives_the_direct_runner_bytes(job_server, flink_python, tmp
     _prepare(flink_python, ["mnist", "--images", str(source / "t10k-images-idx3-ubyte.gz"), "--labels", str(source / "t10k-labels-idx1-ubyte.gz"), str(tmp_path / "mnist")])
     args = ["--input", str(tmp_path / "mnist"), "--learner", "mfogd", "--sigma", "median", "--num_shards", "2"]
     same_model_on_flink(flink_python, job_server, tmp_path, args)
+
+
+@pytest.mark.slow
+def test_the_streaming_job_runs_on_flink(job_server, flink_python, tmp_path):
+    """The streaming scenario of test_streaming_prism.py (files dropped while the job runs, bad input,
+    merge windows, mixing mid-stream, replayed versions, --stop_after) on the local Flink cluster."""
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [flink_python, "-m", "tests.pipelines.test_streaming_prism", str(tmp_path), *engines.flink_runner_options(job_server)],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=600,
+    )
+    print(f"streaming on Flink: {time.perf_counter() - started:.1f} s")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("passed: ") == 4, proc.stdout
