@@ -20,8 +20,8 @@ import pytest
 
 from okl_core.data.layout import write_dataset
 from pipelines import engines
-from tests.conftest import shared_data
 from tests.pipelines.reference import binary_data
+from tests.pipelines.runner_cases import CASES, prepare
 
 pytestmark = pytest.mark.flink
 
@@ -112,27 +112,17 @@ def test_small_binary_job_gives_the_direct_runner_bytes(job_server, flink_python
     same_model_on_flink(flink_python, job_server, tmp_path, ["--input", str(tmp_path / "train"), "--test", str(tmp_path / "test"), *SMALL])
 
 
-def _prepare(python: str, args) -> None:
-    proc = subprocess.run([python, "-m", "pipelines.prepare", *args, "--quiet"], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("flink-data")
 
 
 @pytest.mark.slow
-def test_a9a_fogd_gives_the_direct_runner_bytes(job_server, flink_python, tmp_path):
-    source = shared_data("a9a")
-    _prepare(flink_python, ["libsvm", str(source / "a9a"), str(tmp_path / "a9a")])
-    _prepare(flink_python, ["libsvm", str(source / "a9a.t"), str(tmp_path / "a9a-test"), "--like", str(tmp_path / "a9a")])
-    args = ["--input", str(tmp_path / "a9a"), "--test", str(tmp_path / "a9a-test"), "--learner", "fogd", "--sigma", "median", "--num_shards", "4", "--rounds", "3"]
-    same_model_on_flink(flink_python, job_server, tmp_path, args)
-
-
-@pytest.mark.slow
-def test_mnist_mfogd_gives_the_direct_runner_bytes(job_server, flink_python, tmp_path):
-    source = shared_data("mnist")
-    _prepare(flink_python, ["mnist", "--images", str(source / "t10k-images-idx3-ubyte.gz"), "--labels", str(source / "t10k-labels-idx1-ubyte.gz"), str(tmp_path / "mnist")])
-    args = ["--input", str(tmp_path / "mnist"), "--learner", "mfogd", "--sigma", "median", "--num_shards", "2"]
-    same_model_on_flink(flink_python, job_server, tmp_path, args)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_real_data_gives_the_direct_runner_bytes(case, job_server, flink_python, data_root, tmp_path):
+    """a9a and the MNIST digits (tests/pipelines/runner_cases.py), data prepared in the same interpreter."""
+    kind, args = CASES[case]
+    same_model_on_flink(flink_python, job_server, tmp_path, [*prepare(flink_python, kind, data_root), *args])
 
 
 @pytest.mark.slow
