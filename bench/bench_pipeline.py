@@ -29,7 +29,7 @@ shards of n/2 rows cost about half of one shard of n rows in total: its speed-up
 superlinear by construction and says little about Beam's overhead; the FOGD figures do.
 
 ``--million`` also runs 1M rows of FOGD end to end on 2 workers and reports the wall time
-and peak memory (proportional set size of the launcher, its fork server and workers, sampled);
+and peak memory (proportional set size of the launcher and its workers, sampled);
 ``--million_from DIR`` does the same on an existing data set (for example the output of
 ``python -m pipelines.prepare mnist8m``), against the bare fold of its first 400k rows.
 
@@ -304,7 +304,7 @@ def main() -> None:
             steady = steady_seconds(os.path.join(tmp, "million-out"))
             print(f"{n:,} rows ({made}), mfogd D=800, 2 shards on 2 workers: {seconds:.1f} s end to end "
                   f"({n / seconds:.0f} rows/s, {n / seconds / (sample / bare):.2f} x bare), steady {n / steady / (sample / bare):.2f} x bare, "
-                  f"{cpu:.0f} CPU s; peak memory {memory.peak / 2**30:.2f} GiB (PSS of the launcher, fork server and workers: "
+                  f"{cpu:.0f} CPU s; peak memory {memory.peak / 2**30:.2f} GiB (PSS of the launcher and workers: "
                   f"{', '.join(f'{m / 2**20:.0f}' for m in memory.at_peak)} MB); "
                   f"bare: {sample / bare:.0f} rows/s, the fold of the first {sample:,} rows in memory")
     finally:
