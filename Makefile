@@ -40,9 +40,18 @@ $(FLINK_STAMP): pyproject.toml pipelines/engines.py
 run: setup
 	$(PY) -m pipelines.train --runner=DirectRunner
 
-## test: the fast suite; slow tests run too when CI=true or OKL_RUN_SLOW=1
+# The Beam-facing tests, run again in .venv-flink: apache-beam's lower bound (pyproject.toml).
+LOWER_BOUND_TESTS := tests/transforms tests/pipelines/test_train.py tests/pipelines/test_runners.py \
+    tests/pipelines/test_rounds.py tests/pipelines/test_predict.py tests/pipelines/test_dead_letter.py
+
+## test: the fast suite (and the Beam-facing tests on the lowest supported Beam, in .venv-flink);
+## slow tests run too when CI=true or OKL_RUN_SLOW=1
 test: setup runners
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+	@if [ -x $(FLINK_VENV)/bin/python ]; then \
+	    echo "== the same Beam-facing tests on apache-beam $$($(FLINK_VENV)/bin/python -c 'import apache_beam; print(apache_beam.__version__)') (lower bound)"; \
+	    $(FLINK_VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not prism and not flink" $(LOWER_BOUND_TESTS); \
+	else echo "test: no $(FLINK_VENV): the lower bound of apache-beam was not tested"; fi
 
 ## test-all: every test, slow ones included
 test-all: setup runners
