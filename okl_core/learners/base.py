@@ -329,14 +329,12 @@ class Learner(Generic[StateT]):
             raise ValueError(f"{self.name}: merge weights must be finite and >= 0, got {weights.tolist()}")
         return weights
 
-    def _count(self, name: str, states: list, base: StateT | None) -> np.ndarray:
-        """Sum of a counter over ``states``, with ``base``'s value counted once."""
-        if name == "n_seen":
-            total = sum(int(s.n_seen) for s in states)
-            if base is not None:
-                total -= (len(states) - 1) * int(base.n_seen)
-            return np.asarray(total, dtype=np.int64)
-        return np.sum([getattr(s, name) for s in states], axis=0).astype(np.int64)
+    def _count(self, name: str, states: Sequence[StateT], base: StateT | None) -> np.ndarray:
+        """Sum of a counter over ``states`` (int64), with ``base``'s value counted once."""
+        total = np.sum([np.asarray(getattr(s, name), dtype=np.int64) for s in states], axis=0)
+        if base is not None:
+            total = total - (len(states) - 1) * np.asarray(getattr(base, name), dtype=np.int64)
+        return np.asarray(total, dtype=np.int64)
 
     def _build(self, fields: dict) -> StateT:
         missing = [f for f in self.state_class._fields if f not in fields]
