@@ -339,8 +339,10 @@ class Learner(Generic[StateT]):
     def _build(self, fields: dict) -> StateT:
         missing = [f for f in self.state_class._fields if f not in fields]
         if missing:
-            raise TypeError(f"{self.name}: state fields {missing} are neither declared (averaged_fields, counted_fields, "
-                            "maximum_fields) nor produced by merge_special / mix_special")
+            raise NotMergeableError(
+                f"{self.name} states cannot be combined: fields {missing} are neither declared (averaged_fields, "
+                "counted_fields, maximum_fields) nor produced by merge_special / mix_special"
+            )
         return self.state_class(**{f: fields[f] for f in self.state_class._fields})
 
     # -- mix ------------------------------------------------------------------------------

@@ -21,6 +21,11 @@ When ``1 - gamma_i nu`` is exactly 0 the past is erased (coefficients zeroed, sc
 the lazy scale is renormalised before it underflows. With ``averaged=True`` the state also
 carries the averaged iterate ``(1/t) sum_s f_s``, which ``predict`` then uses (the online
 predictions made during training always come from the current iterate).
+
+Merge and mix work on the true coefficients ``scale * coef`` (and the averaged iterate),
+block by block, the shorter history padded with zero blocks: a merge is the weighted
+average of the shards' functions, ``mix(local, merged, w)`` is exactly
+``(1 - w) f_local + w f_merged``; both give scale 1 and the longer history's ``t``.
 """
 
 from __future__ import annotations
