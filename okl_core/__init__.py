@@ -9,11 +9,13 @@ Public interface::
     okl_core.save_model("model.npz", learner, state)
     learner, state = okl_core.load_model("model.npz")
     merged = okl_core.merge_states(learner, [state_a, state_b])
+    okl_core.check_mixable(learner)                      # streaming: can it mix?
+    local = okl_core.mix_states(learner, local, merged, 0.5)
 """
 
 from okl_core.features import FeatureSpec, FourierFeatures, exact_kernel, median_heuristic
 from okl_core.learners.base import Learner, NotMergeableError
-from okl_core.merge import merge_states, mix_states
+from okl_core.merge import check_mixable, merge_states, mix_states
 from okl_core.metrics import Prequential
 from okl_core.random import GENERATOR_VERSION
 from okl_core.registry import learner_class, learner_names, make_learner, register
@@ -29,6 +31,7 @@ __all__ = [
     "ModelFileError",
     "NotMergeableError",
     "Prequential",
+    "check_mixable",
     "exact_kernel",
     "learner_class",
     "learner_names",

@@ -82,11 +82,10 @@ def check_streaming_args(args, learner: okl_core.Learner) -> None:
     if args.merge_seconds is not None and not args.merge_seconds > 0:
         raise UsageError("--merge_seconds must be > 0")
     if args.mix_weight > 0:
-        initial = learner.init()
         try:
-            okl_core.mix_states(learner, initial, initial, args.mix_weight)
+            okl_core.check_mixable(learner)
         except okl_core.NotMergeableError as err:
-            raise UsageError(f"--mix_weight {args.mix_weight}: {err}") from None
+            raise UsageError(f"--mix_weight {args.mix_weight}: {err}; stream with --mix_weight 0") from None
 
 
 def _print_snapshot(record: str) -> None:

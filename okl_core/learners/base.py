@@ -9,19 +9,41 @@ that can be folded, and states can be saved without pickle and merged.
 Scores, not labels: ``update`` and ``predict`` return decision values -- shape ``(n,)`` for
 binary (label = sign, sign(0) = +1) and regression, ``(n, C)`` for multiclass (label =
 first argmax). :meth:`Learner.to_labels` converts.
+
+Merge and mix are learner operations too. ``merge(states, weights, base)`` combines states
+trained on disjoint shards; ``mix(local, merged, weight)`` blends a merged model into one
+shard's local state (streaming). Both have defaults written once here, driven by the
+learner's declarations of what each state field is:
+
+``averaged_fields``
+    model parameters: merge = weighted average (weights normalised, summed in list order),
+    mix = ``(1 - weight) local + weight merged``;
+``counted_fields``
+    integer counters (always ``n_seen``): merge = sum (a ``base`` counted once), mix = the
+    local value (a shard's own examples, so later merges still weight shards by them);
+``maximum_fields``
+    monotone quantities (increasing rates): merge and mix = elementwise maximum.
+
+Any other field is the learner's: it overrides :meth:`Learner.merge_special` /
+:meth:`Learner.mix_special` (or :meth:`Learner.merge` / :meth:`Learner.mix` as a whole where
+the math differs: DSG's lazy scale, exact sums, support sets). A learner mixes only if it
+declares ``mixable = True``; :func:`okl_core.merge.check_mixable` refuses the others.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, NamedTuple
+from collections.abc import Sequence
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
     "Learner",
     "NotMergeableError",
+    "StateT",
     "TASKS",
     "check_int",
     "check_positive",
@@ -35,6 +57,10 @@ __all__ = [
 ]
 
 TASKS = ("binary", "multiclass", "regression")
+
+
+StateT = TypeVar("StateT", bound=tuple)
+"""A learner's state: a ``NamedTuple`` of numpy arrays with an ``n_seen`` field."""
 
 
 class NotMergeableError(ValueError):
@@ -138,12 +164,13 @@ def weighted_average(arrays: list[np.ndarray], weights: np.ndarray) -> np.ndarra
     return out
 
 
-class Learner:
-    """Base class: config in, pure ``init`` / ``update`` / ``predict`` functions of state.
+class Learner(Generic[StateT]):
+    """Base class: config in, pure ``init`` / ``update`` / ``predict`` / ``merge`` / ``mix``.
 
     Subclasses set the class attributes and implement :meth:`init`, :meth:`update`,
-    :meth:`predict`; random-feature learners also implement :meth:`feature_spec` and
-    :meth:`merge`.
+    :meth:`predict`; random-feature learners also implement :meth:`feature_spec`. Merging
+    and mixing come from the field declarations below (module docstring); a learner
+    overrides :meth:`merge` / :meth:`mix` only where its math differs.
 
     Attributes
     ----------
@@ -169,16 +196,29 @@ class Learner:
         equal states gives the same model; ``'sum'`` -- additive sufficient statistics, so
         merging equals training on the concatenated shards (equal states: the data twice);
         ``'none'`` -- :meth:`merge` raises :class:`NotMergeableError`.
+    averaged_fields, counted_fields, maximum_fields : tuple of str
+        How the default :meth:`merge` and :meth:`mix` treat each state field (module
+        docstring). ``counted_fields`` always holds ``n_seen``.
+    mixable : bool
+        Whether :meth:`mix` is defined. False by default: a learner declares it.
+    mix_refusal : str
+        Why the learner cannot mix (shown by :func:`okl_core.merge.check_mixable`); by
+        default derived from ``merge_semantics``.
     """
 
     name: ClassVar[str] = ""
     config_class: ClassVar[type] = None
     state_class: ClassVar[type] = None
     minibatch_defined: ClassVar[bool] = False
-    growing_fields: ClassVar[tuple] = ()
-    runtime_fields: ClassVar[tuple] = ()
+    growing_fields: ClassVar[tuple[str, ...]] = ()
+    runtime_fields: ClassVar[tuple[str, ...]] = ()
     conformance_params: ClassVar[dict] = {}
     merge_semantics: ClassVar[str] = "average"
+    averaged_fields: ClassVar[tuple[str, ...]] = ()
+    counted_fields: ClassVar[tuple[str, ...]] = ("n_seen",)
+    maximum_fields: ClassVar[tuple[str, ...]] = ()
+    mixable: ClassVar[bool] = False
+    mix_refusal: ClassVar[str] = ""
 
     def __init__(self, config):
         if not isinstance(config, self.config_class):
@@ -202,18 +242,18 @@ class Learner:
         """One of :data:`TASKS`."""
         return self.config.task
 
-    def init(self) -> NamedTuple:
+    def init(self) -> StateT:
         """Return the initial state (the model before any example)."""
         raise NotImplementedError
 
-    def update(self, state, X, y):
+    def update(self, state: StateT, X: ArrayLike, y: ArrayLike) -> tuple[StateT, np.ndarray]:
         """Learn from a batch in order: returns ``(new_state, online_scores)``.
 
         ``online_scores[i]`` is the prediction for row ``i`` made before learning from it.
         """
         raise NotImplementedError
 
-    def predict(self, state, X) -> np.ndarray:
+    def predict(self, state: StateT, X: ArrayLike) -> np.ndarray:
         """Decision values of ``state`` on rows ``X``."""
         raise NotImplementedError
 
@@ -221,13 +261,141 @@ class Learner:
         """The :class:`~okl_core.features.FeatureSpec` the model lives in, or None."""
         return None
 
-    def merge(self, states: list, base=None) -> NamedTuple:
+    # -- merge ----------------------------------------------------------------------------
+    def merge_weights(self, states: Sequence[StateT], base: StateT | None = None) -> np.ndarray:
+        """Default merge weights: each state's ``n_seen``, or the examples it added since ``base``.
+
+        Raises
+        ------
+        NotMergeableError
+            A state has seen fewer examples than ``base``.
+        """
+        n_base = 0 if base is None else int(base.n_seen)
+        added = [int(s.n_seen) - n_base for s in states]
+        if added and min(added) < 0:
+            raise NotMergeableError(f"{self.name}: a state has seen fewer examples than the base it started from")
+        return np.array(added, dtype=np.float64)
+
+    def merge(self, states: Sequence[StateT], weights: ArrayLike | None = None, base: StateT | None = None) -> StateT:
         """Combine states trained on disjoint shards into one (see :func:`okl_core.merge_states`).
 
-        ``base`` is only passed to ``merge_semantics = 'sum'`` learners: the state every one
-        of ``states`` started from, whose statistics must be counted once.
+        Parameters
+        ----------
+        states : sequence of states
+            Non-empty, in a deterministic order (sums run in this order).
+        weights : array-like, optional
+            One non-negative weight per state, normalised here (all zero: equal weights).
+            Default :meth:`merge_weights`: examples seen (or added since ``base``).
+        base : state, optional
+            The state every one of ``states`` started from (iterative parameter mixing):
+            ``counted_fields`` count it once; summing learners subtract its statistics.
+
+        The default averages ``averaged_fields`` with :func:`weighted_average`, sums
+        ``counted_fields``, takes the maximum of ``maximum_fields`` and asks
+        :meth:`merge_special` for the rest.
         """
-        raise NotMergeableError(f"{self.name} states cannot be merged")
+        if self.merge_semantics == "none":
+            raise NotMergeableError(f"{self.name} states cannot be merged")
+        states = self._merge_inputs(states)
+        weights = self._weights(states, weights, base)
+        fields = {name: weighted_average([getattr(s, name) for s in states], weights) for name in self.averaged_fields}
+        for name in self.averaged_fields:
+            if np.ndim(fields[name]) == 0:
+                fields[name] = np.asarray(fields[name], dtype=np.float64)
+        for name in self.maximum_fields:
+            fields[name] = np.max([getattr(s, name) for s in states], axis=0)
+        for name in self.counted_fields:
+            fields[name] = self._count(name, states, base)
+        fields.update(self.merge_special(states, weights, base))
+        return self._build(fields)
+
+    def merge_special(self, states: Sequence[StateT], weights: np.ndarray, base: StateT | None) -> dict:
+        """Merged values of the fields that are not declared (none by default)."""
+        return {}
+
+    def _merge_inputs(self, states: Sequence[StateT]) -> list:
+        states = list(states)
+        if not states:
+            raise NotMergeableError(f"{self.name}: nothing to merge")
+        return states
+
+    def _weights(self, states: list, weights: ArrayLike | None, base: StateT | None) -> np.ndarray:
+        if weights is None:
+            return self.merge_weights(states, base)
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != (len(states),):
+            raise ValueError(f"{self.name}: {len(states)} states need {len(states)} merge weights, got shape {weights.shape}")
+        if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+            raise ValueError(f"{self.name}: merge weights must be finite and >= 0, got {weights.tolist()}")
+        return weights
+
+    def _count(self, name: str, states: Sequence[StateT], base: StateT | None) -> np.ndarray:
+        """Sum of a counter over ``states`` (int64), with ``base``'s value counted once."""
+        total = np.sum([np.asarray(getattr(s, name), dtype=np.int64) for s in states], axis=0)
+        if base is not None:
+            total = total - (len(states) - 1) * np.asarray(getattr(base, name), dtype=np.int64)
+        return np.asarray(total, dtype=np.int64)
+
+    def _build(self, fields: dict) -> StateT:
+        missing = [f for f in self.state_class._fields if f not in fields]
+        if missing:
+            raise NotMergeableError(
+                f"{self.name} states cannot be combined: fields {missing} are neither declared (averaged_fields, "
+                "counted_fields, maximum_fields) nor produced by merge_special / mix_special"
+            )
+        return self.state_class(**{f: fields[f] for f in self.state_class._fields})
+
+    # -- mix ------------------------------------------------------------------------------
+    def mix_refusal_reason(self) -> str:
+        """Why this learner cannot mix ('' when it can)."""
+        if self.mixable:
+            return ""
+        if self.mix_refusal:
+            return self.mix_refusal
+        if self.merge_semantics == "none":
+            return "its states cannot be merged, so there is no merged model to mix in"
+        if self.merge_semantics == "sum":
+            return "its merge sums sufficient statistics, so mixing a merged model into a shard would count examples twice"
+        return "it does not declare mixing (mixable = False)"
+
+    def mix(self, local: StateT, merged: StateT, weight: float) -> StateT:
+        """Blend a merged model into a shard's local state (streaming model mixing).
+
+        ``weight = 0`` returns ``local`` unchanged; ``weight = 1`` gives the merged model
+        (with the local counters). The default: ``averaged_fields`` become
+        ``(1 - weight) local + weight merged`` (local dtype), ``counted_fields`` stay local,
+        ``maximum_fields`` take the elementwise maximum, :meth:`mix_special` gives the rest.
+
+        Raises
+        ------
+        NotMergeableError
+            The learner cannot mix (``mixable`` is False), or the states' arrays differ in shape.
+        ValueError
+            ``weight`` outside [0, 1].
+        """
+        if not self.mixable:
+            raise NotMergeableError(f"{self.name} cannot mix a merged model into a shard: {self.mix_refusal_reason()}")
+        weight = float(weight)
+        if not 0.0 <= weight <= 1.0:
+            raise ValueError(f"mixing weight must be in [0, 1], got {weight}")
+        if weight == 0.0:
+            return local
+        fields = {}
+        for name in self.averaged_fields:
+            a, b = np.asarray(getattr(local, name)), np.asarray(getattr(merged, name))
+            if a.shape != b.shape:
+                raise NotMergeableError(f"{self.name}: state array {name!r} has shape {a.shape} locally and {b.shape} merged; cannot mix")
+            fields[name] = np.asarray(((1.0 - weight) * a + weight * b).astype(a.dtype, copy=False))
+        for name in self.maximum_fields:
+            fields[name] = np.maximum(getattr(local, name), getattr(merged, name))
+        for name in self.counted_fields:
+            fields[name] = getattr(local, name)
+        fields.update(self.mix_special(local, merged, weight))
+        return self._build(fields)
+
+    def mix_special(self, local: StateT, merged: StateT, weight: float) -> dict:
+        """Mixed values of the fields that are not declared (none by default)."""
+        return {}
 
     def to_labels(self, scores: np.ndarray) -> np.ndarray:
         """Labels from decision values: sign (0 -> +1), first argmax, or the value."""

@@ -21,12 +21,18 @@ When ``1 - gamma_i nu`` is exactly 0 the past is erased (coefficients zeroed, sc
 the lazy scale is renormalised before it underflows. With ``averaged=True`` the state also
 carries the averaged iterate ``(1/t) sum_s f_s``, which ``predict`` then uses (the online
 predictions made during training always come from the current iterate).
+
+Merge and mix work on the true coefficients ``scale * coef`` (and the averaged iterate),
+block by block, the shorter history padded with zero blocks: a merge is the weighted
+average of the shards' functions, ``mix(local, merged, w)`` is exactly
+``(1 - w) f_local + w f_merged``; both give scale 1 and the longer history's ``t``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -34,7 +40,6 @@ import numpy as np
 from okl_core.features import FeatureSpec, FourierFeatures
 from okl_core.learners.base import (
     Learner,
-    NotMergeableError,
     check_bool,
     check_int,
     check_nonnegative,
@@ -176,6 +181,7 @@ class DSG(Learner):
     growing_fields = ("coef", "avg_coef")
     runtime_fields = ("feature_cache_mb",)
     conformance_params = {"block_size": 32, "batch_size": 8, "theta": 50.0, "nu": 1e-4}
+    mixable = True  # on the true coefficients (mix below), not the raw scaled arrays
 
     def __init__(self, config):
         super().__init__(config)
@@ -272,26 +278,45 @@ class DSG(Learner):
         )
         return new_state, self._output(scores)
 
-    def merge(self, states: list[DSGState]) -> DSGState:
-        """Block-wise weighted average (by ``n_seen``) of the true coefficients.
-
-        Shards use the same block at the same iteration index, so block ``j`` of every
-        shard lives in the same feature space; shorter histories are padded with zeros.
-        """
-        if not states:
-            raise NotMergeableError("dsg: nothing to merge")
-        t = max(int(s.t) for s in states)
-        weights = np.array([int(s.n_seen) for s in states], dtype=np.float64)
+    # -- merge and mix: on the true coefficients scale * coef ---------------------------
+    def _true_blocks(self, states, field: str, t: int) -> list[np.ndarray]:
+        """Each state's true coefficients of ``field`` (``scale * coef`` or ``avg_coef``), padded with zero blocks to ``t``."""
 
         def padded(a):
             return np.concatenate([a, np.zeros((t - a.shape[0],) + a.shape[1:])])
 
-        coef = weighted_average([padded(s.coef * float(s.scale)) for s in states], weights)
-        avg = weighted_average([padded(s.avg_coef) for s in states], weights) if self.config.averaged else states[0].avg_coef
-        return DSGState(
-            coef=coef,
-            scale=np.asarray(1.0),
-            avg_coef=avg,
-            t=np.asarray(t, dtype=np.int64),
-            n_seen=np.asarray(int(weights.sum()), dtype=np.int64),
-        )
+        if field == "coef":
+            return [padded(s.coef * float(s.scale)) for s in states]
+        return [padded(s.avg_coef) for s in states]
+
+    def merge_special(self, states: Sequence[DSGState], weights: np.ndarray, base: DSGState | None) -> dict:
+        """Block-wise weighted average of the true coefficients (``n_seen`` adds up by default).
+
+        Shards use the same block at the same iteration index, so block ``j`` of every
+        shard lives in the same feature space; shorter histories are padded with zeros.
+        The merged scale is 1 and ``t`` the longest history.
+        """
+        t = max(int(s.t) for s in states)
+        coef = weighted_average(self._true_blocks(states, "coef", t), weights)
+        avg = weighted_average(self._true_blocks(states, "avg_coef", t), weights) if self.config.averaged else states[0].avg_coef
+        return {"coef": coef, "scale": np.asarray(1.0), "avg_coef": avg, "t": np.asarray(t, dtype=np.int64)}
+
+    def mix_special(self, local: DSGState, merged: DSGState, weight: float) -> dict:
+        """``(1 - weight) local + weight merged`` on the true coefficients (exact in function space).
+
+        The raw ``coef`` arrays carry each state's lazy scale, so they are rescaled first;
+        the shorter history is padded with zero blocks, and the mixed state has scale 1 and
+        ``t`` the longer history (block ``j`` is learned at iteration ``j``, so ``t`` must be
+        the number of blocks). With ``averaged=True`` the averaged iterates mix alike.
+        ``n_seen`` stays local (the default for counters).
+        """
+        pair = (local, merged)
+        t = max(int(local.t), int(merged.t))
+        a, b = self._true_blocks(pair, "coef", t)
+        coef = (1.0 - weight) * a + weight * b
+        if self.config.averaged:
+            a, b = self._true_blocks(pair, "avg_coef", t)
+            avg = (1.0 - weight) * a + weight * b
+        else:
+            avg = local.avg_coef
+        return {"coef": coef, "scale": np.asarray(1.0), "avg_coef": avg, "t": np.asarray(t, dtype=np.int64)}

@@ -28,14 +28,12 @@ import numpy as np
 from okl_core.features import FourierFeatures
 from okl_core.learners.base import (
     Learner,
-    NotMergeableError,
     RandomFeatureConfig,
     check_choice,
     check_int,
     check_nonnegative,
     check_positive,
     validate_xy,
-    weighted_average,
 )
 from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, RegressionRule
 
@@ -100,20 +98,26 @@ class LinearState(NamedTuple):
     n_seen: np.ndarray
 
 
-def merge_linear_states(learner: Learner, states: list[LinearState]) -> LinearState:
-    """Average ``w`` weighted by ``n_seen`` (one-shot parameter averaging), add ``n_seen``."""
-    if not states:
-        raise NotMergeableError(f"{learner.name}: nothing to merge")
-    weights = np.array([int(s.n_seen) for s in states], dtype=np.float64)
-    w = weighted_average([s.w for s in states], weights)
-    return LinearState(w=w, n_seen=np.asarray(int(weights.sum()), dtype=np.int64))
+def merge_linear_states(learner: Learner, states: list[LinearState], weights=None) -> LinearState:
+    """Average ``w`` weighted by ``n_seen`` (one-shot parameter averaging), add ``n_seen``.
+
+    Kept for callers of the old helper: it is ``learner.merge(states, weights)``, the
+    protocol's default for a learner declaring ``averaged_fields = ('w',)``.
+    """
+    return learner.merge(states, weights)
 
 
 class _FourierLinear(Learner):
-    """Shared machinery: the seeded feature map, scores, state, merge."""
+    """Shared machinery: the seeded feature map, scores, state.
+
+    Merge and mix are the protocol's defaults on ``w`` (linear in ``w``: a weighted average
+    of models, a convex combination of two), ``n_seen`` counted.
+    """
 
     conformance_params = {"n_components": 32, "sigma": 1.0, "eta": 0.2}
     state_class = LinearState
+    averaged_fields = ("w",)
+    mixable = True
     rule_class = None  # a rule of okl_core.learners.rules, set by each learner
 
     def __init__(self, config):
@@ -159,9 +163,6 @@ class _FourierLinear(Learner):
             if step is not None:
                 w += step * z
         return scores
-
-    def merge(self, states):
-        return merge_linear_states(self, states)
 
 
 class FOGD(_FourierLinear):

@@ -23,11 +23,15 @@ for checking the budgeted and approximate learners (the rules live in
 Merge: the states' functions are averaged with weights ``n_seen`` (like FOGD's parameter
 averaging), represented exactly by concatenating the support sets in state order with
 each ``alpha`` scaled by its weight; the merged support set is the sum of the sizes.
+Mixing is refused (``mixable = False``): it would append the merged model's support set,
+which already holds every shard's, to each shard at every version, so states would grow
+without bound.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -35,7 +39,6 @@ import numpy as np
 from okl_core.features import KERNELS, exact_kernel
 from okl_core.learners.base import (
     Learner,
-    NotMergeableError,
     check_choice,
     check_int,
     check_nonnegative,
@@ -163,6 +166,10 @@ class _KernelExpansion(ExactKernelMixin, Learner):
     state_class = SupportState
     growing_fields = ("support", "alpha")
     rule_class = None
+    mix_refusal = (
+        "its model is a growing support set; mixing would append the merged model's support vectors "
+        "(every shard's) to each shard at every version, so states would grow without bound"
+    )
 
     def __init__(self, config):
         super().__init__(config)
@@ -199,18 +206,15 @@ class _KernelExpansion(ExactKernelMixin, Learner):
         n_seen = np.asarray(int(state.n_seen) + len(y), dtype=np.int64)
         return SupportState(support=support, alpha=alpha, n_seen=n_seen), scores
 
-    def merge(self, states: list[SupportState]) -> SupportState:
-        """Average the functions with weights ``n_seen``: concatenate the support sets,
-        scaling each state's ``alpha`` by its weight (equal weights if nothing was seen)."""
-        if not states:
-            raise NotMergeableError(f"{self.name}: nothing to merge")
-        seen = np.array([int(s.n_seen) for s in states], dtype=np.float64)
-        weights = seen / seen.sum() if seen.sum() > 0 else np.full(len(states), 1.0 / len(states))
-        return SupportState(
-            support=np.concatenate([s.support for s in states]),
-            alpha=np.concatenate([w * s.alpha for w, s in zip(weights, states)]),
-            n_seen=np.asarray(int(seen.sum()), dtype=np.int64),
-        )
+    def merge_special(self, states: Sequence[SupportState], weights: np.ndarray, base: SupportState | None) -> dict:
+        """Average the functions: concatenate the support sets, scaling each state's
+        ``alpha`` by its normalised weight (default ``n_seen``; equal weights if all are 0)."""
+        total = weights.sum()
+        weights = weights / total if total > 0 else np.full(len(states), 1.0 / len(states))
+        return {
+            "support": np.concatenate([s.support for s in states]),
+            "alpha": np.concatenate([w * s.alpha for w, s in zip(weights, states)]),
+        }
 
 
 class KernelOGD(_KernelExpansion):

@@ -162,6 +162,7 @@ class _NOGDBase(ExactKernelMixin, Learner):
 
     state_class = NOGDState
     merge_semantics = "none"
+    mix_refusal = "each shard chooses its own landmarks, so states live in different Nystrom feature spaces and cannot be merged or mixed"
     rule_class = None
 
     def __init__(self, config):
@@ -241,7 +242,7 @@ class _NOGDBase(ExactKernelMixin, Learner):
                 w += np.multiply.outer(z, coef)
         return scores
 
-    def merge(self, states):
+    def merge(self, states, weights=None, base=None):
         raise NotMergeableError(
             f"{self.name} states cannot be merged: each shard chooses its own landmarks, so "
             "their Nystrom feature spaces differ (train with one shard, or use fogd)"

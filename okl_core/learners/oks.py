@@ -79,7 +79,15 @@ different shards are different functions with their own norm bookkeeping). The
 random-feature versions average ``w`` kernel by kernel with weights ``n_seen`` and
 average the selection statistics with the same weights (RF-OKS++: ``L~``, ``S``; RF-IOKS:
 ``q``, ``sum ||grad~||^2``; and the elementwise maximum of RF-IOKS's increasing ``eta``
-and ``rho``), so merging identical states is the identity; usage counts add.
+and ``rho``), so merging identical states is the identity; usage counts add. These are
+the protocol's field declarations (``averaged_fields``, ``maximum_fields``,
+``counted_fields`` of :class:`~okl_core.learners.base.Learner`).
+
+Mixing (streaming): the random-feature versions mix field by field as they merge --
+``w`` and the averaged statistics become ``(1 - w) local + w merged``, ``eta`` and
+``rho`` the elementwise maximum, ``n_used`` and ``n_seen`` stay the shard's own.
+Predictions are not linear in the mixed parameters (``q`` and ``p`` come from the mixed
+statistics). The kernel versions cannot mix (they cannot merge).
 """
 
 from __future__ import annotations
@@ -98,7 +106,6 @@ from okl_core.learners.base import (
     check_int,
     check_positive,
     validate_xy,
-    weighted_average,
 )
 from okl_core.learners.multikernel import (
     OKS_DICTIONARY,
@@ -689,8 +696,9 @@ class _SupportStorage:
         return out
 
     merge_semantics = "none"
+    mix_refusal = "its kernel models keep growing support sets, which cannot be merged or mixed (train rf_oks_pp or rf_ioks to mix)"
 
-    def merge(self, states):
+    def merge(self, states, weights=None, base=None):
         raise NotMergeableError(
             f"{self.name}: kernel models keep growing support sets, which shards cannot average; "
             f"train the random-feature version (rf_oks_pp, rf_ioks) to merge"
@@ -721,17 +729,6 @@ class _FeatureStorage:
         if not np.any(state.w[i]):
             return np.zeros(len(X))
         return self.bank.transform(i, X) @ state.w[i]
-
-    def merge(self, states):
-        if not states:
-            raise NotMergeableError(f"{self.name}: nothing to merge")
-        counts = np.array([int(s.n_seen) for s in states], dtype=np.float64)
-        fields = {
-            "w": weighted_average([s.w for s in states], counts),
-            "n_used": np.sum([s.n_used for s in states], axis=0).astype(np.int64),
-            "n_seen": np.asarray(int(counts.sum()), np.int64),
-        }
-        return self.state_class(**fields, **self._merge_rule(states, counts))
 
 
 class _OKSRule:
@@ -806,12 +803,6 @@ class _OKSPlusPlusRule:
         stats["n_used"][i] += 1
         return f
 
-    def _merge_rule(self, states, counts):
-        return {
-            "loss_sum": weighted_average([s.loss_sum for s in states], counts),
-            "sq_loss_sum": np.asarray(float(weighted_average([s.sq_loss_sum for s in states], counts))),
-            "delta_constant": np.asarray(float(weighted_average([s.delta_constant for s in states], counts))),
-        }
 
 
 class _IOKSRule:
@@ -862,13 +853,6 @@ class _IOKSRule:
         stats["n_used"][i] += 1
         return f
 
-    def _merge_rule(self, states, counts):
-        return {
-            "q": weighted_average([s.q for s in states], counts),
-            "eta": np.max([s.eta for s in states], axis=0),
-            "rho": np.max([s.rho for s in states], axis=0),
-            "grad_sq_sum": weighted_average([s.grad_sq_sum for s in states], counts),
-        }
 
 
 class OKS(_OKSRule, _SupportStorage, _KernelSelection):
@@ -912,12 +896,16 @@ class IOKS(_IOKSRule, _SupportStorage, _KernelSelection):
 class RFOKSPlusPlus(_OKSPlusPlusRule, _FeatureStorage, _KernelSelection):
     """RF-OKS++ (``rf_oks_pp``): OKS++ on seeded random features with coordinate clipping.
 
-    Merge: ``w`` and the OKS++ sums averaged by ``n_seen``, usage counts added.
+    Merge: ``w`` and the OKS++ sums averaged by ``n_seen``, usage counts added; mix alike
+    (counts stay local).
     """
 
     name = "rf_oks_pp"
     config_class = RFOKSPlusPlusConfig
     state_class = RFOKSPlusPlusState
+    averaged_fields = ("w", "loss_sum", "sq_loss_sum", "delta_constant")
+    counted_fields = ("n_used", "n_seen")
+    mixable = True
     conformance_params = {"kernels": "gaussian:0.5,gaussian:2", "n_components": 32}
 
 
@@ -925,10 +913,15 @@ class RFIOKS(_IOKSRule, _FeatureStorage, _KernelSelection):
     """RF-IOKS (``rf_ioks``): IOKS on seeded random features with coordinate clipping.
 
     Needs the horizon ``T`` (``horizon``). Merge: ``w``, ``q`` and the gradient sums
-    averaged by ``n_seen``, the elementwise maximum of ``eta`` and ``rho``, counts added.
+    averaged by ``n_seen``, the elementwise maximum of ``eta`` and ``rho``, counts added;
+    mix alike (counts stay local).
     """
 
     name = "rf_ioks"
     config_class = RFIOKSConfig
     state_class = RFIOKSState
+    averaged_fields = ("w", "q", "grad_sq_sum")
+    maximum_fields = ("eta", "rho")
+    counted_fields = ("n_used", "n_seen")
+    mixable = True
     conformance_params = {"kernels": "gaussian:0.5,gaussian:2", "n_components": 32, "horizon": 2000}

@@ -59,6 +59,13 @@ weights ``n_seen``; the normalised log-weights are averaged with the same weight
 weighted geometric mean of the kernel weights) and renormalised; usage counts add. An
 OMKL-GF merge keeps a frozen graph only when every state froze the same graph; otherwise
 the merged model regenerates its graph on the next example.
+
+Mixing (streaming) is the two-state version of the merge with weights ``1 - w`` (local)
+and ``w`` (merged): ``theta`` blends, the normalised log-weights blend and are
+renormalised (so the kernel weights are a weighted geometric mean), the usage counts and
+``n_seen`` stay the shard's own, and an OMKL-GF shard keeps its frozen graph only if the
+merged model froze the same graph. Predictions are not linear in the mixed parameters
+(the kernel weights multiply the per-kernel predictions).
 """
 
 from __future__ import annotations
@@ -71,7 +78,6 @@ import numpy as np
 
 from okl_core.learners.base import (
     Learner,
-    NotMergeableError,
     check_choice,
     check_fraction,
     check_int,
@@ -246,6 +252,8 @@ class _RandomFeatureMultiKernel(KernelReportMixin, Learner):
     """Shared parts: the feature bank, the per-kernel loss, mixture prediction, merging."""
 
     runtime_fields = ("feature_cache_mb",)
+    averaged_fields = ("theta",)
+    mixable = True
 
     def __init__(self, config):
         super().__init__(config)
@@ -284,13 +292,13 @@ class _RandomFeatureMultiKernel(KernelReportMixin, Learner):
                 out += weights[n] * (self.bank.transform(n, X) @ state.theta[n])
         return out
 
-    def _merged_parameters(self, states):
-        if not states:
-            raise NotMergeableError(f"{self.name}: nothing to merge")
-        counts = np.array([int(s.n_seen) for s in states], dtype=np.float64)
-        theta = weighted_average([s.theta for s in states], counts)
-        log_w = log_normalize(weighted_average([log_normalize(s.log_w) for s in states], counts))
-        return theta, log_w, np.asarray(int(counts.sum()), dtype=np.int64)
+    def merge_special(self, states, weights: np.ndarray, base) -> dict:
+        """Log-weights: weighted mean of the normalised log-weights, renormalised."""
+        return {"log_w": log_normalize(weighted_average([log_normalize(s.log_w) for s in states], weights))}
+
+    def mix_special(self, local, merged, weight: float) -> dict:
+        """Log-weights: ``(1 - weight)`` local plus ``weight`` merged normalised log-weights, renormalised."""
+        return {"log_w": log_normalize((1.0 - weight) * log_normalize(local.log_w) + weight * log_normalize(merged.log_w))}
 
 
 class Raker(_RandomFeatureMultiKernel):
@@ -338,9 +346,6 @@ class Raker(_RandomFeatureMultiKernel):
         new = RakerState(theta=theta, log_w=log_w, n_seen=np.asarray(n_seen + len(y), dtype=np.int64))
         return new, scores
 
-    def merge(self, states: list[RakerState]) -> RakerState:
-        theta, log_w, n_seen = self._merged_parameters(states)
-        return RakerState(theta=theta, log_w=log_w, n_seen=n_seen)
 
 
 class OMKLGF(_RandomFeatureMultiKernel):
@@ -354,6 +359,7 @@ class OMKLGF(_RandomFeatureMultiKernel):
     name = "omkl_gf"
     config_class = OMKLGFConfig
     state_class = OMKLGFState
+    counted_fields = ("n_used", "n_seen")
     conformance_params = {
         "kernels": "gaussian:0.5,gaussian:1,gaussian:4",
         "n_components": 32,
@@ -435,15 +441,14 @@ class OMKLGF(_RandomFeatureMultiKernel):
             work["frozen"] = (y_hat - y) ** 2 < cfg.freeze_below
         return y_hat
 
-    def merge(self, states: list[OMKLGFState]) -> OMKLGFState:
-        theta, log_w, n_seen = self._merged_parameters(states)
+    def _graph_fields(self, states) -> dict:
+        """The first state's graph, frozen only when every state froze that same graph."""
         first = states[0]
         keep = all(bool(s.frozen) for s in states) and all(np.array_equal(s.graph, first.graph) for s in states)
-        return OMKLGFState(
-            theta=theta,
-            log_w=log_w,
-            graph=first.graph.copy(),
-            frozen=np.asarray(keep),
-            n_used=np.sum([s.n_used for s in states], axis=0).astype(np.int64),
-            n_seen=n_seen,
-        )
+        return {"graph": first.graph.copy(), "frozen": np.asarray(keep)}
+
+    def merge_special(self, states, weights, base) -> dict:
+        return {**super().merge_special(states, weights, base), **self._graph_fields(states)}
+
+    def mix_special(self, local, merged, weight) -> dict:
+        return {**super().mix_special(local, merged, weight), **self._graph_fields((local, merged))}

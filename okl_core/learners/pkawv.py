@@ -25,6 +25,9 @@ Learners
 * ``pkawv_nystrom``: PKAWV with sequential Nystrom projections, the dictionary chosen by
   KORS (Algorithm 2). Not mergeable (every shard has its own dictionary).
 
+None of them mixes (``mixable = False``): the exact merges sum examples, so mixing a
+merged model into a shard would count examples twice.
+
 Blocked updates
 ---------------
 The learners process rows in blocks of at most ``block_rows`` rows (a runtime setting:
@@ -51,10 +54,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg as sla
+from numpy.typing import ArrayLike
 from scipy.linalg import lapack
 
 from okl_core.features import KERNELS, TaylorFeatures, taylor_basis_size
@@ -181,6 +186,12 @@ class ExactRidgeState(NamedTuple):
     n_seen: np.ndarray
 
 
+def _no_weights(learner: Learner, weights) -> None:
+    """Exact merges (sums of statistics) take no weights: a ValueError if some are given."""
+    if weights is not None:
+        raise ValueError(f"{learner.name}: the merge is an exact sum of sufficient statistics and takes no weights")
+
+
 class _ExactRidge(ExactKernelMixin, Learner):
     """Dual kernel ridge with the inverse grown by bordering; ``ordering`` set by subclass."""
 
@@ -253,14 +264,16 @@ class _ExactRidge(ExactKernelMixin, Learner):
         inv[g0:g1, g0:g1] = L_inv.T @ L_inv
         return pred
 
-    def merge(self, states: list[ExactRidgeState], base: ExactRidgeState | None = None) -> ExactRidgeState:
+    def merge(
+        self, states: Sequence[ExactRidgeState], weights: ArrayLike | None = None, base: ExactRidgeState | None = None
+    ) -> ExactRidgeState:
         """Exact: the examples of all states (in order) and a fresh inverse of ``K + lam I``.
 
         With ``base`` (the state all of them started from), its examples come first, once,
-        followed by each state's examples after them.
+        followed by each state's examples after them. No weights: the merge is exact.
         """
-        if not states:
-            raise NotMergeableError(f"{self.name}: nothing to merge")
+        states = self._merge_inputs(states)
+        _no_weights(self, weights)
         skip = 0 if base is None else len(base.targets)
         for s in states if base is not None else ():
             if not np.array_equal(s.inputs[:skip], base.inputs):
@@ -270,8 +283,7 @@ class _ExactRidge(ExactKernelMixin, Learner):
         targets = np.concatenate([h.targets for h in heads] + [s.targets[skip:] for s in states])
         K = self._kernel(inputs, inputs) + self.config.lam * np.eye(len(targets))
         inverse = _spd_inverse(K)
-        n_seen = sum(int(s.n_seen) for s in states) - (len(states) - 1) * (0 if base is None else int(base.n_seen))
-        return ExactRidgeState(inputs=inputs, targets=targets, inverse=inverse, n_seen=np.asarray(n_seen, dtype=np.int64))
+        return ExactRidgeState(inputs=inputs, targets=targets, inverse=inverse, n_seen=self._count("n_seen", states, base))
 
 
 class KernelAWV(_ExactRidge):
@@ -475,26 +487,25 @@ class PKAWVTaylor(Learner):
     def _inverse(self, gram: np.ndarray) -> np.ndarray:
         return _spd_inverse(gram + self.config.lam * np.eye(gram.shape[0]))
 
-    def merge(self, states: list[TaylorState], base: TaylorState | None = None) -> TaylorState:
+    def merge(self, states: Sequence[TaylorState], weights: ArrayLike | None = None, base: TaylorState | None = None) -> TaylorState:
         """Exact merge: sum ``gram``, ``b`` and ``n_seen`` (in list order), recompute ``a_inv``.
 
         With ``base`` (the state all of them started from) the sums are
-        ``base + sum_i (state_i - base)``, so the base's examples count once.
+        ``base + sum_i (state_i - base)``, so the base's examples count once. No weights:
+        the merge is exact.
         """
-        if not states:
-            raise NotMergeableError(f"{self.name}: nothing to merge")
+        states = self._merge_inputs(states)
+        _no_weights(self, weights)
         gram = np.zeros_like(states[0].gram)
         b = np.zeros_like(states[0].b)
         for s in states:
             gram += s.gram
             b += s.b
-        n_seen = sum(int(s.n_seen) for s in states)
         if base is not None:
             extra = len(states) - 1
             gram -= extra * base.gram
             b -= extra * base.b
-            n_seen -= extra * int(base.n_seen)
-        return TaylorState(gram=gram, b=b, a_inv=self._inverse(gram), n_seen=np.asarray(n_seen, dtype=np.int64))
+        return TaylorState(gram=gram, b=b, a_inv=self._inverse(gram), n_seen=self._count("n_seen", states, base))
 
 
 # -- PKAWV with sequential Nystrom projections (KORS) ----------------------------------
@@ -665,6 +676,7 @@ class PKAWVNystrom(ExactKernelMixin, Learner):
     config_class = PKAWVNystromConfig
     state_class = NystromState
     merge_semantics = "none"
+    mix_refusal = "each shard draws its own KORS dictionary, so states cannot be merged or mixed"
     growing_fields = ("inputs", "targets", "knm", "dictionary", "kors_weights", "kors_inv", "chol", "kty")
     runtime_fields = ("block_rows", "max_dictionary", "max_state_mb")
     conformance_params = {"sigma": 1.0, "lam": 0.1, "mu": 0.05, "block_rows": 7}
@@ -730,7 +742,7 @@ class PKAWVNystrom(ExactKernelMixin, Learner):
         scores = run.run()
         return run.state(), scores
 
-    def merge(self, states):
+    def merge(self, states, weights=None, base=None):
         raise NotMergeableError(
             f"{self.name} states cannot be merged: each shard draws its own KORS dictionary, so the "
             "projections differ (train with one shard, or use pkawv_taylor, whose states merge exactly)"

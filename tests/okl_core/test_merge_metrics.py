@@ -106,3 +106,28 @@ def test_rounds_of_an_averaging_learner_weight_by_new_examples():
     assert int(merged.n_seen) == 90
     with pytest.raises(okl_core.NotMergeableError, match="fewer examples"):
         okl_core.merge_states(learner, [base, learner.init()], base=base)
+
+
+def test_a_learner_that_declares_nothing_cannot_merge_or_mix():
+    """The defaults merge only declared fields: an undeclared field is a clear refusal."""
+    from typing import NamedTuple
+
+    from okl_core.learners.base import Learner
+    from okl_core.merge import check_mixable
+
+    class State(NamedTuple):
+        w: np.ndarray
+        n_seen: np.ndarray
+
+    class Undeclared(Learner):
+        name = "undeclared"
+        state_class = State
+
+    learner = Undeclared.__new__(Undeclared)
+    s = State(w=np.zeros(2), n_seen=np.asarray(1, dtype=np.int64))
+    with pytest.raises(okl_core.NotMergeableError, match=r"undeclared states cannot be combined: fields \['w'\]"):
+        learner.merge([s, s])
+    with pytest.raises(okl_core.NotMergeableError, match="undeclared cannot mix"):
+        check_mixable(learner)
+    Undeclared.averaged_fields = ("w",)
+    assert int(learner.merge([s, s]).n_seen) == 2
