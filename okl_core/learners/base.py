@@ -9,15 +9,22 @@ that can be folded, and states can be saved without pickle and merged.
 Scores, not labels: ``update`` and ``predict`` return decision values -- shape ``(n,)`` for
 binary (label = sign, sign(0) = +1) and regression, ``(n, C)`` for multiclass (label =
 first argmax). :meth:`Learner.to_labels` converts.
+
+Every subclass's ``init``, ``update``, ``predict``, ``merge`` and ``mix`` run with one BLAS
+thread (:mod:`okl_core.numerics`), so a state's bytes do not depend on the BLAS thread count
+of the process that computed it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
+
+from okl_core.numerics import pinned
 
 __all__ = [
     "Learner",
@@ -180,6 +187,18 @@ class Learner:
     conformance_params: ClassVar[dict] = {}
     merge_semantics: ClassVar[str] = "average"
 
+    pinned_methods: ClassVar[tuple] = ("init", "update", "predict", "merge", "mix")
+    """Methods that every subclass runs with one BLAS thread (:mod:`okl_core.numerics`)."""
+
+    def __init_subclass__(cls, **kwargs):
+        # The one place that makes learner numerics independent of the BLAS thread count:
+        # each subclass's own definitions of these methods are wrapped when the class is made.
+        super().__init_subclass__(**kwargs)
+        for name in cls.pinned_methods:
+            method = cls.__dict__.get(name)
+            if isinstance(method, types.FunctionType):
+                setattr(cls, name, pinned(method))
+
     def __init__(self, config):
         if not isinstance(config, self.config_class):
             raise TypeError(f"{self.name} needs a {self.config_class.__name__}, got {type(config).__name__}")
@@ -240,6 +259,12 @@ class Learner:
     def __repr__(self):
         params = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self.config).items())
         return f"{type(self).__name__}({params})"
+
+
+for _name in Learner.pinned_methods:  # the base class's own defaults (e.g. a default mix) too
+    if isinstance(Learner.__dict__.get(_name), types.FunctionType):
+        setattr(Learner, _name, pinned(Learner.__dict__[_name]))
+del _name
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
