@@ -56,10 +56,10 @@ import threading
 __all__ = ["single_threaded_blas", "pinned", "blas_libraries"]
 
 _lock = threading.Lock()
-_depth = 0  # threads inside the pin, counting nesting
-_restore: list = []  # (library controller, its thread count before the outermost entry)
-_enabled = True  # False only inside _unpinned() (benchmarks and the regression test's control)
-_controller = None
+_local = threading.local()  # per thread: depth (nesting) and the per-thread counts to restore
+_depth = 0  # threads of the process inside the pin
+_restore: list = []  # (process-wide library, its count before the first thread entered)
+_enabled = True  # False only inside _unpinned() (benchmarks and the test's control)
 _libraries: list = []
 _modules_seen = -1  # len(sys.modules) when the libraries were last looked up
 
@@ -70,46 +70,85 @@ def blas_libraries() -> list:
     Looked up again whenever modules were imported since the last look-up, so a BLAS that
     an extension loads later (scipy's) is included.
     """
-    global _controller, _libraries, _modules_seen
+    global _libraries, _modules_seen
     n_modules = len(sys.modules)
     if n_modules != _modules_seen:
         from threadpoolctl import ThreadpoolController
 
-        _controller = ThreadpoolController()
-        _libraries = list(_controller.select(user_api="blas").lib_controllers)
+        _libraries = list(ThreadpoolController().select(user_api="blas").lib_controllers)
         _modules_seen = n_modules
     return _libraries
 
 
+def _per_thread(lib) -> bool:
+    """True when the library's count is per calling thread (an OpenMP threading layer)."""
+    return getattr(lib, "threading_layer", None) == "openmp"
+
+
+def _set_threads(lib, n: int) -> None:
+    # threadpoolctl >= 3.7 lets only one "controlling" Python thread change a process-wide
+    # OpenBLAS pool and silently ignores the others -- which would leave a learner running
+    # in a runner's worker thread unpinned. okl serialises its own changes under _lock, so
+    # it releases that control before and after setting (a public threadpoolctl API).
+    clear = getattr(type(lib), "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
+    lib.set_num_threads(n)
+    if clear is not None:
+        clear(force=True)
+
+
 def _enter() -> None:
-    global _depth, _restore
+    depth = getattr(_local, "depth", 0)
+    _local.depth = depth + 1
+    if depth:  # nested in this thread: already pinned
+        return
+    try:
+        _pin_this_thread()
+    except BaseException:
+        _local.depth = depth
+        raise
+
+
+def _pin_this_thread() -> None:
+    global _depth
     with _lock:
-        if _depth == 0 and _enabled:
-            restore = []
+        mine = []
+        if _enabled:
+            first = _depth == 0
             for lib in blas_libraries():
+                if not (first or _per_thread(lib)):
+                    continue
                 n = lib.get_num_threads()
-                if n != 1:
-                    lib.set_num_threads(1)
-                    restore.append((lib, n))
-            _restore = restore
+                if n is not None and n != 1:
+                    _set_threads(lib, 1)
+                    (mine if _per_thread(lib) else _restore).append((lib, n))
+        _local.restore = mine
         _depth += 1
 
 
 def _exit() -> None:
     global _depth, _restore
+    _local.depth -= 1
+    if _local.depth:
+        return
     with _lock:
+        for lib, n in _local.restore:
+            _set_threads(lib, n)
+        _local.restore = []
         _depth -= 1
         if _depth == 0:
             for lib, n in _restore:
-                lib.set_num_threads(n)
+                _set_threads(lib, n)
             _restore = []
 
 
 class single_threaded_blas(contextlib.ContextDecorator):
     """Context manager (and decorator): BLAS runs with one thread inside, as before outside.
 
-    Re-entrant and safe to use from several threads at once: the counts are set on the
-    outermost entry of the process and restored on its outermost exit.
+    Re-entrant and safe to use from several threads at once: a process-wide count (OpenBLAS
+    with pthreads, MKL) is set when the first thread enters and restored when the last one
+    leaves; a per-thread count (OpenBLAS on OpenMP) is set and restored by each thread.
     """
 
     def __enter__(self):
