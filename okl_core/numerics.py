@@ -1,49 +1,59 @@
 """One BLAS thread for every learner computation, so results do not depend on the machine.
 
 okl promises that the same data, config and seed give the same model bytes on every
-runner (DESIGN.md, Determinism). The BLAS under numpy and scipy breaks that promise when
-it runs with more than one thread: OpenBLAS picks different kernels and splits sums
-differently by thread count, so float32 GEMM (the random Fourier projection ``X @ Omega``,
-batched kernel rows ``X @ S.T``), long dot products and LAPACK (Cholesky, ``eigh``,
-``inv``, ``solve``, triangular solves) round differently with 1 and 2 threads. Measured
-on 2 cores (numpy 2.4's OpenBLAS 0.3.31, scipy's 0.3.30, SkylakeX kernels), one process,
+runner and worker layout (DESIGN.md). The BLAS under numpy and scipy breaks that promise
+when it runs with more than one thread: OpenBLAS picks other kernels and splits its work
+differently by thread count, so products round differently. Measured on 2 cores (numpy
+2.4's OpenBLAS 0.3.31 and scipy 1.17's 0.3.30, SkylakeX kernels), one process,
 ``threadpoolctl.threadpool_limits(1)`` against ``(2)``:
 
-* MNIST test digits (10,000 x 784): ``fogd`` / ``mfogd`` / ``fogd_r`` (D = 800) and
-  ``dsg`` (~2^12 features) change their coefficients, online scores and predictions
-  (float32 GEMM ``(64, 784) @ (784, 800)``); ``nogd`` / ``mnogd`` / ``nogd_r``
-  (``eigh``, kernel GEMM), ``kernel_ogd`` / ``mkernel_ogd`` / ``kernel_ogd_r`` /
-  ``kernel_perceptron`` (batched kernel rows) and ``omkl_gf`` / ``raker`` / ``oks`` /
-  ``rf_oks_pp`` / ``rf_ioks`` predictions (batched feature maps) differ too;
-* a9a (123 columns): ``krr``, ``kernel_awv`` (block inverse), ``pkawv_taylor``
-  (Cholesky, ``dpotri``) and ``pkawv_nystrom`` (Cholesky, triangular solves) differ.
+* single ops that change: float32 GEMM ``(64..4096, 784) @ (784, 800)`` (the random Fourier
+  projection ``X @ Omega``); float64 GEMM of kernel rows ``X @ S.T`` from 128 x 256 up, on
+  pixel-like data (k/255; uniform random float32 is exact enough to hide it); ``ddot`` of
+  100,000 terms; LAPACK at n = 2000: ``cholesky``, ``inv``, ``solve``, ``eigh``, scipy
+  ``cho_factor``, ``solve_triangular``. Unchanged there: GEMV, 1-row products, ``ddot`` of
+  1,600 terms, ``X @ X.T`` (SYRK) -- by luck of the current kernels, not by contract;
+* learners (MNIST test digits 10,000 x 784, or a9a): all 22 registered learners give other
+  bytes -- states, online scores or predictions -- at the sizes of
+  ``tests/okl_core/test_blas_threads.py``: the FOGD family and DSG (float32 GEMM),
+  NOGD (``eigh`` and kernel GEMM), kernel OGD / perceptron and OKS (kernel-row GEMM),
+  OMKL-GF, Raker and the RF-OKS learners (batched feature maps in ``predict``), KRR,
+  kernel AWV, PKAWV-Taylor and PKAWV-Nystroem (block inverses, Cholesky, triangular
+  solves). Pipeline: MNIST digits, mfogd D = 800, 2 shards x 2 rounds gave one
+  model.npz in-process with 2 threads and multi_processing, another with
+  ``OPENBLAS_NUM_THREADS=1``.
 
-Single-op probes: float32 GEMM ``(64..4096, 784) @ (784, 800)``, ``ddot`` of 100,000
-terms, and ``cholesky`` / ``inv`` / ``solve`` / ``eigh`` / scipy ``cho_factor`` /
-``solve_triangular`` at n = 2000 differ; float32 GEMV, 1-row products, ``ddot`` of 1,600
-terms and float64 GEMM at these shapes happen not to, but nothing in OpenBLAS promises
-that. Making each reduction thread-invariant by hand would mean replacing GEMM and LAPACK,
-so okl pins the thread count instead, where the work runs: every learner's ``init``,
+Making every reduction thread-invariant by hand would mean replacing GEMM and LAPACK, so
+okl pins the thread count instead, where the work runs: every learner's ``init``,
 ``update``, ``predict``, ``merge`` and ``mix`` (wrapped once, in
-:class:`okl_core.learners.base.Learner`), and :func:`okl_core.median_heuristic`, run
-under :func:`single_threaded_blas`. Any runner, worker layout or environment variable then
-gives the bytes of a one-thread run, which are also the bytes okl produced before the pin
-whenever BLAS had one thread.
+:class:`okl_core.learners.base.Learner`, for subclasses defined anywhere) and
+:func:`okl_core.median_heuristic` run under :func:`single_threaded_blas`. Whatever the
+runner, its threads, the worker layout or the environment, a model then has the bytes of
+a one-thread run -- the bytes okl already produced whenever BLAS had one thread (checked:
+all learners' single-thread hashes unchanged; the pipeline above now gives the
+``OPENBLAS_NUM_THREADS=1`` model in-process, multi_processing and with one thread).
 
-Cost, measured by ``bench/bench_blas_threads.py`` (2 cores, pinned / 2 free threads,
-same process): entering and leaving the pin costs about 4 us per call (under 1 us when
-already inside, e.g. ``update`` calling ``predict``), nothing against a batch update.
-Learners whose time is one big GEMM lose what the second core gave them -- ``mfogd``
-(D = 800, 4096-row batches) and DSG prediction at 2^14-2^16 features run up to ~1.6-1.9x
-slower in a single process -- while learners dominated by small products and LAPACK gain,
-since two threads on two busy cores only contend (``pkawv_nystrom`` 2.2-3.6x,
-``kernel_ogd`` up to 3x faster pinned). Parallelism in okl comes from shards and workers,
-one per core, so a pipeline run loses nothing.
+Cost (``bench/bench_blas_threads.py``, 2 cores, pinned / BLAS's default of 2 threads in
+one process; a shared machine, so +-10%): entering and leaving the pin costs ~13 us per
+outermost call (~3 us when BLAS already has one thread; 0.5 us nested, e.g. ``update``
+calling ``predict``): a 1-row ``fogd.predict`` takes 38 us instead of 26, a 4,096-row
+batch update tens of milliseconds. Where one big GEMM dominates, the second core is lost:
+mfogd / fogd D = 800 on MNIST 1.34x, DSG 2^12 features 1.17x, PKAWV-Taylor degree 2
+1.34x, DSG ``predict`` on 2,000 rows at 2^12 / 2^14 / 2^15 / 2^16 features 1.44 / 2.3 /
+1.49 / 1.41x slower. Where small products and LAPACK dominate, two threads on two busy
+cores only contend and the pin is faster: PKAWV-Nystroem 0.20x (5x faster), KRR 0.59x;
+kernel OGD, OMKL-GF, Raker, OKS ~1.0x. okl's parallelism is shards and workers, one per
+core, where BLAS threads would compete anyway, so a pipeline run does not lose the second
+core.
 
-The thread count is process-wide BLAS state: while any thread is inside the pin, BLAS calls
-from other threads of the process also run single-threaded; the outermost exit restores
-the previous counts. BLAS libraries loaded after the first use (scipy's own OpenBLAS is
-loaded when ``scipy.linalg`` is first imported) are picked up at the next outermost entry.
+The count is process-wide BLAS state (OpenBLAS on pthreads, MKL): while any thread is
+inside the pin, BLAS calls from the process's other threads also run on one thread, and
+the last thread to leave restores the previous counts; a per-thread count (OpenBLAS on
+OpenMP) is set and restored by each thread. threadpoolctl >= 3.7 lets only one
+"controlling" Python thread change OpenBLAS's count and silently ignores the others (so a
+limit set in a Beam DoFn, which runs on a worker thread, may not apply): okl serialises
+its own changes and releases that control around them. BLAS libraries loaded after the
+first use (scipy's OpenBLAS comes with ``scipy.linalg``) are picked up at the next entry.
 """
 
 from __future__ import annotations
