@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 import threading
 
@@ -151,6 +152,21 @@ def _exit() -> None:
             for lib, n in _restore:
                 _set_threads(lib, n)
             _restore = []
+
+
+def _after_fork_in_child() -> None:
+    # Only the forking thread lives on in the child: forget the others' entries (and a lock
+    # one of them may have held), and restore the counts if no thread remains inside.
+    global _lock, _depth, _restore
+    _lock = threading.Lock()
+    _depth = getattr(_local, "depth", 0) and 1
+    if not _depth:
+        for lib, n in _restore:
+            _set_threads(lib, n)
+        _restore = []
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class single_threaded_blas(contextlib.ContextDecorator):
