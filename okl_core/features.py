@@ -33,6 +33,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from okl_core.numerics import pinned
 from okl_core.random import DISTRIBUTIONS, GENERATOR_VERSION, block_bit_generator, permutation
 
 __all__ = [
@@ -232,6 +233,7 @@ def exact_kernel(kernel: str, X: np.ndarray, Y: np.ndarray, sigma: float) -> np.
     raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
 
 
+@pinned
 def median_heuristic(X: np.ndarray, n_samples: int = 1000, seed: int = 0, metric: str = "euclidean") -> float:
     """Median pairwise distance over a fixed-seed subsample of rows (the papers' sigma).
 

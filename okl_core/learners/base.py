@@ -28,17 +28,24 @@ Any other field is the learner's: it overrides :meth:`Learner.merge_special` /
 :meth:`Learner.mix_special` (or :meth:`Learner.merge` / :meth:`Learner.mix` as a whole where
 the math differs: DSG's lazy scale, exact sums, support sets). A learner mixes only if it
 declares ``mixable = True``; :func:`okl_core.merge.check_mixable` refuses the others.
+
+Every subclass's ``init``, ``update``, ``predict``, ``merge`` and ``mix`` run with one BLAS
+thread (:mod:`okl_core.numerics`), so a state's bytes do not depend on the BLAS thread count
+of the process that computed it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from okl_core.numerics import pinned
 
 __all__ = [
     "Learner",
@@ -219,6 +226,18 @@ class Learner(Generic[StateT]):
     maximum_fields: ClassVar[tuple[str, ...]] = ()
     mixable: ClassVar[bool] = False
     mix_refusal: ClassVar[str] = ""
+
+    pinned_methods: ClassVar[tuple] = ("init", "update", "predict", "merge", "mix")
+    """Methods that every subclass runs with one BLAS thread (:mod:`okl_core.numerics`)."""
+
+    def __init_subclass__(cls, **kwargs):
+        # The one place that makes learner numerics independent of the BLAS thread count:
+        # each subclass's own definitions of these methods are wrapped when the class is made.
+        super().__init_subclass__(**kwargs)
+        for name in cls.pinned_methods:
+            method = cls.__dict__.get(name)
+            if isinstance(method, types.FunctionType):
+                setattr(cls, name, pinned(method))
 
     def __init__(self, config):
         if not isinstance(config, self.config_class):
@@ -408,6 +427,12 @@ class Learner(Generic[StateT]):
     def __repr__(self):
         params = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self.config).items())
         return f"{type(self).__name__}({params})"
+
+
+for _name in Learner.pinned_methods:  # the base class's own defaults (e.g. a default mix) too
+    if isinstance(Learner.__dict__.get(_name), types.FunctionType):
+        setattr(Learner, _name, pinned(Learner.__dict__[_name]))
+del _name
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
