@@ -50,7 +50,7 @@ test: setup runners
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	@if [ -x $(FLINK_VENV)/bin/python ]; then \
 	    echo "== the same Beam-facing tests on apache-beam $$($(FLINK_VENV)/bin/python -c 'import apache_beam; print(apache_beam.__version__)') (lower bound)"; \
-	    $(FLINK_VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not prism and not flink" $(LOWER_BOUND_TESTS); \
+	    $(FLINK_VENV)/bin/python -m pytest -q -p no:cacheprovider --disable-warnings -m "not prism and not flink" $(LOWER_BOUND_TESTS); \
 	else echo "test: no $(FLINK_VENV): the lower bound of apache-beam was not tested"; fi
 
 ## test-all: every test, slow ones included
