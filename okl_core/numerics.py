@@ -11,11 +11,13 @@ differently by thread count, so products round differently. Measured on 2 cores 
   projection ``X @ Omega``); float64 GEMM of kernel rows ``X @ S.T`` from 128 x 256 up, on
   pixel-like data (k/255; uniform random float32 is exact enough to hide it); ``ddot`` of
   100,000 terms; LAPACK at n = 2000: ``cholesky``, ``inv``, ``solve``, ``eigh``, scipy
-  ``cho_factor``, ``solve_triangular``. Unchanged there: GEMV, 1-row products, ``ddot`` of
-  1,600 terms, ``X @ X.T`` (SYRK) -- by luck of the current kernels, not by contract;
+  ``cho_factor``, ``solve_triangular``; a 1820 x 1820 matrix-vector product (GEMV). Unchanged
+  there: smaller GEMV, 1-row products, ``ddot`` of 1,600 terms, ``X @ X.T`` (SYRK) -- by luck
+  of the current kernels, not by contract;
 * learners (MNIST test digits 10,000 x 784, or a9a): all 22 registered learners give other
   bytes -- states, online scores or predictions -- at the sizes of
-  ``tests/okl_core/test_blas_threads.py``: the FOGD family and DSG (float32 GEMM),
+  ``tests/okl_core/test_blas_threads.py`` (on a9a-sized inputs some do not: fogd with 123
+  inputs, and the multi-kernel learners, whose updates go row by row): the FOGD family and DSG (float32 GEMM),
   NOGD (``eigh`` and kernel GEMM), kernel OGD / perceptron and OKS (kernel-row GEMM),
   OMKL-GF, Raker and the RF-OKS learners (batched feature maps in ``predict``), KRR,
   kernel AWV, PKAWV-Taylor and PKAWV-Nystroem (block inverses, Cholesky, triangular
