@@ -33,7 +33,7 @@ from okl_core.data.layout import COMPRESSIONS, DEFAULT_COMPRESSION, DatasetInfo,
 from okl_core.data.scaling import SCALING_METHODS
 from okl_core.data.sources import ConversionSummary, DataFormatError
 from okl_core.data.targets import parse_classes
-from pipelines._progress import ProgressBar
+from okl_experiments.progress import ProgressBar
 
 __all__ = ["run", "main", "build_parser"]
 

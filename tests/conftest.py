@@ -1,8 +1,9 @@
-"""Shared test configuration: slow-test gating and the location of ../shared/data."""
+"""Shared test configuration: slow-test gating, the location of ../shared/data, the sweeps' Dask cluster."""
 
 import os
 import pathlib
 
+import numpy as np
 import pytest
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -49,3 +50,24 @@ def prism_location() -> str:
         except engines.EngineUnavailable as err:
             pytest.fail(f"Prism: {err}")
     return binary
+
+
+@pytest.fixture(scope="session")
+def client():
+    """A sweep's own LocalCluster (2 worker processes, 1 thread each), shared by the sweep tests."""
+    pytest.importorskip("distributed")
+    from okl_experiments.runs import dask_client
+
+    with dask_client(None, workers=2) as c:
+        yield c
+
+
+def sweep_binary_data(path, n=1500, d=5, seed=0):
+    """A small binary okl data set at ``path`` (2 shards); returns its rows."""
+    from okl_core.data.layout import write_dataset
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] ** 2 > 0.8, 1, -1)
+    write_dataset(path, X, y, "binary", n_shards=2, row_group_rows=500, classes=[-1, 1])
+    return X, y
