@@ -39,15 +39,15 @@ def prism_location() -> str:
     """
     import shutil
 
-    from pipelines import engines
+    from pipelines import local_runners
 
-    binary = engines.prism_binary()
+    binary = local_runners.prism_binary()
     if binary is None:
         if shutil.which("go") is None:
             pytest.skip("Go is not installed: the Prism runner is built with `go install` (`make runners`)")
         try:
-            binary = engines.prism_binary(build=True)
-        except engines.EngineUnavailable as err:
+            binary = local_runners.prism_binary(build=True)
+        except local_runners.EngineUnavailable as err:
             pytest.fail(f"Prism: {err}")
     return binary
 

@@ -61,16 +61,34 @@ def test_no_cli_imports_another_cli():
     assert offenders == {}
 
 
-def test_importing_every_library_module_loads_nothing_above_it():
+def test_no_library_module_imports_a_cli():
+    """The CLIs are shells: packages and the plumbing of pipelines never import one."""
+    clis = _cli_modules()
+    offenders = {}
+    for directory in ("okl_core", "okl_experiments", "transforms", "pipelines"):
+        for path in (ROOT / directory).rglob("*.py"):
+            if directory == "pipelines" and path.stem in clis:
+                continue  # covered by test_no_cli_imports_another_cli
+            used = {n.split(".")[1] for n in _imports(path) if n.startswith("pipelines.")}
+            if used & clis:
+                offenders[str(path.relative_to(ROOT))] = sorted(used & clis)
+    assert offenders == {}
+
+
+def test_importing_every_library_module_loads_nothing_above_it_and_changes_no_logging():
     code = (
-        "import importlib, pkgutil, sys\n"
+        "import importlib, logging, pkgutil, sys\n"
+        "root = logging.getLogger(); before = (list(root.filters), list(root.handlers), root.level)\n"
         "import okl_core, okl_experiments\n"
         "for pkg in (okl_core, okl_experiments):\n"
         "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
         "        importlib.import_module(m.name)\n"
         "for name in okl_core.learner_names():\n"
         "    okl_core.learner_class(name)\n"
-        "print(sorted({k.split('.')[0] for k in sys.modules} & {'apache_beam', 'dask', 'distributed', 'transforms', 'pipelines', 'matplotlib'}))\n"
+        "bad = sorted({k.split('.')[0] for k in sys.modules} & {'apache_beam', 'dask', 'distributed', 'transforms', 'pipelines', 'matplotlib'})\n"
+        "import pipelines\n"
+        "changed = (list(root.filters), list(root.handlers), root.level) != before\n"
+        "print(bad, changed)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    assert out.stdout.strip() == "[] False", out.stdout + out.stderr

@@ -31,7 +31,7 @@ from okl_core.state import atomic_write_bytes
 from okl_experiments.metrics import headline, online_curve, parallel_order
 from transforms.read import is_remote
 
-__all__ = ["WriteRunOutputs", "write_bytes", "build_report", "plot_online_error"]
+__all__ = ["WriteRunOutputs", "WriteDeadLetterFile", "write_bytes", "build_report", "plot_online_error", "local_dir"]
 
 
 def write_bytes(path: str, data: bytes) -> None:
@@ -202,3 +202,19 @@ def local_dir(path: str) -> str:
     if not is_remote(path):
         os.makedirs(path, exist_ok=True)
     return path
+
+
+class WriteDeadLetterFile(beam.PTransform):
+    """Write dead-letter records (JSON strings) into one JSON-lines file, sorted by stream position."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def expand(self, dead):
+        path = self.path
+
+        def write(records):
+            write_bytes(path, "".join(r + "\n" for r in sorted(records, key=lambda r: json.loads(r)["position"])).encode())
+
+        return dead | "Collect" >> beam.combiners.ToList() | "Write" >> beam.Map(write)
