@@ -30,6 +30,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 
 import okl_core
 from okl_core.state import parse_version
+from okl_experiments.metrics import headline
 from pipelines.common import UsageError, pipeline_options, use_local_prism
 from pipelines.job import TrainJob, TrainResult, counters
 from transforms.inference import read_bytes
@@ -91,10 +92,10 @@ def check_streaming_args(args, learner: okl_core.Learner) -> None:
             raise UsageError(f"--mix_weight {args.mix_weight}: {err}; stream with --mix_weight 0") from None
 
 
-def _print_snapshot(record: str) -> None:
-    """One line per snapshot: shard, interval, rows and the interval's online metric."""
+def _print_snapshot(record: str, key: str) -> None:
+    """One line per snapshot: shard, interval, rows and the interval's online metric ``key``."""
     r = json.loads(record)
-    metric = ", ".join(f"{k} {v:.5g}" for k, v in r["online"].items() if k in ("mistake_rate", "mse"))
+    metric = f"{key} {r['online'][key]:.5g}" if key in r["online"] else ""
     print(f"shard {r['shard']} snapshot {r['interval']}: {sum(b['rows'] for b in r['batches'])} rows ({r['n_seen']} in all), online {metric}", flush=True)
 
 
@@ -131,7 +132,7 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     versions | "LogVersions" >> beam.Map(lambda v: print(f"model version {v[0]}: {v[1]}", flush=True))
     dead = source["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFiles(job.output)
     dead | "LogDeadLetters" >> beam.Map(lambda path: print(f"bad rows: {path}", flush=True))
-    snapshots | "WriteSnapshotRecords" >> WriteSnapshotRecords(job.output, first_version) | "LogSnapshots" >> beam.Map(_print_snapshot)
+    snapshots | "WriteSnapshotRecords" >> WriteSnapshotRecords(job.output, first_version) | "LogSnapshots" >> beam.Map(_print_snapshot, headline(learner.task).summary_key)
     resolved = {"started_from": started_from, "first_version": first_version, "pattern": watch_pattern(args.input), "merge_seconds": merge_seconds}
     print(json.dumps(resolved), flush=True)
     return {**resolved, "snapshots": snapshots, "versions": versions}
