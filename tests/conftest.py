@@ -1,4 +1,4 @@
-"""Shared test configuration: slow-test gating, the location of ../shared/data, the sweeps' Dask cluster."""
+"""Shared test configuration: slow-test gating, the location of ../shared/data, a Dask cluster for sweeps."""
 
 import os
 import pathlib
@@ -52,9 +52,11 @@ def prism_location() -> str:
     return binary
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def client():
-    """A sweep's own LocalCluster (2 worker processes, 1 thread each), shared by the sweep tests."""
+    """A sweep's own LocalCluster (2 worker processes, 1 thread each), for the tests of one module.
+
+    Module-scoped: an idle cluster left running slows the Beam tests on a small machine."""
     pytest.importorskip("distributed")
     from okl_experiments.runs import dask_client
 
