@@ -2,11 +2,13 @@
 
 ``python -m pipelines.sweep`` is its command line; :func:`sweep` runs a list of
 :class:`Point` under :class:`SweepSettings`, :func:`make_points` makes the points of a
-:class:`~okl_experiments.grid.SearchSpace` on a data set. Each grid point runs ``--repeats`` times, run ``r`` on the data in the order of
+:class:`~okl_experiments.grid.SearchSpace` on a data set. Each grid point runs
+``repeats`` times, run ``r`` on the data in the order of
 ``okl_core.random.permutation(n, shuffle_seed, r)`` (all runs are random permutations;
 ``shuffle_seed=None`` keeps the stored order), folding the okl_core learner over the rows in
-batches (:func:`okl_core.evaluation.run_online`) and, with ``--test``, scoring the final
-state on the test set. ``reseed`` also gives run ``r`` the model seed ``seed + r`` (new
+batches (:func:`okl_core.evaluation.run_online`; ``batch_rows`` rounded for mini-batch
+learners by :func:`okl_experiments.params.batch_rows_for`) and, with a test set, scoring
+the final state on it. ``reseed`` also gives run ``r`` the model seed ``seed + r`` (new
 random features per run), otherwise every run uses the point's seed.
 
 How it runs
