@@ -45,7 +45,7 @@ from okl_experiments.metrics import headline, metric_label, metric_of, online_cu
 from okl_experiments.params import batch_rows_for, build_learner
 from okl_experiments.runs import RunTask, run_task
 from okl_experiments.sweep import ranked, read_results
-from okl_experiments.text import write_json
+from okl_experiments.text import read_json, write_json
 
 __all__ = ["Curve", "read_curves", "plot_curves", "plot_sweep", "run_spec", "curve_record", "write_curves"]
 
@@ -101,11 +101,7 @@ def _curves_from_results(path: str, top: int, metric: str | None) -> list[Curve]
 
 
 def _curves_from_json(path: str) -> list[Curve]:
-    try:
-        with open(path) as f:
-            raw = json.load(f)
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: cannot read curve JSON ({err})") from None
+    raw = read_json(path, "curve JSON")
     if isinstance(raw, dict) and isinstance(raw.get("batches"), list) and isinstance(raw.get("learner"), dict):
         return [_curve_from_train_metrics(raw, path)]
     records = raw if isinstance(raw, list) else [raw]
@@ -314,11 +310,7 @@ def run_spec(spec_path: str, data_root: str | None = None) -> tuple[list[Curve],
     """
     from okl_experiments.reproduction import DEFAULT_DATA_ROOT
 
-    try:
-        with open(spec_path) as f:
-            spec = json.load(f)
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{spec_path}: cannot read run spec ({err})") from None
+    spec = read_json(spec_path, "run spec")
     if not isinstance(spec, dict) or not isinstance(spec.get("runs"), list) or not spec["runs"]:
         raise ValueError(f"{spec_path}: a run spec needs a non-empty 'runs' list")
     data = spec.get("data") or {}

@@ -33,7 +33,6 @@ written to one JSON format, ``{"learner": name, "params": {...}}`` (:func:`read_
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import re
 from typing import Any, Callable
@@ -42,6 +41,7 @@ import numpy as np
 
 import okl_core
 from okl_core.evaluation import effective_batch_rows
+from okl_experiments.text import read_json
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
@@ -223,11 +223,7 @@ def read_learner_config(path: str) -> tuple[str | None, dict]:
     ValueError
         The file cannot be read or is not of that format.
     """
-    try:
-        with open(path) as f:
-            config = json.load(f)
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: cannot read JSON ({err})") from None
+    config = read_json(path)
     if not isinstance(config, dict) or not isinstance(config.get("params", {}), dict):
         raise ValueError(f'{path}: expected {{"learner": name, "params": {{...}}}}')
     return config.get("learner"), dict(config.get("params", {}))

@@ -1,4 +1,4 @@
-"""Text outputs of experiments: Markdown tables, number formats, files written whole.
+"""Text in and out of experiments: Markdown tables, number formats, JSON files, files written whole.
 
 Files are written with :func:`okl_core.state.atomic_write_bytes` (a temporary file in the
 same directory, then a rename): a reader never sees half a table.
@@ -12,7 +12,7 @@ import os
 
 from okl_core.state import atomic_write_bytes
 
-__all__ = ["markdown_table", "format_value", "mean_std_text", "percent", "write_text", "write_json"]
+__all__ = ["markdown_table", "format_value", "mean_std_text", "percent", "write_text", "write_json", "read_json"]
 
 
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:
@@ -55,3 +55,12 @@ def write_text(path: str, text: str) -> str:
 def write_json(path: str, value, **dumps) -> str:
     """Write ``value`` as JSON (``json.dumps`` options in ``dumps``) with :func:`write_text`."""
     return write_text(path, json.dumps(value, **dumps))
+
+
+def read_json(path: str, what: str = "JSON"):
+    """The JSON value in ``path``; a file that cannot be read or parsed is a ValueError naming ``what``."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: cannot read {what} ({err})") from None
