@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-okl
 # The Flink job server's Beam version is older than .venv's: its jobs are submitted from a
-# second environment with that apache-beam (pipelines/engines.py, FLINK_BEAM_VERSION).
+# second environment with that apache-beam (pipelines/local_runners.py, FLINK_BEAM_VERSION).
 FLINK_VENV ?= .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-okl
 
@@ -29,11 +29,11 @@ runners: setup
 
 flink-venv: $(FLINK_STAMP)
 
-$(FLINK_STAMP): pyproject.toml pipelines/engines.py
+$(FLINK_STAMP): pyproject.toml pipelines/local_runners.py
 	$(PYTHON) -m venv $(FLINK_VENV)
 	$(FLINK_VENV)/bin/python -m pip install -q --upgrade pip
 	$(FLINK_VENV)/bin/python -m pip install -q -e ".[dev]" \
-	    "apache-beam==$$($(PY) -c 'from pipelines.engines import FLINK_BEAM_VERSION; print(FLINK_BEAM_VERSION)')"
+	    "apache-beam==$$($(PY) -c 'from pipelines.local_runners import FLINK_BEAM_VERSION; print(FLINK_BEAM_VERSION)')"
 	touch $(FLINK_STAMP)
 
 ## run: train the default model on the built-in synthetic data set (no download)

@@ -37,13 +37,12 @@ FOGD_ETAS = (0.02, 0.002, 0.0002, 0.00002)
 
 def load_a9a() -> tuple[np.ndarray, np.ndarray] | None:
     """a9a + a9a.t as dense float32 (123 columns; a9a.t never uses the last one) and labels."""
-    from okl_core.data import read_libsvm
+    from okl_experiments.data import available, load_real
 
-    paths = [SHARED_DATA / "a9a" / split for split in ("a9a", "a9a.t")]
-    if not all(p.exists() for p in paths):
+    if not available("a9a+a9a.t", str(SHARED_DATA)):
         return None
-    parts = [read_libsvm(path, n_features=123) for path in paths]
-    return np.vstack([p[0] for p in parts]), np.concatenate([p[1] for p in parts]).astype(np.int64)
+    data = load_real("a9a+a9a.t", str(SHARED_DATA))
+    return data.X, data.y.astype(np.int64)
 
 
 def pca_scaled(X: np.ndarray, k: int = 10) -> np.ndarray:

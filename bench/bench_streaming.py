@@ -158,7 +158,7 @@ def main():
     args = parser.parse_args()
     prism = args.prism_location
     if prism is None:
-        from pipelines.engines import prism_binary
+        from pipelines.local_runners import prism_binary
 
         prism = prism_binary()
     if not prism:

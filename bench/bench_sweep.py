@@ -34,9 +34,10 @@ import numpy as np
 import okl_core
 from okl_core.data.layout import write_dataset
 from okl_core.evaluation import permuted, run_online
-from pipelines.grid import SearchSpace
-from pipelines.runner import cached_data, dask_client, execute, okl_source, preload, run_task
-from pipelines.sweep import SweepSettings, make_points, sweep
+from okl_experiments.data import cached_data, okl_source, preload
+from okl_experiments.grid import SearchSpace
+from okl_experiments.runs import dask_client, execute, run_task
+from okl_experiments.sweep import SweepSettings, make_points, sweep
 
 from common import best_of
 

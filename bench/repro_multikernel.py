@@ -50,12 +50,12 @@ OMKL_ROWS = [  # (learner, params)
 
 
 def a9a():
-    from okl_core.data import read_libsvm
+    from okl_experiments.data import load_real
 
     if not A9A.exists():
         raise SystemExit(f"{A9A} is missing (../shared/data beside the project)")
-    X, y = read_libsvm(A9A, n_features=123)
-    return X, y.astype(np.int64)
+    data = load_real("a9a", str(A9A.parents[1]))
+    return data.X, data.y.astype(np.int64)
 
 
 def friedman():

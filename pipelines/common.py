@@ -21,6 +21,16 @@ started by the FnApiRunner). The FnApiRunner hands them no pipeline options, so
 allows, a JSON file named by ``PIPELINE_OPTIONS_FILE`` in their environment, with
 ``--default_sdk_harness_log_level=ERROR`` unless given: otherwise every worker prints some
 twenty start-up lines at INFO (three remain, logged before the options are read).
+
+Logging
+-------
+Importing okl changes no logging configuration. Beam logs two root WARNINGs that are
+harmless for okl and only alarm users: "apitools not found ..." (on import, when Beam's
+optional GCP extras are absent) and "Resource module is not available ..." (by
+RunInference on every model load when torch is not installed: Beam 2.77 imports
+``resource`` together with a torch-only module). This module imports Beam with the first
+dropped for the length of the import only, and :func:`configure_logging`, which the CLIs
+call when they run, drops both from then on. Nothing else is filtered.
 """
 
 from __future__ import annotations
@@ -31,8 +41,35 @@ import logging
 import os
 import tempfile
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, PortableOptions, StandardOptions
+
+class _DropBeamNoise(logging.Filter):
+    """Drop Beam's two spurious root warnings (see the module docstring)."""
+
+    PREFIXES = ("apitools not found", "Resource module is not available")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.PREFIXES)
+
+
+_BEAM_NOISE = _DropBeamNoise()
+
+
+@contextlib.contextmanager
+def _without_beam_noise():
+    """Beam's spurious root warnings dropped while this lasts (the root logger is left as it was)."""
+    root = logging.getLogger()
+    installed = _BEAM_NOISE not in root.filters
+    root.addFilter(_BEAM_NOISE)
+    try:
+        yield
+    finally:
+        if installed:
+            root.removeFilter(_BEAM_NOISE)
+
+
+with _without_beam_noise():  # the CLIs import Beam here first (pipelines.common sorts before the rest)
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, PortableOptions, StandardOptions
 
 __all__ = ["UsageError", "pipeline_options", "make_pipeline", "run_pipeline", "configure_logging"]
 
@@ -58,13 +95,16 @@ _QUIET_LOGGERS = {
 
 
 def configure_logging() -> None:
-    """Console logging for the CLIs: okl at INFO, Beam at WARNING, relayed runner chatter at ERROR.
+    """Console logging for the CLIs: okl at INFO, Beam at WARNING, relayed runner chatter at ERROR,
+    Beam's two spurious warnings dropped (module docstring).
 
     Called by each CLI's ``run``; importing okl changes no logging configuration.
     """
     root = logging.getLogger()
     if not root.handlers:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if _BEAM_NOISE not in root.filters:
+        root.addFilter(_BEAM_NOISE)
     for name in ("okl", "pipelines", "transforms"):
         logging.getLogger(name).setLevel(logging.INFO)
     for name, level in _QUIET_LOGGERS.items():
@@ -91,7 +131,7 @@ def use_local_prism(options: PipelineOptions, beam_argv: list[str]) -> None:
     """
     from apache_beam.options.pipeline_options import PrismRunnerOptions
 
-    from pipelines.engines import prism_binary
+    from pipelines.local_runners import prism_binary
 
     given = " ".join(beam_argv)
     prism = options.view_as(PrismRunnerOptions)

@@ -25,15 +25,13 @@ import logging
 import math
 import os
 import sys
-import threading
-import time
 
 from okl_core.data import download as dl
-from okl_core.data.layout import COMPRESSIONS, DEFAULT_COMPRESSION, DatasetInfo, StagedDataset, open_dataset
+from okl_core.data.layout import COMPRESSIONS, DEFAULT_COMPRESSION, open_dataset
 from okl_core.data.scaling import SCALING_METHODS
 from okl_core.data.sources import ConversionSummary, DataFormatError
 from okl_core.data.targets import parse_classes
-from pipelines._progress import ProgressBar
+from okl_experiments.progress import ProgressBar
 
 __all__ = ["run", "main", "build_parser"]
 
@@ -232,37 +230,16 @@ def _base_rows(text):
         raise ValueError(f"--base-rows must be START:STOP, got {text!r}") from None
 
 
-class _ShardWatcher(threading.Thread):
-    """Report finished shard files in the staging directory as progress (any runner)."""
-
-    def __init__(self, directory, plan, progress, interval=0.5):
-        super().__init__(daemon=True)
-        self.directory, self.plan, self.progress, self.interval = directory, plan, progress, interval
-        self.stopped = threading.Event()
-
-    def run(self):
-        sizes = {s["file"]: s["n_rows"] for s in self.plan.shards()}
-        while not self.stopped.wait(self.interval):
-            try:
-                names = os.listdir(self.directory)
-            except OSError:
-                return
-            self.progress.update(sum(sizes.get(n, 0) for n in names))
-
-
 def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
-    import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from okl_core.data.mnist8m import GENERATOR_NAME, DeformationConfig, load_base
+    from okl_core.data.mnist8m import DeformationConfig
     from pipelines.common import make_pipeline, run_pipeline
-    from transforms.generate import ShardPlan, WriteMnist8mShards
+    from transforms.generate import generate_mnist8m
 
-    started = time.perf_counter()
     images, labels = _mnist_files(args, progress)
     start, stop = _base_rows(args.base_rows)
     base = {"images": os.path.abspath(images), "labels": os.path.abspath(labels), "start": start, "stop": stop}
-    base_images, base_labels = load_base(**base)  # fail early on bad input, in the driver
     config = DeformationConfig(
         elastic_alpha=args.elastic_alpha, elastic_sigma=args.elastic_sigma, rotation_deg=args.rotation, scale=args.scale,
         translation=args.translation, thickness=args.thickness, originals=args.originals,
@@ -271,40 +248,10 @@ def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
         raise ValueError("--rows must be >= 1")
     if args.num_workers < 1 or args.batch_rows < 1:
         raise ValueError("--num-workers and --batch-rows must be >= 1")
-    plan = ShardPlan(args.rows, _rows_per_shard(args, args.rows))
-    classes = sorted(set(base_labels.tolist()))
-    if classes != list(range(len(classes))):
-        raise DataFormatError(f"{labels}: base labels must be 0..C-1 for the generator, found {classes[:20]}")
-    staged = StagedDataset(args.out, args.overwrite)
-    watcher = _ShardWatcher(staged.tmp, plan, progress)
-    try:
-        options = _beam_options(beam_argv, args.num_workers)
-        progress.start(plan.n_rows, "rows", "mnist8m")
-        watcher.start()
-        pipeline = make_pipeline(PipelineOptions(options))
-        _ = (
-            pipeline
-            | "ShardIds" >> beam.Create(list(range(plan.n_shards)))
-            | "WriteShards" >> WriteMnist8mShards(staged.tmp, base, args.seed, config.to_dict(), plan, args.row_group_rows, args.batch_rows, args.compression)
-        )
-        run_pipeline(pipeline)
-        watcher.stopped.set()
-        missing = [s["file"] for s in plan.shards() if not os.path.exists(os.path.join(staged.tmp, s["file"]))]
-        if missing:
-            raise RuntimeError(f"the pipeline finished without writing {len(missing)} shard(s): {missing[:5]}")
-        progress.update(plan.n_rows)
-        progress.finish()
-        info = DatasetInfo(
-            name=args.name or os.path.basename(staged.path), task="multiclass", n_rows=plan.n_rows, n_features=int(base_images[0].size),
-            classes=classes, source=f"mnist8m:{base['images']},{base['labels']}", generator_seed=args.seed, shards=plan.shards(),
-            extra={"generator": GENERATOR_NAME, "deformation": config.to_dict(), "base_rows": [start, stop if stop is not None else len(base_labels) + start], "row_key": "block_bit_generator(seed, row)"},
-        )
-        staged.commit(info)
-    except BaseException:
-        watcher.stopped.set()
-        staged.abort()
-        raise
-    return ConversionSummary(info, staged.path, seconds=time.perf_counter() - started)
+    pipeline = make_pipeline(PipelineOptions(_beam_options(beam_argv, args.num_workers)))
+    return generate_mnist8m(pipeline, run_pipeline, args.out, base, args.seed, config, args.rows, _rows_per_shard(args, args.rows),
+                            progress, overwrite=args.overwrite, name=args.name, row_group_rows=args.row_group_rows,
+                            batch_rows=args.batch_rows, compression=args.compression)
 
 
 def _beam_options(beam_argv, num_workers) -> list:
@@ -331,6 +278,9 @@ def run(argv=None) -> ConversionSummary:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     progress = ProgressBar(enabled=False if args.quiet else (True if args.progress else None))
     if args.kind == "mnist8m":
+        from pipelines.common import configure_logging
+
+        configure_logging()
         logging.getLogger("apache_beam").setLevel(logging.ERROR)  # worker chatter; errors still surface
         summary = _run_mnist8m(args, rest, progress)
     else:

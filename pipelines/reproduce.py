@@ -6,369 +6,22 @@ Example::
     python -m pipelines.reproduce --only fogd-a9a,mfogd-mnist --runs 5
     python -m pipelines.reproduce --list               # the settings table
 
-For each row of :data:`SETTINGS` whose learner is in ``okl_core.learner_names()`` and
-whose data files are under ``--data-root`` (default ``../shared/data``, or
-``$OKL_SHARED_DATA``), the setting runs through the sweep machinery
-(:func:`pipelines.sweep.sweep`, on a LocalCluster by default): optionally a tuning grid
-first (picked by the *online* error on the training stream, so the test set is never
-used to choose), then ``runs`` random permutations of the chosen point. The table prints
-ours (mean +- std over runs) next to the paper's number and the difference. Settings
-whose learner does not exist yet are listed as skipped with the reason: adding a learner
-needs no code here, only the row.
-
-Parameter values in a row are data; three strings are resolved against the training data:
-``"median"`` (the median heuristic, :func:`okl_core.median_heuristic`), ``"n"`` (the number
-of training rows, e.g. a horizon ``T``) and ``"c/n"`` (``c`` divided by it, e.g. DSG's
-``nu = 1/(100 n)``).
-
-Data files are read by :func:`read_real_files` with the project's readers
-(:mod:`okl_core.data.libsvm`, :mod:`okl_core.data.idx`).
+The command line of :mod:`okl_experiments.reproduction` (the settings table, tuning, how
+a setting runs): every setting whose learner exists and whose data files are under
+``--data-root`` (default ``../shared/data``, or ``$OKL_SHARED_DATA``) runs on a
+LocalCluster (or ``--scheduler``); the table prints ours next to the paper's number.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import functools
-import json
-import math
 import os
 import sys
-import time
 
-import numpy as np
+from okl_experiments.reproduction import DEFAULT_DATA_ROOT, Outcome, reproduce, settings_lines, table, write_outcomes
+from okl_experiments.runs import dask_client
 
-from okl_core.data.idx import read_idx_images
-from okl_core.data.libsvm import read_libsvm
-from okl_core.features import median_heuristic
-from okl_core.registry import learner_names
-from okl_core.state import atomic_write_bytes
-from pipelines.grid import Choice, SearchSpace
-from pipelines.runner import ArrayData, DataSource, dask_client
-from pipelines.sweep import Point, SweepSettings, make_points, sweep
-
-__all__ = ["RealData", "Setting", "DATASETS", "SETTINGS", "read_real_files", "load_real", "real_source", "resolve_data_params", "reproduce", "run"]
-
-DEFAULT_DATA_ROOT = os.path.join("..", "shared", "data")
-
-
-# -- data ------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class RealData:
-    """A data set built from public files.
-
-    Attributes
-    ----------
-    kind : {'libsvm', 'idx'}
-    files : tuple of str
-        Relative to the data root. LIBSVM: files concatenated in order. IDX: (images, labels).
-    n_features, task, n_classes : the data's shape and task.
-    feature_map : {'none', 'divide255'}
-        ``divide255``: pixels to [0, 1] (MNIST, as LIBSVM's mnist.scale).
-    """
-
-    kind: str
-    files: tuple
-    n_features: int
-    task: str
-    n_classes: int | None = None
-    feature_map: str = "none"
-    n_rows: int | None = None
-
-
-DATASETS = {
-    "a9a": RealData("libsvm", ("a9a/a9a",), 123, "binary", n_rows=32561),
-    "a9a.t": RealData("libsvm", ("a9a/a9a.t",), 123, "binary", n_rows=16281),
-    "a9a+a9a.t": RealData("libsvm", ("a9a/a9a", "a9a/a9a.t"), 123, "binary", n_rows=48842),
-    "mnist-test": RealData("idx", ("mnist/t10k-images-idx3-ubyte.gz", "mnist/t10k-labels-idx1-ubyte.gz"), 784,
-                           "multiclass", n_classes=10, feature_map="divide255", n_rows=10000),
-}
-"""Name -> files and preprocessing of the data sets the settings use."""
-
-
-def read_real_files(kind: str, paths: list[str], n_features: int) -> tuple[np.ndarray, np.ndarray]:
-    """Read public data files into dense ``(X float32, y int32)``: the one place files are parsed.
-
-    LIBSVM (``kind='libsvm'``): each file with :func:`okl_core.data.libsvm.read_libsvm` and
-    ``n_features`` columns, rows concatenated. IDX (``'idx'``): ``paths = (images, labels)``
-    with :func:`okl_core.data.idx.read_idx_images`, images flattened to ``n_features``
-    columns of raw 0-255 values (a data set's ``feature_map`` scales them).
-    """
-    if kind == "libsvm":
-        parts = [read_libsvm(path, n_features=n_features) for path in paths]
-        return np.concatenate([p[0] for p in parts]).astype(np.float32), np.concatenate([p[1] for p in parts]).astype(np.int32)
-    if kind == "idx":
-        images, labels = read_idx_images(*paths)
-        X = images.reshape(len(images), -1).astype(np.float32)
-        if X.shape[1] != n_features:
-            raise ValueError(f"{paths[0]}: images have {X.shape[1]} pixels, expected {n_features}")
-        return X, labels.astype(np.int32)
-    raise ValueError(f"unknown data file kind {kind!r}")
-
-
-@functools.lru_cache(maxsize=4)
-def load_real(name: str, data_root: str) -> ArrayData:
-    """Data set ``name`` of :data:`DATASETS` from ``data_root`` (a DataSource loader)."""
-    spec = DATASETS[name]
-    paths = [os.path.join(data_root, f) for f in spec.files]
-    missing = [p for p in paths if not os.path.exists(p)]
-    if missing:
-        raise FileNotFoundError(f"data set {name!r} needs {missing}")
-    X, y = read_real_files(spec.kind, paths, spec.n_features)
-    if spec.feature_map == "divide255":
-        X = X / np.float32(255.0)
-    if spec.task == "binary" and not np.isin(y, (-1, 1)).all():
-        raise ValueError(f"data set {name!r}: binary labels must be -1/+1, got {np.unique(y)[:5]}")
-    return ArrayData(np.ascontiguousarray(X, dtype=np.float32), y, spec.task, spec.n_classes)
-
-
-def real_source(name: str, data_root: str) -> DataSource:
-    """A :class:`DataSource` for data set ``name`` (workers load it with :func:`load_real`)."""
-    spec = DATASETS[name]
-    return DataSource("pipelines.reproduce:load_real", (name, os.path.abspath(data_root)), spec.n_features,
-                      spec.task, spec.n_classes, spec.n_rows)
-
-
-def available(name: str, data_root: str) -> bool:
-    """Whether all files of data set ``name`` are under ``data_root``."""
-    return all(os.path.exists(os.path.join(data_root, f)) for f in DATASETS[name].files)
-
-
-# -- the settings table ------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Setting:
-    """One reference number of a paper, and how to compute ours.
-
-    Attributes
-    ----------
-    key : str
-        Unique name (``learner-data``).
-    learner : str
-        Registry name; the row is skipped while no such learner exists.
-    data, test : str
-        :data:`DATASETS` names of the training stream and (for test metrics) the test set.
-    params : dict
-        Learner parameters (``"median"`` and ``"c/n"`` strings are resolved on the data).
-    metric : str
-        ``online_error`` (prequential over the stream), ``test_error``, ``online_mse`` ...
-    paper, paper_std : float
-        The paper's number (a fraction for error rates) and its std (None if not given).
-    source : str
-        Where the number is (paper, table).
-    runs : int
-        Random permutations we run by default (the paper's count where affordable).
-    tolerance : float
-        How far ours may be from the paper's for the reproduction test to pass.
-    tune : dict
-        Optional grid (name -> list) searched first by ``tune_metric`` (one run each).
-    tuned : dict
-        What the tuning chose when the README table was made; ``--no-tune`` runs these
-        values directly (quick checks, tests).
-    note : str
-        Anything a reader of the table must know.
-    """
-
-    key: str
-    learner: str
-    data: str
-    params: dict
-    metric: str
-    paper: float
-    source: str
-    test: str | None = None
-    paper_std: float | None = None
-    runs: int = 5
-    tolerance: float = 0.01
-    tune: dict | None = None
-    tune_metric: str = "online_error"
-    tuned: dict | None = None
-    note: str = ""
-
-
-SETTINGS = [
-    Setting("fogd-a9a", "fogd", "a9a+a9a.t", {"n_components": 400, "sigma": 8.0, "eta": 0.002, "scaled": False},
-            "online_error", 0.174, "Lu et al. 2016, Table 5", paper_std=0.001, runs=20),
-    Setting("nogd-a9a", "nogd", "a9a+a9a.t", {"budget": 100, "rank": 20, "sigma": 8.0, "eta": 0.2},
-            "online_error", 0.174, "Lu et al. 2016, Table 5", paper_std=0.002, runs=20),
-    Setting("mfogd-mnist", "mfogd", "mnist-test", {"n_components": 400, "sigma": 8.0, "eta": 0.005, "scaled": False},
-            "online_error", 0.118, "Lu et al. 2016, Table 7", paper_std=0.002, runs=20,
-            note="pixels / 255 (LIBSVM mnist.scale)"),
-    Setting("mfogd-mnist-tuned", "mfogd", "mnist-test", {"n_components": 400, "sigma": 8.0, "scaled": False},
-            "online_error", 0.118, "Lu et al. 2016, Table 7", paper_std=0.002, runs=20,
-            tune={"eta": [2.0, 0.2, 0.02, 0.002, 0.0002]}, tuned={"eta": 0.002},
-            note="eta from the paper's grid, chosen by the online error"),
-    Setting("mnogd-mnist", "mnogd", "mnist-test", {"budget": 200, "rank": 40, "sigma": 8.0, "eta": 0.5},
-            "online_error", 0.156, "Lu et al. 2016, Table 7", paper_std=0.006, runs=20,
-            note="pixels / 255 (LIBSVM mnist.scale)"),
-    Setting("fogd-a9a-batch", "fogd", "a9a", {"n_components": 4000, "sigma": 8.0, "scaled": False},
-            "test_error", 1 - 0.8493, "Lu et al. 2016, Table 3 (accuracy 84.93%)", test="a9a.t", runs=5,
-            tune={"eta": [0.2, 0.02, 0.002, 0.0002]}, tuned={"eta": 0.0002},
-            note="one pass over a9a, last iterate tested on a9a.t; eta from the paper's grid by the online error"),
-    Setting("nogd-a9a-batch", "nogd", "a9a", {"budget": 1000, "rank": 200, "sigma": 8.0, "eta": 0.2},
-            "test_error", 1 - 0.8499, "Lu et al. 2016, Table 3 (accuracy 84.99%)", test="a9a.t", runs=5),
-    Setting("dsg-a9a", "dsg", "a9a", {"loss": "hinge", "sigma": "median", "nu": "0.01/n", "batch_size": 64, "block_size": 32},
-            "test_error", 0.153, "Dai et al. 2014, Sec. 6 (Adult)", test="a9a.t", runs=3, tolerance=0.015,
-            tune={"theta": [1000.0, 3000.0, 10000.0], "step_offset": [0.0, 300.0, 1000.0, 3000.0]},
-            tuned={"theta": 10000.0, "step_offset": 3000.0},
-            note="one pass; theta and the step offset (gamma_i = theta / (offset + i)) tuned on the online error of a9a"),
-    Setting("dsg-a9a-precond", "dsg", "a9a", {"loss": "hinge", "sigma": "median", "nu": "0.01/n", "batch_size": 64,
-                                              "block_size": 32, "step_offset": 10000.0, "precondition": True,
-                                              "precondition_eps": 0.001},
-            "test_error", 0.153, "Dai et al. 2014, Sec. 6 (Adult)", test="a9a.t", runs=3, tolerance=0.015,
-            tune={"theta": [250.0, 500.0, 1000.0, 2000.0]}, tuned={"theta": 1000.0},
-            note="one pass, with the paper's optional block preconditioning; theta tuned on the online error of a9a"),
-    Setting("oks-a9a", "oks", "a9a", {"loss": "logistic", "horizon": "n"}, "online_error", 0.1965,
-            "Li & Liao 2022, Table 2", paper_std=0.0012, runs=3, tolerance=0.015,
-            note="6 Gaussians 2^-2..2^3; binary features as distributed (within [-1, 1]); the paper ran 10 permutations"),
-    Setting("ioks-a9a", "ioks", "a9a", {"loss": "logistic", "horizon": "n"}, "online_error", 0.1746,
-            "Li & Liao 2022, Table 2", paper_std=0.0012, runs=3, tolerance=0.015),
-    Setting("oks_pp-a9a", "oks_pp", "a9a", {"loss": "logistic"}, "online_error", 0.1657, "Li & Liao 2022, Table 2",
-            paper_std=0.0031, runs=3, tolerance=0.015),
-    Setting("rf_oks_pp-a9a", "rf_oks_pp", "a9a", {"loss": "logistic", "n_components": 400}, "online_error", 0.1728,
-            "Li & Liao 2022, Table 2", paper_std=0.0029, runs=3, tolerance=0.015),
-]
-"""The reference numbers okl reproduces (spec/fogd_nogd.md, dsg.md, oks.md).
-
-A row is data only: a learner added later needs a row here, no code.
-"""
-
-
-# -- running ---------------------------------------------------------------------------
-def resolve_data_params(params: dict, data: ArrayData) -> dict:
-    """Replace ``"median"``, ``"n"`` and ``"c/n"`` strings by numbers computed on ``data``."""
-    out = {}
-    for name, value in params.items():
-        if value == "median":
-            value = float(f"{median_heuristic(data.X):.6g}")
-        elif value == "n":
-            value = len(data.y)
-        elif isinstance(value, str) and value.endswith("/n"):
-            value = float(value[:-2]) / len(data.y)
-        out[name] = value
-    return out
-
-
-@dataclasses.dataclass
-class Outcome:
-    """One setting's result (or why it was skipped)."""
-
-    setting: Setting
-    status: str  # "ok", "skipped", "error"
-    reason: str = ""
-    mean: float = math.nan
-    std: float = math.nan
-    runs: int = 0
-    params: dict = dataclasses.field(default_factory=dict)
-    seconds: float = 0.0
-    curve_n: list = dataclasses.field(default_factory=list)
-    curve_value: list = dataclasses.field(default_factory=list)
-
-    @property
-    def diff(self) -> float:
-        return self.mean - self.setting.paper
-
-    def to_dict(self) -> dict:
-        s = self.setting
-        return {"key": s.key, "learner": s.learner, "data": s.data, "test": s.test, "metric": s.metric, "status": self.status,
-                "reason": self.reason, "ours_mean": self.mean, "ours_std": self.std, "runs": self.runs, "paper": s.paper,
-                "paper_std": s.paper_std, "diff": self.diff if self.status == "ok" else None, "source": s.source,
-                "params": self.params, "seconds": self.seconds, "note": s.note,
-                "curve": {"n": self.curve_n, "value": self.curve_value}}
-
-
-def _skip_reason(setting: Setting, data_root: str) -> str | None:
-    if setting.learner not in learner_names():
-        return f"learner {setting.learner!r} not in okl_core.learner_names() yet"
-    for name in filter(None, (setting.data, setting.test)):
-        if not available(name, data_root):
-            return f"data set {name!r} not found under {data_root} ({', '.join(DATASETS[name].files)})"
-    return None
-
-
-def run_setting(setting: Setting, data_root: str, client=None, runs: int | None = None, out_dir: str | None = None,
-                progress=None, use_tuned: bool = False) -> Outcome:
-    """Run one setting (tuning first if it has a grid); never raises for a failing learner.
-
-    ``use_tuned`` skips the tuning and uses the setting's recorded ``tuned`` values.
-    """
-    reason = _skip_reason(setting, data_root)
-    if reason:
-        return Outcome(setting, "skipped", reason)
-    started = time.perf_counter()
-    train = real_source(setting.data, data_root)
-    test = real_source(setting.test, data_root) if setting.test else None
-    base = resolve_data_params(setting.params, load_real(setting.data, os.path.abspath(data_root)))
-    sub = (lambda name: os.path.join(out_dir, setting.key, name)) if out_dir else (lambda name: None)
-    tune = setting.tune
-    if use_tuned and setting.tuned:
-        base, tune = {**base, **setting.tuned}, None
-    fixed = SearchSpace({k: Choice((v,)) for k, v in base.items() if k not in (tune or {})})
-    try:
-        if tune:
-            space = SearchSpace({k: Choice(tuple(v)) for k, v in tune.items()})
-            points = make_points(setting.learner, fixed.merged(space), train)
-            tuned = sweep(SweepSettings(setting.learner, train, None, repeats=1), points, out_dir=sub("tune"),
-                          metric=setting.tune_metric, client=client, swept=space.swept, space=space.describe(), progress=progress)
-            if tuned.best is None:
-                errors = sorted({r["error"] for r in tuned.rows if r["error"]})
-                return Outcome(setting, "error", f"every tuning point failed: {errors[:2]}")
-            chosen = json.loads(min((r for r in tuned.rows if r["status"] == "ok"),
-                                    key=lambda r: (r[f"{setting.tune_metric}_mean"], r["point"]))["params"])
-        else:
-            chosen = make_points(setting.learner, fixed, train)[0].params
-        point = Point(0, {}, chosen)
-        final = sweep(SweepSettings(setting.learner, train, test, repeats=runs or setting.runs), [point], out_dir=sub("runs"),
-                      metric=setting.metric, client=client, progress=progress)
-    except ValueError as err:  # a parameter the learner does not know, a task mismatch
-        return Outcome(setting, "error", str(err), seconds=time.perf_counter() - started)
-    row = final.rows[0]
-    if row["status"] != "ok":
-        return Outcome(setting, "error", row["error"], params=chosen, seconds=time.perf_counter() - started)
-    return Outcome(setting, "ok", mean=row[f"{setting.metric}_mean"], std=row[f"{setting.metric}_std"], runs=row["runs"],
-                   params={k: v for k, v in chosen.items() if k not in ("n_inputs", "n_classes")},
-                   seconds=time.perf_counter() - started, curve_n=row["curve_n"], curve_value=row["curve_value"])
-
-
-def _pct(value: float | None, std: float | None = None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    text = f"{100 * value:.2f}"
-    if std is not None and not math.isnan(std):
-        text += f" ± {100 * std:.2f}"
-    return text
-
-
-def table(outcomes: list[Outcome]) -> str:
-    """Markdown: ours next to the paper's number (percent for error metrics) and the difference."""
-    head = ["setting", "learner", "data", "metric", "ours (%)", "runs", "paper (%)", "diff (points)", "time (s)", "source / note"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for o in outcomes:
-        s = o.setting
-        data = s.data + (f" -> {s.test}" if s.test else "")
-        if o.status == "ok":
-            cells = [s.key, s.learner, data, s.metric, _pct(o.mean, o.std), str(o.runs), _pct(s.paper, s.paper_std),
-                     f"{100 * o.diff:+.2f}", f"{o.seconds:.0f}", "; ".join(filter(None, [s.source, s.note]))]
-        else:
-            cells = [s.key, s.learner, data, s.metric, o.status, "", _pct(s.paper, s.paper_std), "", "",
-                     o.reason.replace("|", "\\|")]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def reproduce(keys: list[str] | None = None, data_root: str = DEFAULT_DATA_ROOT, client=None, runs: int | None = None,
-              out_dir: str | None = None, progress=None, use_tuned: bool = False) -> list[Outcome]:
-    """Run the settings named in ``keys`` (all when None) and return their outcomes."""
-    chosen = SETTINGS if not keys else [s for s in SETTINGS if s.key in keys or s.learner in keys]
-    unknown = sorted(set(keys or ()) - {s.key for s in SETTINGS} - {s.learner for s in SETTINGS})
-    if unknown:
-        raise ValueError(f"--only: unknown setting(s) {unknown}; see --list")
-    outcomes = []
-    for setting in chosen:
-        if progress is not None:
-            print(f"== {setting.key}", file=progress, flush=True)
-        outcomes.append(run_setting(setting, data_root, client=client, runs=runs, out_dir=out_dir, progress=progress,
-                                    use_tuned=use_tuned))
-    return outcomes
+__all__ = ["build_parser", "run"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -390,9 +43,7 @@ def run(argv: list[str] | None = None) -> list[Outcome]:
     """Run the reproductions and print the table."""
     args = build_parser().parse_args(argv)
     if args.list:
-        for s in SETTINGS:
-            print(f"{s.key:16s} {s.learner:9s} {s.data:10s} {s.metric:13s} paper {_pct(s.paper, s.paper_std):>14s}  "
-                  f"{json.dumps(s.params)}{'  tune ' + json.dumps(s.tune) if s.tune else ''}  [{s.source}]")
+        print("\n".join(settings_lines()))
         return []
     if args.runs is not None and args.runs < 1:
         raise SystemExit("pipelines.reproduce: error: --runs must be >= 1")
@@ -403,14 +54,9 @@ def run(argv: list[str] | None = None) -> list[Outcome]:
                                  use_tuned=args.no_tune)
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"pipelines.reproduce: error: {err}") from None
-    text = table(outcomes)
-    print(text)
+    print(table(outcomes))
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        atomic_write_bytes(os.path.join(args.out, "reproduce.md"), (text + "\n").encode())
-        payload = json.dumps([o.to_dict() for o in outcomes], indent=1, sort_keys=True, default=float)
-        atomic_write_bytes(os.path.join(args.out, "reproduce.json"), (payload + "\n").encode())
-        print(f"\nwritten: {os.path.join(args.out, 'reproduce.md')}, {os.path.join(args.out, 'reproduce.json')}")
+        print(f"\nwritten: {', '.join(write_outcomes(args.out, outcomes))}")
     return outcomes
 
 

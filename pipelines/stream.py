@@ -17,6 +17,7 @@ The graph (transforms/streaming.py)::
 At launch the job starts from ``--init_model`` or, when ``--output`` already holds
 ``model-vNNNNNN.npz`` files, from the newest of them (a restart); new versions continue
 from its number. ``--stop_after S`` stops watching after S seconds (a bounded run).
+:func:`run_streaming` runs it; with no runner (or DirectRunner) on Beam's Prism runner.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from apache_beam.options.pipeline_options import StandardOptions
 
 import okl_core
 from okl_core.state import parse_version
-from pipelines.common import UsageError
+from okl_experiments.metrics import headline
+from pipelines.common import UsageError, pipeline_options, use_local_prism
+from pipelines.job import TrainJob, TrainResult, counters
 from transforms.inference import read_bytes
 from transforms.streaming import (
     MergeSnapshots, ReadParquetFiles, StreamTrainOnline, VersionNotices, WatchParquet, WriteDeadLetterFiles, WriteModelVersions,
@@ -37,7 +40,8 @@ from transforms.streaming import (
 )
 from transforms.train import LearnerSpec
 
-__all__ = ["watch_pattern", "initial_model", "build_streaming_graph"]
+__all__ = ["watch_pattern", "initial_model", "check_streaming_args", "build_streaming_graph", "streaming_pipeline",
+           "run_streaming", "add_streaming_flags"]
 
 
 def watch_pattern(path: str) -> str:
@@ -88,10 +92,10 @@ def check_streaming_args(args, learner: okl_core.Learner) -> None:
             raise UsageError(f"--mix_weight {args.mix_weight}: {err}; stream with --mix_weight 0") from None
 
 
-def _print_snapshot(record: str) -> None:
-    """One line per snapshot: shard, interval, rows and the interval's online metric."""
+def _print_snapshot(record: str, key: str) -> None:
+    """One line per snapshot: shard, interval, rows and the interval's online metric ``key``."""
     r = json.loads(record)
-    metric = ", ".join(f"{k} {v:.5g}" for k, v in r["online"].items() if k in ("mistake_rate", "mse"))
+    metric = f"{key} {r['online'][key]:.5g}" if key in r["online"] else ""
     print(f"shard {r['shard']} snapshot {r['interval']}: {sum(b['rows'] for b in r['batches'])} rows ({r['n_seen']} in all), online {metric}", flush=True)
 
 
@@ -128,7 +132,7 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     versions | "LogVersions" >> beam.Map(lambda v: print(f"model version {v[0]}: {v[1]}", flush=True))
     dead = source["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFiles(job.output)
     dead | "LogDeadLetters" >> beam.Map(lambda path: print(f"bad rows: {path}", flush=True))
-    snapshots | "WriteSnapshotRecords" >> WriteSnapshotRecords(job.output, first_version) | "LogSnapshots" >> beam.Map(_print_snapshot)
+    snapshots | "WriteSnapshotRecords" >> WriteSnapshotRecords(job.output, first_version) | "LogSnapshots" >> beam.Map(_print_snapshot, headline(learner.task).summary_key)
     resolved = {"started_from": started_from, "first_version": first_version, "pattern": watch_pattern(args.input), "merge_seconds": merge_seconds}
     print(json.dumps(resolved), flush=True)
     return {**resolved, "snapshots": snapshots, "versions": versions}
@@ -145,3 +149,51 @@ def add_streaming_flags(parser) -> None:
     group.add_argument("--merge_seconds", type=float, help="length of the processing-time windows: one merged version per window in which a snapshot arrived (default: --poll_seconds)")
     group.add_argument("--init_model", help="model file to start from (default: the newest model-vNNNNNN.npz in --output, else a fresh model)")
     group.add_argument("--stop_after", type=float, help="stop watching after S seconds (default: run until cancelled)")
+
+
+_PRISM_HELP = (
+    "local streaming runs on Beam's Prism runner, which could not be started ({error}). Build it with Go from "
+    "the Go module proxy (`python -m pipelines.engines install prism`, or `make runners`: okl then uses it), "
+    "or pass --prism_location=PATH to a Prism binary of apache-beam {version}, or run on Flink or Dataflow "
+    "(README, '## Streaming')"
+)
+
+
+def streaming_pipeline(beam_argv: list[str]) -> tuple[beam.Pipeline, bool]:
+    """A streaming pipeline on the requested runner, and whether it runs locally on Prism.
+
+    With no runner (or DirectRunner) the graph runs on Beam's Prism runner: the FnApiRunner
+    behind okl's batch default is batch-only, and Beam's legacy direct runner cannot run
+    the file-watching source.
+    """
+    options = pipeline_options(beam_argv)
+    options.view_as(StandardOptions).streaming = True
+    runner = options.view_as(StandardOptions).runner
+    local = runner is None or (isinstance(runner, str) and runner.lower() in ("directrunner", "direct", "prismrunner", "prism"))
+    if local:
+        use_local_prism(options, beam_argv)
+    return beam.Pipeline(runner="PrismRunner" if local else runner, options=options), local
+
+
+def run_streaming(args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
+    """Run the streaming graph of ``job`` until --stop_after or cancellation.
+
+    Raises
+    ------
+    UsageError
+        Bad streaming flags, or a local run for which Prism could not be started (the
+        message says what to do).
+    """
+    if args.input is None:
+        raise UsageError("--streaming needs --input (a directory or glob where new Parquet files appear)")
+    pipeline, local = streaming_pipeline(beam_argv)
+    build_streaming_graph(pipeline, job, args)
+    try:
+        pipeline_result = pipeline.run()
+    except (RuntimeError, OSError, ValueError) as err:
+        if local and "prism" in f"{err!r} {err.__cause__!r}".lower():
+            raise UsageError(_PRISM_HELP.format(error=str(err).split(": <")[0], version=beam.__version__)) from None
+        raise
+    pipeline_result.wait_until_finish()
+    files = {**job.files, "model": (okl_core.model_versions(job.output) or [(0, job.files["model"])])[-1][1]}
+    return TrainResult(pipeline_result, job.output, files, None, counters(pipeline_result))

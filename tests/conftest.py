@@ -1,8 +1,9 @@
-"""Shared test configuration: slow-test gating and the location of ../shared/data."""
+"""Shared test configuration: slow-test gating, the location of ../shared/data, a Dask cluster for sweeps."""
 
 import os
 import pathlib
 
+import numpy as np
 import pytest
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -38,14 +39,37 @@ def prism_location() -> str:
     """
     import shutil
 
-    from pipelines import engines
+    from pipelines import local_runners
 
-    binary = engines.prism_binary()
+    binary = local_runners.prism_binary()
     if binary is None:
         if shutil.which("go") is None:
             pytest.skip("Go is not installed: the Prism runner is built with `go install` (`make runners`)")
         try:
-            binary = engines.prism_binary(build=True)
-        except engines.EngineUnavailable as err:
+            binary = local_runners.prism_binary(build=True)
+        except local_runners.EngineUnavailable as err:
             pytest.fail(f"Prism: {err}")
     return binary
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A sweep's own LocalCluster (2 worker processes, 1 thread each), for the tests of one module.
+
+    Module-scoped: an idle cluster left running slows the Beam tests on a small machine."""
+    pytest.importorskip("distributed")
+    from okl_experiments.runs import dask_client
+
+    with dask_client(None, workers=2) as c:
+        yield c
+
+
+def sweep_binary_data(path, n=1500, d=5, seed=0):
+    """A small binary okl data set at ``path`` (2 shards); returns its rows."""
+    from okl_core.data.layout import write_dataset
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] ** 2 > 0.8, 1, -1)
+    write_dataset(path, X, y, "binary", n_shards=2, row_group_rows=500, classes=[-1, 1])
+    return X, y

@@ -5,19 +5,23 @@ infinite-MNIST data set: each worker loads the base digits once (``setup``), bui
 :class:`okl_core.data.mnist8m.Mnist8mGenerator`, and writes its shard's rows with
 :func:`okl_core.data.layout.write_shard_file` into the staging directory. Row ``i`` depends
 only on ``(seed, i)``, so the data set is the same for any number of shards, workers or
-retries. The driver (``pipelines.prepare``) commits the staging directory afterwards.
+retries. :func:`generate_mnist8m` runs it into a staged data set directory and commits it
+(``pipelines.prepare mnist8m``), reporting finished shards as progress.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import apache_beam as beam
 
-from okl_core.data.layout import DEFAULT_COMPRESSION, shard_file_name, write_shard_file
-from okl_core.data.mnist8m import DeformationConfig, Mnist8mGenerator, load_base
+from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetInfo, StagedDataset, shard_file_name, write_shard_file
+from okl_core.data.mnist8m import GENERATOR_NAME, DeformationConfig, Mnist8mGenerator, load_base
+from okl_core.data.sources import ConversionSummary, DataFormatError
 
-__all__ = ["ShardPlan", "WriteMnist8mShards"]
+__all__ = ["ShardPlan", "WriteMnist8mShards", "generate_mnist8m"]
 
 
 class ShardPlan:
@@ -86,3 +90,69 @@ class WriteMnist8mShards(beam.PTransform):
     def expand(self, shard_indices):
         # Reshuffle so that shards spread over workers instead of staying in one bundle.
         return shard_indices | "Spread" >> beam.Reshuffle() | "Generate" >> beam.ParDo(self._fn)
+
+
+class _ShardWatcher(threading.Thread):
+    """Report finished shard files in the staging directory as progress (any runner)."""
+
+    def __init__(self, directory, plan, progress, interval=0.5):
+        super().__init__(daemon=True)
+        self.directory, self.plan, self.progress, self.interval = directory, plan, progress, interval
+        self.stopped = threading.Event()
+
+    def run(self):
+        sizes = {s["file"]: s["n_rows"] for s in self.plan.shards()}
+        while not self.stopped.wait(self.interval):
+            try:
+                names = os.listdir(self.directory)
+            except OSError:
+                return
+            self.progress.update(sum(sizes.get(n, 0) for n in names))
+
+
+def generate_mnist8m(pipeline: beam.Pipeline, run, out: str, base: dict, seed: int, config: DeformationConfig, rows: int,
+                     rows_per_shard: int, progress, *, overwrite: bool = False, name: str | None = None, row_group_rows: int = 4096,
+                     batch_rows: int = 1024, compression: str = DEFAULT_COMPRESSION) -> ConversionSummary:
+    """Generate an MNIST-8M data set at ``out`` with :class:`WriteMnist8mShards` on ``pipeline``.
+
+    ``run(pipeline)`` runs the job to completion; ``base`` holds the keyword arguments of
+    :func:`okl_core.data.mnist8m.load_base` (checked here, in the driver, before any job);
+    ``progress`` (:class:`okl_core.data.sources.Progress`) sees the finished shards. The
+    shards are staged and committed together with ``dataset.json``; nothing is left behind
+    by a failure.
+    """
+    started = time.perf_counter()
+    base_images, base_labels = load_base(**base)  # fail early on bad input, in the driver
+    classes = sorted(set(base_labels.tolist()))
+    if classes != list(range(len(classes))):
+        raise DataFormatError(f"{base['labels']}: base labels must be 0..C-1 for the generator, found {classes[:20]}")
+    plan = ShardPlan(rows, rows_per_shard)
+    staged = StagedDataset(out, overwrite)
+    watcher = _ShardWatcher(staged.tmp, plan, progress)
+    try:
+        progress.start(plan.n_rows, "rows", "mnist8m")
+        watcher.start()
+        _ = (
+            pipeline
+            | "ShardIds" >> beam.Create(list(range(plan.n_shards)))
+            | "WriteShards" >> WriteMnist8mShards(staged.tmp, base, seed, config.to_dict(), plan, row_group_rows, batch_rows, compression)
+        )
+        run(pipeline)
+        watcher.stopped.set()
+        missing = [s["file"] for s in plan.shards() if not os.path.exists(os.path.join(staged.tmp, s["file"]))]
+        if missing:
+            raise RuntimeError(f"the pipeline finished without writing {len(missing)} shard(s): {missing[:5]}")
+        progress.update(plan.n_rows)
+        progress.finish()
+        start, stop = base.get("start", 0), base.get("stop")
+        info = DatasetInfo(
+            name=name or os.path.basename(staged.path), task="multiclass", n_rows=plan.n_rows, n_features=int(base_images[0].size),
+            classes=classes, source=f"mnist8m:{base['images']},{base['labels']}", generator_seed=seed, shards=plan.shards(),
+            extra={"generator": GENERATOR_NAME, "deformation": config.to_dict(), "base_rows": [start, stop if stop is not None else len(base_labels) + start], "row_key": "block_bit_generator(seed, row)"},
+        )
+        staged.commit(info)
+    except BaseException:
+        watcher.stopped.set()
+        staged.abort()
+        raise
+    return ConversionSummary(info, staged.path, seconds=time.perf_counter() - started)

@@ -14,6 +14,10 @@ regression) or ``(C,)`` array (multiclass) for a row, ``(n,)`` / ``(n, C)`` for 
 ``OklModelHandler.to_labels`` turns them into labels. The model file is read through
 Beam's FileSystems (local paths, ``gs://`` and other registered schemes) and parsed with
 :func:`okl_core.model_from_bytes` (never unpickled).
+
+:class:`WritePredictions` scores the batches of :class:`~transforms.read.ReadShards` this
+way and writes them as Parquet files (``pipelines.predict``); :class:`WatchModelVersions`
+feeds the newest model version of a streaming job to RunInference.
 """
 
 from __future__ import annotations
@@ -24,12 +28,15 @@ from typing import Any, Iterable, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.ml.inference.base import ModelHandler, ModelMetadata, PredictionResult
+from apache_beam.io.parquetio import WriteToParquetBatched
+from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, ModelMetadata, PredictionResult, RunInference
 
 import okl_core
+from okl_core.learners.base import labels_from_scores
 
-__all__ = ["OklModel", "OklModelHandler", "WatchModelVersions", "read_bytes"]
+__all__ = ["OklModel", "OklModelHandler", "WatchModelVersions", "WritePredictions", "prediction_schema", "read_bytes"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,4 +142,59 @@ class WatchModelVersions(beam.PTransform):
             pbegin
             | "Poll" >> PeriodicImpulse(start_timestamp=self.start_timestamp, fire_interval=self.poll_seconds, apply_windowing=True, **kwargs)
             | "Newest" >> beam.FlatMap(newest).with_output_types(ModelMetadata)
+        )
+
+
+def prediction_schema(task: str, n_classes: int | None = None) -> pa.Schema:
+    """Arrow schema of the prediction files for ``task``: ``row``, ``score`` or ``scores``, ``label``."""
+    fields = [("row", pa.int64())]
+    if task == "multiclass":
+        fields.append(("scores", pa.list_(pa.float64(), n_classes)))
+    else:
+        fields.append(("score", pa.float64()))
+    if task != "regression":
+        fields.append(("label", pa.int32()))
+    return pa.schema(fields)
+
+
+class _ToTable(beam.DoFn):
+    """``(rows, PredictionResult)`` -> one Arrow table of predictions."""
+
+    def __init__(self, task: str, n_classes: int | None):
+        self.task, self.n_classes = task, n_classes
+
+    def process(self, element):
+        rows, result = element
+        scores = np.asarray(result.inference, dtype=np.float64)
+        columns = [pa.array(np.asarray(rows, dtype=np.int64))]
+        if self.task == "multiclass":
+            columns.append(pa.FixedSizeListArray.from_arrays(pa.array(scores.reshape(-1)), self.n_classes))
+        else:
+            columns.append(pa.array(scores))
+        if self.task != "regression":
+            columns.append(pa.array(labels_from_scores(self.task, scores), type=pa.int32()))
+        yield pa.Table.from_arrays(columns, schema=prediction_schema(self.task, self.n_classes))
+
+
+class WritePredictions(beam.PTransform):
+    """Score the ``batches`` of :class:`~transforms.read.ReadShards` with a model file and write them.
+
+    RunInference with :class:`OklModelHandler` on each block of rows; Parquet files
+    ``<output>-SSSSS-of-NNNNN.parquet`` of :func:`prediction_schema`: ``row`` (the input's
+    row number), ``score`` (binary, regression) or ``scores`` (multiclass, one per class)
+    and, for classification, ``label`` (-1/+1 or the class index).
+    """
+
+    def __init__(self, model_path: str, task: str, n_classes: int | None, output: str):
+        super().__init__()
+        self.model_path, self.task, self.n_classes, self.output = model_path, task, n_classes, output
+
+    def expand(self, batches):
+        handler = KeyedModelHandler(OklModelHandler(self.model_path, max_batch_size=4))
+        return (
+            batches
+            | "KeyByRows" >> beam.Map(lambda element: (element[1].row, element[1].X))
+            | "RunInference" >> RunInference(handler)
+            | "ToTables" >> beam.ParDo(_ToTable(self.task, self.n_classes))
+            | "WritePredictions" >> WriteToParquetBatched(self.output, prediction_schema(self.task, self.n_classes), file_name_suffix=".parquet")
         )

@@ -7,7 +7,8 @@ inputs) and writes, next to each other:
 * the model file (okl_core format, written atomically);
 * ``metrics.json``: online error per shard and merged (per round too), test metrics,
   rows read / trained / rejected (by reason), timing, and the per-batch records;
-* the online-error plot (PNG, matplotlib's Agg backend);
+* the online-error plot (PNG, matplotlib's Agg backend): the headline metric and its
+  curve are :mod:`okl_experiments.metrics`'s;
 * the dead letters (JSON lines sorted by split and stream position).
 
 Local paths are written atomically (temporary file + rename); other schemes go through
@@ -27,13 +28,15 @@ from apache_beam.io.filesystems import FileSystems
 
 from okl_core.metrics import Prequential
 from okl_core.state import atomic_write_bytes
+from okl_experiments.metrics import headline, online_curve, parallel_order
+from transforms.read import is_remote
 
-__all__ = ["WriteRunOutputs", "write_bytes", "build_report", "plot_online_error"]
+__all__ = ["WriteRunOutputs", "WriteDeadLetterFile", "write_bytes", "build_report", "plot_online_error", "local_dir"]
 
 
 def write_bytes(path: str, data: bytes) -> None:
     """Write ``data`` to ``path``: atomically for local paths, via FileSystems otherwise."""
-    if "://" in path:
+    if is_remote(path):
         with FileSystems.create(path) as f:
             f.write(data)
     else:
@@ -117,36 +120,22 @@ def plot_online_error(report: dict, task: str) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    regression = task == "regression"
-    error_of = (lambda b: b["sum_squared_error"]) if regression else (lambda b: b["mistakes"])
+    metric = headline(task)
     fig = Figure(figsize=(7, 4.2), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     batches = report["batches"]
     shards = sorted({b["shard"] for b in batches})
     for s in shards:
-        xs, ys, n, err = [], [], 0, 0.0
-        for b in (b for b in batches if b["shard"] == s):
-            n, err = n + b["rows"], err + error_of(b)
-            if n:
-                xs.append(n)
-                ys.append(err / n)
-        ax.plot(xs, ys, lw=1, alpha=0.7, label=f"shard {s}")
-    if len(shards) > 1:
-        # All shards together, in the order they run in parallel: round, then batch.
-        xs, ys, n, err = [], [], 0, 0.0
-        for b in sorted(batches, key=lambda b: (b["round"], b["seq"], b["shard"])):
-            n, err = n + b["rows"], err + error_of(b)
-            if n:
-                xs.append(n)
-                ys.append(err / n)
-        ax.plot(xs, ys, lw=2, color="black", label="all shards")
+        ax.plot(*online_curve([b for b in batches if b["shard"] == s], task), lw=1, alpha=0.7, label=f"shard {s}")
+    if len(shards) > 1:  # all shards together, in the order they run in parallel
+        ax.plot(*online_curve(parallel_order(batches), task), lw=2, color="black", label="all shards")
     ax.set_xlabel("rows learned")
-    ax.set_ylabel("online mean squared error" if regression else "online mistake rate")
+    ax.set_ylabel(metric.label)
     test = report.get("test")
     title = f"{report['learner']['learner']} on {report['data']['train']['name']}"
     if test:
-        title += f" (test {'MSE' if regression else 'error'} {test['mse' if regression else 'mistake_rate']:.4g})"
+        title += f" (test {metric.short} {test[metric.summary_key]:.4g})"
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -210,6 +199,22 @@ class WriteRunOutputs(beam.PTransform):
 
 def local_dir(path: str) -> str:
     """Create a local output directory (no-op for remote schemes); returns ``path``."""
-    if "://" not in path:
+    if not is_remote(path):
         os.makedirs(path, exist_ok=True)
     return path
+
+
+class WriteDeadLetterFile(beam.PTransform):
+    """Write dead-letter records (JSON strings) into one JSON-lines file, sorted by stream position."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def expand(self, dead):
+        path = self.path
+
+        def write(records):
+            write_bytes(path, "".join(r + "\n" for r in sorted(records, key=lambda r: json.loads(r)["position"])).encode())
+
+        return dead | "Collect" >> beam.combiners.ToList() | "Write" >> beam.Map(write)

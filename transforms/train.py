@@ -44,6 +44,7 @@ import okl_core
 from okl_core.data.plan import StreamPlan
 from okl_core.merge import check_mergeable
 from okl_core.metrics import Prequential
+from okl_experiments.metrics import headline
 from transforms.elements import BatchPiece, ModelCache, PieceRef
 from transforms.read import METRICS_NAMESPACE, DatasetSource, RowGroupReader
 
@@ -159,8 +160,7 @@ class _FoldShard(beam.DoFn):
         self.micros.inc(int(took * 1e6))
         self.batch_rows.update(batch.n)
         if batch.n:
-            error = batch.mse if batch.task == "regression" else batch.mistake_rate
-            self.batch_error.update(int(round(error * 1e6)))
+            self.batch_error.update(int(round(getattr(batch, headline(batch.task).summary_key) * 1e6)))
 
 
 def _plan_reads(pieces, reader: RowGroupReader | None):

@@ -1,6 +1,6 @@
 """The batch pipeline on a local Flink cluster gives the DirectRunner's model bytes.
 
-The Flink job server is the pathing jar of :mod:`pipelines.engines` (Beam
+The Flink job server is the pathing jar of :mod:`pipelines.local_runners` (Beam
 ``FLINK_BEAM_VERSION``, built by ``make runners``); the submitting Python SDK must have the
 same Beam version, so the jobs run in ``.venv-flink`` (or in this interpreter when its Beam
 is that version), through ``python -m pipelines.train`` -- the DirectRunner reference too,
@@ -19,7 +19,7 @@ import time
 import pytest
 
 from okl_core.data.layout import write_dataset
-from pipelines import engines
+from pipelines import local_runners
 from tests.pipelines.reference import binary_data
 from tests.pipelines.runner_cases import CASES, prepare
 
@@ -35,13 +35,13 @@ def job_server() -> str:
     """The cached job server jar (built here when Maven is present); skips without Java."""
     if shutil.which("java") is None:
         pytest.skip("Java is not installed: the Flink tests need `java` on the PATH")
-    jar = engines.flink_job_server_jar()
+    jar = local_runners.flink_job_server_jar()
     if jar is None:
         if shutil.which("mvn") is None:
             pytest.skip("the Flink job server is not built and Maven is not installed to build it (`make runners` builds it)")
         try:
-            jar = engines.flink_job_server_jar(build=True)
-        except engines.EngineUnavailable as err:
+            jar = local_runners.flink_job_server_jar(build=True)
+        except local_runners.EngineUnavailable as err:
             pytest.fail(f"Flink job server: {err}")
     return jar
 
@@ -51,15 +51,15 @@ def flink_python() -> str:
     """A Python whose apache-beam is the job server's version: this one, or .venv-flink's."""
     import apache_beam
 
-    if apache_beam.__version__ == engines.FLINK_BEAM_VERSION:
+    if apache_beam.__version__ == local_runners.FLINK_BEAM_VERSION:
         return sys.executable
     python = os.environ.get(FLINK_PYTHON_ENV) or os.path.join(ROOT, ".venv-flink", "bin", "python")
     if not os.path.exists(python):
-        pytest.fail(f"{python} is missing: the Flink job server needs apache-beam=={engines.FLINK_BEAM_VERSION} "
+        pytest.fail(f"{python} is missing: the Flink job server needs apache-beam=={local_runners.FLINK_BEAM_VERSION} "
                     f"on the submitting side (`make runners` creates .venv-flink; ${FLINK_PYTHON_ENV} names another Python)")
     proc = subprocess.run([python, "-c", "import apache_beam; print(apache_beam.__version__)"], capture_output=True, text=True)
-    if proc.stdout.strip() != engines.FLINK_BEAM_VERSION:
-        pytest.fail(f"{python} has apache-beam {proc.stdout.strip() or '(none)'}, the job server {engines.FLINK_BEAM_VERSION}: run `make runners`")
+    if proc.stdout.strip() != local_runners.FLINK_BEAM_VERSION:
+        pytest.fail(f"{python} has apache-beam {proc.stdout.strip() or '(none)'}, the job server {local_runners.FLINK_BEAM_VERSION}: run `make runners`")
     return python
 
 
@@ -98,7 +98,7 @@ def comparable(metrics: dict):
 
 def same_model_on_flink(python, jar, tmp_path, args):
     direct, direct_metrics, direct_seconds = train(python, tmp_path / "direct", args, ["--runner=DirectRunner"])
-    flink, flink_metrics, flink_seconds = train(python, tmp_path / "flink", args, engines.flink_runner_options(jar))
+    flink, flink_metrics, flink_seconds = train(python, tmp_path / "flink", args, local_runners.flink_runner_options(jar))
     print(f"DirectRunner {direct_seconds:.1f} s, FlinkRunner {flink_seconds:.1f} s (wall, each in a new process)")
     assert flink == direct
     assert comparable(flink_metrics) == comparable(direct_metrics)
@@ -131,7 +131,7 @@ def test_the_streaming_job_runs_on_flink(job_server, flink_python, tmp_path):
     merge windows, mixing mid-stream, replayed versions, --stop_after) on the local Flink cluster."""
     started = time.perf_counter()
     proc = subprocess.run(
-        [flink_python, "-m", "tests.pipelines.test_streaming_prism", str(tmp_path), *engines.flink_runner_options(job_server)],
+        [flink_python, "-m", "tests.pipelines.test_streaming_prism", str(tmp_path), *local_runners.flink_runner_options(job_server)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=600,
     )
     print(f"streaming on Flink: {time.perf_counter() - started:.1f} s")

@@ -11,7 +11,7 @@ import pytest
 
 from okl_core.data import open_dataset, read_idx
 from pipelines import prepare
-from pipelines._progress import ProgressBar
+from okl_experiments.progress import ProgressBar
 from tests.conftest import shared_data
 from tests.data_files import libsvm_text, write_idx_pair
 

@@ -8,10 +8,11 @@ import pytest
 import okl_core
 from okl_core.data.layout import write_dataset
 from okl_core.evaluation import permuted, run_online
+from okl_experiments import figures
+from okl_experiments.data import okl_source
+from okl_experiments.grid import SearchSpace
+from okl_experiments.sweep import SweepSettings, make_points, sweep
 from pipelines import report
-from pipelines.grid import SearchSpace
-from pipelines.runner import okl_source
-from pipelines.sweep import SweepSettings, make_points, sweep
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -54,7 +55,7 @@ def test_random_search_heatmap_is_a_scatter(tmp_path):
     source = okl_source(str(tmp_path / "d"))
     points = make_points("fogd", SearchSpace.from_tokens(["sigma=0.3:3", "eta=1e-3:1", "n_components=16"]), source, samples=6)
     result = sweep(SweepSettings("fogd", source), points, out_dir=str(tmp_path / "sweep"))
-    written = report.plot_sweep(result.results_path, str(tmp_path / "fig"))
+    written = figures.plot_sweep(result.results_path, str(tmp_path / "fig"))
     assert len(written) == 3
     for path in written:
         _png(path)
@@ -64,8 +65,8 @@ def test_curves_from_sweep_results_and_curve_json(grid_results, tmp_path):
     X, y = _data(tmp_path / "d2", seed=1)
     learner = okl_core.make_learner("fogd", n_inputs=3, n_components=16, sigma=1.0, eta=0.1)
     curve_file = tmp_path / "run.json"
-    curve_file.write_text(json.dumps(report.curve_record(run_online(learner, X, y), "direct run")))
-    curves = report.read_curves([grid_results.results_path, str(curve_file)], top=2)
+    curve_file.write_text(json.dumps(figures.curve_record(run_online(learner, X, y), "direct run")))
+    curves = figures.read_curves([grid_results.results_path, str(curve_file)], top=2)
     assert [c.label for c in curves][-1] == "direct run" and len(curves) == 3
     best = min(grid_results.rows, key=lambda r: (r["online_error_mean"], r["point"]))
     assert curves[0].value[-1] == pytest.approx(best["online_error_mean"])  # mean curve ends at the mean
@@ -83,7 +84,7 @@ def test_curve_from_a_training_pipeline_metrics_file(tmp_path):
                "batches": batches}
     path = tmp_path / "metrics.json"
     path.write_text(json.dumps(metrics))
-    [curve] = report.read_curves([str(path)])
+    [curve] = figures.read_curves([str(path)])
     assert curve.label == "fogd on a9a"
     np.testing.assert_array_equal(curve.n, [100, 200, 300, 400])  # round, batch, then shard order
     np.testing.assert_allclose(curve.value, [0.3, 0.35, 80 / 300, 0.25])

@@ -10,6 +10,7 @@ import pytest
 
 from okl_core.data.layout import write_dataset
 from pipelines import train
+from pipelines.job import SYNTHETIC_TRAIN_ROWS
 from tests.pipelines.reference import binary_data
 
 ARGS = ["--learner", "fogd", "--param", "n_components=32", "--sigma", "1.5", "--eta", "0.05", "--num_shards", "2", "--rounds", "2", "--batch_rows", "400"]
@@ -122,6 +123,6 @@ def test_the_make_run_command_as_is(tmp_path):
     assert proc.returncode == 0 and proc.stderr.strip() == "", proc.stderr
     out = tmp_path / "runs" / "synthetic-fogd_r"
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["rows"]["trained"] == train.SYNTHETIC_TRAIN_ROWS
+    assert metrics["rows"]["trained"] == SYNTHETIC_TRAIN_ROWS
     assert metrics["test"]["mse"] < 0.0115  # the noise variance is 0.01, the target variance 0.075
     assert "runs/synthetic-fogd_r/online_error.png" in proc.stdout

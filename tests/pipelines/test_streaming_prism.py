@@ -26,7 +26,8 @@ import okl_core
 from okl_core.data.layout import write_dataset
 from okl_core.state import version_file_name
 from pipelines import train
-from pipelines.stream import build_streaming_graph
+from pipelines.job import resolve_job
+from pipelines.stream import build_streaming_graph, streaming_pipeline
 from tests.pipelines.reference import binary_data
 from transforms.inference import OklModelHandler, WatchModelVersions
 from transforms.streaming import dead_letter_file, file_shard
@@ -261,8 +262,8 @@ def test_restart_continues_from_the_newest_version_while_an_idle_shard_blocks_no
         "--stop_after", "12", "--output", output,
     ]
     args, beam_argv = train.parse_args(argv)
-    job = train.prepare_job(args)
-    pipeline, _ = train.streaming_pipeline([*beam_argv, "--runner=PrismRunner", f"--prism_location={prism_location}"])
+    job = resolve_job(args)
+    pipeline, _ = streaming_pipeline([*beam_argv, "--runner=PrismRunner", f"--prism_location={prism_location}"])
     resolved = build_streaming_graph(pipeline, job, args)
     assert resolved["started_from"] == newest_path and resolved["first_version"] == newest_version + 1
     rows = binary_data(16, seed=999)[0]

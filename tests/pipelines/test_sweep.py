@@ -1,175 +1,29 @@
-"""Sweeps on a real dask.distributed LocalCluster (2 worker processes, 1 thread each).
-
-The reference for every number is a serial run written out in the test: the learner made
-from the point's parameters, folded with okl_core.evaluation over run r's permutation.
-"""
+"""``python -m pipelines.sweep``: the table, the files, data loaded once per worker, best.json for pipelines.train."""
 
 import json
 import os
-import pickle
 import re
 import subprocess
 import sys
-from collections import Counter
 
-import numpy as np
 import pytest
 
 import okl_core
-from okl_core.data.layout import write_dataset
-from okl_core.evaluation import evaluate, mean_std, metric_value, permuted, run_online
-from pipelines import runner
+from okl_experiments.data import okl_source
+from okl_experiments.grid import SearchSpace
+from okl_experiments.sweep import SweepSettings, make_points, sweep
 from pipelines import sweep as sweep_mod
-from pipelines.grid import SearchSpace
-from pipelines.runner import okl_source
-from pipelines.sweep import SweepSettings, make_points, read_results, sweep
+from tests.conftest import sweep_binary_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-_TRIM_PRESET = "MALLOC_TRIM_THRESHOLD_" in os.environ
-
-
-@pytest.fixture(scope="module")
-def client():
-    """The sweep's own LocalCluster: 2 worker processes, 1 thread each."""
-    pytest.importorskip("distributed")
-    with runner.dask_client(None, workers=2) as c:
-        yield c
-
-
-def test_local_cluster_is_two_single_threaded_processes(client):
-    assert sorted(client.nthreads().values()) == [1, 1]
-    pids = client.run(os.getpid)
-    assert len(set(pids.values())) == 2 and os.getpid() not in pids.values()
-    assert set(client.run(os.getenv, "OMP_NUM_THREADS").values()) == {"1"}
-    if not _TRIM_PRESET:  # Dask's default 65536 is dropped (see runner.dask_client)
-        assert set(client.run(os.getenv, "MALLOC_TRIM_THRESHOLD_").values()) == {None}
-
-
-def _binary_data(path, n=1500, d=5, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)).astype(np.float32)
-    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] ** 2 > 0.8, 1, -1)
-    write_dataset(path, X, y, "binary", n_shards=2, row_group_rows=500, classes=[-1, 1])
-    return X, y
-
-
-def _serial(params, X, y, runs, shuffle_seed=0, Xt=None, yt=None):
-    """Per-run metric values of a point, computed directly with okl_core."""
-    online, test = [], []
-    for r in range(runs):
-        learner = okl_core.make_learner("fogd", **params)
-        Xp, yp = permuted(X, y, shuffle_seed, r)
-        result = run_online(learner, Xp, yp, batch_rows=4096)
-        online.append(metric_value(result.metrics, "error"))
-        if Xt is not None:
-            test.append(metric_value(evaluate(learner, result.state, Xt, yt), "error"))
-    return online, test
 
 
 def _points(source, tokens):
     return make_points("fogd", SearchSpace.from_tokens(tokens), source)
 
 
-def test_sweep_numbers_equal_a_serial_run_and_data_is_loaded_once_per_worker(client, tmp_path):
-    X, y = _binary_data(tmp_path / "train")
-    Xt, yt = _binary_data(tmp_path / "test", n=400, seed=1)
-    train, test = okl_source(str(tmp_path / "train")), okl_source(str(tmp_path / "test"))
-    settings = SweepSettings("fogd", train, test, repeats=3)
-    points = _points(train, ["sigma=0.5,1,2", "eta=0.05,0.2", "n_components=32"])
-    result = sweep(settings, points, out_dir=str(tmp_path / "out"), client=client)
-    assert result.ran == 6 and result.skipped == 0 and result.metric == "test_error"
-    for row, point in zip(result.rows, points):
-        online, test_values = _serial(point.params, X, y, 3, Xt=Xt, yt=yt)
-        assert row["status"] == "ok" and row["runs"] == 3
-        assert row["online_error_runs"] == online and row["test_error_runs"] == test_values
-        assert (row["online_error_mean"], row["online_error_std"]) == mean_std(online)
-        assert (row["test_error_mean"], row["test_error_std"]) == mean_std(test_values)
-    # The 18 tasks ran on both workers; each worker loaded the train and test sets once.
-    workers = Counter(r["worker"] for r in result.task_results)
-    loads = Counter(r["worker"] for r in result.task_results if r["loaded"])
-    assert len(workers) == 2 and sum(workers.values()) == 18
-    assert set(loads) <= set(workers) and all(v <= 2 for v in loads.values())
-    # What travels per task is the source description, not the rows.
-    task = settings.tasks(points[0])[0]
-    assert len(pickle.dumps(task)) < 2000 < X.nbytes
-    # Table on disk = rows in memory; the best point is the lowest test error.
-    rows, meta = read_results(result.results_path)
-    assert [r["test_error_mean"] for r in rows] == [r["test_error_mean"] for r in result.rows]
-    assert meta["settings"]["repeats"] == 3 and meta["metrics"] == ["online_error", "test_error"]
-    best_row = min(result.rows, key=lambda r: (r["test_error_mean"], r["point"]))
-    assert result.best["params"]["sigma"] == json.loads(best_row["params"])["sigma"]
-
-
-def test_best_config_is_valid_for_make_learner_and_reproduces_the_point(client, tmp_path):
-    X, y = _binary_data(tmp_path / "train")
-    train = okl_source(str(tmp_path / "train"))
-    result = sweep(SweepSettings("fogd", train, repeats=2), _points(train, ["sigma=1,2", "eta=0.1", "n_components=32"]),
-                   out_dir=str(tmp_path / "out"), client=client)
-    with open(result.best_path) as f:
-        best = json.load(f)
-    assert set(best) == {"learner", "params"} and best["learner"] == "fogd"
-    learner = okl_core.make_learner(best["learner"], **best["params"])
-    assert best["params"] == {"n_inputs": 5, "n_components": 32, "kernel": "gaussian", "sigma": best["params"]["sigma"],
-                              "seed": 0, "block_size": 256, "scaled": False, "eta": 0.1}
-    online, _ = _serial(best["params"], X, y, 2)
-    assert min(r["online_error_mean"] for r in result.rows) == mean_std(online)[0]
-    assert learner.task == "binary"
-
-
-def test_resume_skips_finished_points_and_checks_settings(client, tmp_path):
-    _binary_data(tmp_path / "train")
-    train = okl_source(str(tmp_path / "train"))
-    out = str(tmp_path / "out")
-    first = sweep(SweepSettings("fogd", train, repeats=2), _points(train, ["sigma=1,2", "eta=0.1", "n_components=16"]),
-                  out_dir=out, client=client)
-    assert first.ran == 2
-    bigger = _points(train, ["sigma=1,2,4", "eta=0.1", "n_components=16"])
-    second = sweep(SweepSettings("fogd", train, repeats=2), bigger, out_dir=out, client=client, resume=True)
-    assert (second.ran, second.skipped) == (1, 2)
-    assert {r["point"] for r in second.task_results} == {2}  # only sigma=4 ran
-    assert len(second.rows) == 3 and [r["params"] for r in second.rows[:2]] == [r["params"] for r in first.rows]
-    third = sweep(SweepSettings("fogd", train, repeats=2), bigger, out_dir=out, client=client, resume=True)
-    assert (third.ran, third.task_results) == (0, [])
-    with pytest.raises(ValueError, match="repeats"):
-        sweep(SweepSettings("fogd", train, repeats=3), bigger, out_dir=out, client=client, resume=True)
-    # A rewritten data set is another source: its old results are not reused.
-    X, y = _binary_data(tmp_path / "other", seed=3)
-    write_dataset(tmp_path / "train", X, y, "binary", overwrite=True, classes=[-1, 1])
-    rewritten = okl_source(str(tmp_path / "train"))
-    assert rewritten != train
-    with pytest.raises(ValueError, match="train"):
-        sweep(SweepSettings("fogd", rewritten, repeats=2), bigger, out_dir=out, client=client, resume=True)
-
-
-def test_a_failing_point_is_recorded_and_the_rest_complete(client, tmp_path):
-    X, y = _binary_data(tmp_path / "train")
-    train = okl_source(str(tmp_path / "train"))
-    points = _points(train, ["sigma=1", "eta=0.1,-1,0.2", "n_components=16"])
-    result = sweep(SweepSettings("fogd", train, repeats=2), points, out_dir=str(tmp_path / "out"), client=client)
-    status = {json.loads(r["params"])["eta"]: r for r in result.rows}
-    assert status[-1]["status"] == "error" and "eta must be a finite number > 0" in status[-1]["error"]
-    assert status[0.1]["status"] == status[0.2]["status"] == "ok"
-    assert status[0.2]["online_error_runs"] == _serial(points[2].params, X, y, 2)[0]
-    assert result.best["params"]["eta"] in (0.1, 0.2)
-    # Resume retries the failed point only.
-    again = sweep(SweepSettings("fogd", train, repeats=2), points, out_dir=str(tmp_path / "out"), client=client, resume=True)
-    assert again.ran == 1 and {r["point"] for r in again.task_results} == {1}
-
-
-def test_a_future_that_errs_is_an_error_result(client, tmp_path):
-    """An exception outside run_task's own guard (as from a killed worker) becomes an error result."""
-    _binary_data(tmp_path / "train")
-    task = runner.RunTask(4, 1, "fogd", (("n_inputs", 5),), okl_source(str(tmp_path / "train")))
-    for where in (client, None):
-        [result] = list(runner.execute([task], where, func=len))  # len(task) raises TypeError
-        assert (result["point"], result["run"], result["ok"]) == (4, 1, False)
-        assert result["error"].startswith("TypeError")
-
-
 def test_cli_on_a_scheduler_address_prints_table_and_writes_files(client, tmp_path, capsys):
-    _binary_data(tmp_path / "train")
+    sweep_binary_data(tmp_path / "train")
     out = tmp_path / "out"
     result = sweep_mod.run(["--input", str(tmp_path / "train"), "--learner", "fogd", "--grid", "sigma=1,2",
                             "eta=1e-3:1", "n_components=16", "--samples", "3", "--repeats", "2",
@@ -188,7 +42,7 @@ def test_cli_on_a_scheduler_address_prints_table_and_writes_files(client, tmp_pa
 
 def test_command_line_process_loads_data_once_per_worker(client, tmp_path):
     """As users run it: ``python -m pipelines.sweep`` against a scheduler address."""
-    _binary_data(tmp_path / "train")
+    sweep_binary_data(tmp_path / "train")
     proc = subprocess.run([sys.executable, "-m", "pipelines.sweep", "--input", str(tmp_path / "train"), "--learner", "fogd",
                            "--grid", "sigma=0.5,1,2,4", "n_components=16", "--repeats", "3",
                            "--scheduler", client.scheduler.address, "--out", str(tmp_path / "out")],
@@ -200,20 +54,10 @@ def test_command_line_process_loads_data_once_per_worker(client, tmp_path):
     assert "best (online_error)" in proc.stdout and (tmp_path / "out" / "best.json").exists()
 
 
-def test_serial_scheduler_gives_the_same_table_as_the_cluster(client, tmp_path):
-    _binary_data(tmp_path / "train")
-    train = okl_source(str(tmp_path / "train"))
-    points = _points(train, ["sigma=1,2", "eta=0.1", "n_components=16"])
-    on_cluster = sweep(SweepSettings("fogd", train, repeats=2), points, client=client)
-    here = sweep(SweepSettings("fogd", train, repeats=2), points, client=None)
-    strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]  # noqa: E731
-    assert strip(on_cluster.rows) == strip(here.rows)
-
-
 def test_best_config_trains_with_pipelines_train(client, tmp_path):
     if not os.path.exists(os.path.join(ROOT, "pipelines", "train.py")):
         pytest.skip("pipelines/train.py is not on this branch yet (the Beam pipeline issue adds it)")
-    _binary_data(tmp_path / "train")
+    sweep_binary_data(tmp_path / "train")
     train = okl_source(str(tmp_path / "train"))
     result = sweep(SweepSettings("fogd", train), _points(train, ["sigma=1,2", "eta=0.1", "n_components=16"]),
                    out_dir=str(tmp_path / "sweep"), client=client)

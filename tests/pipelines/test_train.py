@@ -11,6 +11,7 @@ import okl_core
 from okl_core.data.layout import write_dataset
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import gaussian_blobs
+from okl_experiments.params import DEFAULT_BATCH_ROWS, MEDIAN_ROWS
 from pipelines import train
 from tests.pipelines.reference import binary_data, reference_model
 
@@ -88,7 +89,7 @@ def test_multiclass_config_file_and_flags(tmp_path):
     config.write_text(json.dumps({"learner": "mfogd", "params": {"n_components": 16, "sigma": 9.0, "eta": 0.1}}))
     result, model = _run(tmp_path, "mc-out", "--input", str(tmp_path / "mc"), "--config", str(config), "--sigma", "2.0", "--num_shards", "2")
     learner = okl_core.make_learner("mfogd", n_inputs=4, n_classes=3, n_components=16, sigma=2.0, eta=0.1)
-    assert model == reference_model(learner, X, y, StreamPlan(1200, 2, 1, train.DEFAULT_BATCH_ROWS))
+    assert model == reference_model(learner, X, y, StreamPlan(1200, 2, 1, DEFAULT_BATCH_ROWS))
     assert result.metrics["learner"]["config"]["n_classes"] == 3
     assert [s["shard"] for s in result.metrics["online"]["per_shard"]] == [0, 1]
 
@@ -96,7 +97,7 @@ def test_multiclass_config_file_and_flags(tmp_path):
 def test_sigma_median_uses_the_first_rows(tmp_path, binary_set):
     root, X, _, _, _ = binary_set
     result, _ = _run(tmp_path, "med", "--input", str(root / "train"), "--learner", "fogd", "--param", "n_components=8", "--sigma", "0.5*median")
-    expected = 0.5 * okl_core.median_heuristic(X[: train.MEDIAN_ROWS], n_samples=train.MEDIAN_ROWS)
+    expected = 0.5 * okl_core.median_heuristic(X[:MEDIAN_ROWS], n_samples=MEDIAN_ROWS)
     assert result.metrics["learner"]["config"]["sigma"] == pytest.approx(expected, rel=1e-12)
 
 

@@ -304,6 +304,7 @@ def test_the_streaming_graph_writes_its_dead_letters(tmp_path, caplog):
     and its stateful shards are keyed with a deterministic coder (no warning)."""
     from okl_core.data.layout import write_dataset
     from pipelines import train
+    from pipelines.job import resolve_job
     from pipelines.stream import build_streaming_graph
 
     X, y = binary_data(100)
@@ -312,7 +313,7 @@ def test_the_streaming_graph_writes_its_dead_letters(tmp_path, caplog):
         ["--streaming", "--input", str(tmp_path / "in"), "--learner", "fogd", "--sigma", "1", "--output", str(tmp_path / "out")]
     )
     graph = beam.Pipeline(options=PipelineOptions([]))
-    build_streaming_graph(graph, train.prepare_job(args), args)
+    build_streaming_graph(graph, resolve_job(args), args)
     labels = {t.full_label for t in graph.transforms_stack[0].parts}
     assert {"WatchParquet", "WriteDeadLetters", "StreamTrainOnline", "WriteModelVersions"} <= labels
     ours = [m for m in (r.getMessage() for r in caplog.records) if "may not be deterministic" in m and "label=[TrainShards]" in m]

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from okl_core.random import block_bit_generator, uniform_open
-from pipelines.grid import Choice, Range, SearchSpace, parse_assignment, parse_value
+from okl_experiments.grid import Choice, Range, SearchSpace, parse_assignment, parse_value
 
 
 def test_values_parse_as_json_scalars_else_strings():

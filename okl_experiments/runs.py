@@ -1,11 +1,11 @@
-"""Runs of okl learners as Dask tasks: data sources, the per-worker data cache, execution.
+"""Runs of okl learners as Dask tasks: one (point, run) each, executed where the data is cached.
 
-A sweep (:mod:`pipelines.sweep`) or a reproduction cuts its work into :class:`RunTask`
+A sweep (:mod:`okl_experiments.sweep`) or a reproduction cuts its work into :class:`RunTask`
 objects: one learner configuration, one run index (which permutation of the rows), and
-the *source* of the data -- a loader function and its arguments, never the rows. A worker
-process loads each source once (:func:`cached_data`, a small per-process cache keyed by
-the source) and then runs :func:`run_task` on as many tasks as it is given, so the data
-never travels with the tasks. :func:`execute` runs tasks in this process or on a
+the *source* of the data (:class:`okl_experiments.data.DataSource`), never the rows. A
+worker process loads each source once (:func:`okl_experiments.data.cached_data`) and then
+runs :func:`run_task` on as many tasks as it is given, so the data never travels with the
+tasks. :func:`execute` runs tasks in this process or on a
 ``distributed.Client`` and yields results as they finish (``as_completed``);
 :func:`dask_client` makes the client (a LocalCluster of single-threaded worker processes,
 an existing scheduler, or none). The learning itself is okl_core's
@@ -14,139 +14,24 @@ an existing scheduler, or none). The learning itself is okl_core's
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
-import importlib
 import logging
 import os
 import socket
-import threading
 import time
 import traceback
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator
 
-import numpy as np
-
-from okl_core.evaluation import evaluate, metric_value, permuted, run_online, task_metrics
+from okl_core.evaluation import evaluate, metric_value, permuted, run_online
 from okl_core.registry import make_learner
+from okl_experiments.data import DataSource, cached_data, loads_done
+from okl_experiments.metrics import experiment_metrics, metric_of
+from okl_experiments.params import DEFAULT_BATCH_ROWS
 
-__all__ = [
-    "ArrayData",
-    "DataSource",
-    "RunTask",
-    "cached_data",
-    "preload",
-    "load_okl_dataset",
-    "okl_source",
-    "run_task",
-    "execute",
-    "dask_client",
-]
+__all__ = ["RunTask", "run_task", "execute", "dask_client"]
 
 logger = logging.getLogger(__name__)
-
-
-# -- data sources and the per-worker cache ---------------------------------------------
-class ArrayData(NamedTuple):
-    """A data set in memory: float32 ``X``, labels/targets ``y``, task and class count."""
-
-    X: np.ndarray
-    y: np.ndarray
-    task: str
-    n_classes: int | None
-
-
-@dataclasses.dataclass(frozen=True)
-class DataSource:
-    """Where a worker loads a data set from: ``loader`` (``"module:function"``) and its args.
-
-    The function is called as ``function(*args)`` and returns an :class:`ArrayData`. The
-    remaining fields describe the data for the client (which builds learner parameters
-    from them) without loading it.
-    """
-
-    loader: str
-    args: tuple
-    n_features: int
-    task: str
-    n_classes: int | None = None
-    n_rows: int | None = None
-
-    def load(self) -> ArrayData:
-        """Call the loader (in the worker process) and check it matches the description."""
-        module, _, func = self.loader.partition(":")
-        data = getattr(importlib.import_module(module), func)(*self.args)
-        if data.X.ndim != 2 or data.X.shape[1] != self.n_features or data.task != self.task:
-            raise ValueError(f"{self.describe()}: loaded {data.task} data of shape {data.X.shape}, expected {self.task} with {self.n_features} features")
-        return data
-
-    def describe(self) -> dict:
-        """JSON-ready identity of the source (recorded with the results)."""
-        return {"loader": self.loader, "args": list(self.args)}
-
-
-_CACHE: "collections.OrderedDict[DataSource, ArrayData]" = collections.OrderedDict()
-_CACHE_SOURCES = 4  # sources kept per process (train + test of two sweeps)
-_CACHE_LOCK = threading.Lock()  # workers with several threads: load once, not once per thread
-_LOADS = [0]  # loads done by this process (a run reports whether it caused one)
-
-
-def cached_data(source: DataSource) -> tuple[ArrayData, bool]:
-    """The source's data, loaded at most once per process; returns ``(data, loaded_now)``."""
-    with _CACHE_LOCK:
-        data = _CACHE.get(source)
-        if data is not None:
-            _CACHE.move_to_end(source)
-            return data, False
-        data = source.load()
-        _LOADS[0] += 1
-        _CACHE[source] = data
-        while len(_CACHE) > _CACHE_SOURCES:
-            _CACHE.popitem(last=False)
-        return data, True
-
-
-def preload(source: DataSource) -> int:
-    """Load ``source`` into this process's cache; returns its row count.
-
-    ``client.run(preload, source)`` loads a data set on every worker ahead of a sweep.
-    """
-    data, _ = cached_data(source)
-    return len(data.y)
-
-
-def load_okl_dataset(path: str, stamp: int | None = None) -> ArrayData:
-    """Loader for okl data sets (directory or Parquet files): all rows in row order.
-
-    ``stamp`` (the files' newest modification time) only makes a rewritten data set a
-    different source, so that caches and ``--resume`` do not mix old and new rows.
-    """
-    from okl_core.data.layout import open_dataset
-
-    ds = open_dataset(path)
-    batch = ds.read_all()
-    return ArrayData(batch.X, batch.y, ds.info.task, ds.info.n_classes)
-
-
-def okl_source(path: str) -> DataSource:
-    """A :class:`DataSource` for an okl data set, described from its metadata (no rows read)."""
-    from okl_core.data.layout import open_dataset
-
-    ds = open_dataset(path)
-    n_classes = ds.info.n_classes
-    if ds.info.task == "multiclass" and n_classes is None:
-        raise ValueError(f"{path}: multiclass data set without a class list in dataset.json")
-    files = [s.path for s in ds.shards] + [os.path.join(path, "dataset.json")] * os.path.isdir(path)
-    stamp = max(os.stat(f).st_mtime_ns for f in files)
-    return DataSource(
-        loader="pipelines.runner:load_okl_dataset",
-        args=(os.path.abspath(os.fspath(path)), stamp),
-        n_features=ds.info.n_features,
-        task=ds.info.task,
-        n_classes=n_classes,
-        n_rows=ds.info.n_rows,
-    )
 
 
 # -- one run of one point (executes on a worker) ---------------------------------------
@@ -166,7 +51,7 @@ class RunTask:
     test: DataSource | None = None
     shuffle_seed: int | None = 0
     reseed: bool = False
-    batch_rows: int = 4096
+    batch_rows: int = DEFAULT_BATCH_ROWS
     curve_points: int = 64
 
 
@@ -193,11 +78,13 @@ def _learn(task: RunTask) -> tuple[dict, Any]:
     learner = make_learner(task.learner, **_run_params(task))
     X, y = (data.X, data.y) if task.shuffle_seed is None else permuted(data.X, data.y, task.shuffle_seed, task.run)
     online = run_online(learner, X, y, batch_rows=task.batch_rows, curve_points=task.curve_points)
-    metrics = {f"online_{m}": metric_value(online.metrics, m) for m in task_metrics(learner.task)}
+    scored = None
     if task.test is not None:
         test, _ = cached_data(task.test)
         scored = evaluate(learner, online.state, test.X, test.y, batch_rows=task.batch_rows)
-        metrics.update({f"test_{m}": metric_value(scored, m) for m in task_metrics(learner.task)})
+    measured = {"online": online.metrics, "test": scored}
+    metrics = {name: metric_value(measured[name.split("_")[0]], metric_of(name))
+               for name in experiment_metrics(learner.task, task.test is not None)}
     return metrics, online
 
 
@@ -206,15 +93,15 @@ def run_task(task: RunTask) -> dict:
 
     Never raises for a failing learner: the result then has ``ok`` False and ``error``.
     """
-    started, loads_before = time.perf_counter(), _LOADS[0]
+    started, loads_before = time.perf_counter(), loads_done()
     where = {"worker": f"{socket.gethostname()}:{os.getpid()}"}
     try:
         metrics, online = _learn(task)
     except Exception as err:  # a failing point is a result, not a crash of the sweep
         logger.debug("point %d run %d failed:\n%s", task.point, task.run, traceback.format_exc())
-        return _failed(task, err, seconds=time.perf_counter() - started, loaded=_LOADS[0] > loads_before, **where)
+        return _failed(task, err, seconds=time.perf_counter() - started, loaded=loads_done() > loads_before, **where)
     return _result(task, ok=True, metrics=metrics, curve_n=online.curve_n.tolist(), curve_value=online.curve_value.tolist(),
-                   seconds=time.perf_counter() - started, loaded=_LOADS[0] > loads_before, **where)
+                   seconds=time.perf_counter() - started, loaded=loads_done() > loads_before, **where)
 
 
 def execute(tasks: list[RunTask], client=None, func: Callable[[RunTask], dict] = run_task) -> Iterator[dict]:

@@ -1,0 +1,342 @@
+"""Figures of online learning runs and sweeps, saved as PNG (matplotlib, Agg backend).
+
+``python -m pipelines.report`` is the command line. Three figures:
+
+* :func:`plot_curves`: online metric vs examples seen, one curve per run (the papers'
+  figure style), from :func:`read_curves` or :func:`run_spec`;
+* :func:`plot_sweep`: a sweep's metric against each swept parameter, and a heatmap for two;
+* :func:`run_spec`: run learners directly from a small JSON spec, for their curves.
+
+Curve inputs (:func:`read_curves`):
+
+* a sweep's ``results.parquet``: the mean curve of its ``--top`` best points;
+* ``reproduce.json`` (``pipelines.reproduce --out``): each setting that ran;
+* a curve JSON: ``{"label": str, "metric": str, "curve": {"n": [...], "value": [...]}}``
+  or a list of them (:func:`curve_record` writes one from an
+  :class:`okl_core.evaluation.OnlineRun`);
+* a ``pipelines.train`` ``metrics.json`` (its per-batch records): the merged online curve
+  (:func:`okl_experiments.metrics.online_curve`).
+
+Run spec (``run``)::
+
+    {"title": "a9a", "data": {"real": "a9a+a9a.t"} | {"path": "okl data set"},
+     "repeats": 1, "shuffle_seed": 0, "batch_rows": 4096,
+     "runs": [{"label": "FOGD", "learner": "fogd", "params": {"sigma": 8.0, "eta": 0.002}}, ...]}
+
+Parameters are completed and resolved on the data by
+:func:`okl_experiments.params.learner_params` (``n_inputs``, ``"median"``, ``"c/n"`` ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import itertools
+import json
+import math
+import os
+
+import numpy as np
+
+from okl_core.evaluation import OnlineRun
+from okl_core.state import atomic_write_bytes
+from okl_experiments.data import okl_source, real_source
+from okl_experiments.metrics import headline, metric_label, metric_of, online_curve, parallel_order
+from okl_experiments.params import batch_rows_for, build_learner
+from okl_experiments.runs import RunTask, run_task
+from okl_experiments.sweep import ranked, read_results
+from okl_experiments.text import read_json, write_json
+
+__all__ = ["Curve", "read_curves", "plot_curves", "plot_sweep", "run_spec", "curve_record", "write_curves"]
+
+_STYLES = list(itertools.product(["-", "--", "-.", ":"], ["o", "s", "^", "D", "v", "x"]))
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+class Curve:
+    """One labelled curve: examples seen ``n`` against the metric ``value``."""
+
+    def __init__(self, label: str, n, value, metric: str = "error"):
+        self.label, self.metric = label, metric
+        self.n = np.asarray(n, dtype=np.float64)
+        self.value = np.asarray(value, dtype=np.float64)
+        if self.n.shape != self.value.shape or self.n.ndim != 1:
+            raise ValueError(f"curve {label!r}: n and value must be 1-d of equal length")
+
+
+def _record(label: str, metric: str, n: np.ndarray, value: np.ndarray) -> dict:
+    return {"label": label, "metric": metric, "curve": {"n": n.tolist(), "value": value.tolist()}}
+
+
+def curve_record(run: OnlineRun, label: str, metric: str = "error") -> dict:
+    """JSON-ready curve of an :class:`~okl_core.evaluation.OnlineRun` (a ``curves`` input)."""
+    return _record(label, metric, run.curve_n, run.curve_value)
+
+
+def write_curves(path: str, curves: list[Curve]) -> str:
+    """Write ``curves`` as a curve JSON file (a ``curves`` input); returns ``path``."""
+    return write_json(path, [_record(c.label, c.metric, c.n, c.value) for c in curves], indent=1)
+
+
+def _curves_from_results(path: str, top: int, metric: str | None) -> list[Curve]:
+    rows, meta = read_results(path)
+    metric = metric or meta["metrics"][0]
+    swept = [k[len("param_"):] for k in (rows[0] if rows else {}) if k.startswith("param_")]
+    curves = []
+    for row in ranked(rows, metric)[:top]:
+        if row["status"] != "ok" or not row["curve_n"]:
+            continue
+        params = json.loads(row["params"])
+        label = row["learner"] + (" " + ", ".join(f"{k}={params.get(k)}" for k in swept) if swept else "")
+        curves.append(Curve(label, row["curve_n"], row["curve_value"], metric_of(meta["metrics"][0])))
+    return curves
+
+
+def _curves_from_json(path: str) -> list[Curve]:
+    raw = read_json(path, "curve JSON")
+    if isinstance(raw, dict) and isinstance(raw.get("batches"), list) and isinstance(raw.get("learner"), dict):
+        return [_curve_from_train_metrics(raw, path)]
+    records = raw if isinstance(raw, list) else [raw]
+    curves = []
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict) or "curve" not in rec:
+            raise ValueError(f"{path}: record {i} has no 'curve' {{'n': [...], 'value': [...]}}")
+        if rec.get("status", "ok") != "ok" or not rec["curve"].get("n"):
+            continue
+        label = rec.get("label") or rec.get("key") or f"{os.path.basename(path)}[{i}]"
+        metric = metric_of(rec.get("metric", "error"))
+        curves.append(Curve(label, rec["curve"]["n"], rec["curve"]["value"], metric))
+    return curves
+
+
+def _curve_from_train_metrics(report: dict, path: str) -> Curve:
+    """The merged online curve of a ``pipelines.train`` ``metrics.json`` (per-batch records).
+
+    Batches are taken in the order the shards run in parallel (round, batch, shard), as the
+    training pipeline's own plot does.
+    """
+    task = report["learner"].get("task") or "binary"
+    try:
+        xs, ys = online_curve(parallel_order(report["batches"]), task)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
+    if not xs:
+        raise ValueError(f"{path}: no batch with rows")
+    name = report["learner"].get("learner", "run")
+    data = (report.get("data") or {}).get("train") or {}
+    label = f"{name} on {data['name']}" if isinstance(data, dict) and data.get("name") else name
+    return Curve(label, xs, ys, headline(task).metric)
+
+
+def read_curves(paths: list[str], top: int = 5, metric: str | None = None) -> list[Curve]:
+    """Curves from sweep results (``.parquet``) and curve / reproduce JSON files."""
+    curves = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: no such file")
+        curves += _curves_from_results(path, top, metric) if path.endswith(".parquet") else _curves_from_json(path)
+    if not curves:
+        raise ValueError(f"no curves found in {paths}")
+    return curves
+
+
+def plot_curves(curves: list[Curve], out: str, title: str = "", log_x: bool = False) -> str:
+    """Online metric against examples seen, one line per curve; returns ``out``."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    metrics = {c.metric for c in curves}
+    percent = metrics == {"error"}
+    for curve, (line, marker) in zip(curves, itertools.cycle(_STYLES)):
+        keep = curve.n >= (1 if log_x else max(1.0, curve.n[-1] / 50))  # skip the noisy first rows
+        n, value = curve.n[keep], curve.value[keep] * (100 if percent else 1)
+        every = max(1, len(n) // 8)
+        ax.plot(n, value, linestyle=line, marker=marker, markevery=every, markersize=4, linewidth=1.4,
+                label=f"{curve.label} ({value[-1]:.2f}{'%' if percent else ''})")
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_xlabel("number of examples seen")
+    ylabel = metric_label(metrics.pop()) if len(metrics) == 1 else "online metric"
+    ax.set_ylabel(ylabel + (" (%)" if percent else ""))
+    ax.set_title(title or "online performance (predict, then learn)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    _save(fig, out)
+    plt.close(fig)
+    return out
+
+
+def _save(fig, out: str) -> None:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})  # no version stamp: stable bytes
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    atomic_write_bytes(out, buffer.getvalue())
+
+
+def _numeric(values) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and v is not None and math.isfinite(v) for v in values)
+
+
+def _log_axis(values) -> bool:
+    return _numeric(values) and min(values) > 0 and max(values) / min(values) >= 10
+
+
+def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tuple[str, str] | None = None) -> list[str]:
+    """Figures of a sweep's results: metric vs each swept parameter; a heatmap for two.
+
+    Each parameter figure has one line per combination of the other swept parameters when
+    there are at most 6, else the best value over them. The heatmap (``heatmap`` or the two
+    swept parameters when there are exactly two) shows the best mean per cell of a grid,
+    or a scatter coloured by the metric for a random search.
+    """
+    rows, meta = read_results(path)
+    metric = metric or meta["metrics"][0]
+    if metric not in meta["metrics"]:
+        raise ValueError(f"--metric {metric!r} is not in {path} (it has {meta['metrics']})")
+    ok = [r for r in rows if r["status"] == "ok" and r.get(f"{metric}_mean") is not None and not math.isnan(r[f"{metric}_mean"])]
+    if not ok:
+        raise ValueError(f"{path}: no successful point to plot")
+    params = [json.loads(r["params"]) for r in ok]
+    # The sweep's own order of parameters (its param_ columns), then any other that varies.
+    names = [k[len("param_"):] for k in rows[0] if k.startswith("param_")] + [k for p in params for k in p]
+    swept = [k for k in dict.fromkeys(names) if len({json.dumps(p.get(k)) for p in params}) > 1]
+    if not swept:
+        raise ValueError(f"{path}: no parameter varies between the successful points")
+    percent = metric_of(metric) == "error"
+    scale = 100.0 if percent else 1.0
+    ylabel = f"{metric}{' (%)' if percent else ''}"
+    plt = _pyplot()
+    written = []
+    for name in swept:
+        others = [o for o in swept if o != name]
+        groups: dict[str, list] = {}
+        for p, r in zip(params, ok):
+            label = ", ".join(f"{o}={p.get(o)}" for o in others) if len(others) else ""
+            groups.setdefault(label, []).append((p.get(name), r[f"{metric}_mean"], r.get(f"{metric}_std")))
+        if len(groups) > 6:  # too many lines: keep the best over the other parameters
+            best: dict = {}
+            for items in groups.values():
+                for x, m, s in items:
+                    key = json.dumps(x)
+                    if key not in best or m < best[key][1]:
+                        best[key] = (x, m, s)
+            groups = {f"best over {', '.join(others)}": list(best.values())}
+        xs_all = [x for items in groups.values() for x, _, _ in items]
+        numeric = _numeric(xs_all)
+        categories = sorted({json.dumps(x) for x in xs_all}) if not numeric else None
+        fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+        for (label, items), (line, marker) in zip(sorted(groups.items()), itertools.cycle(_STYLES)):
+            items = sorted(items, key=lambda t: (t[0] if numeric else categories.index(json.dumps(t[0]))))
+            x = [t[0] if numeric else categories.index(json.dumps(t[0])) for t in items]
+            y = [t[1] * scale for t in items]
+            err = [0.0 if t[2] is None or math.isnan(t[2]) else t[2] * scale for t in items]
+            ax.errorbar(x, y, yerr=err, linestyle=line, marker=marker, capsize=3, markersize=4, label=label or None)
+        if numeric and _log_axis(xs_all):
+            ax.set_xscale("log")
+        if categories:
+            ax.set_xticks(range(len(categories)), [json.loads(c) if isinstance(json.loads(c), str) else c for c in categories])
+        ax.set_xlabel(name)
+        ax.set_ylabel(ylabel + " (mean ± std)")
+        ax.set_title(f"{ok[0]['learner']}: {metric} against {name}")
+        ax.grid(True, alpha=0.3)
+        if any(groups):
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        out = os.path.join(out_dir, f"sweep_{name}.png")
+        _save(fig, out)
+        plt.close(fig)
+        written.append(out)
+    pair = heatmap or (tuple(swept) if len(swept) == 2 else None)
+    if pair:
+        written.append(_heatmap(plt, params, ok, pair, metric, scale, ylabel, out_dir))
+    return written
+
+
+def _heatmap(plt, params, rows, pair, metric, scale, ylabel, out_dir) -> str:
+    a, b = pair
+    for name in pair:
+        if not any(name in p for p in params):
+            raise ValueError(f"--heatmap: {name!r} is not a parameter of this sweep")
+    xa = [p.get(a) for p in params]
+    xb = [p.get(b) for p in params]
+    values = [r[f"{metric}_mean"] * scale for r in rows]
+    ua, ub = sorted(set(map(json.dumps, xa))), sorted(set(map(json.dumps, xb)))
+    if _numeric(xa):
+        ua = [json.dumps(v) for v in sorted(set(xa))]
+    if _numeric(xb):
+        ub = [json.dumps(v) for v in sorted(set(xb))]
+    fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
+    if len(ua) * len(ub) <= 2 * len(rows):  # a grid: best mean per cell
+        grid = np.full((len(ub), len(ua)), np.nan)
+        for va, vb, v in zip(xa, xb, values):
+            i, j = ub.index(json.dumps(vb)), ua.index(json.dumps(va))
+            grid[i, j] = v if np.isnan(grid[i, j]) else min(grid[i, j], v)
+        image = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis_r")
+        for i, j in itertools.product(range(len(ub)), range(len(ua))):
+            if not np.isnan(grid[i, j]):
+                ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7, color="w")
+        ax.set_xticks(range(len(ua)), [json.loads(v) for v in ua])
+        ax.set_yticks(range(len(ub)), [json.loads(v) for v in ub])
+    else:  # random search: scatter coloured by the metric
+        image = ax.scatter(xa, xb, c=values, cmap="viridis_r", s=40)
+        if _log_axis(xa):
+            ax.set_xscale("log")
+        if _log_axis(xb):
+            ax.set_yscale("log")
+    fig.colorbar(image, ax=ax, label=ylabel)
+    ax.set_xlabel(a)
+    ax.set_ylabel(b)
+    ax.set_title(f"{rows[0]['learner']}: {metric} (lower is better)")
+    fig.tight_layout()
+    out = os.path.join(out_dir, f"sweep_heatmap_{a}_{b}.png")
+    _save(fig, out)
+    plt.close(fig)
+    return out
+
+
+def run_spec(spec_path: str, data_root: str | None = None) -> tuple[list[Curve], str]:
+    """Run the learners of a JSON run spec in this process; their curves and the title.
+
+    ``data_root`` holds the public data sets (``{"real": name}``; default ``$OKL_SHARED_DATA``
+    or ``../shared/data``); ``{"path": ...}`` is an okl data set relative to the spec.
+    """
+    from okl_experiments.reproduction import DEFAULT_DATA_ROOT
+
+    spec = read_json(spec_path, "run spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("runs"), list) or not spec["runs"]:
+        raise ValueError(f"{spec_path}: a run spec needs a non-empty 'runs' list")
+    data = spec.get("data") or {}
+    if "real" in data:
+        source = real_source(data["real"], data_root or os.environ.get("OKL_SHARED_DATA", DEFAULT_DATA_ROOT))
+    elif "path" in data:
+        source = okl_source(os.path.join(os.path.dirname(spec_path), data["path"]))
+    else:
+        raise ValueError(f"{spec_path}: 'data' must be {{'real': name}} or {{'path': okl data set}}")
+    facts, repeats = source.facts(), int(spec.get("repeats", 1))
+    curves = []
+    for i, entry in enumerate(spec["runs"]):
+        try:
+            name, label = entry["learner"], entry.get("label", entry["learner"])
+        except (KeyError, TypeError):
+            raise ValueError(f"{spec_path}: runs[{i}] needs a 'learner'") from None
+        try:
+            learner = build_learner(name, entry.get("params", {}), facts)
+        except ValueError as err:
+            raise ValueError(f"{spec_path}: runs[{i}] ({label}) failed: {err}") from None
+        params = tuple(sorted(dataclasses.asdict(learner.config).items()))
+        batch_rows = batch_rows_for(learner, int(spec["batch_rows"]) if "batch_rows" in spec else None)
+        results = [run_task(RunTask(i, r, name, params, source, shuffle_seed=spec.get("shuffle_seed", 0), batch_rows=batch_rows))
+                   for r in range(repeats)]
+        failed = [r["error"] for r in results if not r["ok"]]
+        if failed:
+            raise ValueError(f"{spec_path}: runs[{i}] ({label}) failed: {failed[0]}")
+        curves.append(Curve(label, results[0]["curve_n"], np.mean([r["curve_value"] for r in results], axis=0), headline(source.task).metric))
+    return curves, spec.get("title", "")

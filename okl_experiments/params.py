@@ -1,0 +1,229 @@
+"""Learner parameters from a data set: the one place values are derived from data.
+
+Every command that builds a learner for a data set -- ``pipelines.train``, the sweeps,
+the reproductions, ``pipelines.report run`` -- goes through :func:`learner_params`:
+
+* ``n_inputs`` (and ``n_classes`` for multiclass data) come from the data; a value given
+  for them must agree;
+* a string value in the mini-language below is replaced by a number computed on the data
+  (:func:`resolve_value`); any other string (a loss, a kernel) is left as it is.
+
+============================  ==========================================================
+value                         resolved to
+============================  ==========================================================
+``"median"``                  the median heuristic (:func:`okl_core.median_heuristic`: the
+                              median distance between rows, L1 for ``kernel="laplacian"``)
+``"<k>*median"``              ``k`` times it (``"0.2*median"``)
+``"n"``                       the number of training rows (e.g. a horizon ``T``)
+``"<c>/n"``                   ``c`` divided by it (``"1/n"``, DSG's ``nu = "0.01/n"``)
+============================  ==========================================================
+
+The median is taken over the rows :class:`DataFacts` provides: an experiment's data set in
+memory (subsampled to :data:`MEDIAN_ROWS` rows with :func:`okl_core.median_heuristic`'s
+fixed seed), or the first :data:`MEDIAN_ROWS` rows of the stream for ``pipelines.train``
+(which never loads a whole data set). Values are not rounded.
+
+Batch sizes: :func:`batch_rows_for` rounds the rows per ``update`` call up to a multiple of
+a mini-batch learner's ``batch_size`` (:func:`okl_core.evaluation.effective_batch_rows`)
+and says so when that changes a requested value. Learner configurations are read from and
+written to one JSON format, ``{"learner": name, "params": {...}}`` (:func:`read_learner_config`,
+:func:`learner_config`), the sweep's ``best.json`` and ``pipelines.train --config``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from typing import Any, Callable
+
+import numpy as np
+
+import okl_core
+from okl_core.evaluation import effective_batch_rows
+from okl_experiments.text import read_json
+
+__all__ = [
+    "DEFAULT_BATCH_ROWS",
+    "MEDIAN_ROWS",
+    "DataFacts",
+    "resolve_value",
+    "resolve_values",
+    "learner_params",
+    "build_learner",
+    "batch_rows_for",
+    "minibatch_rows",
+    "learner_config",
+    "read_learner_config",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_ROWS = 4096
+"""Rows per ``update`` call unless told otherwise (okl's writer uses row groups of 4096 too)."""
+MEDIAN_ROWS = 1000
+"""Rows the median heuristic is taken over."""
+
+_MEDIAN = re.compile(r"\s*(?:([0-9.eE+-]+)\s*\*\s*)?median\s*")
+_PER_N = re.compile(r"\s*([0-9.eE+-]+)\s*/\s*n\s*")
+_SYNTAX = 'expected a number, "median", "<k>*median", "n" or "<c>/n"'
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DataFacts:
+    """What learner parameters are derived from: a data set's shape and, when asked, rows.
+
+    Attributes
+    ----------
+    n_features, task, n_classes, n_rows : the data set's description.
+    rows : callable, optional
+        Returns the rows the median heuristic uses; called at most once per distance.
+    name : str
+        How messages name the data set.
+    """
+
+    n_features: int
+    task: str
+    n_classes: int | None = None
+    n_rows: int | None = None
+    rows: Callable[[], np.ndarray] | None = None
+    name: str = "the data"
+    _medians: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    def median(self, metric: str = "euclidean") -> float:
+        """The median heuristic on :attr:`rows` (computed once per metric)."""
+        if metric not in self._medians:
+            rows = None if self.rows is None else self.rows()
+            if rows is None or len(rows) < 2:
+                raise ValueError(f'"median" needs at least 2 good rows in {self.name}')
+            self._medians[metric] = okl_core.median_heuristic(rows, n_samples=MEDIAN_ROWS, metric=metric)
+            logger.info("median %s distance of %s = %.6g", metric, self.name, self._medians[metric])
+        return self._medians[metric]
+
+
+def _number(text: str | None, default: float, name: str, value: str) -> float:
+    try:
+        number = float(text) if text else default
+    except ValueError:
+        number = None
+    if number is None or not number > 0:
+        raise ValueError(f"{name}={value!r}: {_SYNTAX}")
+    return number
+
+
+def resolve_value(name: str, value: Any, facts: DataFacts, kernel: str | None = None) -> Any:
+    """``value`` with the mini-language of the module docstring resolved on ``facts``.
+
+    Raises
+    ------
+    ValueError
+        A string that mentions ``median`` or ``n`` but is not one of the forms.
+    """
+    if not isinstance(value, str):
+        return value
+    median = _MEDIAN.fullmatch(value)
+    if median:
+        factor = _number(median.group(1), 1.0, name, value)
+        return factor * facts.median("l1" if kernel == "laplacian" else "euclidean")
+    per_n = _PER_N.fullmatch(value)
+    if value.strip() == "n" or per_n:
+        if not facts.n_rows:
+            raise ValueError(f"{name}={value!r}: the number of rows of {facts.name} is not known")
+        return facts.n_rows if not per_n else _number(per_n.group(1), 1.0, name, value) / facts.n_rows
+    if "median" in value or re.search(r"/\s*n\s*$", value):
+        raise ValueError(f"{name}={value!r}: {_SYNTAX}")
+    return value
+
+
+def resolve_values(values: dict, facts: DataFacts) -> dict:
+    """Every value of ``values`` through :func:`resolve_value` (``kernel`` picks the median's distance)."""
+    kernel = values.get("kernel")
+    return {name: resolve_value(name, value, facts, kernel) for name, value in values.items()}
+
+
+def learner_params(learner: str, values: dict, facts: DataFacts) -> dict:
+    """Parameters of ``learner`` for ``values`` on the data ``facts`` describes.
+
+    Adds ``n_inputs`` (and ``n_classes`` for multiclass data, when the learner has one) and
+    resolves data-derived values. Nothing is validated beyond that: :func:`build_learner`
+    (or ``okl_core.make_learner``) does.
+
+    Raises
+    ------
+    ValueError
+        ``values`` set ``n_inputs`` / ``n_classes`` to another value than the data's, or
+        a data-derived value is malformed.
+    """
+    fields = {f.name for f in dataclasses.fields(okl_core.learner_class(learner).config_class)}
+    derived = {"n_inputs": facts.n_features}
+    if facts.task == "multiclass" and "n_classes" in fields:
+        derived["n_classes"] = facts.n_classes
+    for name, value in derived.items():
+        if name in values and values[name] != value:
+            raise ValueError(f"{name}={values[name]!r} contradicts {facts.name} ({name} = {value})")
+    return {**resolve_values(values, facts), **derived}
+
+
+def _task_mismatch(name: str, task: str, facts: DataFacts) -> ValueError:
+    return ValueError(
+        f"learner {name} is set up for {task} data but {facts.name} holds {facts.task} data; "
+        f"pick a {facts.task} learner or set its task parameters (e.g. dsg loss=...)"
+    )
+
+
+def build_learner(name: str, values: dict, facts: DataFacts) -> okl_core.Learner:
+    """The learner ``name`` with :func:`learner_params`, checked against the data's task.
+
+    Raises
+    ------
+    ValueError
+        Unknown parameters, invalid values, or a learner for another task than the data's.
+    """
+    fixed_task = getattr(okl_core.learner_class(name).config_class, "task", None)  # a class attribute, or a property
+    if isinstance(fixed_task, str) and fixed_task != facts.task:
+        raise _task_mismatch(name, fixed_task, facts)
+    learner = okl_core.make_learner(name, **learner_params(name, values, facts))
+    if learner.task != facts.task:
+        raise _task_mismatch(name, learner.task, facts)
+    return learner
+
+
+def minibatch_rows(learner: okl_core.Learner) -> int:
+    """The learner's mini-batch (``batch_size`` of a learner defined on mini-batches), else 1."""
+    return effective_batch_rows(learner, 1)
+
+
+_WARNED: set = set()
+
+
+def batch_rows_for(learner: okl_core.Learner, requested: int | None = None) -> int:
+    """Rows per ``update`` call: ``requested`` (default :data:`DEFAULT_BATCH_ROWS`) rounded up
+    to a multiple of the learner's mini-batch, so that no batch ends in a short mini-batch.
+
+    A requested value that had to change is logged as a warning (once per process and value).
+    """
+    rows = effective_batch_rows(learner, requested or DEFAULT_BATCH_ROWS)
+    if requested is not None and rows != requested and (learner.name, requested, rows) not in _WARNED:
+        _WARNED.add((learner.name, requested, rows))
+        logger.warning("batch_rows %d is not a multiple of %s's batch_size %d: rounded up to %d",
+                       requested, learner.name, minibatch_rows(learner), rows)
+    return rows
+
+
+def learner_config(learner: okl_core.Learner) -> dict:
+    """``{"learner": name, "params": {...}}`` with the complete configuration of ``learner``."""
+    return {"learner": learner.name, "params": dataclasses.asdict(learner.config)}
+
+
+def read_learner_config(path: str) -> tuple[str | None, dict]:
+    """``(learner name, params)`` of a configuration file (:func:`learner_config`'s format).
+
+    Raises
+    ------
+    ValueError
+        The file cannot be read or is not of that format.
+    """
+    config = read_json(path)
+    if not isinstance(config, dict) or not isinstance(config.get("params", {}), dict):
+        raise ValueError(f'{path}: expected {{"learner": name, "params": {{...}}}}')
+    return config.get("learner"), dict(config.get("params", {}))

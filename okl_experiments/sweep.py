@@ -1,0 +1,375 @@
+"""Hyperparameter sweeps of okl learners on dask.distributed (DESIGN.md, "Dask").
+
+``python -m pipelines.sweep`` is its command line; :func:`sweep` runs a list of
+:class:`Point` under :class:`SweepSettings`, :func:`make_points` makes the points of a
+:class:`~okl_experiments.grid.SearchSpace` on a data set. Each grid point runs
+``repeats`` times, run ``r`` on the data in the order of
+``okl_core.random.permutation(n, shuffle_seed, r)`` (all runs are random permutations;
+``shuffle_seed=None`` keeps the stored order), folding the okl_core learner over the rows in
+batches (:func:`okl_core.evaluation.run_online`; ``batch_rows`` rounded for mini-batch
+learners by :func:`okl_experiments.params.batch_rows_for`) and, with a test set, scoring
+the final state on it. ``reseed`` also gives run ``r`` the model seed ``seed + r`` (new
+random features per run), otherwise every run uses the point's seed.
+
+How it runs
+-----------
+* One Dask task per (point, run): a small :class:`RunTask` naming the learner, its
+  parameters and the data *source* (a loader and a path), never the data. A worker loads
+  each source once and keeps it in a per-process cache keyed by the source
+  (:mod:`okl_experiments.data`), so the data crosses the network zero times; the path must be
+  readable where the workers run.
+* The client comes from :func:`okl_experiments.runs.dask_client`: a ``LocalCluster`` of
+  single-threaded worker processes, an existing scheduler, or none (this process, without
+  Dask: debugging, references).
+* Results stream back with ``distributed.as_completed``; a progress line per finished run
+  goes to stderr. When all runs of a point are in, the point's mean +- std (sample std,
+  ddof = 1) lands in ``OUT/results.parquet`` (rewritten atomically after every point, so an
+  interrupted sweep keeps what it finished) and a Markdown table is printed at the end.
+* A run that raises (invalid parameters, a learner/task mismatch, a dead worker) marks its
+  point ``error`` with the message; the sweep goes on.
+* ``resume`` keeps the points of ``OUT/results.parquet`` whose status is ``ok`` and runs
+  the rest (failed points are retried). The settings that change the numbers (learner,
+  data, test data, repeats, order, seeds, batch rows) must match the file's.
+* The best point by ``metric`` (lower is better; ties: lower point index) is written to
+  ``OUT/best.json`` as ``{"learner": name, "params": {...}}`` with the learner's complete
+  configuration: the format ``pipelines.train --config`` reads, and ``make_learner(name,
+  **params)`` accepts.
+
+Metrics: ``online_error`` / ``online_mse`` / ``online_mae`` (prequential, over the
+stream) and, with a test set, ``test_error`` / ``test_mse`` / ``test_mae``
+(:func:`okl_experiments.metrics.experiment_metrics`). Every metric of the task is
+recorded; ``metric`` picks the ranking one (default
+:func:`okl_experiments.metrics.ranking_metric`).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import io
+import json
+import math
+import os
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from okl_core.evaluation import mean_std
+from okl_core.registry import learner_class, make_learner
+from okl_core.state import atomic_write_bytes
+from okl_experiments.data import DataSource
+from okl_experiments.grid import SearchSpace, point_key
+from okl_experiments.metrics import experiment_metrics, ranking_metric
+from okl_experiments.params import DEFAULT_BATCH_ROWS, batch_rows_for, learner_config, learner_params
+from okl_experiments.progress import RunProgress
+from okl_experiments.runs import RunTask, execute
+from okl_experiments.text import format_value, markdown_table as _markdown, mean_std_text, write_json, write_text
+
+__all__ = [
+    "Point",
+    "SweepSettings",
+    "SweepResult",
+    "make_points",
+    "sweep",
+    "read_results",
+    "ranked",
+    "markdown_table",
+    "best_config",
+]
+
+RESULTS_FILE = "results.parquet"
+BEST_FILE = "best.json"
+MARKDOWN_FILE = "results.md"
+_METADATA_KEY = b"okl_sweep"
+_RESULTS_VERSION = 1
+
+
+# -- points, settings, results -----------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """A grid point: its index, the varying values, and the full learner parameters."""
+
+    index: int
+    swept: dict
+    params: dict
+
+    @property
+    def key(self) -> str:
+        return point_key(self.params)
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepSettings:
+    """What determines the numbers of a sweep (checked on ``--resume``)."""
+
+    learner: str
+    train: DataSource
+    test: DataSource | None = None
+    repeats: int = 1
+    shuffle_seed: int | None = 0
+    reseed: bool = False
+    batch_rows: int = DEFAULT_BATCH_ROWS
+    curve_points: int = 64
+
+    def identity(self) -> dict:
+        return {
+            "learner": self.learner,
+            "train": self.train.describe(),
+            "test": self.test.describe() if self.test else None,
+            "repeats": self.repeats,
+            "shuffle_seed": self.shuffle_seed,
+            "reseed": self.reseed,
+            "batch_rows": self.batch_rows,
+        }
+
+    @property
+    def task(self) -> str:
+        return self.train.task
+
+    def metric_names(self) -> list[str]:
+        return experiment_metrics(self.task, self.test is not None)
+
+    def default_metric(self) -> str:
+        return ranking_metric(self.task, self.test is not None)
+
+    def batch_rows_of(self, point: Point) -> int:
+        """Rows per update for ``point``: :attr:`batch_rows`, rounded for a mini-batch learner."""
+        try:
+            learner = make_learner(self.learner, **point.params)
+        except (TypeError, ValueError):  # an invalid point fails in its runs, where it is recorded
+            return self.batch_rows
+        return batch_rows_for(learner, self.batch_rows)
+
+    def tasks(self, point: Point) -> list[RunTask]:
+        params = tuple(sorted(point.params.items()))
+        batch_rows = self.batch_rows_of(point)
+        return [RunTask(point.index, r, self.learner, params, self.train, self.test, self.shuffle_seed,
+                        self.reseed, batch_rows, self.curve_points) for r in range(self.repeats)]
+
+
+def _row(settings: SweepSettings, point: Point, results: list[dict]) -> dict:
+    """One results-table row from the runs of a point."""
+    results = sorted(results, key=lambda r: r["run"])
+    errors = [r["error"] for r in results if not r["ok"]]
+    row = {
+        "point": point.index,
+        "learner": settings.learner,
+        "params": point.key,
+        "status": "error" if errors else "ok",
+        "error": errors[0] if errors else None,
+        "runs": sum(r["ok"] for r in results),
+        "seconds": float(sum(r["seconds"] for r in results)),
+    }
+    for name in settings.metric_names():
+        values = [r["metrics"][name] for r in results if r["ok"]] if not errors else []
+        row[f"{name}_mean"], row[f"{name}_std"] = mean_std(values)
+        row[f"{name}_runs"] = values
+    curves = [r for r in results if r["ok"]] if not errors else []
+    row["curve_n"] = curves[0]["curve_n"] if curves else []
+    row["curve_value"] = np.mean([c["curve_value"] for c in curves], axis=0).tolist() if curves else []
+    for name, value in point.swept.items():
+        row[f"param_{name}"] = value
+    return row
+
+
+def _schema(settings: SweepSettings, swept_types: dict[str, pa.DataType], space: dict) -> pa.Schema:
+    fields = [
+        ("point", pa.int64()), ("learner", pa.string()), ("params", pa.string()), ("status", pa.string()),
+        ("error", pa.string()), ("runs", pa.int64()), ("seconds", pa.float64()),
+    ]
+    for name in settings.metric_names():
+        fields += [(f"{name}_mean", pa.float64()), (f"{name}_std", pa.float64()), (f"{name}_runs", pa.list_(pa.float64()))]
+    fields += [("curve_n", pa.list_(pa.int64())), ("curve_value", pa.list_(pa.float64()))]
+    fields += [(f"param_{name}", t) for name, t in swept_types.items()]
+    meta = {"version": _RESULTS_VERSION, "settings": settings.identity(), "space": space, "metrics": settings.metric_names()}
+    return pa.schema(fields, metadata={_METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
+
+
+def _param_type(values: list) -> pa.DataType:
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    return pa.float64() if numeric else pa.string()
+
+
+def _param_cell(value, dtype):
+    if pa.types.is_float64(dtype):
+        return float(value)
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def write_results(path: str, rows: list[dict], settings: SweepSettings, space: dict, swept: list[str]) -> None:
+    """Write the results table atomically (rows sorted by point)."""
+    rows = sorted(rows, key=lambda r: r["point"])
+    swept_types = {name: _param_type([r[f"param_{name}"] for r in rows if f"param_{name}" in r]) for name in swept}
+    schema = _schema(settings, swept_types, space)
+    columns = {}
+    for field in schema:
+        if field.name.startswith("param_"):
+            columns[field.name] = [_param_cell(r.get(field.name), field.type) if r.get(field.name) is not None else None for r in rows]
+        else:
+            columns[field.name] = [r.get(field.name) for r in rows]
+    table = pa.Table.from_pydict(columns, schema=schema)
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def read_results(path: str) -> tuple[list[dict], dict]:
+    """Rows (dicts) and metadata of a results table written by a sweep."""
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise ValueError(f"{path}: not a readable results table ({err})") from None
+    meta = (table.schema.metadata or {}).get(_METADATA_KEY)
+    if meta is None:
+        raise ValueError(f"{path}: not an okl sweep results table (no {_METADATA_KEY.decode()} metadata)")
+    return table.to_pylist(), json.loads(meta)
+
+
+def ranked(rows: list[dict], metric: str) -> list[dict]:
+    """Rows ordered best first by ``metric`` mean (lower is better); failed points last."""
+    def key(r):
+        value = r.get(f"{metric}_mean")
+        bad = r["status"] != "ok" or value is None or math.isnan(value)
+        return (bad, value if not bad else 0.0, r["point"])
+
+    return sorted(rows, key=key)
+
+
+def markdown_table(rows: list[dict], metric: str, swept: list[str]) -> str:
+    """Markdown table of the points, best first."""
+    head = ["rank", "point", *swept, f"{metric} (mean ± std)", "runs", "seconds", "status"]
+    cells = []
+    for rank, r in enumerate(ranked(rows, metric), 1):
+        params = json.loads(r["params"])
+        status = "ok" if r["status"] == "ok" else f"error: {r['error']}"
+        cells.append([str(rank), str(r["point"]), *(format_value(params.get(n)) for n in swept),
+                      mean_std_text(r.get(f"{metric}_mean"), r.get(f"{metric}_std")), str(r["runs"]), f"{r['seconds']:.1f}", status])
+    return _markdown(head, cells)
+
+
+def best_config(rows: list[dict], metric: str) -> dict | None:
+    """``{"learner", "params"}`` of the best ``ok`` point, with the complete learner config."""
+    best = ranked(rows, metric)
+    if not best or best[0]["status"] != "ok" or math.isnan(best[0].get(f"{metric}_mean", math.nan)):
+        return None
+    return learner_config(make_learner(best[0]["learner"], **json.loads(best[0]["params"])))
+
+
+@dataclasses.dataclass
+class SweepResult:
+    """What a sweep produced: rows (all points in the table), the best config, counts."""
+
+    rows: list[dict]
+    best: dict | None
+    metric: str
+    swept: list[str]
+    ran: int
+    skipped: int
+    results_path: str | None
+    best_path: str | None
+    task_results: list[dict] = dataclasses.field(default_factory=list)
+
+
+def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None = None, metric: str | None = None,
+          resume: bool = False, client=None, space: dict | None = None, swept: list[str] | None = None,
+          progress=None, on_result: Callable[[dict], None] | None = None) -> SweepResult:
+    """Run every point of ``points`` ``settings.repeats`` times; table, best config.
+
+    Parameters
+    ----------
+    settings : SweepSettings
+    points : list of Point
+    out_dir : str, optional
+        Directory for ``results.parquet``, ``results.md`` and ``best.json`` (None: keep
+        everything in memory).
+    metric : str, optional
+        Ranking metric (default :meth:`SweepSettings.default_metric`).
+    resume : bool
+        Skip the points already ``ok`` in ``out_dir/results.parquet``.
+    client : distributed.Client or None
+        None runs in this process.
+    space : dict, optional
+        Description of the search space, recorded in the table's metadata.
+    swept : list of str, optional
+        Names shown as columns (default: the keys of the points' ``swept`` dicts).
+    progress : file, optional
+        Stream for progress lines (None: quiet).
+    on_result : callable, optional
+        Called with each run's raw result as it arrives.
+    """
+    metric = metric or settings.default_metric()
+    if metric not in settings.metric_names():
+        raise ValueError(f"--metric {metric!r} is not available here; choose from {settings.metric_names()}"
+                         + ("" if settings.test is not None else " (test_* metrics need --test)"))
+    swept = list(swept) if swept is not None else list(dict.fromkeys(k for p in points for k in p.swept))
+    space = space or {}
+    results_path = os.path.join(out_dir, RESULTS_FILE) if out_dir else None
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+    if resume and not results_path:
+        raise ValueError("resume needs an output directory")
+    done_rows = _finished_rows(results_path, settings, progress) if resume else {}
+    todo = [p for p in points if p.key not in done_rows]
+    rows = _kept_rows(points, done_rows)
+    tasks = [t for p in todo for t in settings.tasks(p)]
+    by_index = {p.index: p for p in todo}
+    pending: dict[int, list[dict]] = collections.defaultdict(list)
+    tracker = RunProgress(len(tasks), len(todo), metric, progress)
+    all_results = []
+    for result in execute(tasks, client):
+        all_results.append(result)
+        point = by_index[result["point"]]
+        pending[point.index].append(result)
+        if on_result is not None:
+            on_result(result)
+        if len(pending[point.index]) == settings.repeats:
+            rows.append(_row(settings, point, pending.pop(point.index)))
+            tracker.point_done()
+            if results_path:
+                write_results(results_path, rows, settings, space, swept)
+        tracker.run_done(result, point.index, point.swept)
+    if results_path and not todo:
+        write_results(results_path, rows, settings, space, swept)
+    rows = sorted(rows, key=lambda r: r["point"])
+    best = best_config(rows, metric)
+    best_path = None
+    if out_dir:
+        write_text(os.path.join(out_dir, MARKDOWN_FILE), markdown_table(rows, metric, swept))
+        if best is not None:
+            best_path = write_json(os.path.join(out_dir, BEST_FILE), best, indent=2, sort_keys=True)
+    return SweepResult(rows=rows, best=best, metric=metric, swept=swept, ran=len(todo), skipped=len(points) - len(todo),
+                       results_path=results_path, best_path=best_path, task_results=all_results)
+
+
+def _finished_rows(results_path: str, settings: SweepSettings, progress) -> dict[str, dict]:
+    """The ``ok`` rows of an earlier sweep by point key (its settings must match)."""
+    if not os.path.exists(results_path):
+        if progress is not None:
+            print(f"--resume: nothing at {results_path} yet, running every point", file=progress)
+        return {}
+    old_rows, meta = read_results(results_path)
+    mismatched = sorted(k for k, v in settings.identity().items() if meta["settings"].get(k) != v)
+    if mismatched:
+        raise ValueError(f"--resume: {results_path} was made with other settings ({', '.join(mismatched)} differ); "
+                         "use another --out or the same settings")
+    return {r["params"]: r for r in old_rows if r["status"] == "ok"}
+
+
+def _kept_rows(points: list[Point], done_rows: dict[str, dict]) -> list[dict]:
+    """Earlier rows renumbered: this grid's points keep their index, others follow them."""
+    rows = [dict(done_rows[p.key], point=p.index) for p in points if p.key in done_rows]
+    current = {p.key for p in points}
+    extra = sorted((r for k, r in done_rows.items() if k not in current), key=lambda r: r["point"])
+    return rows + [dict(r, point=len(points) + i) for i, r in enumerate(extra)]
+
+
+def make_points(learner: str, space: SearchSpace, source: DataSource, samples: int | None = None, search_seed: int = 0) -> list[Point]:
+    """Grid (or ``samples`` random) points of ``space``, parameters derived from the data added
+    and resolved (:func:`okl_experiments.params.learner_params`: ``n_inputs``, ``"median"`` ...)."""
+    config_fields = dataclasses.fields(learner_class(learner).config_class)
+    space = space.with_integers({f.name for f in config_fields if f.type in (int, "int")})
+    values = space.sample(samples, search_seed) if samples else space.grid()
+    swept, facts = space.swept, source.facts()
+    return [Point(i, {k: v[k] for k in swept}, learner_params(learner, v, facts)) for i, v in enumerate(values)]

@@ -1,0 +1,248 @@
+"""The training job of ``pipelines.train``: resolved from its flags, wired as a Beam graph.
+
+:func:`resolve_job` turns the parsed flags into a :class:`TrainJob` -- the data sources
+(:class:`transforms.read.DatasetSource`; the built-in demo data set written first when
+there is no ``--input``), the learner (:func:`okl_experiments.params.build_learner`: the
+parameters of ``--config``, ``--param`` and the flags, completed and resolved on the
+data), the stream plan (:func:`okl_experiments.params.batch_rows_for`) and the output
+paths. :func:`build_graph` adds the batch graph to a pipeline (DESIGN.md, "transforms
+and the training graph")::
+
+    InitialModel ──> [round r = 0..R-1:  ReadShards -> TrainOnline -> MergeBySeed] ──> model
+                                                         └─> per-batch metrics, dead letters
+    model ──> Evaluate(--test) ──> test metrics;   WriteRunOutputs -> model, metrics, plot
+
+The streaming graph of the same job is :mod:`pipelines.stream`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
+
+import okl_core
+from okl_core.data.plan import StreamPlan
+from okl_core.data.synthetic import write_synthetic
+from okl_experiments.params import MEDIAN_ROWS, DataFacts, batch_rows_for, build_learner, minibatch_rows, read_learner_config
+from pipelines.common import UsageError
+from transforms.evaluate import Evaluate
+from transforms.outputs import WriteRunOutputs, local_dir
+from transforms.read import METRICS_NAMESPACE, DatasetSource, ReadShards, is_remote
+from transforms.train import LearnerSpec, MergeBySeed, TrainOnline
+
+__all__ = ["TrainJob", "TrainResult", "resolve_job", "build_graph", "counters", "read_metrics", "DEMO_LEARNER",
+           "SYNTHETIC_TRAIN_ROWS", "SYNTHETIC_TEST_ROWS", "OUTPUT_FILES"]
+
+SYNTHETIC_TRAIN_ROWS = 65536
+SYNTHETIC_TEST_ROWS = 8192
+# The built-in demo: the DSG paper's synthetic regression learned by FOGD regression (or by
+# DSG with the square loss: --learner dsg; slower, its prediction cost grows with the blocks).
+DEMO_LEARNER = "fogd_r"
+DEMO_PARAMS = {
+    "fogd_r": {"sigma": "0.2*median", "eta": 1e-4, "eps": 0.0},
+    "dsg": {"loss": "square", "sigma": "0.2*median", "block_size": 512, "batch_size": 1024, "theta": 8.0, "step_offset": 16.0, "nu": 1e-6},
+}
+OUTPUT_FILES = {"model": "model.npz", "metrics": "metrics.json", "plot": "online_error.png", "dead_letter": "dead_letter.jsonl"}
+"""What a run writes into its output directory."""
+
+
+@dataclasses.dataclass
+class TrainJob:
+    """Everything the graph needs, resolved from the command line."""
+
+    source: DatasetSource
+    test_source: DatasetSource | None
+    learner: okl_core.Learner
+    params: dict
+    plan: StreamPlan
+    output: str
+    files: dict
+    read_order_seed: int | None
+    shuffle_rows: bool = False
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What ``pipelines.train.run`` returns: the Beam result, where the outputs are, metrics and counters."""
+
+    pipeline_result: object
+    output: str
+    files: dict
+    metrics: dict | None
+    counters: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def model_path(self) -> str:
+        return self.files["model"]
+
+
+def _json_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _learner_choice(args) -> tuple[str, dict]:
+    """Learner name and parameters from --config, --learner, --param and the flags."""
+    name, params = None, {}
+    if args.config:
+        try:
+            name, params = read_learner_config(args.config)
+        except ValueError as err:
+            raise UsageError(f"--config {err}") from None
+    name = args.learner or name
+    if name is None:
+        name = DEMO_LEARNER if args.input is None else None
+    if name is None:
+        raise UsageError(f"choose a learner with --learner (one of {', '.join(okl_core.learner_names())}) or --config")
+    if name not in okl_core.learner_names():
+        raise UsageError(f"unknown learner {name!r}; choose one of {', '.join(okl_core.learner_names())}")
+    if args.input is None and not args.config:
+        params = {**DEMO_PARAMS.get(name, {}), **params}
+    for item in args.param:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--param {item!r}: expected KEY=VALUE")
+        params[key.strip()] = _json_value(value)
+    for key in ("sigma", "eta", "n_components", "seed"):
+        value = getattr(args, key)
+        if value is not None:
+            params[key] = _json_value(value) if key == "sigma" else value
+    return name, params
+
+
+def _facts(source: DatasetSource) -> DataFacts:
+    """What parameters are derived from: the data set's description, its first rows for the median."""
+    return DataFacts(source.n_features, source.task, source.n_classes, source.n_rows,
+                     rows=lambda: source.read_rows(MEDIAN_ROWS), name=source.path)
+
+
+def _check_mergeable(learner: okl_core.Learner) -> None:
+    """Fail before the job when the learner cannot merge shards (probe: two initial states)."""
+    initial = learner.init()
+    try:
+        okl_core.merge_states(learner, [initial, initial], base=initial)
+    except okl_core.NotMergeableError as err:
+        raise UsageError(f"--num_shards > 1 needs a mergeable learner: {err}; use --num_shards 1") from None
+
+
+def _open(path: str, flag: str) -> DatasetSource:
+    try:
+        return DatasetSource.open(path)
+    except (FileNotFoundError, ValueError) as err:
+        raise UsageError(f"{flag} {path}: {err}") from None
+
+
+def _demo_data(args, name: str) -> tuple[DatasetSource, str]:
+    """Write the built-in synthetic data sets into ``<output>/data``; the training source and the output."""
+    if args.output and is_remote(args.output):
+        raise UsageError("the built-in demo data set is written locally: give a local --output, or --input")
+    output = args.output or os.path.join("runs", f"synthetic-{name}")
+    train_path, test_path = os.path.join(output, "data", "train"), os.path.join(output, "data", "test")
+    write_synthetic(train_path, args.synthetic_rows, seed=args.synthetic_seed, rows_per_shard=16384, overwrite=True)
+    write_synthetic(test_path, SYNTHETIC_TEST_ROWS, seed=args.synthetic_seed + 1, overwrite=True, name="dsg_synthetic_test")
+    args.test = args.test or test_path
+    return _open(train_path, "--input"), output
+
+
+def _test_source(path: str, source: DatasetSource) -> DatasetSource:
+    test = _open(path, "--test")
+    if (test.n_features, test.task) != (source.n_features, source.task):
+        raise UsageError(f"--test {path} has {test.n_features} features of {test.task} data, "
+                         f"the training data {source.n_features} features of {source.task} data")
+    return dataclasses.replace(test, n_classes=source.n_classes) if source.task == "multiclass" else test
+
+
+def resolve_job(args) -> TrainJob:
+    """Resolve data, learner, plan and output paths (generating the demo data if needed).
+
+    Raises
+    ------
+    UsageError
+        Anything wrong with the flags or the data, with the flag it concerns.
+    """
+    source = None if args.input is None else _open(args.input, "--input")
+    name, params = _learner_choice(args)
+    if source is None:
+        source, output = _demo_data(args, name)
+    else:
+        output = args.output or os.path.join("runs", f"{source.name}-{name}")
+    if source.n_rows == 0:
+        raise UsageError(f"--input {source.path}: the data set has no rows")
+    try:
+        learner = build_learner(name, params, _facts(source))
+        plan = StreamPlan(source.n_rows, args.num_shards, args.rounds, batch_rows_for(learner, args.batch_rows), align=minibatch_rows(learner))
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    test_source = _test_source(args.test, source) if args.test else None
+    if plan.num_shards > 1:
+        _check_mergeable(learner)
+    local_dir(output)
+    files = {key: f"{output.rstrip('/')}/{file}" for key, file in OUTPUT_FILES.items()}
+    return TrainJob(source, test_source, learner, learner.describe()["config"], plan, output, files, args.read_order_seed, args.shuffle_rows)
+
+
+def build_graph(pipeline: beam.Pipeline, job: TrainJob, launched_at: float) -> None:
+    """Add the training graph of ``job`` to ``pipeline``."""
+    spec = LearnerSpec(job.learner.name, job.params)
+    model = pipeline | "InitialModel" >> beam.Create([okl_core.model_bytes(job.learner, job.learner.init())])
+    summaries, batches, dead = [], [], []
+    for r in range(job.plan.rounds):
+        read = pipeline | f"ReadShards_r{r}" >> ReadShards(
+            job.source, job.plan, round=r, materialize=job.shuffle_rows, shuffle_seed=job.read_order_seed
+        )
+        trained = read["batches"] | f"TrainOnline_r{r}" >> TrainOnline(spec, job.plan, r, model, source=job.source)
+        model = trained.states | f"MergeBySeed_r{r}" >> MergeBySeed(spec, base=model)
+        summaries.append(trained.states | f"Summaries_r{r}" >> beam.Map(lambda result: result[2]).with_output_types(str))
+        batches.append(trained.metrics)
+        dead.extend([read["dead_letter"], trained.dead_letter])
+    if job.test_source is not None:
+        evaluated = pipeline | "Evaluate" >> Evaluate(job.test_source, model, job.plan.batch_rows)
+        test = evaluated["metrics"]
+        dead.append(evaluated["dead_letter"])
+    else:
+        test = pipeline | "NoTestSet" >> beam.Create([]).with_output_types(str)
+    info = {
+        "learner": job.learner.describe(),
+        "task": job.learner.task,
+        "plan": job.plan.to_dict(),
+        "train": {"name": job.source.name, "path": job.source.path, "n_rows": job.source.n_rows},
+        "test": None if job.test_source is None else {"name": job.test_source.name, "path": job.test_source.path, "n_rows": job.test_source.n_rows},
+        "files": job.files,
+        "launched_at": launched_at,
+    }
+    pipeline | "WriteRunOutputs" >> WriteRunOutputs(
+        info,
+        model,
+        summaries | "FlattenSummaries" >> beam.Flatten(),
+        batches | "FlattenBatchMetrics" >> beam.Flatten(),
+        test,
+        dead | "FlattenDeadLetters" >> beam.Flatten(),
+    )
+
+
+def counters(pipeline_result) -> dict:
+    """okl's Beam counters (summed over steps), where the runner reports metrics."""
+    try:
+        queried = pipeline_result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))
+    except (NotImplementedError, AttributeError):
+        return {}
+    out: dict = {}
+    for counter in queried.get("counters", []):
+        value = counter.committed if counter.committed is not None else counter.attempted
+        out[counter.key.metric.name] = out.get(counter.key.metric.name, 0) + (value or 0)
+    return out
+
+
+def read_metrics(job: TrainJob) -> dict | None:
+    """The run's ``metrics.json``, when it is local and written."""
+    path = job.files["metrics"]
+    if is_remote(path) or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
