@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from okl_core.features import KERNELS, exact_kernel
+from okl_core.kernels import KERNELS, Kernel
 from okl_core.learners.base import (
     Learner,
     check_choice,
@@ -54,7 +54,6 @@ __all__ = [
     "KernelOGDRConfig",
     "KernelPerceptronConfig",
     "SupportState",
-    "ExactKernelMixin",
     "KernelOGD",
     "MKernelOGD",
     "KernelOGDRegressor",
@@ -71,7 +70,7 @@ class KernelConfig:
     n_inputs : int
         Input dimension ``d``.
     kernel : {'gaussian', 'laplacian', 'cauchy'}
-        See :func:`okl_core.features.exact_kernel`.
+        See :mod:`okl_core.kernels`.
     sigma : float
         Kernel bandwidth (the paper's 8 by default).
     """
@@ -153,14 +152,7 @@ class SupportState(NamedTuple):
     n_seen: np.ndarray
 
 
-class ExactKernelMixin:
-    """Gives a learner ``_kernel(A, B)``: the exact kernel matrix of its config's kernel and sigma."""
-
-    def _kernel(self, A, B) -> np.ndarray:
-        return exact_kernel(self.config.kernel, A, B, self.config.sigma)
-
-
-class _KernelExpansion(ExactKernelMixin, Learner):
+class _KernelExpansion(Learner):
     """Kernel expansion grown by a rule: predict, score, and add the example on an update."""
 
     state_class = SupportState
@@ -173,6 +165,7 @@ class _KernelExpansion(ExactKernelMixin, Learner):
 
     def __init__(self, config):
         super().__init__(config)
+        self.kernel = Kernel.of(config)
         self.rule = self.rule_class(config)
 
     def init(self) -> SupportState:
@@ -184,19 +177,19 @@ class _KernelExpansion(ExactKernelMixin, Learner):
 
     def predict(self, state: SupportState, X) -> np.ndarray:
         X, _ = validate_xy(self, X)
-        return self._kernel(X, state.support) @ state.alpha
+        return self.kernel.gram(X, state.support) @ state.alpha
 
     def update(self, state: SupportState, X, y):
         X, y = validate_xy(self, X, y)
         # Scores against the support set from before the batch in one product; the support
         # vectors added during the batch are added row by row.
-        scores = self._kernel(X, state.support) @ state.alpha
+        scores = self.kernel.gram(X, state.support) @ state.alpha
         new_sv = np.empty((len(y), X.shape[1]), dtype=np.float32)
         new_alpha = np.zeros(output_shape(self.rule, len(y)))
         n_new = 0
         for i in range(len(y)):
             if n_new:
-                scores[i] += self._kernel(X[i : i + 1], new_sv[:n_new])[0] @ new_alpha[:n_new]
+                scores[i] += self.kernel.gram(X[i : i + 1], new_sv[:n_new])[0] @ new_alpha[:n_new]
             coef = self.rule(scores[i], y[i])
             if coef is not None:
                 new_sv[n_new], new_alpha[n_new] = X[i], coef

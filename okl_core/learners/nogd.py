@@ -49,7 +49,8 @@ from okl_core.learners.base import (
     check_nonnegative,
     validate_xy,
 )
-from okl_core.learners.kernel_ogd import ExactKernelMixin, KernelOGDConfig, KernelOGDRConfig, MKernelOGDConfig
+from okl_core.kernels import Kernel
+from okl_core.learners.kernel_ogd import KernelOGDConfig, KernelOGDRConfig, MKernelOGDConfig
 from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, RegressionRule, output_shape
 
 __all__ = ["BudgetFields", "NOGDConfig", "MNOGDConfig", "NOGDRConfig", "NOGDState", "NOGD", "MNOGD", "NOGDRegressor", "nystrom_transition"]
@@ -157,7 +158,7 @@ def nystrom_transition(K: np.ndarray, alpha: np.ndarray, rank: int, eig_rtol: fl
     return projection, w
 
 
-class _NOGDBase(ExactKernelMixin, Learner):
+class _NOGDBase(Learner):
     """Both phases of NOGD over a rule from :mod:`okl_core.learners.kernel_ogd`."""
 
     state_class = NOGDState
@@ -167,6 +168,7 @@ class _NOGDBase(ExactKernelMixin, Learner):
 
     def __init__(self, config):
         super().__init__(config)
+        self.kernel = Kernel.of(config)
         self.rule = self.rule_class(config)
 
     def init(self) -> NOGDState:
@@ -184,12 +186,12 @@ class _NOGDBase(ExactKernelMixin, Learner):
     def predict(self, state: NOGDState, X) -> np.ndarray:
         X, _ = validate_xy(self, X)
         if int(state.phase) == 1:
-            return self._kernel(X, state.landmarks) @ state.projection.T @ state.w
+            return self.kernel.gram(X, state.landmarks) @ state.projection.T @ state.w
         n = int(state.n_landmarks)
-        return self._kernel(X, state.landmarks[:n]) @ state.alpha[:n]
+        return self.kernel.gram(X, state.landmarks[:n]) @ state.alpha[:n]
 
     def _transition(self, landmarks, alpha):
-        K = self._kernel(landmarks, landmarks)
+        K = self.kernel.gram(landmarks, landmarks)
         return nystrom_transition(K, alpha, self.config.rank, self.config.eig_rtol)
 
     def update(self, state: NOGDState, X, y):
@@ -201,7 +203,7 @@ class _NOGDBase(ExactKernelMixin, Learner):
         scores = np.zeros(output_shape(self.rule, len(y)))
         i = 0
         while i < len(y) and phase == 0:
-            f = self._kernel(X[i : i + 1], landmarks[:n_l])[0] @ alpha[:n_l]
+            f = self.kernel.gram(X[i : i + 1], landmarks[:n_l])[0] @ alpha[:n_l]
             scores[i] = f
             coef = self.rule(f, y[i])
             if coef is not None and n_l < cfg.budget:
@@ -213,11 +215,11 @@ class _NOGDBase(ExactKernelMixin, Learner):
             elif coef is not None:  # 'next_update': transition and learn this example linearly
                 projection, w = self._transition(landmarks, alpha)
                 phase = 1
-                z = projection @ self._kernel(X[i : i + 1], landmarks)[0]
+                z = projection @ self.kernel.gram(X[i : i + 1], landmarks)[0]
                 w += np.multiply.outer(z, coef)
             i += 1
         if i < len(y):
-            Z = self._kernel(X[i:], landmarks) @ projection.T
+            Z = self.kernel.gram(X[i:], landmarks) @ projection.T
             scores[i:] = self._linear_fold(w, Z, y[i:])
         new_state = NOGDState(
             landmarks=landmarks,

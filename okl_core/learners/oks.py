@@ -98,7 +98,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from okl_core.features import exact_kernel
+from okl_core.kernels import SELF_SIMILARITY, Kernel, exact_kernel
 from okl_core.learners.base import (
     Learner,
     NotMergeableError,
@@ -475,7 +475,7 @@ class _SupportSets:
 
     def __init__(self, learner, state):
         self.learner = learner
-        self.dictionary = learner.dictionary
+        self.kernels = [Kernel(kernel, sigma) for kernel, sigma in learner.dictionary]
         self.max_support = learner.config.max_support
         counts = [int(c) for c in state.sv_count]
         ends = np.cumsum(counts)
@@ -498,23 +498,12 @@ class _SupportSets:
         m = self.count[i]
         if m == 0:
             return 0.0
-        kernel, sigma = self.dictionary[i]
-        x64 = x.astype(np.float64)
-        if kernel == "gaussian":
-            # exact_kernel's formula with the support norms cached. einsum, not BLAS: a
-            # threaded BLAS sums in an order that depends on the thread count (models
-            # would differ between machines) and stalls when the cores are busy.
-            nz = np.flatnonzero(x64)
-            dots = np.einsum("k,km->m", x64[nz], self.cols[i][nz, :m])
-            sq = np.maximum(self.sq_rows[i][:m] + float(x64 @ x64) - 2.0 * dots, 0.0)
-            k = np.exp(sq * (-0.5 / sigma**2))
-        else:
-            k = exact_kernel(kernel, self.cols[i][:, :m].T, x64[None, :], sigma)[:, 0]
+        k = self.kernels[i].row_against_buffer(x.astype(np.float64), self.cols[i][:, :m], self.sq_rows[i][:m])
         return float(np.einsum("m,m->", k, self.alpha[i][:m]))
 
     def feature_sq_norm(self) -> float:
         """``k(x, x)``, 1 for every dictionary kernel."""
-        return 1.0
+        return SELF_SIMILARITY
 
     def step(self, i: int, x: np.ndarray, f: float, coef: float, bound: float | None) -> None:
         """``f_i += coef k(x, .)`` then, with a ``bound``, rescale ``f_i`` onto ``||f_i|| <= bound``."""
@@ -533,8 +522,8 @@ class _SupportSets:
         self.alpha[i][m] = coef
         self.sq_rows[i][m] = x64 @ x64
         self.count[i] = m + 1
-        # ||f + c k(x,.)||^2 = ||f||^2 + 2 c f(x) + c^2 k(x, x), with k(x, x) = 1.
-        sq = max(self.sq_norm[i] + 2.0 * coef * f + coef * coef, 0.0)
+        # ||f + c k(x,.)||^2 = ||f||^2 + 2 c f(x) + c^2 k(x, x).
+        sq = max(self.sq_norm[i] + 2.0 * coef * f + coef * coef * SELF_SIMILARITY, 0.0)
         if bound is not None and sq > bound * bound:
             self.alpha[i][: m + 1] *= bound / math.sqrt(sq)
             sq = bound * bound

@@ -62,7 +62,8 @@ import scipy.linalg as sla
 from numpy.typing import ArrayLike
 from scipy.linalg import lapack
 
-from okl_core.features import KERNELS, TaylorFeatures, taylor_basis_size
+from okl_core.features import TaylorFeatures, taylor_basis_size
+from okl_core.kernels import KERNELS, SELF_SIMILARITY, Kernel
 from okl_core.learners.base import (
     Learner,
     NotMergeableError,
@@ -71,7 +72,6 @@ from okl_core.learners.base import (
     check_positive,
     validate_xy,
 )
-from okl_core.learners.kernel_ogd import ExactKernelMixin
 from okl_core.random import block_bit_generator, uniform_open
 
 __all__ = [
@@ -192,7 +192,7 @@ def _no_weights(learner: Learner, weights) -> None:
         raise ValueError(f"{learner.name}: the merge is an exact sum of sufficient statistics and takes no weights")
 
 
-class _ExactRidge(ExactKernelMixin, Learner):
+class _ExactRidge(Learner):
     """Dual kernel ridge with the inverse grown by bordering; ``ordering`` set by subclass."""
 
     config_class = ExactRidgeConfig
@@ -202,6 +202,10 @@ class _ExactRidge(ExactKernelMixin, Learner):
     runtime_fields = ("block_rows",)
     ordering = ""
     conformance_params = {"sigma": 1.0, "lam": 0.1}
+
+    def __init__(self, config: ExactRidgeConfig):
+        super().__init__(config)
+        self.kernel = Kernel.of(config)
 
     def init(self) -> ExactRidgeState:
         return ExactRidgeState(
@@ -217,12 +221,11 @@ class _ExactRidge(ExactKernelMixin, Learner):
         KRR: ``k^T (K + lam I)^{-1} Y``; AWV shrinks it by ``lam / (k_tt + lam - k^T inv k)``.
         """
         X, _ = validate_xy(self, X)
-        K = self._kernel(X, state.inputs)
+        K = self.kernel.gram(X, state.inputs)
         krr = K @ (state.inverse @ state.targets)
         if self.ordering == "krr":
             return krr
-        k_tt = np.ones(len(X))  # k(x, x) = 1 for every supported kernel
-        schur = k_tt + self.config.lam - np.einsum("ij,ij->i", K @ state.inverse, K)
+        schur = self.kernel.diagonal(X) + self.config.lam - np.einsum("ij,ij->i", K @ state.inverse, K)
         return self.config.lam * krr / schur
 
     def update(self, state: ExactRidgeState, X, y):
@@ -233,7 +236,7 @@ class _ExactRidge(ExactKernelMixin, Learner):
         targets = np.concatenate([state.targets, y])
         inv = np.zeros((t0 + n, t0 + n))
         inv[:t0, :t0] = state.inverse
-        K_batch = self._kernel(X, inputs)  # (n, t0 + n)
+        K_batch = self.kernel.gram(X, inputs)  # (n, t0 + n)
         scores = np.empty(n)
         for start in range(0, n, self.config.block_rows):
             stop = min(n, start + self.config.block_rows)
@@ -281,7 +284,7 @@ class _ExactRidge(ExactKernelMixin, Learner):
         heads = [] if base is None else [base]
         inputs = np.concatenate([h.inputs for h in heads] + [s.inputs[skip:] for s in states])
         targets = np.concatenate([h.targets for h in heads] + [s.targets[skip:] for s in states])
-        K = self._kernel(inputs, inputs) + self.config.lam * np.eye(len(targets))
+        K = self.kernel.gram(inputs, inputs) + self.config.lam * np.eye(len(targets))
         inverse = _spd_inverse(K)
         return ExactRidgeState(inputs=inputs, targets=targets, inverse=inverse, n_seen=self._count("n_seen", states, base))
 
@@ -635,7 +638,7 @@ def _cholesky_add_rows(R: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return new
 
 
-class PKAWVNystrom(ExactKernelMixin, Learner):
+class PKAWVNystrom(Learner):
     """PKAWV with sequential Nystrom projections and a KORS dictionary (``pkawv_nystrom``).
 
     At each example, in order:
@@ -684,6 +687,10 @@ class PKAWVNystrom(ExactKernelMixin, Learner):
     PIVOT_RTOL = 1e-12
     """A new point whose factor pivot^2 is <= PIVOT_RTOL * corner is not added."""
 
+    def __init__(self, config: PKAWVNystromConfig):
+        super().__init__(config)
+        self.kernel = Kernel.of(config)
+
     def init(self) -> NystromState:
         return NystromState(
             inputs=np.zeros((0, self.config.n_inputs), dtype=np.float32),
@@ -709,7 +716,7 @@ class PKAWVNystrom(ExactKernelMixin, Learner):
         KRR: ``k(x, I)^T alpha``; AWV: the same divided by ``1 + k^T A^{-1} k``.
         """
         X, _ = validate_xy(self, X)
-        K = self._kernel(X, state.inputs[state.dictionary])
+        K = self.kernel.gram(X, state.inputs[state.dictionary])
         krr = K @ self.coefficients(state)
         if self.config.ordering == "krr" or len(state.kty) == 0:
             return krr
@@ -783,7 +790,7 @@ class _NystromRun:
         while i < n:
             length = min(max(self.cfg.block_rows, self.m), max(16, 2 * gap))
             stop = min(n, i + length)
-            Kw = self.learner._kernel(self.X[i:stop], self.inputs[self.dictionary])
+            Kw = self.learner.kernel.gram(self.X[i:stop], self.inputs[self.dictionary])
             add = self._kors(Kw, self.t0 + i)
             if decided:
                 add[0] = False
@@ -803,7 +810,7 @@ class _NystromRun:
         cfg = self.cfg
         B = Kw * self.weights
         q = np.einsum("ij,ij->i", B @ self.kors_inv, B) if self.m else np.zeros(len(Kw))
-        lev = np.maximum(1.0 - q, 0.0)  # k(x, x) = 1 for every supported kernel
+        lev = np.maximum(self.learner.kernel.diagonal(Kw) - q, 0.0)  # k(x, x) - q, one per row of the window
         tau = (1.0 + cfg.kors_eps) * lev / (lev + cfg.mu)
         self._kors_p = np.clip(cfg.beta * tau, 0.0, 1.0)
         return _kors_uniforms(cfg.seed, first_row, first_row + len(Kw)) < self._kors_p
@@ -830,9 +837,9 @@ class _NystromRun:
         g = self.t0 + row
         self.learner._check_caps(len(self.targets), m + 1, g)
         x = self.inputs[g : g + 1]
-        a = self.learner._kernel(self.inputs[:g], x)[:, 0]  # k(x_s, x_t), s < t
+        a = self.learner.kernel.gram(self.inputs[:g], x)[:, 0]  # k(x_s, x_t), s < t
         column = self.knm[:g, :m].T @ a + cfg.lam * k_dict
-        corner = a @ a + cfg.lam
+        corner = a @ a + cfg.lam * SELF_SIMILARITY
         r = sla.solve_triangular(self.chol, column, trans="T", lower=False, check_finite=False) if m else np.zeros(0)
         pivot2 = corner - r @ r
         if not pivot2 > PKAWVNystrom.PIVOT_RTOL * corner:
