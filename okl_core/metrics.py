@@ -12,7 +12,8 @@ import dataclasses
 
 import numpy as np
 
-from okl_core.learners.base import TASKS, labels_from_scores
+from okl_core.labels import check_task
+from okl_core.learners.base import labels_from_scores
 
 __all__ = ["Prequential"]
 
@@ -44,8 +45,7 @@ class Prequential:
     class_mistakes: list = dataclasses.field(default_factory=list)
 
     def __post_init__(self):
-        if self.task not in TASKS:
-            raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
+        check_task(self.task)
 
     def add(self, scores: np.ndarray, y: np.ndarray) -> "Prequential":
         """Account for a batch of online scores and true labels/targets; returns self."""

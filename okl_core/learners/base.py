@@ -45,6 +45,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike
 
+from okl_core.labels import TASKS, bad_labels, label_reason, label_rule
 from okl_core.numerics import pinned
 
 __all__ = [
@@ -62,9 +63,6 @@ __all__ = [
     "labels_from_scores",
     "weighted_average",
 ]
-
-TASKS = ("binary", "multiclass", "regression")
-
 
 StateT = TypeVar("StateT", bound=tuple)
 """A learner's state: a ``NamedTuple`` of numpy arrays with an ``n_seen`` field."""
@@ -128,7 +126,8 @@ def validate_xy(learner: "Learner", X, y=None) -> tuple[np.ndarray, np.ndarray |
     ------
     ValueError
         Wrong dimensions, non-finite values, length mismatch, or labels outside the task's
-        set (binary: -1/+1; multiclass: 0..n_classes-1).
+        set (binary: -1/+1; multiclass: 0..n_classes-1; regression: finite), by the test
+        the dead-letter path uses too (:mod:`okl_core.labels`).
     """
     X = np.asarray(X, dtype=np.float32)
     d = learner.config.n_inputs
@@ -141,22 +140,16 @@ def validate_xy(learner: "Learner", X, y=None) -> tuple[np.ndarray, np.ndarray |
     y = np.asarray(y)
     if y.shape != (X.shape[0],):
         raise ValueError(f"{learner.name}: y must have shape ({X.shape[0]},), got {y.shape}")
+    if y.dtype.kind not in "biuf":
+        raise ValueError(f"{learner.name}: labels must be numbers, got dtype {y.dtype}")
     task = learner.task
-    if task == "binary":
-        if not np.isin(y, (-1, 1)).all():
-            raise ValueError(f"{learner.name}: binary labels must be -1 or +1, got {np.unique(y)[:5]}")
-        y = y.astype(np.float64)
-    elif task == "multiclass":
-        C = learner.config.n_classes
-        if not np.issubdtype(y.dtype, np.integer) and not np.all(np.mod(y, 1) == 0):
-            raise ValueError(f"{learner.name}: multiclass labels must be integers 0..{C - 1}")
-        y = y.astype(np.intp)
-        if y.size and (y.min() < 0 or y.max() >= C):
-            raise ValueError(f"{learner.name}: multiclass labels must be in 0..{C - 1}, got {y.min()}..{y.max()}")
-    else:
-        y = y.astype(np.float64)
-        if not np.isfinite(y).all():
-            raise ValueError(f"{learner.name}: regression targets contain NaN or inf")
+    n_classes = learner.config.n_classes if task == "multiclass" else None
+    values = y.astype(np.float64)
+    bad = bad_labels(values, task, n_classes)
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise ValueError(f"{learner.name}: {label_rule(task, n_classes)}; row {row}: {label_reason(values[row], task, n_classes)}")
+    return X, (y.astype(np.intp) if task == "multiclass" else values)
     return X, y
 
 
