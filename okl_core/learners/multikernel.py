@@ -49,7 +49,7 @@ import numpy as np
 from okl_core.features import KERNELS, FeatureSpec, FourierFeatures
 from okl_core.learners.base import check_int
 from okl_core.losses import softmax
-from okl_core.random import block_bit_generator, uniform_open
+from okl_core.random import block_bit_generator, row_uniforms
 
 __all__ = [
     "OMKL_DICTIONARY",
@@ -60,6 +60,7 @@ __all__ = [
     "kernel_seed",
     "kernel_seeds",
     "example_uniforms",
+    "example_uniform_rows",
     "draw_index",
     "KernelFeatureBank",
     "KernelReportMixin",
@@ -155,9 +156,18 @@ def kernel_seeds(seed: int, n_kernels: int) -> tuple[int, ...]:
 
 def example_uniforms(seed: int, t: int, n: int) -> np.ndarray:
     """``n`` float64 uniforms on (0, 1) for example ``t`` (0-based): words of generator ``(seed, t)``."""
-    if not 0 <= t < _EXAMPLE_LIMIT:
-        raise ValueError(f"example counter {t} is outside [0, 2**63)")
-    return uniform_open(block_bit_generator(seed, t).random_raw(n))
+    return example_uniform_rows(seed, t, t + 1, n)[0]
+
+
+def example_uniform_rows(seed: int, start: int, stop: int, n: int) -> np.ndarray:
+    """:func:`example_uniforms` of the examples ``start..stop-1`` at once, ``(stop - start, n)``.
+
+    A batch draws all its examples' uniforms before its fold
+    (:func:`okl_core.random.row_uniforms`: one generator for the batch, the same words).
+    """
+    if start < 0 or stop > _EXAMPLE_LIMIT:
+        raise ValueError(f"example counters {start}..{stop - 1} are outside [0, 2**63)")
+    return row_uniforms(seed, start, stop, n)
 
 
 def draw_index(weights: np.ndarray, u: float) -> int:

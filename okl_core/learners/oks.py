@@ -66,7 +66,8 @@ naming the cap (use ``rf_oks_pp`` / ``rf_ioks`` for long streams). ``k(x, x) = 1
 every dictionary kernel, which the norm bookkeeping of the projection uses.
 
 Draws: example ``t`` (0-based counter ``n_seen``) samples its kernel with word 0 of
-generator ``(seed, t)`` (:func:`.multikernel.example_uniforms`), by inverse CDF on ``p``.
+generator ``(seed, t)`` (:func:`.multikernel.example_uniforms`), by inverse CDF on ``p``;
+an update draws all its examples' words before its fold (the same words, one generator).
 
 Prediction: ``update`` returns the sampled kernel's score (the paper's online
 protocol). ``predict(state, X)`` uses ``predict_with = 'best'``: the kernel of largest
@@ -114,7 +115,7 @@ from okl_core.learners.multikernel import (
     MultiKernelConfig,
     RandomFeatureMultiKernelConfig,
     draw_index,
-    example_uniforms,
+    example_uniform_rows,
     log_normalize,
     normalized_weights,
 )
@@ -609,7 +610,7 @@ class _KernelSelection(KernelReportMixin, Learner):
         """``(q, p)`` for the next example."""
         raise NotImplementedError
 
-    def _step(self, hyp, stats: dict, x: np.ndarray, y: float, counter: int) -> float:
+    def _step(self, hyp, stats: dict, x: np.ndarray, y: float, u: float) -> float:
         raise NotImplementedError
 
     def init(self):
@@ -622,14 +623,12 @@ class _KernelSelection(KernelReportMixin, Learner):
         rule_fields = [k for k in self.state_class._fields if k not in self._storage_fields and k != "n_seen"]
         stats = {k: np.array(getattr(state, k), copy=True) for k in rule_fields}
         n_seen = int(state.n_seen)
+        uniforms = example_uniform_rows(self.config.seed, n_seen, n_seen + len(y), 1)[:, 0]
         scores = np.empty(len(y))
         for r in range(len(y)):
-            scores[r] = self._step(hyp, stats, X[r], float(y[r]), n_seen + r)
+            scores[r] = self._step(hyp, stats, X[r], float(y[r]), float(uniforms[r]))
         new = self.state_class(**hyp.fields(), **stats, n_seen=np.asarray(n_seen + len(y), np.int64))
         return new, scores
-
-    def _draw(self, p: np.ndarray, counter: int) -> int:
-        return draw_index(p, example_uniforms(self.config.seed, counter, 1)[0])
 
     def predict(self, state, X) -> np.ndarray:
         X, _ = validate_xy(self, X)
@@ -741,9 +740,9 @@ class _OKSRule:
         q = normalized_weights(log_w)
         return q, (1.0 - self.delta) * q + self.delta / self.K
 
-    def _step(self, hyp, stats, x, y, counter):
+    def _step(self, hyp, stats, x, y, u):
         _, p = self._distribution(stats["log_w"])
-        i = self._draw(p, counter)
+        i = draw_index(p, u)
         f = hyp.evaluate(i, x)
         loss, grad = self.loss_value(f, y), self.loss_grad(f, y)
         stats["log_w"][i] -= self.eta * loss / p[i]
@@ -771,10 +770,10 @@ class _OKSPlusPlusRule:
         q, p, _ = oks_pp_distribution(state.loss_sum, float(state.sq_loss_sum), float(state.delta_constant))
         return q, p
 
-    def _step(self, hyp, stats, x, y, counter):
+    def _step(self, hyp, stats, x, y, u):
         K, U, gc0 = self.K, self.radius, self.g * self.c0
         q, p, _ = oks_pp_distribution(stats["loss_sum"], float(stats["sq_loss_sum"]), float(stats["delta_constant"]))
-        i = self._draw(p, counter)
+        i = draw_index(p, u)
         f = hyp.evaluate(i, x)
         loss, grad = self.loss_value(f, y), self.loss_grad(f, y)
         if self.code_constant:  # the released script's a_t = exp(-y f) (see the config)
@@ -820,10 +819,10 @@ class _IOKSRule:
     def _p(self, q):
         return (1.0 - self.delta) * q + self.delta / self.K
 
-    def _step(self, hyp, stats, x, y, counter):
+    def _step(self, hyp, stats, x, y, u):
         q, eta, U = stats["q"], stats["eta"], self.radius
         p = self._p(q)
-        i = self._draw(p, counter)
+        i = draw_index(p, u)
         f = hyp.evaluate(i, x)
         loss, grad = self.loss_value(f, y), self.loss_grad(f, y)
         stats["grad_sq_sum"][i] += (grad / p[i]) ** 2 * hyp.feature_sq_norm()

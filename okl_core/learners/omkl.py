@@ -44,7 +44,8 @@ Draws: example ``t`` (0-based counter ``n_seen``) uses the words of generator
 ``(seed, t)`` (:func:`.multikernel.example_uniforms`): word 0 draws the selective node
 (unused when ``J = 1``), words ``1 + j M`` to ``(j + 1) M`` (inclusive) the ``M`` kernels
 of selective node ``j`` (0-based), by inverse CDF. The words are drawn (and ignored) while
-the graph is frozen, so the layout never depends on the state.
+the graph is frozen, so the layout never depends on the state. An update draws all its
+examples' words before its fold (:func:`.multikernel.example_uniform_rows`).
 
 Reports: :meth:`~.multikernel.KernelReportMixin.kernel_weights` (normalised weights),
 ``kernel_usage`` (examples on which each kernel was evaluated), ``best_kernel``;
@@ -92,7 +93,7 @@ from okl_core.learners.multikernel import (
     KernelReportMixin,
     RandomFeatureMultiKernelConfig,
     draw_index,
-    example_uniforms,
+    example_uniform_rows,
     log_normalize,
     normalized_weights,
 )
@@ -394,9 +395,11 @@ class OMKLGF(_RandomFeatureMultiKernel):
         }
         n_seen = int(state.n_seen)
         omega = self.bank.stack() if len(y) else None
+        cfg = self.config
+        uniforms = example_uniform_rows(cfg.seed, n_seen, n_seen + len(y), 1 + cfg.selective_nodes * cfg.draws_per_node)
         scores = np.empty(len(y))
         for i in range(len(y)):
-            scores[i] = self._step(work, omega, X[i], y[i], n_seen + i)
+            scores[i] = self._step(work, omega, X[i], y[i], n_seen + i, uniforms[i])
         new = OMKLGFState(
             theta=work["theta"],
             log_w=work["log_w"],
@@ -407,13 +410,12 @@ class OMKLGF(_RandomFeatureMultiKernel):
         )
         return new, scores
 
-    def _step(self, work: dict, omega: np.ndarray, x: np.ndarray, y: float, counter: int) -> float:
+    def _step(self, work: dict, omega: np.ndarray, x: np.ndarray, y: float, counter: int, uniforms: np.ndarray) -> float:
         """One example (0-based ``counter``): Algorithm 2 steps 1-7, updating ``work`` in place."""
         cfg = self.config
         J, M = cfg.selective_nodes, cfg.draws_per_node
         t = counter + 1
         eta_t, eta_e = cfg.rate(cfg.eta, t), cfg.rate(cfg.eta_e, t)
-        uniforms = example_uniforms(cfg.seed, counter, 1 + J * M)
         log_w, theta = work["log_w"], work["theta"]
         P = graph_probabilities(np.exp(log_w), eta_e, J)  # log_w is normalised
         A = work["graph"] if work["frozen"] else draw_graph(P, uniforms[1:], M)

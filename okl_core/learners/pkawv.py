@@ -72,7 +72,7 @@ from okl_core.learners.base import (
     check_positive,
     validate_xy,
 )
-from okl_core.random import block_bit_generator, uniform_open
+from okl_core.random import packed_uniforms
 
 __all__ = [
     "RidgeConfig",
@@ -595,18 +595,11 @@ class NystromState(NamedTuple):
 def _kors_uniforms(seed: int, start: int, stop: int) -> np.ndarray:
     """Uniforms on (0, 1) for global rows ``start..stop-1``.
 
-    Row ``g`` uses word ``g % 1024`` of ``block_bit_generator(seed, g // 1024)``, so a
-    row's draw does not depend on how the stream is batched.
+    Row ``g`` uses word ``g % 1024`` of ``block_bit_generator(seed, g // 1024)``
+    (:func:`okl_core.random.packed_uniforms`), so a row's draw does not depend on how the
+    stream is batched.
     """
-    out = np.empty(stop - start)
-    g = start
-    while g < stop:
-        block, offset = divmod(g, _KORS_WORDS_PER_BLOCK)
-        take = min(stop - g, _KORS_WORDS_PER_BLOCK - offset)
-        words = block_bit_generator(seed, block).random_raw(offset + take)[offset:]
-        out[g - start : g - start + take] = uniform_open(words)
-        g += take
-    return out
+    return packed_uniforms(seed, start, stop, _KORS_WORDS_PER_BLOCK)
 
 
 def _border_inverse(inv: np.ndarray, column: np.ndarray, corner: float) -> np.ndarray:
