@@ -35,7 +35,7 @@ from okl_core.learners.base import (
     check_positive,
     validate_xy,
 )
-from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, RegressionRule
+from okl_core.learners.rules import BinaryHingeRule, LinearRows, MulticlassHingeRule, RegressionRule, fold
 
 __all__ = [
     "FOGDConfig",
@@ -147,22 +147,14 @@ class _FourierLinear(Learner):
         # widening the whole batch, and the same numbers).
         Z = self.features.transform(X)
         w = state.w.copy()
-        scores = self._fold(w, Z, y)
+        scores = np.empty((len(y),) + w.shape[:-1])
+        fold(*self._fold_parts(w, Z, y), y, scores)
         n_seen = np.asarray(int(state.n_seen) + len(y), dtype=np.int64)
         return LinearState(w=w, n_seen=n_seen), scores
 
-    def _fold(self, w, Z, y) -> np.ndarray:
-        """Learn rows in order with the scalar rule ``self.rule``: ``w += rule(f, y) z``."""
-        rule = self.rule
-        scores = np.empty(len(y))
-        for i in range(len(y)):
-            z = Z[i].astype(np.float64)
-            f = z @ w
-            scores[i] = f
-            step = rule(f, y[i])
-            if step is not None:
-                w += step * z
-        return scores
+    def _fold_parts(self, w: np.ndarray, Z: np.ndarray, y: np.ndarray) -> tuple:
+        """The rule and the model of :func:`~okl_core.learners.rules.fold`: ``w += rule(f, y) z``."""
+        return self.rule, LinearRows(w, Z)
 
 
 class FOGD(_FourierLinear):
@@ -184,21 +176,31 @@ class MFOGD(_FourierLinear):
     def _n_outputs(self):
         return self.config.n_classes
 
-    def _fold(self, W, Z, y):
+    def _fold_parts(self, W, Z, y):
         # Only the true and the rival class change: update those two rows rather than
         # adding the rule's dense (C,) coefficient vector times z (C times the traffic).
-        eta, rival_of = self.config.eta, self.rule.rival
-        scores = np.empty((len(y), W.shape[0]))
-        for i in range(len(y)):
-            z = Z[i].astype(np.float64)
-            s = W @ z
-            scores[i] = s
-            rival = rival_of(s, y[i])
-            if rival is not None:
-                step = eta * z
-                W[y[i]] += step
-                W[rival] -= step
-        return scores
+        return self.rule.rival, _ClassRows(W, Z, y, self.rule.eta)
+
+
+class _ClassRows:
+    """MFOGD's weights ``W`` (C, 2D) on feature rows ``Z``: scores ``W z``; learning a row
+    with rival class ``s`` adds ``eta z`` to ``W[y]`` and subtracts it from ``W[s]``."""
+
+    __slots__ = ("W", "Z", "y", "eta", "_z")
+
+    def __init__(self, W: np.ndarray, Z: np.ndarray, y: np.ndarray, eta: float):
+        self.W, self.Z, self.y, self.eta = W, Z, y, eta
+        self._z = np.zeros(0)
+
+    def score(self, i: int) -> np.ndarray:
+        self._z = z = self.Z[i].astype(np.float64)
+        return self.W @ z
+
+    def add(self, i: int, rival: int) -> bool:
+        step = self.eta * self._z
+        self.W[self.y[i]] += step
+        self.W[rival] -= step
+        return False
 
 
 class FOGDRegressor(_FourierLinear):

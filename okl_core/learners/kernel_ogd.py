@@ -45,7 +45,7 @@ from okl_core.learners.base import (
     check_positive,
     validate_xy,
 )
-from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, PerceptronRule, RegressionRule, output_shape
+from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, PerceptronRule, RegressionRule, fold, output_shape
 
 __all__ = [
     "KernelConfig",
@@ -184,18 +184,11 @@ class _KernelExpansion(Learner):
         # Scores against the support set from before the batch in one product; the support
         # vectors added during the batch are added row by row.
         scores = self.kernel.gram(X, state.support) @ state.alpha
-        new_sv = np.empty((len(y), X.shape[1]), dtype=np.float32)
-        new_alpha = np.zeros(output_shape(self.rule, len(y)))
-        n_new = 0
-        for i in range(len(y)):
-            if n_new:
-                scores[i] += self.kernel.gram(X[i : i + 1], new_sv[:n_new])[0] @ new_alpha[:n_new]
-            coef = self.rule(scores[i], y[i])
-            if coef is not None:
-                new_sv[n_new], new_alpha[n_new] = X[i], coef
-                n_new += 1
-        support = np.concatenate([state.support, new_sv[:n_new]]) if n_new else state.support.copy()
-        alpha = np.concatenate([state.alpha, new_alpha[:n_new]]) if n_new else state.alpha.copy()
+        added = _AddedSupport(self.kernel, X, scores, output_shape(self.rule, len(y)))
+        fold(self.rule, added, y, scores)
+        n_new = added.n
+        support = np.concatenate([state.support, added.rows[:n_new]]) if n_new else state.support.copy()
+        alpha = np.concatenate([state.alpha, added.alpha[:n_new]]) if n_new else state.alpha.copy()
         n_seen = np.asarray(int(state.n_seen) + len(y), dtype=np.int64)
         return SupportState(support=support, alpha=alpha, n_seen=n_seen), scores
 
@@ -208,6 +201,28 @@ class _KernelExpansion(Learner):
             "support": np.concatenate([s.support for s in states]),
             "alpha": np.concatenate([w * s.alpha for w, s in zip(weights, states)]),
         }
+
+
+class _AddedSupport:
+    """The support vectors a batch adds, for :func:`~okl_core.learners.rules.fold`: row ``i``
+    scores ``base[i]`` (the support set before the batch) plus the rows added so far."""
+
+    def __init__(self, kernel: Kernel, X: np.ndarray, base: np.ndarray, alpha_shape: tuple[int, ...]):
+        self.kernel, self.X, self.base = kernel, X, base
+        self.rows = np.empty(X.shape, dtype=np.float32)
+        self.alpha = np.zeros(alpha_shape)
+        self.n = 0
+
+    def score(self, i: int):
+        n = self.n
+        if not n:
+            return self.base[i]
+        return self.base[i] + self.kernel.gram(self.X[i : i + 1], self.rows[:n])[0] @ self.alpha[:n]
+
+    def add(self, i: int, coef) -> bool:
+        self.rows[self.n], self.alpha[self.n] = self.X[i], coef
+        self.n += 1
+        return False
 
 
 class KernelOGD(_KernelExpansion):

@@ -51,7 +51,7 @@ from okl_core.learners.base import (
 )
 from okl_core.kernels import Kernel
 from okl_core.learners.kernel_ogd import KernelOGDConfig, KernelOGDRConfig, MKernelOGDConfig
-from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, RegressionRule, output_shape
+from okl_core.learners.rules import BinaryHingeRule, LinearRows, MulticlassHingeRule, RegressionRule, fold, output_shape
 
 __all__ = ["BudgetFields", "NOGDConfig", "MNOGDConfig", "NOGDRConfig", "NOGDState", "NOGD", "MNOGD", "NOGDRegressor", "nystrom_transition"]
 
@@ -196,31 +196,20 @@ class _NOGDBase(Learner):
 
     def update(self, state: NOGDState, X, y):
         X, y = validate_xy(self, X, y)
-        cfg = self.config
         landmarks, alpha = state.landmarks.copy(), state.alpha.copy()
         projection, w = state.projection.copy(), state.w.copy()
         n_l, phase = int(state.n_landmarks), int(state.phase)
         scores = np.zeros(output_shape(self.rule, len(y)))
-        i = 0
-        while i < len(y) and phase == 0:
-            f = self.kernel.gram(X[i : i + 1], landmarks[:n_l])[0] @ alpha[:n_l]
-            scores[i] = f
-            coef = self.rule(f, y[i])
-            if coef is not None and n_l < cfg.budget:
-                landmarks[n_l], alpha[n_l] = X[i], coef
-                n_l += 1
-                if n_l == cfg.budget and cfg.switch == "immediate":
-                    projection, w = self._transition(landmarks, alpha)
-                    phase = 1
-            elif coef is not None:  # 'next_update': transition and learn this example linearly
-                projection, w = self._transition(landmarks, alpha)
-                phase = 1
-                z = projection @ self.kernel.gram(X[i : i + 1], landmarks)[0]
-                w += np.multiply.outer(z, coef)
-            i += 1
-        if i < len(y):
-            Z = self.kernel.gram(X[i:], landmarks) @ projection.T
-            scores[i:] = self._linear_fold(w, Z, y[i:])
+        start = 0
+        if phase == 0:
+            expansion = _BudgetedExpansion(self, X, landmarks, alpha, n_l)
+            start = fold(self.rule, expansion, y, scores)
+            n_l = expansion.n
+            if expansion.linear is not None:
+                (projection, w), phase = expansion.linear, 1
+        if start < len(y):  # the linear phase: the FOGD-style fold on z = M k_x
+            Z = self.kernel.gram(X[start:], landmarks) @ projection.T
+            fold(self.rule, LinearRows(w, Z), y[start:], scores[start:])
         new_state = NOGDState(
             landmarks=landmarks,
             alpha=alpha,
@@ -232,23 +221,44 @@ class _NOGDBase(Learner):
         )
         return new_state, scores
 
-    def _linear_fold(self, w, Z, y) -> np.ndarray:
-        """The FOGD-style fold on ``z = M k_x``; updates ``w`` in place, returns the scores."""
-        scores = np.zeros(output_shape(self.rule, len(y)))
-        for i in range(len(y)):
-            z = Z[i]
-            f = z @ w
-            scores[i] = f
-            coef = self.rule(f, y[i])
-            if coef is not None:
-                w += np.multiply.outer(z, coef)
-        return scores
-
     def merge(self, states, weights=None, base=None):
         raise NotMergeableError(
             f"{self.name} states cannot be merged: each shard chooses its own landmarks, so "
             "their Nystrom feature spaces differ (train with one shard, or use fogd)"
         )
+
+
+class _BudgetedExpansion:
+    """NOGD's kernel phase for :func:`~okl_core.learners.rules.fold` (arrays updated in place).
+
+    Scores against the first ``n`` landmarks; an update appends the row while the budget
+    has room. The fold stops at the transition: when the ``B``-th landmark is added
+    (``'immediate'``), or at the next update once the budget is full (``'next_update'``,
+    which learns that row in the new linear model). ``linear`` is then ``(projection, w)``.
+    """
+
+    def __init__(self, learner: _NOGDBase, X: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray, n: int):
+        self.learner, self.config = learner, learner.config
+        self.X, self.landmarks, self.alpha, self.n = X, landmarks, alpha, n
+        self.linear: tuple[np.ndarray, np.ndarray] | None = None
+
+    def score(self, i: int):
+        n = self.n
+        return self.learner.kernel.gram(self.X[i : i + 1], self.landmarks[:n])[0] @ self.alpha[:n]
+
+    def add(self, i: int, coef) -> bool:
+        if self.n < self.config.budget:
+            self.landmarks[self.n], self.alpha[self.n] = self.X[i], coef
+            self.n += 1
+            if self.n == self.config.budget and self.config.switch == "immediate":
+                self.linear = self.learner._transition(self.landmarks, self.alpha)
+                return True
+            return False
+        # 'next_update': transition, then learn this example linearly.
+        projection, w = self.linear = self.learner._transition(self.landmarks, self.alpha)
+        z = projection @ self.learner.kernel.gram(self.X[i : i + 1], self.landmarks)[0]
+        w += np.multiply.outer(z, coef)
+        return True
 
 
 class NOGD(_NOGDBase):
