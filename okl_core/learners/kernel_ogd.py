@@ -17,8 +17,10 @@ with the same per-example rules as FOGD (no regularizer, constant step ``eta``):
   ``x`` with ``alpha = y``.
 
 Cost per example O(|S| d) and memory O(|S| d): these are references for small streams and
-for checking the budgeted and approximate learners (the rules live in
-:mod:`okl_core.learners.rules`, shared with FOGD and NOGD).
+for checking the budgeted and approximate learners (the rules and the per-row fold live in
+:mod:`okl_core.learners.rules`, shared with FOGD and NOGD). ``max_support`` caps the
+support set (default 100,000): an update that would exceed it raises a ValueError naming
+the field (:mod:`okl_core.learners.support`).
 
 Merge: the states' functions are averaged with weights ``n_seen`` (like FOGD's parameter
 averaging), represented exactly by concatenating the support sets in state order with
@@ -45,10 +47,15 @@ from okl_core.learners.base import (
     check_positive,
     validate_xy,
 )
+from okl_core.learners.support import SupportBuffer, SupportCap
 from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, PerceptronRule, RegressionRule, fold, output_shape
 
 __all__ = [
     "KernelConfig",
+    "KernelHingeConfig",
+    "KernelMulticlassConfig",
+    "KernelRegressionConfig",
+    "SupportCapConfig",
     "KernelOGDConfig",
     "MKernelOGDConfig",
     "KernelOGDRConfig",
@@ -86,8 +93,11 @@ class KernelConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class KernelOGDConfig(KernelConfig):
-    """Binary kernel OGD: adds the step ``eta`` (the NOGD code's 0.2 by default)."""
+class KernelHingeConfig(KernelConfig):
+    """The binary hinge rule on an exact kernel: adds the step ``eta`` (the NOGD code's 0.2).
+
+    Shared by :class:`KernelOGDConfig` and NOGD's binary config.
+    """
 
     eta: float = 0.2
     task = "binary"
@@ -98,8 +108,8 @@ class KernelOGDConfig(KernelConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MKernelOGDConfig(KernelConfig):
-    """Multiclass kernel OGD: adds ``n_classes`` (>= 2) and ``eta`` (0.5)."""
+class KernelMulticlassConfig(KernelConfig):
+    """The multiclass hinge rule on an exact kernel: adds ``n_classes`` (>= 2) and ``eta`` (0.5)."""
 
     n_classes: int
     eta: float = 0.5
@@ -112,8 +122,8 @@ class MKernelOGDConfig(KernelConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class KernelOGDRConfig(KernelConfig):
-    """Kernel OGD regression: adds ``eta`` (0.1), ``eps`` and the ``threshold`` reading."""
+class KernelRegressionConfig(KernelConfig):
+    """The regression rule on an exact kernel: adds ``eta`` (0.1), ``eps`` and the ``threshold`` reading."""
 
     eta: float = 0.1
     eps: float = 0.1
@@ -128,8 +138,39 @@ class KernelOGDRConfig(KernelConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class KernelPerceptronConfig(KernelConfig):
-    """Binary kernel Perceptron: kernel parameters only (the rule has no step)."""
+class SupportCapConfig:
+    """``max_support``: the most support vectors an unbudgeted expansion may hold (100,000).
+
+    An update that would exceed it raises a ValueError naming the field. Memory is about
+    ``(4 d + 8) max_support`` bytes (float32 rows, float64 coefficients; ``8 C`` per row
+    for multiclass).
+    """
+
+    max_support: int = 100_000
+
+    def __post_init__(self):
+        super().__post_init__()  # type: ignore[misc]
+        check_int("max_support", self.max_support, 1)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KernelOGDConfig(SupportCapConfig, KernelHingeConfig):
+    """Binary kernel OGD: ``eta`` (0.2) and ``max_support``."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MKernelOGDConfig(SupportCapConfig, KernelMulticlassConfig):
+    """Multiclass kernel OGD: ``n_classes``, ``eta`` (0.5) and ``max_support``."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KernelOGDRConfig(SupportCapConfig, KernelRegressionConfig):
+    """Kernel OGD regression: ``eta`` (0.1), ``eps``, ``threshold`` and ``max_support``."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KernelPerceptronConfig(SupportCapConfig, KernelConfig):
+    """Binary kernel Perceptron: kernel parameters and ``max_support`` (the rule has no step)."""
 
     task = "binary"
 
@@ -167,6 +208,14 @@ class _KernelExpansion(Learner):
         super().__init__(config)
         self.kernel = Kernel.of(config)
         self.rule = self.rule_class(config)
+        self.cap = SupportCap(
+            self.name,
+            "max_support",
+            config.max_support,
+            "the support set",
+            "it holds one row per update: raise max_support, or use a budgeted (nogd) or random-feature (fogd) "
+            "learner for long streams",
+        )
 
     def init(self) -> SupportState:
         return SupportState(
@@ -184,13 +233,10 @@ class _KernelExpansion(Learner):
         # Scores against the support set from before the batch in one product; the support
         # vectors added during the batch are added row by row.
         scores = self.kernel.gram(X, state.support) @ state.alpha
-        added = _AddedSupport(self.kernel, X, scores, output_shape(self.rule, len(y)))
-        fold(self.rule, added, y, scores)
-        n_new = added.n
-        support = np.concatenate([state.support, added.rows[:n_new]]) if n_new else state.support.copy()
-        alpha = np.concatenate([state.alpha, added.alpha[:n_new]]) if n_new else state.alpha.copy()
+        support = SupportBuffer(state.support, state.alpha, self.cap, capacity=len(state.alpha) + len(y))
+        fold(self.rule, _GrowingExpansion(self.kernel, X, scores, support), y, scores)
         n_seen = np.asarray(int(state.n_seen) + len(y), dtype=np.int64)
-        return SupportState(support=support, alpha=alpha, n_seen=n_seen), scores
+        return SupportState(support=support.rows(), alpha=support.alpha.view(), n_seen=n_seen), scores
 
     def merge_special(self, states: Sequence[SupportState], weights: np.ndarray, base: SupportState | None) -> dict:
         """Average the functions: concatenate the support sets, scaling each state's
@@ -203,25 +249,24 @@ class _KernelExpansion(Learner):
         }
 
 
-class _AddedSupport:
-    """The support vectors a batch adds, for :func:`~okl_core.learners.rules.fold`: row ``i``
-    scores ``base[i]`` (the support set before the batch) plus the rows added so far."""
+class _GrowingExpansion:
+    """A kernel expansion learning a batch, for :func:`~okl_core.learners.rules.fold`: row
+    ``i`` scores ``base[i]`` (the support set before the batch, in one product) plus the
+    support vectors the batch added so far; an update appends the row."""
 
-    def __init__(self, kernel: Kernel, X: np.ndarray, base: np.ndarray, alpha_shape: tuple[int, ...]):
-        self.kernel, self.X, self.base = kernel, X, base
-        self.rows = np.empty(X.shape, dtype=np.float32)
-        self.alpha = np.zeros(alpha_shape)
-        self.n = 0
+    def __init__(self, kernel: Kernel, X: np.ndarray, base: np.ndarray, support: SupportBuffer):
+        self.kernel, self.X, self.base, self.support = kernel, X, base, support
+        self.start = len(support)
 
     def score(self, i: int):
-        n = self.n
-        if not n:
+        start, stop = self.start, len(self.support)
+        if stop == start:
             return self.base[i]
-        return self.base[i] + self.kernel.gram(self.X[i : i + 1], self.rows[:n])[0] @ self.alpha[:n]
+        added = self.support.rows()[start:stop]
+        return self.base[i] + self.kernel.gram(self.X[i : i + 1], added)[0] @ self.support.alpha.view()[start:stop]
 
     def add(self, i: int, coef) -> bool:
-        self.rows[self.n], self.alpha[self.n] = self.X[i], coef
-        self.n += 1
+        self.support.append(self.X[i], coef)
         return False
 
 

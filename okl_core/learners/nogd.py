@@ -50,7 +50,7 @@ from okl_core.learners.base import (
     validate_xy,
 )
 from okl_core.kernels import Kernel
-from okl_core.learners.kernel_ogd import KernelOGDConfig, KernelOGDRConfig, MKernelOGDConfig
+from okl_core.learners.kernel_ogd import KernelHingeConfig, KernelMulticlassConfig, KernelRegressionConfig
 from okl_core.learners.rules import BinaryHingeRule, LinearRows, MulticlassHingeRule, RegressionRule, fold, output_shape
 
 __all__ = ["BudgetFields", "NOGDConfig", "MNOGDConfig", "NOGDRConfig", "NOGDState", "NOGD", "MNOGD", "NOGDRegressor", "nystrom_transition"]
@@ -92,17 +92,17 @@ class BudgetFields:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class NOGDConfig(BudgetFields, KernelOGDConfig):
+class NOGDConfig(BudgetFields, KernelHingeConfig):
     """Binary NOGD: kernel, sigma, ``eta`` (0.2) and :class:`BudgetFields` (B = 100, k = 20)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MNOGDConfig(BudgetFields, MKernelOGDConfig):
+class MNOGDConfig(BudgetFields, KernelMulticlassConfig):
     """Multiclass NOGD: adds ``n_classes``; ``eta`` defaults to the code's 0.5."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class NOGDRConfig(BudgetFields, KernelOGDRConfig):
+class NOGDRConfig(BudgetFields, KernelRegressionConfig):
     """NOGD regression: ``eta`` 0.1, ``eps`` and ``threshold`` as FOGD-R; B = 30, k = 6."""
 
     budget: int = 30

@@ -119,6 +119,7 @@ from okl_core.learners.multikernel import (
     log_normalize,
     normalized_weights,
 )
+from okl_core.learners.support import SupportBuffer, SupportCap
 from okl_core.losses import LOSSES
 
 __all__ = [
@@ -469,38 +470,36 @@ def tsallis_step(q: np.ndarray, eta: np.ndarray, c_tilde: np.ndarray, tol: float
 class _SupportSets:
     """Per-kernel support sets of an update (working copy of the state's grouped arrays).
 
-    Buffers are float64 and column-major (``(d, capacity)``), so that a row's inner
-    products with a kernel's support vectors read only the rows of its non-zero
-    coordinates (sparse data such as a9a read a tenth of the buffer).
+    Each kernel's set is a :class:`~okl_core.learners.support.SupportBuffer` of float64
+    columns (``(d, capacity)``), so that a row's inner products with a kernel's support
+    vectors read only the rows of its non-zero coordinates (sparse data such as a9a read a
+    tenth of the buffer); all kernels together are capped by ``max_support``.
     """
 
     def __init__(self, learner, state):
-        self.learner = learner
         self.kernels = [Kernel(kernel, sigma) for kernel, sigma in learner.dictionary]
-        self.max_support = learner.config.max_support
-        counts = [int(c) for c in state.sv_count]
-        ends = np.cumsum(counts)
-        self.count = counts
-        self.cols, self.alpha, self.sq_rows = [], [], []
-        for i, m in enumerate(counts):
-            rows = state.sv_x[ends[i] - m : ends[i]].astype(np.float64)
-            cols = np.empty((state.sv_x.shape[1], max(16, 2 * m)))
-            cols[:, :m] = rows.T
-            alpha, sq = np.empty(cols.shape[1]), np.empty(cols.shape[1])
-            alpha[:m] = state.sv_alpha[ends[i] - m : ends[i]]
-            sq[:m] = np.einsum("ij,ij->i", rows, rows)
-            self.cols.append(cols)
-            self.alpha.append(alpha)
-            self.sq_rows.append(sq)
+        cap = SupportCap(
+            learner.name,
+            "max_support",
+            learner.config.max_support,
+            "the support set",
+            "it holds one row per update with a non-zero gradient: raise max_support or use the random-feature "
+            "version for long streams",
+        )
+        ends = np.cumsum(state.sv_count)
+        self.sets = [
+            SupportBuffer(state.sv_x[end - m : end], state.sv_alpha[end - m : end], cap, columns=True)
+            for m, end in zip(state.sv_count.tolist(), ends.tolist())
+        ]
         self.sq_norm = state.sq_norm.copy()
 
     def evaluate(self, i: int, x: np.ndarray) -> float:
         """``f_i(x)``, for one float32 row ``x``."""
-        m = self.count[i]
-        if m == 0:
+        support = self.sets[i]
+        if not len(support):
             return 0.0
-        k = self.kernels[i].row_against_buffer(x.astype(np.float64), self.cols[i][:, :m], self.sq_rows[i][:m])
-        return float(np.einsum("m,m->", k, self.alpha[i][:m]))
+        k = self.kernels[i].row_against_buffer(x.astype(np.float64), support.vectors.view(), support.sq_norms.view())
+        return float(np.einsum("m,m->", k, support.alpha.view()))
 
     def feature_sq_norm(self) -> float:
         """``k(x, x)``, 1 for every dictionary kernel."""
@@ -508,48 +507,22 @@ class _SupportSets:
 
     def step(self, i: int, x: np.ndarray, f: float, coef: float, bound: float | None) -> None:
         """``f_i += coef k(x, .)`` then, with a ``bound``, rescale ``f_i`` onto ``||f_i|| <= bound``."""
-        total = sum(self.count)
-        if total + 1 > self.max_support:
-            raise ValueError(
-                f"{self.learner.name}: the support set would exceed max_support={self.max_support} "
-                f"(it holds one row per update with a non-zero gradient); raise max_support or use "
-                f"the random-feature version for long streams"
-            )
-        m = self.count[i]
-        if m == self.cols[i].shape[1]:
-            self._grow(i)
-        x64 = x.astype(np.float64)
-        self.cols[i][:, m] = x64
-        self.alpha[i][m] = coef
-        self.sq_rows[i][m] = x64 @ x64
-        self.count[i] = m + 1
+        support = self.sets[i]
+        support.append(x, coef, others=sum(map(len, self.sets)) - len(support))
         # ||f + c k(x,.)||^2 = ||f||^2 + 2 c f(x) + c^2 k(x, x).
         sq = max(self.sq_norm[i] + 2.0 * coef * f + coef * coef * SELF_SIMILARITY, 0.0)
         if bound is not None and sq > bound * bound:
-            self.alpha[i][: m + 1] *= bound / math.sqrt(sq)
+            support.alpha.view()[...] *= bound / math.sqrt(sq)
             sq = bound * bound
         self.sq_norm[i] = sq
 
-    def _grow(self, i: int) -> None:
-        m = self.count[i]
-        cols = np.empty((self.cols[i].shape[0], 2 * m))
-        cols[:, :m] = self.cols[i][:, :m]
-        self.cols[i] = cols
-        for name in ("alpha", "sq_rows"):
-            old = getattr(self, name)[i]
-            new = np.empty(2 * m)
-            new[:m] = old[:m]
-            getattr(self, name)[i] = new
-
     def fields(self) -> dict:
         """State fields: ``sv_x`` float32 grouped by kernel, ``sv_alpha``, ``sv_count``, ``sq_norm``."""
-        d = self.cols[0].shape[0]
-        rows = [self.cols[i][:, :m].T for i, m in enumerate(self.count)]
         return {
             # C order, as a loaded model has it: the layout changes BLAS rounding downstream.
-            "sv_x": np.ascontiguousarray(np.concatenate(rows), dtype=np.float32) if rows else np.zeros((0, d), np.float32),
-            "sv_alpha": np.concatenate([a[:m] for a, m in zip(self.alpha, self.count)]),
-            "sv_count": np.asarray(self.count, dtype=np.int64),
+            "sv_x": np.concatenate([support.rows() for support in self.sets]),
+            "sv_alpha": np.concatenate([support.alpha.view() for support in self.sets]),
+            "sv_count": np.asarray([len(support) for support in self.sets], dtype=np.int64),
             "sq_norm": self.sq_norm,
         }
 

@@ -72,6 +72,7 @@ from okl_core.learners.base import (
     check_positive,
     validate_xy,
 )
+from okl_core.learners.support import GrowingArray, cap_error
 from okl_core.random import packed_uniforms
 
 __all__ = [
@@ -724,16 +725,16 @@ class PKAWVNystrom(Learner):
     def _check_caps(self, n_rows: int, n_dictionary: int, row: int) -> None:
         cfg = self.config
         if n_dictionary > cfg.max_dictionary:
-            raise ValueError(
-                f"{self.name}: the KORS dictionary would grow past max_dictionary={cfg.max_dictionary} at row {row}; "
-                f"raise max_dictionary or mu (a larger mu keeps fewer points)"
+            raise cap_error(
+                self.name, "max_dictionary", cfg.max_dictionary, f"the KORS dictionary at row {row}",
+                "raise max_dictionary or mu (a larger mu keeps fewer points)",
             )
         need = self.state_bytes(n_rows, n_dictionary) / 2**20
         if need > cfg.max_state_mb:
-            raise ValueError(
-                f"{self.name}: the state would need {need:.0f} MiB for {n_rows} rows and {n_dictionary} dictionary "
-                f"points at row {row}, over max_state_mb={cfg.max_state_mb:g}; the state keeps every input "
-                f"(t (4 d + 8 + 8 m) + 16 m^2 + 24 m bytes): raise max_state_mb or train on fewer rows"
+            raise cap_error(
+                self.name, "max_state_mb", cfg.max_state_mb,
+                f"the state ({need:.0f} MiB for {n_rows} rows and {n_dictionary} dictionary points at row {row})",
+                "the state keeps every input (t (4 d + 8 + 8 m) + 16 m^2 + 24 m bytes): raise max_state_mb or train on fewer rows",
             )
 
     def update(self, state: NystromState, X, y):
@@ -762,8 +763,7 @@ class _NystromRun:
         self.targets = np.concatenate([state.targets, y])
         m = len(state.dictionary)
         # K_{t,I} with spare columns: a new dictionary point fills one column in place.
-        self.knm = np.zeros((t0 + n, m + min(n, 64)))
-        self.knm[:t0, :m] = state.knm
+        self.knm = GrowingArray(state.knm, axis=1, capacity=m + min(n, 64), length=t0 + n)
         self.dictionary = list(state.dictionary.tolist())
         self.weights = state.kors_weights.copy()
         self.kors_inv = state.kors_inv.copy()
@@ -813,7 +813,7 @@ class _NystromRun:
         y = self.y[start:stop]
         g0, g1 = self.t0 + start, self.t0 + stop
         m = self.m
-        self.knm[g0:g1, :m] = Phi
+        self.knm.data[g0:g1, :m] = Phi
         if m == 0:
             self.scores[start:stop] = 0.0
             return
@@ -831,7 +831,7 @@ class _NystromRun:
         self.learner._check_caps(len(self.targets), m + 1, g)
         x = self.inputs[g : g + 1]
         a = self.learner.kernel.gram(self.inputs[:g], x)[:, 0]  # k(x_s, x_t), s < t
-        column = self.knm[:g, :m].T @ a + cfg.lam * k_dict
+        column = self.knm.data[:g, :m].T @ a + cfg.lam * k_dict
         corner = a @ a + cfg.lam * SELF_SIMILARITY
         r = sla.solve_triangular(self.chol, column, trans="T", lower=False, check_finite=False) if m else np.zeros(0)
         pivot2 = corner - r @ r
@@ -842,9 +842,9 @@ class _NystromRun:
         chol[:m, m] = r
         chol[m, m] = math.sqrt(pivot2)
         self.chol = chol
-        if m == self.knm.shape[1]:
-            self.knm = np.concatenate([self.knm, np.zeros((len(self.knm), max(m, 16)))], axis=1)
-        self.knm[:g, m] = a
+        self.knm.reserve(1)
+        self.knm.data[:g, m] = a
+        self.knm.size = m + 1
         self.kty = np.append(self.kty, a @ self.targets[:g])
         s = 1.0 / p
         self.kors_inv = _border_inverse(self.kors_inv, self.weights * k_dict * s, s * s + cfg.mu)
@@ -861,7 +861,7 @@ class _NystromRun:
         return NystromState(
             inputs=self.inputs,
             targets=self.targets,
-            knm=np.ascontiguousarray(self.knm[:, :m]),
+            knm=np.ascontiguousarray(self.knm.view()),
             dictionary=np.asarray(self.dictionary, dtype=np.int64),
             kors_weights=self.weights,
             kors_inv=self.kors_inv,
