@@ -47,7 +47,7 @@ import re
 import numpy as np
 
 from okl_core.features import KERNELS, FeatureSpec, FourierFeatures
-from okl_core.learners.base import check_int
+from okl_core.learners.base import Learner, StateT, check_int
 from okl_core.losses import softmax
 from okl_core.random import block_bit_generator, row_uniforms
 
@@ -63,7 +63,7 @@ __all__ = [
     "example_uniform_rows",
     "draw_index",
     "KernelFeatureBank",
-    "KernelReportMixin",
+    "MultiKernelLearner",
     "MultiKernelConfig",
     "RandomFeatureMultiKernelConfig",
     "log_normalize",
@@ -306,42 +306,52 @@ class KernelFeatureBank:
         return self.maps[j].transform(X).astype(np.float64)
 
 
-class KernelReportMixin:
-    """Which kernels a multi-kernel learner weights and uses (mixed into its Learner class).
+class MultiKernelLearner(Learner[StateT]):
+    """A learner over its config's kernel dictionary: the dictionary and what it reports.
 
-    Subclasses set ``self.dictionary`` and implement ``_kernel_distribution(state)`` (the
-    normalised weights, or the selection distribution ``q``) and ``_kernel_counts(state)``.
+    Subclasses implement :meth:`kernel_distribution` (the normalised combination weights,
+    or the selection distribution ``q``) and :meth:`kernel_counts`; the reports below are
+    built on them.
     """
 
-    dictionary: tuple
+    def __init__(self, config):
+        super().__init__(config)
+        self.dictionary: tuple[tuple[str, float], ...] = config.dictionary
+
+    @property
+    def n_kernels(self) -> int:
+        """``K``, the number of dictionary kernels."""
+        return len(self.dictionary)
 
     @property
     def kernel_labels(self) -> list[str]:
         """``'kernel:sigma'`` of each dictionary entry, in dictionary order."""
         return [kernel_label(k, s) for k, s in self.dictionary]
 
-    def kernel_weights(self, state) -> dict[str, float]:
+    def kernel_distribution(self, state: StateT) -> np.ndarray:
+        """Each kernel's current weight (sums to 1)."""
+        raise NotImplementedError
+
+    def kernel_counts(self, state: StateT) -> np.ndarray:
+        """Examples on which each kernel was evaluated and updated."""
+        raise NotImplementedError
+
+    def kernel_weights(self, state: StateT) -> dict[str, float]:
         """Kernel label -> its current weight (sums to 1): which bandwidth is winning.
 
         Combination weights ``w / sum w`` for OMKL-GF and Raker; the selection distribution
         ``q`` (before exploration is mixed in) for the OKS family. Call it after each batch
         to follow the weights over time.
         """
-        return dict(zip(self.kernel_labels, map(float, self._kernel_distribution(state))))
+        return dict(zip(self.kernel_labels, map(float, self.kernel_distribution(state))))
 
-    def kernel_usage(self, state) -> dict[str, int]:
+    def kernel_usage(self, state: StateT) -> dict[str, int]:
         """Kernel label -> number of examples on which the kernel was evaluated and updated."""
-        return dict(zip(self.kernel_labels, map(int, self._kernel_counts(state))))
+        return dict(zip(self.kernel_labels, map(int, self.kernel_counts(state))))
 
-    def best_kernel(self, state) -> str:
+    def best_kernel(self, state: StateT) -> str:
         """Label of the kernel with the largest weight (first on ties)."""
-        return self.kernel_labels[int(np.argmax(self._kernel_distribution(state)))]
-
-    def _kernel_distribution(self, state) -> np.ndarray:
-        raise NotImplementedError
-
-    def _kernel_counts(self, state) -> np.ndarray:
-        raise NotImplementedError
+        return self.kernel_labels[int(np.argmax(self.kernel_distribution(state)))]
 
 
 def log_normalize(log_w: np.ndarray) -> np.ndarray:
