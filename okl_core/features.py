@@ -292,12 +292,12 @@ class TaylorFeatures:
             mult.append(mul)
             first += len(prev_last)
             prev_last, prev_mult = idx, mul
-        parent, last, mult = (np.concatenate(a).astype(np.intp) for a in (parent, last, mult))
-        if len(parent) != self.n_outputs:  # pragma: no cover - enumeration invariant
-            raise AssertionError(f"Taylor enumeration produced {len(parent)} features, expected {self.n_outputs}")
-        scale = np.zeros(len(mult))
-        scale[1:] = 1.0 / (self.sigma * np.sqrt(mult[1:].astype(np.float64)))
-        return parent, last, scale
+        parents, lasts, mults = (np.concatenate(a).astype(np.intp) for a in (parent, last, mult))
+        if len(parents) != self.n_outputs:  # pragma: no cover - enumeration invariant
+            raise AssertionError(f"Taylor enumeration produced {len(parents)} features, expected {self.n_outputs}")
+        scale = np.zeros(len(mults))
+        scale[1:] = 1.0 / (self.sigma * np.sqrt(mults[1:].astype(np.float64)))
+        return parents, lasts, scale
 
     def exponents(self) -> np.ndarray:
         """Multi-indices ``k`` of the features as an int array of shape ``(r, d)``."""

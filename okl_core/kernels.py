@@ -174,16 +174,16 @@ def median_heuristic(X: ArrayLike, n_samples: int = 1000, seed: int = 0, metric:
     float
         The median of the distances between distinct sampled rows (> 0).
     """
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[0] < 2:
-        raise ValueError(f"median heuristic needs at least 2 rows of a 2-d array, got shape {X.shape}")
-    if X.shape[0] > n_samples:
-        X = X[np.sort(permutation(X.shape[0], seed, 0)[:n_samples])]
-    iu = np.triu_indices(X.shape[0], k=1)
+    rows = np.asarray(X, dtype=np.float64)
+    if rows.ndim != 2 or rows.shape[0] < 2:
+        raise ValueError(f"median heuristic needs at least 2 rows of a 2-d array, got shape {rows.shape}")
+    if rows.shape[0] > n_samples:
+        rows = rows[np.sort(permutation(rows.shape[0], seed, 0)[:n_samples])]
+    iu = np.triu_indices(rows.shape[0], k=1)
     if metric == "euclidean":
-        dist = np.sqrt(squared_distances(X, X)[iu])
+        dist = np.sqrt(squared_distances(rows, rows)[iu])
     elif metric == "l1":
-        dist = _absolute_differences(X, X).sum(-1)[iu]
+        dist = _absolute_differences(rows, rows).sum(-1)[iu]
     else:
         raise ValueError(f"metric must be 'euclidean' or 'l1', got {metric!r}")
     med = float(np.median(dist))

@@ -9,6 +9,7 @@ order of float additions, which callers fix by sorting shards).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ class Prequential:
         """JSON-ready headline numbers for the task."""
         if self.task == "regression":
             return {"n": self.n, "mse": self.mse, "mae": self.mae}
-        out = {"n": self.n, "mistakes": self.mistakes, "mistake_rate": self.mistake_rate}
+        out: dict[str, Any] = {"n": self.n, "mistakes": self.mistakes, "mistake_rate": self.mistake_rate}
         if self.task == "multiclass":
             out["class_counts"] = list(self.class_counts)
             out["class_mistakes"] = list(self.class_mistakes)

@@ -132,7 +132,7 @@ def uniform_open(words: np.ndarray) -> np.ndarray:
     return ((words >> np.uint64(11)).astype(np.float64) + 0.5) * _TWO_POW_M53
 
 
-def _polar_pairs(bitgen: np.random.Philox, n_pairs: int) -> tuple[np.ndarray, np.ndarray]:
+def _polar_pairs(bitgen: np.random.Philox, n_pairs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return ``n_pairs`` accepted points ``(a, b)`` uniform in the unit disk, and ``s``."""
     a_parts, b_parts, s_parts = [], [], []
     have = 0

@@ -592,6 +592,7 @@ def _dataset_from_files(files: list[str], source: str) -> Dataset:
         metas.append((int(first[0].as_py()) if len(first) else 0, f, pf.metadata.num_rows, schema))
     metas.sort()
     d = x_width(metas[0][3].field("x").type)
+    assert d is not None  # every file's width was checked above
     y_type = metas[0][3].field("y").type
     if pa.types.is_floating(y_type):
         task, classes = "regression", None

@@ -133,7 +133,7 @@ def _json_label(value):
 
 def parse_classes(text: str) -> tuple:
     """Parse ``--classes`` (comma separated; numbers where they parse, else strings)."""
-    out = []
+    out: list[float | str] = []
     for part in text.split(","):
         part = part.strip()
         if not part:

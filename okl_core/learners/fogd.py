@@ -21,9 +21,11 @@ are the shared rules of :mod:`okl_core.learners.rules` (also used by kernel OGD 
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from okl_core.features import FourierFeatures
 from okl_core.learners.base import (
@@ -35,7 +37,7 @@ from okl_core.learners.base import (
     check_positive,
     validate_xy,
 )
-from okl_core.learners.rules import BinaryHingeRule, LinearRows, MulticlassHingeRule, RegressionRule, fold
+from okl_core.learners.rules import BinaryHingeRule, LinearRows, MulticlassHingeRule, RegressionRule, Rule, RowModel, fold
 
 __all__ = [
     "FOGDConfig",
@@ -107,7 +109,7 @@ def merge_linear_states(learner: Learner, states: list[LinearState], weights=Non
     return learner.merge(states, weights)
 
 
-class _FourierLinear(Learner):
+class _FourierLinear(Learner[LinearState]):
     """Shared machinery: the seeded feature map, scores, state.
 
     Merge and mix are the protocol's defaults on ``w`` (linear in ``w``: a weighted average
@@ -118,7 +120,7 @@ class _FourierLinear(Learner):
     state_class = LinearState
     averaged_fields = ("w",)
     mixable = True
-    rule_class = None  # a rule of okl_core.learners.rules, set by each learner
+    rule_class: ClassVar[type[Rule]]  # a rule of okl_core.learners.rules, set by each learner
 
     def __init__(self, config):
         super().__init__(config)
@@ -132,27 +134,29 @@ class _FourierLinear(Learner):
         return None
 
     def init(self) -> LinearState:
-        shape = (self.features.spec.n_outputs,)
-        if self._n_outputs() is not None:
-            shape = (self._n_outputs(),) + shape
+        shape: tuple[int, ...] = (self.features.spec.n_outputs,)
+        n_outputs = self._n_outputs()
+        if n_outputs is not None:
+            shape = (n_outputs,) + shape
         return LinearState(w=np.zeros(shape), n_seen=np.asarray(0, dtype=np.int64))
 
-    def predict(self, state: LinearState, X) -> np.ndarray:
+    def predict(self, state: LinearState, X: ArrayLike) -> np.ndarray:
         X, _ = validate_xy(self, X)
         return self.features.transform(X).astype(np.float64) @ state.w.T
 
-    def update(self, state: LinearState, X, y):
+    def update(self, state: LinearState, X: ArrayLike, y: ArrayLike) -> tuple[LinearState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         # float32 features; each row is widened to float64 as it is learned (cheaper than
         # widening the whole batch, and the same numbers).
         Z = self.features.transform(X)
         w = state.w.copy()
         scores = np.empty((len(y),) + w.shape[:-1])
-        fold(*self._fold_parts(w, Z, y), y, scores)
+        decide, model = self._fold_parts(w, Z, y)
+        fold(decide, model, y, scores)
         n_seen = np.asarray(int(state.n_seen) + len(y), dtype=np.int64)
         return LinearState(w=w, n_seen=n_seen), scores
 
-    def _fold_parts(self, w: np.ndarray, Z: np.ndarray, y: np.ndarray) -> tuple:
+    def _fold_parts(self, w: np.ndarray, Z: np.ndarray, y: np.ndarray) -> tuple[Callable[[Any, Any], Any], RowModel[Any]]:
         """The rule and the model of :func:`~okl_core.learners.rules.fold`: ``w += rule(f, y) z``."""
         return self.rule, LinearRows(w, Z)
 
@@ -172,11 +176,12 @@ class MFOGD(_FourierLinear):
     config_class = MFOGDConfig
     conformance_params = {**_FourierLinear.conformance_params, "n_classes": 3}
     rule_class = MulticlassHingeRule
+    rule: MulticlassHingeRule
 
     def _n_outputs(self):
         return self.config.n_classes
 
-    def _fold_parts(self, W, Z, y):
+    def _fold_parts(self, W: np.ndarray, Z: np.ndarray, y: np.ndarray) -> tuple[Callable[[Any, Any], Any], RowModel[Any]]:
         # Only the true and the rival class change: update those two rows rather than
         # adding the rule's dense (C,) coefficient vector times z (C times the traffic).
         return self.rule.rival, _ClassRows(W, Z, y, self.rule.eta)

@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from okl_core.kernels import KERNELS, Kernel
 from okl_core.learners.base import (
@@ -48,7 +49,7 @@ from okl_core.learners.base import (
     validate_xy,
 )
 from okl_core.learners.support import SupportBuffer, SupportCap
-from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, PerceptronRule, RegressionRule, fold, output_shape
+from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, PerceptronRule, RegressionRule, Rule, fold, output_shape
 
 __all__ = [
     "KernelConfig",
@@ -138,7 +139,7 @@ class KernelRegressionConfig(KernelConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SupportCapConfig:
+class SupportCapConfig(KernelConfig):
     """``max_support``: the most support vectors an unbudgeted expansion may hold (100,000).
 
     An update that would exceed it raises a ValueError naming the field. Memory is about
@@ -148,8 +149,8 @@ class SupportCapConfig:
 
     max_support: int = 100_000
 
-    def __post_init__(self):
-        super().__post_init__()  # type: ignore[misc]
+    def __post_init__(self) -> None:
+        super().__post_init__()
         check_int("max_support", self.max_support, 1)
 
 
@@ -169,7 +170,7 @@ class KernelOGDRConfig(SupportCapConfig, KernelRegressionConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class KernelPerceptronConfig(SupportCapConfig, KernelConfig):
+class KernelPerceptronConfig(SupportCapConfig):
     """Binary kernel Perceptron: kernel parameters and ``max_support`` (the rule has no step)."""
 
     task = "binary"
@@ -193,12 +194,12 @@ class SupportState(NamedTuple):
     n_seen: np.ndarray
 
 
-class _KernelExpansion(Learner):
+class _KernelExpansion(Learner[SupportState]):
     """Kernel expansion grown by a rule: predict, score, and add the example on an update."""
 
     state_class = SupportState
     growing_fields = ("support", "alpha")
-    rule_class = None
+    rule_class: ClassVar[type[Rule]]
     mix_refusal = (
         "its model is a growing support set; mixing would append the merged model's support vectors "
         "(every shard's) to each shard at every version, so states would grow without bound"
@@ -224,11 +225,11 @@ class _KernelExpansion(Learner):
             n_seen=np.asarray(0, dtype=np.int64),
         )
 
-    def predict(self, state: SupportState, X) -> np.ndarray:
+    def predict(self, state: SupportState, X: ArrayLike) -> np.ndarray:
         X, _ = validate_xy(self, X)
         return self.kernel.gram(X, state.support) @ state.alpha
 
-    def update(self, state: SupportState, X, y):
+    def update(self, state: SupportState, X: ArrayLike, y: ArrayLike) -> tuple[SupportState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         # Scores against the support set from before the batch in one product; the support
         # vectors added during the batch are added row by row.

@@ -258,7 +258,7 @@ class KernelFeatureBank:
         self.n_components = config.n_components
         self._scale = np.float32(1.0 / math.sqrt(config.n_components))
         self._cache_bytes = config.feature_cache_mb * 2**20
-        self._stack = None
+        self._stack: np.ndarray | None = None
 
     @staticmethod
     def specs_for(dictionary, n_inputs: int, n_components: int, seed: int, block_size: int) -> tuple[FeatureSpec, ...]:

@@ -37,9 +37,11 @@ Defaults are the paper's: sigma = 8, B = 100, k = 0.2 B = 20; eta from the autho
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import ClassVar, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from okl_core.learners.base import (
     Learner,
@@ -50,8 +52,8 @@ from okl_core.learners.base import (
     validate_xy,
 )
 from okl_core.kernels import Kernel
-from okl_core.learners.kernel_ogd import KernelHingeConfig, KernelMulticlassConfig, KernelRegressionConfig
-from okl_core.learners.rules import BinaryHingeRule, LinearRows, MulticlassHingeRule, RegressionRule, fold, output_shape
+from okl_core.learners.kernel_ogd import KernelConfig, KernelHingeConfig, KernelMulticlassConfig, KernelRegressionConfig
+from okl_core.learners.rules import BinaryHingeRule, LinearRows, MulticlassHingeRule, RegressionRule, Rule, fold, output_shape
 
 __all__ = ["BudgetFields", "NOGDConfig", "MNOGDConfig", "NOGDRConfig", "NOGDState", "NOGD", "MNOGD", "NOGDRegressor", "nystrom_transition"]
 
@@ -59,7 +61,7 @@ SWITCHES = ("immediate", "next_update")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class BudgetFields:
+class BudgetFields(KernelConfig):
     """NOGD's own parameters, mixed into the kernel OGD configs.
 
     Parameters
@@ -158,13 +160,13 @@ def nystrom_transition(K: np.ndarray, alpha: np.ndarray, rank: int, eig_rtol: fl
     return projection, w
 
 
-class _NOGDBase(Learner):
+class _NOGDBase(Learner[NOGDState]):
     """Both phases of NOGD over a rule from :mod:`okl_core.learners.kernel_ogd`."""
 
     state_class = NOGDState
     merge_semantics = "none"
     mix_refusal = "each shard chooses its own landmarks, so states live in different Nystrom feature spaces and cannot be merged or mixed"
-    rule_class = None
+    rule_class: ClassVar[type[Rule]]
 
     def __init__(self, config):
         super().__init__(config)
@@ -183,7 +185,7 @@ class _NOGDBase(Learner):
             n_seen=np.asarray(0, dtype=np.int64),
         )
 
-    def predict(self, state: NOGDState, X) -> np.ndarray:
+    def predict(self, state: NOGDState, X: ArrayLike) -> np.ndarray:
         X, _ = validate_xy(self, X)
         if int(state.phase) == 1:
             return self.kernel.gram(X, state.landmarks) @ state.projection.T @ state.w
@@ -194,7 +196,7 @@ class _NOGDBase(Learner):
         K = self.kernel.gram(landmarks, landmarks)
         return nystrom_transition(K, alpha, self.config.rank, self.config.eig_rtol)
 
-    def update(self, state: NOGDState, X, y):
+    def update(self, state: NOGDState, X: ArrayLike, y: ArrayLike) -> tuple[NOGDState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         landmarks, alpha = state.landmarks.copy(), state.alpha.copy()
         projection, w = state.projection.copy(), state.w.copy()
@@ -221,7 +223,7 @@ class _NOGDBase(Learner):
         )
         return new_state, scores
 
-    def merge(self, states, weights=None, base=None):
+    def merge(self, states: Sequence[NOGDState], weights: ArrayLike | None = None, base: NOGDState | None = None) -> NOGDState:
         raise NotMergeableError(
             f"{self.name} states cannot be merged: each shard chooses its own landmarks, so "
             "their Nystrom feature spaces differ (train with one shard, or use fogd)"

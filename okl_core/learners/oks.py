@@ -111,7 +111,7 @@ from okl_core.features import FeatureSpec
 from okl_core.kernels import SELF_SIMILARITY, Kernel
 from okl_core.learners.base import (
     NotMergeableError,
-    StateT,
+    State,
     check_choice,
     check_int,
     check_positive,
@@ -195,7 +195,7 @@ class _SelectionFields:
     norm_bound: float | None = None
     predict_with: str = "best"
 
-    _losses = ("logistic", "square", "absolute")
+    _losses: ClassVar[tuple[str, ...]] = ("logistic", "square", "absolute")
 
     def _check_selection(self):
         check_choice("loss", self.loss, set(self._losses))
@@ -284,7 +284,7 @@ class _OKSPlusPlusFields:
     """
 
     tuning: str = "paper"
-    _losses = ("logistic", "square")
+    _losses: ClassVar[tuple[str, ...]] = ("logistic", "square")
 
     def _check_tuning(self):
         check_choice("tuning", self.tuning, {"paper", "released_code"})
@@ -509,6 +509,16 @@ class IOKSStats(NamedTuple):
 
 
 StatsT = TypeVar("StatsT", OKSStats, OKSPlusPlusStats, IOKSStats)
+
+
+class SelectionState(State, Protocol):
+    """A kernel-selection state: storage, statistics, ``n_used`` (K,) and ``n_seen``."""
+
+    @property
+    def n_used(self) -> np.ndarray: ...
+
+
+SelectionStateT = TypeVar("SelectionStateT", bound=SelectionState)
 
 
 # -- storage: growing support sets or random-feature weights ------------------------------
@@ -843,7 +853,7 @@ class IOKSRule(SelectionRule[IOKSStats]):
 
 
 # -- learners: a rule and a storage ---------------------------------------------------------
-class _KernelSelection(MultiKernelLearner[StateT]):
+class _KernelSelection(MultiKernelLearner[SelectionStateT]):
     """A selection rule (:class:`SelectionRule`) on a storage (:class:`SupportStorage` or
     :class:`FeatureStorage`): draw a kernel, predict with it, let the rule update; predict;
     reports. The state is the storage's fields, the rule's statistics, ``n_used``, ``n_seen``.
@@ -857,7 +867,7 @@ class _KernelSelection(MultiKernelLearner[StateT]):
         self.rule: SelectionRule = self.rule_class(config, self.n_kernels)
         self.storage = self.storage_class(self.name, config)
 
-    def init(self) -> StateT:
+    def init(self) -> SelectionStateT:
         return self.state_class(
             **self.storage.init(),
             **self.rule.init()._asdict(),
@@ -865,7 +875,7 @@ class _KernelSelection(MultiKernelLearner[StateT]):
             n_seen=np.asarray(0, np.int64),
         )
 
-    def update(self, state: StateT, X: ArrayLike, y: ArrayLike) -> tuple[StateT, np.ndarray]:
+    def update(self, state: SelectionStateT, X: ArrayLike, y: ArrayLike) -> tuple[SelectionStateT, np.ndarray]:
         X, y = validate_xy(self, X, y)
         hyp = self.storage.working(state)
         stats = self.rule.stats_class(*(np.array(a, copy=True) for a in self.rule.stats_of(state)))
@@ -878,11 +888,11 @@ class _KernelSelection(MultiKernelLearner[StateT]):
             n_used[i] += 1
         return self.state_class(**hyp.fields(), **stats._asdict(), n_used=n_used, n_seen=np.asarray(n_seen + len(y), np.int64)), scores
 
-    def distributions(self, state: StateT) -> tuple[np.ndarray, np.ndarray]:
+    def distributions(self, state: SelectionStateT) -> tuple[np.ndarray, np.ndarray]:
         """``(q, p)`` of ``state``: the selection distribution and the sampling one."""
         return self.rule.distribution(self.rule.stats_of(state))
 
-    def predict(self, state: StateT, X: ArrayLike) -> np.ndarray:
+    def predict(self, state: SelectionStateT, X: ArrayLike) -> np.ndarray:
         X, _ = validate_xy(self, X)
         q, _ = self.distributions(state)
         if self.config.predict_with == "best":
@@ -892,20 +902,20 @@ class _KernelSelection(MultiKernelLearner[StateT]):
             out += q[i] * self.storage.predict(state, i, X)
         return out
 
-    def kernel_distribution(self, state: StateT) -> np.ndarray:
+    def kernel_distribution(self, state: SelectionStateT) -> np.ndarray:
         q, _ = self.distributions(state)
         return q / q.sum()
 
-    def kernel_counts(self, state: StateT) -> np.ndarray:
+    def kernel_counts(self, state: SelectionStateT) -> np.ndarray:
         return state.n_used
 
-    def sampling_probabilities(self, state: StateT) -> dict[str, float]:
+    def sampling_probabilities(self, state: SelectionStateT) -> dict[str, float]:
         """Kernel label -> probability ``p`` of drawing it for the next example."""
         _, p = self.distributions(state)
         return dict(zip(self.kernel_labels, map(float, p)))
 
 
-class _SupportSelection(_KernelSelection[StateT]):
+class _SupportSelection(_KernelSelection[SelectionStateT]):
     """Kernel versions: growing support sets; not mergeable."""
 
     storage_class = SupportStorage
@@ -913,17 +923,18 @@ class _SupportSelection(_KernelSelection[StateT]):
     merge_semantics = "none"
     mix_refusal = "its kernel models keep growing support sets, which cannot be merged or mixed (train rf_oks_pp or rf_ioks to mix)"
 
-    def merge(self, states: Sequence[StateT], weights: ArrayLike | None = None, base: StateT | None = None) -> StateT:
+    def merge(self, states: Sequence[SelectionStateT], weights: ArrayLike | None = None, base: SelectionStateT | None = None) -> SelectionStateT:
         raise NotMergeableError(
             f"{self.name}: kernel models keep growing support sets, which shards cannot average; "
             f"train the random-feature version (rf_oks_pp, rf_ioks) to merge"
         )
 
 
-class _FeatureSelection(_KernelSelection[StateT]):
+class _FeatureSelection(_KernelSelection[SelectionStateT]):
     """Random-feature versions: merge and mix field by field (the subclasses' declarations)."""
 
     storage_class = FeatureStorage
+    storage: FeatureStorage
     runtime_fields = ("feature_cache_mb",)
     counted_fields = ("n_used", "n_seen")
     mixable = True

@@ -73,12 +73,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from okl_core.learners.base import (
-    StateT,
+    State,
     check_choice,
     check_fraction,
     check_int,
@@ -249,7 +250,20 @@ def observation_probabilities(probabilities: np.ndarray, p_selective: np.ndarray
     return p_selective @ (1.0 - (1.0 - probabilities) ** n_draws)
 
 
-class _RandomFeatureMultiKernel(MultiKernelLearner[StateT]):
+class _WeightedKernelsState(State, Protocol):
+    """What Raker's and OMKL-GF's states share: ``theta`` (N, 2D) and ``log_w`` (N,)."""
+
+    @property
+    def theta(self) -> np.ndarray: ...
+
+    @property
+    def log_w(self) -> np.ndarray: ...
+
+
+WeightedStateT = TypeVar("WeightedStateT", bound=_WeightedKernelsState)
+
+
+class _RandomFeatureMultiKernel(MultiKernelLearner[WeightedStateT]):
     """Shared parts: the feature bank, the per-kernel loss, mixture prediction, merging."""
 
     runtime_fields = ("feature_cache_mb",)
@@ -279,7 +293,7 @@ class _RandomFeatureMultiKernel(MultiKernelLearner[StateT]):
         theta -= eta_t * grad
         return losses
 
-    def predict(self, state, X) -> np.ndarray:
+    def predict(self, state: WeightedStateT, X: ArrayLike) -> np.ndarray:
         """Mixture of all kernels with the normalised weights ``sum_n (w_n / sum w) f_n(X)``."""
         X, _ = validate_xy(self, X)
         weights = normalized_weights(state.log_w)
@@ -298,7 +312,7 @@ class _RandomFeatureMultiKernel(MultiKernelLearner[StateT]):
         return {"log_w": log_normalize((1.0 - weight) * log_normalize(local.log_w) + weight * log_normalize(merged.log_w))}
 
 
-class Raker(_RandomFeatureMultiKernel):
+class Raker(_RandomFeatureMultiKernel[RakerState]):
     """Raker: random-feature online multi-kernel regression with all kernels (``raker``).
 
     See the module docstring for the algorithm, :meth:`kernel_weights` for the weights.
@@ -327,11 +341,11 @@ class Raker(_RandomFeatureMultiKernel):
     def kernel_counts(self, state):
         return np.full(self.n_kernels, int(state.n_seen), dtype=np.int64)
 
-    def update(self, state: RakerState, X, y):
+    def update(self, state: RakerState, X: ArrayLike, y: ArrayLike) -> tuple[RakerState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         theta, log_w, n_seen = state.theta.copy(), state.log_w.copy(), int(state.n_seen)
         scores = np.empty(len(y))
-        omega = self.bank.stack() if len(y) else None
+        omega = self.bank.stack() if len(y) else np.empty((0, 0, 0), np.float32)  # no rows: no frequencies
         for i in range(len(y)):
             t = n_seen + i + 1
             eta_t = self.config.rate(self.config.eta, t)
@@ -345,7 +359,7 @@ class Raker(_RandomFeatureMultiKernel):
 
 
 
-class OMKLGF(_RandomFeatureMultiKernel):
+class OMKLGF(_RandomFeatureMultiKernel[OMKLGFState]):
     """OMKL-GF: online multi-kernel regression with graph-structured feedback (``omkl_gf``).
 
     See the module docstring for the algorithm, the draws, freezing and merging;
@@ -380,7 +394,7 @@ class OMKLGF(_RandomFeatureMultiKernel):
     def kernel_counts(self, state):
         return state.n_used
 
-    def update(self, state: OMKLGFState, X, y):
+    def update(self, state: OMKLGFState, X: ArrayLike, y: ArrayLike) -> tuple[OMKLGFState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         # The update's working copy; _step replaces its fields example by example.
         work = OMKLGFState(
@@ -392,7 +406,7 @@ class OMKLGF(_RandomFeatureMultiKernel):
             n_seen=state.n_seen,
         )
         n_seen = int(state.n_seen)
-        omega = self.bank.stack() if len(y) else None
+        omega = self.bank.stack() if len(y) else np.empty((0, 0, 0), np.float32)  # no rows: no frequencies
         cfg = self.config
         uniforms = example_uniform_rows(cfg.seed, n_seen, n_seen + len(y), 1 + cfg.selective_nodes * cfg.draws_per_node)
         scores = np.empty(len(y))

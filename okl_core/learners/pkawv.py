@@ -193,7 +193,7 @@ def _no_weights(learner: Learner, weights) -> None:
         raise ValueError(f"{learner.name}: the merge is an exact sum of sufficient statistics and takes no weights")
 
 
-class _ExactRidge(Learner):
+class _ExactRidge(Learner[ExactRidgeState]):
     """Dual kernel ridge with the inverse grown by bordering; ``ordering`` set by subclass."""
 
     config_class = ExactRidgeConfig
@@ -216,7 +216,7 @@ class _ExactRidge(Learner):
             n_seen=np.asarray(0, dtype=np.int64),
         )
 
-    def predict(self, state: ExactRidgeState, X) -> np.ndarray:
+    def predict(self, state: ExactRidgeState, X: ArrayLike) -> np.ndarray:
         """Each row's prediction as if it were the next example (its online score).
 
         KRR: ``k^T (K + lam I)^{-1} Y``; AWV shrinks it by ``lam / (k_tt + lam - k^T inv k)``.
@@ -229,7 +229,7 @@ class _ExactRidge(Learner):
         schur = self.kernel.diagonal(X) + self.config.lam - np.einsum("ij,ij->i", K @ state.inverse, K)
         return self.config.lam * krr / schur
 
-    def update(self, state: ExactRidgeState, X, y):
+    def update(self, state: ExactRidgeState, X: ArrayLike, y: ArrayLike) -> tuple[ExactRidgeState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         t0, n = len(state.targets), len(y)
         lam = self.config.lam
@@ -279,9 +279,10 @@ class _ExactRidge(Learner):
         states = self._merge_inputs(states)
         _no_weights(self, weights)
         skip = 0 if base is None else len(base.targets)
-        for s in states if base is not None else ():
-            if not np.array_equal(s.inputs[:skip], base.inputs):
-                raise NotMergeableError(f"{self.name}: a state did not start from the given base")
+        if base is not None:
+            for s in states:
+                if not np.array_equal(s.inputs[:skip], base.inputs):
+                    raise NotMergeableError(f"{self.name}: a state did not start from the given base")
         heads = [] if base is None else [base]
         inputs = np.concatenate([h.inputs for h in heads] + [s.inputs[skip:] for s in states])
         targets = np.concatenate([h.targets for h in heads] + [s.targets[skip:] for s in states])
@@ -404,7 +405,7 @@ class TaylorState(NamedTuple):
     n_seen: np.ndarray
 
 
-class PKAWVTaylor(Learner):
+class PKAWVTaylor(Learner[TaylorState]):
     """PKAWV on the Taylor basis (registry name ``pkawv_taylor``).
 
     Per example ``v = phi(x_t)``: AWV predicts ``v^T A_t^{-1} b_{t-1}`` with
@@ -433,7 +434,7 @@ class PKAWVTaylor(Learner):
         r = self.features.n_outputs
         return TaylorState(gram=np.zeros((r, r)), b=np.zeros(r), a_inv=np.eye(r) / self.config.lam, n_seen=np.asarray(0, dtype=np.int64))
 
-    def predict(self, state: TaylorState, X) -> np.ndarray:
+    def predict(self, state: TaylorState, X: ArrayLike) -> np.ndarray:
         """Each row's prediction as if it were the next example (its online score).
 
         KRR: ``v^T A^{-1} b``; AWV: the same divided by ``1 + v^T A^{-1} v`` (O(r^2) per row).
@@ -448,7 +449,7 @@ class PKAWVTaylor(Learner):
                 out[start : start + len(Phi)] /= 1.0 + np.einsum("ij,ij->i", Phi @ state.a_inv, Phi)
         return out
 
-    def update(self, state: TaylorState, X, y):
+    def update(self, state: TaylorState, X: ArrayLike, y: ArrayLike) -> tuple[TaylorState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         cfg = self.config
         gram, b, a_inv = state.gram.copy(), state.b.copy(), state.a_inv.copy()
@@ -632,7 +633,7 @@ def _cholesky_add_rows(R: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return new
 
 
-class PKAWVNystrom(Learner):
+class PKAWVNystrom(Learner[NystromState]):
     """PKAWV with sequential Nystrom projections and a KORS dictionary (``pkawv_nystrom``).
 
     At each example, in order:
@@ -704,7 +705,7 @@ class PKAWVNystrom(Learner):
             return np.zeros(0)
         return sla.cho_solve((state.chol, False), state.kty, check_finite=False)
 
-    def predict(self, state: NystromState, X) -> np.ndarray:
+    def predict(self, state: NystromState, X: ArrayLike) -> np.ndarray:
         """Each row's prediction with the current dictionary (no KORS step is taken).
 
         KRR: ``k(x, I)^T alpha``; AWV: the same divided by ``1 + k^T A^{-1} k``.
@@ -737,13 +738,13 @@ class PKAWVNystrom(Learner):
                 "the state keeps every input (t (4 d + 8 + 8 m) + 16 m^2 + 24 m bytes): raise max_state_mb or train on fewer rows",
             )
 
-    def update(self, state: NystromState, X, y):
+    def update(self, state: NystromState, X: ArrayLike, y: ArrayLike) -> tuple[NystromState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         run = _NystromRun(self, state, X, y)
         scores = run.run()
         return run.state(), scores
 
-    def merge(self, states, weights=None, base=None):
+    def merge(self, states: Sequence[NystromState], weights: ArrayLike | None = None, base: NystromState | None = None) -> NystromState:
         raise NotMergeableError(
             f"{self.name} states cannot be merged: each shard draws its own KORS dictionary, so the "
             "projections differ (train with one shard, or use pkawv_taylor, whose states merge exactly)"

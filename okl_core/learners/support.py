@@ -70,7 +70,7 @@ class GrowingArray:
     __slots__ = ("data", "size", "axis")
 
     def __init__(
-        self, initial: np.ndarray, axis: int = 0, dtype: DTypeLike = None, capacity: int | None = None, length: int | None = None
+        self, initial: np.ndarray, axis: int = 0, dtype: DTypeLike | None = None, capacity: int | None = None, length: int | None = None
     ):
         self.axis = axis
         self.size = initial.shape[axis]
