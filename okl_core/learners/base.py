@@ -52,8 +52,10 @@ if TYPE_CHECKING:
     from okl_core.features import FeatureSpec
 
 __all__ = [
+    "CheckedConfig",
     "Learner",
     "NotMergeableError",
+    "RandomFeatureConfig",
     "State",
     "StateT",
     "TASKS",
@@ -452,7 +454,20 @@ del _name
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RandomFeatureConfig:
+class CheckedConfig:
+    """Base of the learners' frozen config dataclasses.
+
+    A config class and the groups of fields it combines (a rule's parameters, a feature
+    map's, a budget) each check their own fields in ``__post_init__`` and call
+    ``super().__post_init__()`` first, so one chain validates all of them, ending here.
+    """
+
+    def __post_init__(self) -> None:
+        pass
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RandomFeatureConfig(CheckedConfig):
     """Parameters shared by learners on one seeded random Fourier feature map.
 
     Parameters
@@ -482,6 +497,7 @@ class RandomFeatureConfig:
     scaled: bool = False
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.feature_spec()  # validates the feature fields with clear messages
 
     def feature_spec(self) -> FeatureSpec:

@@ -28,16 +28,19 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from okl_core.features import FourierFeatures
-from okl_core.learners.base import (
-    Learner,
-    RandomFeatureConfig,
-    check_choice,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    validate_xy,
+from okl_core.learners.base import Learner, RandomFeatureConfig, validate_xy
+from okl_core.learners.rules import (
+    BinaryHingeRule,
+    HingeRuleConfig,
+    LinearRows,
+    MulticlassHingeRule,
+    MulticlassRuleConfig,
+    RegressionRule,
+    RegressionRuleConfig,
+    Rule,
+    RowModel,
+    fold,
 )
-from okl_core.learners.rules import BinaryHingeRule, LinearRows, MulticlassHingeRule, RegressionRule, Rule, RowModel, fold
 
 __all__ = [
     "FOGDConfig",
@@ -52,45 +55,24 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FOGDConfig(RandomFeatureConfig):
+class FOGDConfig(HingeRuleConfig, RandomFeatureConfig):
     """Binary FOGD: ``RandomFeatureConfig`` plus the step ``eta`` (> 0)."""
 
     eta: float = 0.002
-    task = "binary"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_positive("eta", self.eta)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MFOGDConfig(RandomFeatureConfig):
+class MFOGDConfig(MulticlassRuleConfig, RandomFeatureConfig):
     """Multiclass FOGD: adds ``n_classes`` (>= 2) and ``eta``."""
 
-    n_classes: int
     eta: float = 0.005
-    task = "multiclass"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_int("n_classes", self.n_classes, 2)
-        check_positive("eta", self.eta)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FOGDRConfig(RandomFeatureConfig):
+class FOGDRConfig(RegressionRuleConfig, RandomFeatureConfig):
     """FOGD regression: adds ``eta``, ``eps`` and the ``threshold`` reading."""
 
     eta: float = 6e-4
-    eps: float = 0.1
-    threshold: str = "absolute"
-    task = "regression"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_positive("eta", self.eta)
-        check_nonnegative("eps", self.eps)
-        check_choice("threshold", self.threshold, {"absolute", "squared"})
 
 
 class LinearState(NamedTuple):

@@ -40,16 +40,20 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from okl_core.kernels import KERNELS, Kernel
-from okl_core.learners.base import (
-    Learner,
-    check_choice,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    validate_xy,
+from okl_core.learners.base import CheckedConfig, Learner, check_choice, check_int, check_positive, validate_xy
+from okl_core.learners.rules import (
+    BinaryHingeRule,
+    HingeRuleConfig,
+    MulticlassHingeRule,
+    MulticlassRuleConfig,
+    PerceptronRule,
+    RegressionRule,
+    RegressionRuleConfig,
+    Rule,
+    fold,
+    output_shape,
 )
 from okl_core.learners.support import SupportBuffer, SupportCap
-from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, PerceptronRule, RegressionRule, Rule, fold, output_shape
 
 __all__ = [
     "KernelConfig",
@@ -70,7 +74,7 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class KernelConfig:
+class KernelConfig(CheckedConfig):
     """Parameters shared by exact-kernel learners: input dimension, kernel, bandwidth.
 
     Parameters
@@ -87,55 +91,35 @@ class KernelConfig:
     kernel: str = "gaussian"
     sigma: float = 8.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
+        super().__post_init__()
         check_int("n_inputs", self.n_inputs, 1)
         check_choice("kernel", self.kernel, set(KERNELS))
         check_positive("sigma", self.sigma)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class KernelHingeConfig(KernelConfig):
-    """The binary hinge rule on an exact kernel: adds the step ``eta`` (the NOGD code's 0.2).
+class KernelHingeConfig(HingeRuleConfig, KernelConfig):
+    """The binary hinge rule on an exact kernel: the step ``eta`` (the NOGD code's 0.2).
 
     Shared by :class:`KernelOGDConfig` and NOGD's binary config.
     """
 
     eta: float = 0.2
-    task = "binary"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_positive("eta", self.eta)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class KernelMulticlassConfig(KernelConfig):
-    """The multiclass hinge rule on an exact kernel: adds ``n_classes`` (>= 2) and ``eta`` (0.5)."""
+class KernelMulticlassConfig(MulticlassRuleConfig, KernelConfig):
+    """The multiclass hinge rule on an exact kernel: ``n_classes`` (>= 2) and ``eta`` (0.5)."""
 
-    n_classes: int
     eta: float = 0.5
-    task = "multiclass"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_int("n_classes", self.n_classes, 2)
-        check_positive("eta", self.eta)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class KernelRegressionConfig(KernelConfig):
-    """The regression rule on an exact kernel: adds ``eta`` (0.1), ``eps`` and the ``threshold`` reading."""
+class KernelRegressionConfig(RegressionRuleConfig, KernelConfig):
+    """The regression rule on an exact kernel: ``eta`` (0.1), ``eps`` and the ``threshold`` reading."""
 
     eta: float = 0.1
-    eps: float = 0.1
-    threshold: str = "absolute"
-    task = "regression"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_positive("eta", self.eta)
-        check_nonnegative("eps", self.eps)
-        check_choice("threshold", self.threshold, {"absolute", "squared"})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

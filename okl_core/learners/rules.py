@@ -15,12 +15,18 @@ weights on precomputed features, a growing support set, NOGD's budgeted expansio
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from okl_core.learners.base import CheckedConfig, check_choice, check_int, check_nonnegative, check_positive
+
 __all__ = [
+    "HingeRuleConfig",
+    "MulticlassRuleConfig",
+    "RegressionRuleConfig",
     "BinaryHingeRule",
     "PerceptronRule",
     "MulticlassHingeRule",
@@ -96,6 +102,50 @@ class LinearRows:
         else:
             w += coef * self._z
         return False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HingeRuleConfig(CheckedConfig):
+    """The binary hinge rule's parameter: the step ``eta`` (> 0; each learner sets its default)."""
+
+    eta: float
+    task = "binary"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("eta", self.eta)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MulticlassRuleConfig(CheckedConfig):
+    """The multiclass hinge rule's parameters: ``n_classes`` (>= 2) and the step ``eta`` (> 0)."""
+
+    n_classes: int
+    eta: float
+    task = "multiclass"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("n_classes", self.n_classes, 2)
+        check_positive("eta", self.eta)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RegressionRuleConfig(CheckedConfig):
+    """The regression rule's parameters: the step ``eta`` (> 0), ``eps`` (>= 0) and the
+    ``threshold`` reading (``'absolute'``: ``|y - f| > eps``, the authors' code, default;
+    ``'squared'``: ``(y - f)^2 > eps``, the paper's text)."""
+
+    eta: float
+    eps: float = 0.1
+    threshold: str = "absolute"
+    task = "regression"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("eta", self.eta)
+        check_nonnegative("eps", self.eps)
+        check_choice("threshold", self.threshold, {"absolute", "squared"})
 
 
 class BinaryHingeRule:
