@@ -53,7 +53,7 @@ from okl_core.learners.rules import (
     fold,
     output_shape,
 )
-from okl_core.learners.support import SupportBuffer, SupportCap
+from okl_core.learners.support import SupportBuffer, SupportCap, SupportCapConfig
 
 __all__ = [
     "KernelConfig",
@@ -123,22 +123,6 @@ class KernelRegressionConfig(RegressionRuleConfig, KernelConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SupportCapConfig(KernelConfig):
-    """``max_support``: the most support vectors an unbudgeted expansion may hold (100,000).
-
-    An update that would exceed it raises a ValueError naming the field. Memory is about
-    ``(4 d + 8) max_support`` bytes (float32 rows, float64 coefficients; ``8 C`` per row
-    for multiclass).
-    """
-
-    max_support: int = 100_000
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("max_support", self.max_support, 1)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
 class KernelOGDConfig(SupportCapConfig, KernelHingeConfig):
     """Binary kernel OGD: ``eta`` (0.2) and ``max_support``."""
 
@@ -154,7 +138,7 @@ class KernelOGDRConfig(SupportCapConfig, KernelRegressionConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class KernelPerceptronConfig(SupportCapConfig):
+class KernelPerceptronConfig(SupportCapConfig, KernelConfig):
     """Binary kernel Perceptron: kernel parameters and ``max_support`` (the rule has no step)."""
 
     task = "binary"

@@ -47,7 +47,7 @@ import re
 import numpy as np
 
 from okl_core.features import KERNELS, FeatureSpec, FourierFeatures
-from okl_core.learners.base import Learner, StateT, check_int
+from okl_core.learners.base import CheckedConfig, Learner, StateT, check_int
 from okl_core.losses import softmax
 from okl_core.random import block_bit_generator, row_uniforms
 
@@ -177,7 +177,7 @@ def draw_index(weights: np.ndarray, u: float) -> int:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MultiKernelConfig:
+class MultiKernelConfig(CheckedConfig):
     """Fields shared by the multi-kernel learners.
 
     Parameters
@@ -195,7 +195,8 @@ class MultiKernelConfig:
     kernels: str = OKS_DICTIONARY
     seed: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
+        super().__post_init__()
         check_int("n_inputs", self.n_inputs, 1)
         check_int("seed", self.seed, 0)
         if self.seed >= 2**64:

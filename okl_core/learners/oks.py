@@ -110,6 +110,7 @@ from numpy.typing import ArrayLike
 from okl_core.features import FeatureSpec
 from okl_core.kernels import SELF_SIMILARITY, Kernel
 from okl_core.learners.base import (
+    CheckedConfig,
     NotMergeableError,
     State,
     check_choice,
@@ -128,7 +129,7 @@ from okl_core.learners.multikernel import (
     log_normalize,
     normalized_weights,
 )
-from okl_core.learners.support import SupportBuffer, SupportCap
+from okl_core.learners.support import SupportBuffer, SupportCap, SupportCapConfig
 from okl_core.losses import LOSSES
 
 __all__ = [
@@ -176,8 +177,8 @@ def _paper_loss(name: str):
 
 # -- configs -----------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _SelectionFields:
-    """Fields of every kernel-selection learner (validated by ``_check_selection``).
+class _SelectionFields(CheckedConfig):
+    """Fields of every kernel-selection learner.
 
     Parameters
     ----------
@@ -197,7 +198,8 @@ class _SelectionFields:
 
     _losses: ClassVar[tuple[str, ...]] = ("logistic", "square", "absolute")
 
-    def _check_selection(self):
+    def __post_init__(self) -> None:
+        super().__post_init__()
         check_choice("loss", self.loss, set(self._losses))
         if self.norm_bound is not None:
             check_positive("norm_bound", self.norm_bound)
@@ -215,16 +217,10 @@ class _SelectionFields:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _KernelSelectionConfig(_SelectionFields, MultiKernelConfig):
+class _KernelSelectionConfig(SupportCapConfig, _SelectionFields, MultiKernelConfig):
     """Kernel (growing support set) versions: adds ``max_support`` (total support vectors)."""
 
     kernels: str = OKS_DICTIONARY
-    max_support: int = 100_000
-
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_selection()
-        check_int("max_support", self.max_support, 1)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -233,10 +229,6 @@ class _RFSelectionConfig(_SelectionFields, RandomFeatureMultiKernelConfig):
 
     kernels: str = OKS_DICTIONARY
     n_components: int = 400
-
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_selection()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -272,7 +264,7 @@ class OKSConfig(_KernelSelectionConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _OKSPlusPlusFields:
+class _OKSPlusPlusFields(CheckedConfig):
     """OKS++ field ``tuning``: ``'paper'`` (Theorem 3.1, default) or ``'released_code'``.
 
     The authors' released logistic script overwrites the constant
@@ -286,7 +278,8 @@ class _OKSPlusPlusFields:
     tuning: str = "paper"
     _losses: ClassVar[tuple[str, ...]] = ("logistic", "square")
 
-    def _check_tuning(self):
+    def __post_init__(self) -> None:
+        super().__post_init__()
         check_choice("tuning", self.tuning, {"paper", "released_code"})
 
 
@@ -296,10 +289,6 @@ class OKSPlusPlusConfig(_OKSPlusPlusFields, _KernelSelectionConfig):
     (logistic, square), ``norm_bound``, ``predict_with``, ``max_support`` (see
     :class:`OKSConfig`) and ``tuning`` (``_OKSPlusPlusFields``). No horizon needed."""
 
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_tuning()
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RFOKSPlusPlusConfig(_OKSPlusPlusFields, _RFSelectionConfig):
@@ -307,13 +296,9 @@ class RFOKSPlusPlusConfig(_OKSPlusPlusFields, _RFSelectionConfig):
     ``max_support``, plus ``n_components`` (D = 400), ``block_size`` and
     ``feature_cache_mb`` (see :class:`~okl_core.learners.multikernel.RandomFeatureMultiKernelConfig`)."""
 
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_tuning()
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _IOKSFields:
+class _IOKSFields(CheckedConfig):
     """IOKS fields.
 
     Parameters
@@ -329,7 +314,8 @@ class _IOKSFields:
     horizon: int
     loss_max: float = 1.0
 
-    def _check_ioks(self):
+    def __post_init__(self) -> None:
+        super().__post_init__()
         check_int("horizon", self.horizon, 2)
         check_positive("loss_max", self.loss_max)
 
@@ -340,20 +326,12 @@ class IOKSConfig(_IOKSFields, _KernelSelectionConfig):
     logistic, square), ``norm_bound``, ``predict_with``, ``max_support``, ``horizon`` and
     ``loss_max`` (see :class:`OKSConfig` and ``_IOKSFields``)."""
 
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_ioks()
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RFIOKSConfig(_IOKSFields, _RFSelectionConfig):
     """:class:`RFIOKS` parameters: as :class:`IOKSConfig` without ``max_support``, plus
     ``n_components`` (D = 400), ``block_size`` and ``feature_cache_mb`` (see
     :class:`~okl_core.learners.multikernel.RandomFeatureMultiKernelConfig`)."""
-
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_ioks()
 
 
 # -- states --------------------------------------------------------------------------------
@@ -916,7 +894,7 @@ class _KernelSelection(MultiKernelLearner[SelectionStateT]):
 
 
 class _SupportSelection(_KernelSelection[SelectionStateT]):
-    """Kernel versions: growing support sets; not mergeable."""
+    """Kernel versions: growing support sets (capped by ``max_support``); not mergeable."""
 
     storage_class = SupportStorage
     growing_fields = ("sv_x", "sv_alpha")
@@ -945,11 +923,8 @@ class _FeatureSelection(_KernelSelection[SelectionStateT]):
 
 
 class OKS(_SupportSelection[OKSState]):
-    """OKS, the baseline of online kernel selection under bandit feedback (``oks``).
-
-    Kernel version with growing support sets (``max_support``); not mergeable. Needs the
-    horizon ``T`` (``horizon``; pipelines take it from the data set's row count).
-    """
+    """OKS, the baseline of online kernel selection under bandit feedback (``oks``); kernel
+    version. Needs the horizon ``T`` (``horizon``; pipelines take it from the data set's row count)."""
 
     name = "oks"
     config_class = OKSConfig
@@ -959,10 +934,7 @@ class OKS(_SupportSelection[OKSState]):
 
 
 class OKSPlusPlus(_SupportSelection[OKSPlusPlusState]):
-    """OKS++ for smooth losses (``oks_pp``): data-dependent step, exploration and weights.
-
-    Kernel version with growing support sets (``max_support``); not mergeable.
-    """
+    """OKS++ for smooth losses (``oks_pp``): data-dependent step, exploration and weights; kernel version."""
 
     name = "oks_pp"
     config_class = OKSPlusPlusConfig
@@ -972,11 +944,8 @@ class OKSPlusPlus(_SupportSelection[OKSPlusPlusState]):
 
 
 class IOKS(_SupportSelection[IOKSState]):
-    """IOKS for Lipschitz losses (``ioks``): Tsallis mirror step, increasing rates.
-
-    Kernel version with growing support sets (``max_support``); not mergeable. Needs the
-    horizon ``T`` (``horizon``; pipelines take it from the data set's row count).
-    """
+    """IOKS for Lipschitz losses (``ioks``): Tsallis mirror step, increasing rates; kernel version.
+    Needs ``horizon`` (as :class:`OKS`)."""
 
     name = "ioks"
     config_class = IOKSConfig

@@ -10,10 +10,14 @@ holds exactly its rows (a prefix of the buffer), as numpy arrays like any other 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from numpy.typing import DTypeLike
 
-__all__ = ["GrowingArray", "SupportBuffer", "SupportCap", "cap_error"]
+from okl_core.learners.base import CheckedConfig, check_int
+
+__all__ = ["GrowingArray", "SupportBuffer", "SupportCap", "SupportCapConfig", "cap_error"]
 
 MIN_CAPACITY = 16
 
@@ -21,6 +25,22 @@ MIN_CAPACITY = 16
 def cap_error(owner: str, field: str, limit: float, what: str, hint: str) -> ValueError:
     """The error of every support cap: ``"{owner}: {what} would exceed {field}={limit}; {hint}"``."""
     return ValueError(f"{owner}: {what} would exceed {field}={limit}; {hint}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SupportCapConfig(CheckedConfig):
+    """``max_support``: the most support vectors an unbudgeted kernel learner may hold (100,000).
+
+    An update that would exceed it raises a ValueError naming the field. Memory is about
+    ``(4 d + 8) max_support`` bytes (float32 rows, float64 coefficients; ``8 C`` per row
+    for multiclass).
+    """
+
+    max_support: int = 100_000
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("max_support", self.max_support, 1)
 
 
 class SupportCap:
