@@ -707,6 +707,13 @@ class SelectionRule(Generic[StatsT]):
         statistics (``stats``' arrays may be updated in place: they are the update's copies)."""
         raise NotImplementedError
 
+    def _observe(self, p: np.ndarray, hyp: Hypotheses, x: np.ndarray, y: float, u: float) -> tuple[int, float, float, float]:
+        """The bandit feedback: kernel ``i ~ p`` (inverse CDF of ``u``), its prediction ``f``,
+        and its loss and derivative at ``(f, y)``."""
+        i = draw_index(p, u)
+        f = hyp.evaluate(i, x)
+        return i, f, self.loss_value(f, y), self.loss_grad(f, y)
+
 
 class OKSRule(SelectionRule[OKSStats]):
     """OKS (Algorithm 1) with the spec's tuning from the horizon T."""
@@ -730,9 +737,7 @@ class OKSRule(SelectionRule[OKSStats]):
 
     def step(self, stats: OKSStats, hyp: Hypotheses, x: np.ndarray, y: float, u: float) -> tuple[float, int, OKSStats]:
         _, p = self.distribution(stats)
-        i = draw_index(p, u)
-        f = hyp.evaluate(i, x)
-        loss, grad = self.loss_value(f, y), self.loss_grad(f, y)
+        i, f, loss, grad = self._observe(p, hyp, x, y, u)
         log_w = stats.log_w
         log_w[i] -= self.eta * loss / p[i]
         if grad != 0.0:
@@ -764,9 +769,7 @@ class OKSPlusPlusRule(SelectionRule[OKSPlusPlusStats]):
     ) -> tuple[float, int, OKSPlusPlusStats]:
         K, U, gc0 = self.K, self.radius, self.g * self.c0
         q, p = self.distribution(stats)
-        i = draw_index(p, u)
-        f = hyp.evaluate(i, x)
-        loss, grad = self.loss_value(f, y), self.loss_grad(f, y)
+        i, f, loss, grad = self._observe(p, hyp, x, y, u)
         delta_constant = stats.delta_constant
         if self.code_constant:  # the released script's a_t = exp(-y f) (see the config)
             delta_constant = np.asarray(math.exp(min(-y * f, 700.0)))
@@ -811,9 +814,7 @@ class IOKSRule(SelectionRule[IOKSStats]):
     def step(self, stats: IOKSStats, hyp: Hypotheses, x: np.ndarray, y: float, u: float) -> tuple[float, int, IOKSStats]:
         q, eta, U = stats.q, stats.eta, self.radius
         p = self._p(q)
-        i = draw_index(p, u)
-        f = hyp.evaluate(i, x)
-        loss, grad = self.loss_value(f, y), self.loss_grad(f, y)
+        i, f, loss, grad = self._observe(p, hyp, x, y, u)
         grad_sq_sum = stats.grad_sq_sum
         grad_sq_sum[i] += (grad / p[i]) ** 2 * hyp.feature_sq_norm()
         if grad != 0.0:

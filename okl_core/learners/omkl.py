@@ -371,14 +371,7 @@ class OMKLGF(_RandomFeatureMultiKernel[OMKLGFState]):
     config_class = OMKLGFConfig
     state_class = OMKLGFState
     counted_fields = ("n_used", "n_seen")
-    conformance_params = {
-        "kernels": "gaussian:0.5,gaussian:1,gaussian:4",
-        "n_components": 32,
-        "eta": 0.3,
-        "schedule": "constant",
-        "eta_e": 0.2,
-        "draws_per_node": 2,
-    }
+    conformance_params = {**Raker.conformance_params, "eta_e": 0.2, "draws_per_node": 2}
 
     def init(self) -> OMKLGFState:
         N, D, J = self.n_kernels, self.config.n_components, self.config.selective_nodes
