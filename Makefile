@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-okl
 FLINK_VENV ?= .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-okl
 
-.PHONY: setup run runners flink-venv test test-all bench clean
+.PHONY: setup run runners flink-venv typecheck test test-all bench clean
 
 setup: $(STAMP)
 
@@ -44,9 +44,13 @@ run: setup
 LOWER_BOUND_TESTS := tests/transforms tests/pipelines/test_train.py tests/pipelines/test_runners.py \
     tests/pipelines/test_rounds.py tests/pipelines/test_predict.py tests/pipelines/test_dead_letter.py
 
-## test: the fast suite (and the Beam-facing tests on the lowest supported Beam, in .venv-flink);
-## slow tests run too when CI=true or OKL_RUN_SLOW=1
-test: setup runners
+## typecheck: mypy on okl_core and transforms (settings in pyproject.toml)
+typecheck: setup
+	$(PY) -m mypy okl_core transforms
+
+## test: the type check, the fast suite (and the Beam-facing tests on the lowest supported Beam,
+## in .venv-flink); slow tests run too when CI=true or OKL_RUN_SLOW=1
+test: setup runners typecheck
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	@if [ -x $(FLINK_VENV)/bin/python ]; then \
 	    echo "== the same Beam-facing tests on apache-beam $$($(FLINK_VENV)/bin/python -c 'import apache_beam; print(apache_beam.__version__)') (lower bound)"; \
@@ -54,7 +58,7 @@ test: setup runners
 	else echo "test: no $(FLINK_VENV): the lower bound of apache-beam was not tested"; fi
 
 ## test-all: every test, slow ones included
-test-all: setup runners
+test-all: setup runners typecheck
 	OKL_RUN_SLOW=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 ## bench: the benchmarks in bench/ (ratios measured in one process)

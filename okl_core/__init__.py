@@ -11,6 +11,7 @@ Public interface::
     merged = okl_core.merge_states(learner, [state_a, state_b])
     okl_core.check_mixable(learner)                      # streaming: can it mix?
     local = okl_core.mix_states(learner, local, merged, 0.5)
+    okl_core.testing.check_learner(my_learner)           # the conformance checks, for your own learner
 """
 
 from okl_core.features import FeatureSpec, FourierFeatures, exact_kernel, median_heuristic
@@ -20,6 +21,8 @@ from okl_core.metrics import Prequential
 from okl_core.random import GENERATOR_VERSION
 from okl_core.registry import learner_class, learner_names, make_learner, register
 from okl_core.state import ModelFileError, load_model, model_bytes, model_from_bytes, model_versions, save_model
+
+from okl_core import testing  # noqa: E402  (after the modules it checks)
 
 __version__ = "0.1.0"
 
@@ -45,4 +48,5 @@ __all__ = [
     "register",
     "save_model",
     "model_versions",
+    "testing",
 ]

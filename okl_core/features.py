@@ -7,15 +7,10 @@ generator keyed by ``(seed, b)`` (:mod:`okl_core.random`), so any block can be m
 worker, in any order, without the blocks before it. The frequency matrix is never stored
 in a model file.
 
-Kernels and their spectral densities (spec/README.md):
-
-=========  ===========================================  ============================
-kernel     k(x, x')                                     frequency coordinates
-=========  ===========================================  ============================
-gaussian   exp(-||x - x'||^2 / (2 sigma^2))             normal, scale 1/sigma
-laplacian  exp(-||x - x'||_1 / sigma)                   Cauchy, scale 1/sigma
-cauchy     prod_i 1 / (1 + (x_i - x'_i)^2 / sigma^2)    Laplace, scale 1/sigma
-=========  ===========================================  ============================
+The kernels and the distributions of their frequencies are those of
+:mod:`okl_core.kernels` (:data:`~okl_core.kernels.KERNELS`, spec/README.md), which also
+holds the exact kernels; ``KERNELS``, ``exact_kernel`` and ``median_heuristic`` are
+re-exported here for existing callers.
 
 ``D`` frequencies give ``2 D`` features ``[cos(Omega^T x), sin(Omega^T x)]``. The *scaled*
 form divides by ``sqrt(D)`` so that ``z(x) . z(x')`` approximates ``k(x, x')``; the
@@ -33,8 +28,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from okl_core.numerics import pinned
-from okl_core.random import DISTRIBUTIONS, GENERATOR_VERSION, block_bit_generator, permutation
+from okl_core.kernels import KERNELS, exact_kernel, median_heuristic
+from okl_core.random import DISTRIBUTIONS, GENERATOR_VERSION, block_bit_generator
 
 __all__ = [
     "KERNELS",
@@ -47,10 +42,6 @@ __all__ = [
     "taylor_truncation_bound",
     "TaylorFeatures",
 ]
-
-KERNELS = {"gaussian": "normal", "laplacian": "cauchy", "cauchy": "laplace"}
-"""Kernel name -> distribution of the frequency coordinates (in units of 1/sigma)."""
-
 
 @dataclasses.dataclass(frozen=True)
 class FeatureSpec:
@@ -218,59 +209,6 @@ class FourierFeatures:
         return out
 
 
-def exact_kernel(kernel: str, X: np.ndarray, Y: np.ndarray, sigma: float) -> np.ndarray:
-    """Exact kernel matrix ``k(X_i, Y_j)`` (float64) for the kernels in :data:`KERNELS`."""
-    X = np.asarray(X, dtype=np.float64)
-    Y = np.asarray(Y, dtype=np.float64)
-    if kernel == "gaussian":
-        sq = (X * X).sum(1)[:, None] + (Y * Y).sum(1)[None, :] - 2.0 * X @ Y.T
-        return np.exp(-np.maximum(sq, 0.0) / (2.0 * sigma**2))
-    diff = np.abs(X[:, None, :] - Y[None, :, :])
-    if kernel == "laplacian":
-        return np.exp(-diff.sum(-1) / sigma)
-    if kernel == "cauchy":
-        return np.prod(1.0 / (1.0 + (diff / sigma) ** 2), axis=-1)
-    raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
-
-
-@pinned
-def median_heuristic(X: np.ndarray, n_samples: int = 1000, seed: int = 0, metric: str = "euclidean") -> float:
-    """Median pairwise distance over a fixed-seed subsample of rows (the papers' sigma).
-
-    Parameters
-    ----------
-    X : array-like of shape (n, d)
-    n_samples : int
-        Rows drawn without replacement (all rows when ``n <= n_samples``).
-    seed : int
-        Seed of the subsample (through :func:`okl_core.random.block_bit_generator`).
-    metric : {'euclidean', 'l1'}
-        Distance; use ``'l1'`` for the Laplacian kernel.
-
-    Returns
-    -------
-    float
-        The median of the distances between distinct sampled rows (> 0).
-    """
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[0] < 2:
-        raise ValueError(f"median heuristic needs at least 2 rows of a 2-d array, got shape {X.shape}")
-    if X.shape[0] > n_samples:
-        X = X[np.sort(permutation(X.shape[0], seed, 0)[:n_samples])]
-    iu = np.triu_indices(X.shape[0], k=1)
-    if metric == "euclidean":
-        sq = (X * X).sum(1)[:, None] + (X * X).sum(1)[None, :] - 2.0 * X @ X.T
-        dist = np.sqrt(np.maximum(sq[iu], 0.0))
-    elif metric == "l1":
-        dist = np.abs(X[:, None, :] - X[None, :, :]).sum(-1)[iu]
-    else:
-        raise ValueError(f"metric must be 'euclidean' or 'l1', got {metric!r}")
-    med = float(np.median(dist))
-    if not med > 0:
-        raise ValueError("median pairwise distance is 0: the sampled rows are identical")
-    return med
-
-
 def taylor_basis_size(n_inputs: int, degree: int) -> int:
     """Number of monomials of total degree ``<= degree`` in ``n_inputs`` variables, C(M + d, M)."""
     return math.comb(int(degree) + int(n_inputs), int(degree))
@@ -354,12 +292,12 @@ class TaylorFeatures:
             mult.append(mul)
             first += len(prev_last)
             prev_last, prev_mult = idx, mul
-        parent, last, mult = (np.concatenate(a).astype(np.intp) for a in (parent, last, mult))
-        if len(parent) != self.n_outputs:  # pragma: no cover - enumeration invariant
-            raise AssertionError(f"Taylor enumeration produced {len(parent)} features, expected {self.n_outputs}")
-        scale = np.zeros(len(mult))
-        scale[1:] = 1.0 / (self.sigma * np.sqrt(mult[1:].astype(np.float64)))
-        return parent, last, scale
+        parents, lasts, mults = (np.concatenate(a).astype(np.intp) for a in (parent, last, mult))
+        if len(parents) != self.n_outputs:  # pragma: no cover - enumeration invariant
+            raise AssertionError(f"Taylor enumeration produced {len(parents)} features, expected {self.n_outputs}")
+        scale = np.zeros(len(mults))
+        scale[1:] = 1.0 / (self.sigma * np.sqrt(mults[1:].astype(np.float64)))
+        return parents, lasts, scale
 
     def exponents(self) -> np.ndarray:
         """Multi-indices ``k`` of the features as an int array of shape ``(r, d)``."""

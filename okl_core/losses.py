@@ -10,6 +10,8 @@ eps-insensitive width, the quantile tau) are built with :func:`make_loss`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -22,8 +24,8 @@ class Loss:
 
     name: str
     task: str
-    value: callable
-    grad: callable
+    value: Callable[[Any, Any], Any]
+    grad: Callable[[Any, Any], Any]
 
 
 def _hinge(f, y):

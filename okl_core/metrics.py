@@ -9,10 +9,12 @@ order of float additions, which callers fix by sorting shards).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
-from okl_core.learners.base import TASKS, labels_from_scores
+from okl_core.labels import check_task
+from okl_core.learners.base import labels_from_scores
 
 __all__ = ["Prequential"]
 
@@ -44,8 +46,7 @@ class Prequential:
     class_mistakes: list = dataclasses.field(default_factory=list)
 
     def __post_init__(self):
-        if self.task not in TASKS:
-            raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
+        check_task(self.task)
 
     def add(self, scores: np.ndarray, y: np.ndarray) -> "Prequential":
         """Account for a batch of online scores and true labels/targets; returns self."""
@@ -104,7 +105,7 @@ class Prequential:
         """JSON-ready headline numbers for the task."""
         if self.task == "regression":
             return {"n": self.n, "mse": self.mse, "mae": self.mae}
-        out = {"n": self.n, "mistakes": self.mistakes, "mistake_rate": self.mistake_rate}
+        out: dict[str, Any] = {"n": self.n, "mistakes": self.mistakes, "mistake_rate": self.mistake_rate}
         if self.task == "multiclass":
             out["class_counts"] = list(self.class_counts)
             out["class_mistakes"] = list(self.class_mistakes)

@@ -65,8 +65,13 @@ import functools
 import os
 import sys
 import threading
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 __all__ = ["single_threaded_blas", "pinned", "blas_libraries"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _lock = threading.Lock()
 _local = threading.local()  # per thread: depth (nesting) and the per-thread counts to restore
@@ -126,7 +131,7 @@ def _enter() -> None:
 def _pin_this_thread() -> None:
     global _depth
     with _lock:
-        mine = []
+        mine: list = []
         if _enabled:
             first = _depth == 0
             for lib in blas_libraries():
@@ -188,20 +193,20 @@ class single_threaded_blas(contextlib.ContextDecorator):
         return False
 
 
-def pinned(function):
+def pinned(function: Callable[P, R]) -> Callable[P, R]:
     """Decorate ``function`` to run under :func:`single_threaded_blas` (marked ``_okl_pinned``)."""
     if getattr(function, "_okl_pinned", False):
         return function
 
     @functools.wraps(function)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         _enter()
         try:
             return function(*args, **kwargs)
         finally:
             _exit()
 
-    wrapper._okl_pinned = True
+    wrapper._okl_pinned = True  # type: ignore[attr-defined]
     return wrapper
 
 

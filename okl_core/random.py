@@ -29,6 +29,22 @@ The transforms (version :data:`GENERATOR_VERSION`)
   ``n`` raw words of the generator keyed by ``(seed, key)`` (:func:`permutation`).
 
 Changing any of this changes every model's features: bump :data:`GENERATOR_VERSION`.
+
+Per-row random streams
+----------------------
+Learners that draw at every example (the OKS family's kernel draw, OMKL-GF's graph,
+PKAWV-Nystroem's KORS inclusion) key the draws by the row's position in the stream, so a
+row's draws do not depend on how the stream is cut into batches. Two layouts:
+
+* :func:`row_uniforms` -- row ``t`` owns generator ``(seed, t)`` and reads its words
+  ``0..n-1`` (any number of words per row). Making a numpy ``Philox`` costs ~10 us, so a
+  batch's rows are drawn together: one generator re-keyed per row through numpy's public
+  ``state`` setter (~3 us a row), the same words as a fresh generator per row.
+* :func:`packed_uniforms` -- one word per row, ``words_per_key`` rows per generator: row
+  ``g`` reads word ``g % words_per_key`` of generator ``(seed, g // words_per_key)``.
+
+The two give different draws for the same ``(seed, row)``: each learner documents which
+it uses, and changing a learner's layout would change its models.
 """
 
 from __future__ import annotations
@@ -44,6 +60,9 @@ __all__ = [
     "standard_cauchy",
     "standard_laplace",
     "permutation",
+    "row_words",
+    "row_uniforms",
+    "packed_uniforms",
     "DISTRIBUTIONS",
 ]
 
@@ -113,7 +132,7 @@ def uniform_open(words: np.ndarray) -> np.ndarray:
     return ((words >> np.uint64(11)).astype(np.float64) + 0.5) * _TWO_POW_M53
 
 
-def _polar_pairs(bitgen: np.random.Philox, n_pairs: int) -> tuple[np.ndarray, np.ndarray]:
+def _polar_pairs(bitgen: np.random.Philox, n_pairs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return ``n_pairs`` accepted points ``(a, b)`` uniform in the unit disk, and ``s``."""
     a_parts, b_parts, s_parts = [], [], []
     have = 0
@@ -177,6 +196,59 @@ def permutation(n: int, seed: int, key: int) -> np.ndarray:
         raise ValueError(f"permutation size must be >= 0, got {n}")
     words = block_bit_generator(seed, key).random_raw(n) if n else np.zeros(0, np.uint64)
     return np.argsort(words, kind="stable").astype(np.int64)
+
+
+_ZERO_COUNTER = np.zeros(4, dtype=np.uint64)
+
+
+def row_words(seed: int, start: int, stop: int, n_words: int) -> np.ndarray:
+    """Words ``0..n_words-1`` of generator ``(seed, t)`` for the rows ``t`` in ``[start, stop)``.
+
+    Returns
+    -------
+    ndarray of uint64, shape (stop - start, n_words)
+        Row ``t - start`` equals ``block_bit_generator(seed, t).random_raw(n_words)``; one
+        generator serves all rows (re-keyed, see the module docstring).
+    """
+    seed, start, stop, n_words = int(seed), int(start), int(stop), int(n_words)
+    out = np.empty((max(stop - start, 0), n_words), dtype=np.uint64)
+    if stop <= start:
+        return out
+    bitgen = block_bit_generator(seed, start)  # checks seed and the first row
+    if stop - 1 > _MASK64:
+        raise ValueError(f"rows must be in [0, 2**64); got up to {stop - 1}")
+    key = np.array([seed, 0], dtype=np.uint64)
+    for r in range(stop - start):
+        key[1] = start + r
+        bitgen.state = {
+            "bit_generator": "Philox",
+            "state": {"counter": _ZERO_COUNTER, "key": key},
+            "buffer": _ZERO_COUNTER,
+            "buffer_pos": 4,
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        out[r] = bitgen.random_raw(n_words)
+    return out
+
+
+def row_uniforms(seed: int, start: int, stop: int, n_words: int) -> np.ndarray:
+    """:func:`row_words` as float64 uniforms on (0, 1) (:func:`uniform_open`), ``(stop - start, n_words)``."""
+    return uniform_open(row_words(seed, start, stop, n_words))
+
+
+def packed_uniforms(seed: int, start: int, stop: int, words_per_key: int = 1024) -> np.ndarray:
+    """One uniform on (0, 1) per row ``g`` in ``[start, stop)``: word ``g % words_per_key`` of
+    generator ``(seed, g // words_per_key)`` (float64, ``(stop - start,)``)."""
+    out = np.empty(max(stop - start, 0))
+    g = start
+    while g < stop:
+        block, offset = divmod(g, words_per_key)
+        take = min(stop - g, words_per_key - offset)
+        words = block_bit_generator(seed, block).random_raw(offset + take)[offset:]
+        out[g - start : g - start + take] = uniform_open(words)
+        g += take
+    return out
 
 
 DISTRIBUTIONS = {

@@ -73,7 +73,7 @@ def model_bytes(learner: Learner, state) -> bytes:
     return buffer.getvalue()
 
 
-def _write_temp(path: str) -> tuple[str, str]:
+def _write_temp(path: str | os.PathLike[str]) -> tuple[str, str]:
     """Create the target's directory and a temporary file beside ``path``; return (path, tmp)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))

@@ -71,7 +71,7 @@ class BatchPieceCoder(coders.Coder):
         header = _HEADER.pack(piece.shard, piece.round, piece.seq, piece.start, piece.stop, n, d, _Y_CODES[y.dtype])
         return b"".join((header, X.tobytes(), y.tobytes(), row.tobytes()))
 
-    def decode(self, data: bytes) -> BatchPiece:
+    def decode(self, data: bytes | memoryview) -> BatchPiece:
         shard, rnd, seq, start, stop, n, d, code = _HEADER.unpack_from(data)
         offset = _HEADER.size
         X = np.frombuffer(data, dtype="<f4", count=n * d, offset=offset).reshape(n, d)

@@ -96,7 +96,7 @@ def newest_version(directory: str) -> tuple[int, str] | None:
         found = model_versions(directory)
         return found[-1] if found else None
     matches = FileSystems.match([FileSystems.join(directory, "model-v*.npz")])[0].metadata_list
-    found = sorted((parse_version(m.path), m.path) for m in matches if parse_version(m.path) is not None)
+    found = sorted((parse_version(m.path), m.path) for m in matches if parse_version(m.path) is not None)  # type: ignore[misc]
     return found[-1] if found else None
 
 

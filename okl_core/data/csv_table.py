@@ -197,7 +197,8 @@ class _CsvScan:
 
 def _scan(path, target, features, drop, delimiter, skip_bad_rows, progress, batch_rows) -> _CsvScan:
     numeric, strings = LabelCollector(), LabelCollector()
-    fstats, tstats = None, ColumnStats(1)
+    fstats: ColumnStats | None = None
+    tstats = ColumnStats(1)
     all_numeric, n_rows, n_bad, cols = True, 0, 0, None
     position = [0]
     progress.start(os.path.getsize(path), "B", "scan")
@@ -218,6 +219,7 @@ def _scan(path, target, features, drop, delimiter, skip_bad_rows, progress, batc
         with _open_text(path) as f:
             cols = _columns(path, next(csv.reader(f, delimiter=delimiter)), target, features, drop)
         fstats = ColumnStats(len(cols.features))
+    assert fstats is not None  # made with the first batch, or for the header alone
     return _CsvScan(cols, n_rows, numeric, strings, all_numeric, fstats, tstats, n_bad)
 
 

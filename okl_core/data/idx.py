@@ -22,7 +22,7 @@ from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgre
 
 __all__ = ["read_idx_array", "read_idx_images", "read_idx", "images_to_rows", "convert_mnist", "IDX_TYPES"]
 
-IDX_TYPES = {
+IDX_TYPES: dict[int, np.dtype] = {
     0x08: np.dtype(">u1"),
     0x09: np.dtype(">i1"),
     0x0B: np.dtype(">i2"),

@@ -36,6 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from okl_core.labels import check_task
+
 __all__ = [
     "LAYOUT_VERSION",
     "DatasetInfo",
@@ -62,7 +64,6 @@ LAYOUT_VERSION = 2
 data sets and other writers' list columns read the same."""
 READABLE_LAYOUT_VERSIONS = (1, 2)
 INFO_FILE = "dataset.json"
-TASKS = ("binary", "multiclass", "regression")
 
 
 def shard_file_name(index: int, count: int) -> str:
@@ -218,8 +219,7 @@ class DatasetInfo:
         if unknown:
             raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
         info = cls(**raw)
-        if info.task not in TASKS:
-            raise ValueError(f"{path}: task must be one of {TASKS}, got {info.task!r}")
+        check_task(info.task, where=str(path))
         return info
 
 
@@ -322,8 +322,7 @@ def _check_xy(X, y, n_features, task):
 
 
 def _check_shape_args(n_features, task, rows, row_group_rows):
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    check_task(task)
     if int(n_features) < 1 or int(rows) < 1 or int(row_group_rows) < 1:
         raise ValueError("n_features, rows_per_shard and row_group_rows must be >= 1")
 
@@ -593,6 +592,7 @@ def _dataset_from_files(files: list[str], source: str) -> Dataset:
         metas.append((int(first[0].as_py()) if len(first) else 0, f, pf.metadata.num_rows, schema))
     metas.sort()
     d = x_width(metas[0][3].field("x").type)
+    assert d is not None  # every file's width was checked above
     y_type = metas[0][3].field("y").type
     if pa.types.is_floating(y_type):
         task, classes = "regression", None

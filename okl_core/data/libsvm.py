@@ -155,7 +155,7 @@ def _parse_fast(lines: pa.Array, first_line: int, n_features: int | None) -> Lib
     return LibsvmBlock(labels, indptr, indices, values, line_numbers)
 
 
-def _parse_line(text: str, n_features: int | None) -> tuple[float, list, list] | str | None:
+def _parse_line(text: str, n_features: int | None) -> tuple[float, list[int], list[float]] | str | None:
     """Parse one line: ``(label, indices0, values)``, None if blank, or an error message."""
     tokens = text.split("#", 1)[0].split()
     if not tokens:
@@ -163,9 +163,11 @@ def _parse_line(text: str, n_features: int | None) -> tuple[float, list, list] |
     if ":" in tokens[0]:
         return f"missing label (line starts with the feature {tokens[0]!r})"
     label, problem = parse_finite(tokens[0], "label")
-    if problem:
+    if label is None:
         return problem
-    indices, values, seen = [], [], set()
+    indices: list[int] = []
+    values: list[float] = []
+    seen: set[int] = set()
     for tok in tokens[1:]:
         if tok.startswith("qid:"):
             continue
@@ -182,7 +184,7 @@ def _parse_line(text: str, n_features: int | None) -> tuple[float, list, list] |
         if index in seen:
             return f"duplicate feature index {index}"
         value, problem = parse_finite(tail, f"value of feature {index}")
-        if problem:
+        if value is None:
             return problem
         seen.add(index)
         indices.append(index - 1)
@@ -395,10 +397,15 @@ def _plan(path, n_features, task, classes, like, feature_scaling, target_scaling
     elif task == "regression":
         label_map = LabelMap("regression")
     else:
+        assert scan is not None  # labels not given: scanned
         label_map = infer_label_map(scan.labels, task, source=path)
     if label_map.task != "regression" and target_scaling != "none":
         raise ValueError(f"{path}: target scaling applies to regression targets only (the labels make this {label_map.task})")
-    d = int(n_features) if n_features is not None else scan.max_index
+    if n_features is not None:
+        d = int(n_features)
+    else:
+        assert scan is not None  # no n_features: scanned
+        d = scan.max_index
     if d < 1:
         raise DataFormatError(f"{path}: no features found (pass --n-features)")
     fscale = Scaling.fit(feature_scaling, scan.feature_stats if scan else None)

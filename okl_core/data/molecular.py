@@ -43,6 +43,7 @@ import math
 import multiprocessing
 import os
 import time
+from typing import Any
 
 import numpy as np
 
@@ -191,7 +192,7 @@ def import_rdkit():
         from rdkit.Chem import AllChem, rdFingerprintGenerator  # noqa: F401
     except ImportError as err:
         raise ImportError(f"{RDKIT_HINT} ({err})") from None
-    RDLogger.DisableLog("rdApp.*")
+    rdBase.DisableLog("rdApp.*")  # the function RDLogger.DisableLog re-exports
     return Chem, AllChem, rdFingerprintGenerator, rdBase
 
 
@@ -258,7 +259,7 @@ def _morgan(smiles: str, config: MolecularConfig) -> np.ndarray:
 def _featurize_chunk(args):
     """Worker: featurize ``[(row, line, smiles, target, problem), ...]``; results in order."""
     chunk, config = args
-    out = []
+    out: list[tuple] = []
     for row, line, smiles, target, problem in chunk:
         if problem is not None:  # a bad target: passed through to keep rejects in row order
             out.append((row, line, smiles, target, None, False, problem))
@@ -348,7 +349,7 @@ def convert_molecules(
     config = config or MolecularConfig()
     progress = progress or NullProgress()
     rdkit_version = import_rdkit()[3].rdkitVersion
-    info = {
+    info: dict[str, Any] = {
         "source": f"molecules:{os.path.abspath(path)}",
         "generator_seed": config.seed,
         "extra": {"featurizer": config.to_dict(), "rdkit_version": rdkit_version, "smiles_column": smiles_column, "target": target},

@@ -20,7 +20,10 @@ import lzma
 import math
 import os
 import zlib
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TextIO
+
+if TYPE_CHECKING:
+    from okl_core.data.layout import DatasetInfo
 
 __all__ = [
     "DataFormatError",
@@ -131,7 +134,7 @@ class _CheckedStream(io.RawIOBase):
         super().close()
 
 
-def open_source(path, buffer_size: int = 1 << 20) -> io.BufferedReader:
+def open_source(path, buffer_size: int = 1 << 20) -> io.BufferedReader[_CheckedStream]:
     """Open ``path`` for binary reading, decompressing gzip/bzip2/xz transparently.
 
     Returns a buffered reader; ``reader.raw.compressed_position()`` gives the bytes of the
@@ -143,6 +146,7 @@ def open_source(path, buffer_size: int = 1 << 20) -> io.BufferedReader:
         raise FileNotFoundError(f"{path}: no such file")
     kind = compression_of(path)
     raw = open(path, "rb")
+    stream: io.BufferedIOBase | BinaryIO
     try:
         if kind == "gzip":
             stream = gzip.GzipFile(fileobj=raw, mode="rb")
@@ -174,8 +178,8 @@ class RejectLog:
         self.path = os.path.join(directory, REJECTS_FILE)
         self.columns = tuple(columns)
         self.count = 0
-        self._file = None
-        self._writer = None
+        self._file: TextIO | None = None
+        self._writer: Any = None  # a csv writer, made with the file
 
     def add(self, **fields) -> None:
         """Record one rejected row; ``fields`` are the columns."""
@@ -219,7 +223,7 @@ class ConversionSummary:
         Extra facts worth one phrase in the summary (e.g. truncated molecules).
     """
 
-    info: object
+    info: DatasetInfo
     path: str
     n_rejected: int = 0
     seconds: float = 0.0

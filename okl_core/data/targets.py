@@ -21,13 +21,12 @@ import math
 
 import numpy as np
 
+from okl_core.labels import check_task
+
 __all__ = ["MAX_INFERRED_CLASSES", "LabelCollector", "LabelMap", "infer_label_map", "parse_classes"]
 
 MAX_INFERRED_CLASSES = 1000
 """More distinct integer labels than this are read as a regression target."""
-
-_TASKS = ("binary", "multiclass", "regression")
-
 
 class LabelCollector:
     """Distinct labels of a stream (stops tracking past ``MAX_INFERRED_CLASSES`` values)."""
@@ -70,8 +69,7 @@ class LabelMap:
     classes: tuple = ()
 
     def __post_init__(self):
-        if self.task not in _TASKS:
-            raise ValueError(f"task must be one of {_TASKS}, got {self.task!r}")
+        check_task(self.task)
         if self.task == "binary" and len(self.classes) != 2:
             raise ValueError(f"binary task needs exactly 2 classes, got {list(self.classes)}")
         if self.task == "multiclass" and len(self.classes) < 2:
@@ -135,7 +133,7 @@ def _json_label(value):
 
 def parse_classes(text: str) -> tuple:
     """Parse ``--classes`` (comma separated; numbers where they parse, else strings)."""
-    out = []
+    out: list[float | str] = []
     for part in text.split(","):
         part = part.strip()
         if not part:
@@ -157,8 +155,8 @@ def infer_label_map(collector: LabelCollector, task: str | None = None, source: 
         do not determine a task (a single class); the message names ``source``.
     """
     where = f"{source}: " if source else ""
-    if task is not None and task not in _TASKS:
-        raise ValueError(f"task must be one of {_TASKS}, got {task!r}")
+    if task is not None:
+        check_task(task)
     if task == "regression":
         if not collector.numeric:
             raise ValueError(f"{where}regression needs numeric targets, found non-numeric labels")

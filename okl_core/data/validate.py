@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from okl_core.data.layout import as_array, x_matrix, x_width
+from okl_core.labels import bad_labels, label_reason
 
 __all__ = ["CheckedRows", "check_rows", "REASONS"]
 
@@ -120,24 +121,11 @@ def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | Non
 
 
 def _label_reasons(y: np.ndarray, y_null: np.ndarray, task: str, n_classes: int | None) -> np.ndarray:
-    """A reason per row ("" when the label/target is fine)."""
+    """A reason per row ("" when the label/target is fine), by :func:`okl_core.labels.bad_labels`."""
     out = np.full(len(y), "", dtype=object)
     out[y_null] = "missing y"
     values = np.asarray(y, dtype=np.float64)
-    if task == "regression":
-        bad = ~y_null & ~np.isfinite(values)
-        for i in np.flatnonzero(bad):
-            out[i] = f"bad label: target {values[i]!r} is not finite"
-        return out
-    if task == "binary":
-        bad = ~y_null & ~np.isin(values, (-1.0, 1.0))
-        for i in np.flatnonzero(bad):
-            out[i] = f"bad label: {values[i]:g} is not -1 or +1"
-        return out
-    if not n_classes:
-        raise ValueError("multiclass rows need n_classes to be checked")
-    with np.errstate(invalid="ignore"):
-        bad = ~y_null & ~((values == np.floor(values)) & (values >= 0) & (values < n_classes))
+    bad = ~y_null & bad_labels(values, task, n_classes)
     for i in np.flatnonzero(bad):
-        out[i] = f"bad label: {values[i]:g} is not a class in 0..{n_classes - 1}"
+        out[i] = label_reason(values[i], task, n_classes)
     return out

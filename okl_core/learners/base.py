@@ -39,17 +39,24 @@ from __future__ import annotations
 import dataclasses
 import math
 import types
-from collections.abc import Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, overload
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from okl_core.labels import TASKS, bad_labels, label_reason, label_rule
 from okl_core.numerics import pinned
 
+if TYPE_CHECKING:
+    from okl_core.features import FeatureSpec
+
 __all__ = [
+    "CheckedConfig",
     "Learner",
     "NotMergeableError",
+    "RandomFeatureConfig",
+    "State",
     "StateT",
     "TASKS",
     "check_int",
@@ -63,11 +70,19 @@ __all__ = [
     "weighted_average",
 ]
 
-TASKS = ("binary", "multiclass", "regression")
+class State(Protocol):
+    """What every learner state is: a ``NamedTuple`` of numpy arrays with an ``n_seen`` field."""
+
+    @property
+    def n_seen(self) -> np.ndarray: ...
+
+    def _asdict(self) -> dict[str, Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
 
 
-StateT = TypeVar("StateT", bound=tuple)
-"""A learner's state: a ``NamedTuple`` of numpy arrays with an ``n_seen`` field."""
+StateT = TypeVar("StateT", bound=State)
+"""A learner's state type (a :class:`State`)."""
 
 
 class NotMergeableError(ValueError):
@@ -99,7 +114,7 @@ def check_fraction(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be in (0, 1], got {value!r}")
 
 
-def check_choice(name: str, value: Any, choices) -> None:
+def check_choice(name: str, value: Any, choices: Iterable[Any]) -> None:
     """Raise ValueError unless ``value`` is one of ``choices``."""
     if value not in choices:
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
@@ -121,14 +136,23 @@ def labels_from_scores(task: str, scores: np.ndarray) -> np.ndarray:
     return scores
 
 
-def validate_xy(learner: "Learner", X, y=None) -> tuple[np.ndarray, np.ndarray | None]:
+@overload
+def validate_xy(learner: Learner[Any], X: ArrayLike) -> tuple[np.ndarray, None]: ...
+
+
+@overload
+def validate_xy(learner: Learner[Any], X: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def validate_xy(learner: Learner[Any], X: ArrayLike, y: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Check shapes and labels of a batch for ``learner``; return float32 X and typed y.
 
     Raises
     ------
     ValueError
         Wrong dimensions, non-finite values, length mismatch, or labels outside the task's
-        set (binary: -1/+1; multiclass: 0..n_classes-1).
+        set (binary: -1/+1; multiclass: 0..n_classes-1; regression: finite), by the test
+        the dead-letter path uses too (:mod:`okl_core.labels`).
     """
     X = np.asarray(X, dtype=np.float32)
     d = learner.config.n_inputs
@@ -141,26 +165,20 @@ def validate_xy(learner: "Learner", X, y=None) -> tuple[np.ndarray, np.ndarray |
     y = np.asarray(y)
     if y.shape != (X.shape[0],):
         raise ValueError(f"{learner.name}: y must have shape ({X.shape[0]},), got {y.shape}")
+    if y.dtype.kind not in "biuf":
+        raise ValueError(f"{learner.name}: labels must be numbers, got dtype {y.dtype}")
     task = learner.task
-    if task == "binary":
-        if not np.isin(y, (-1, 1)).all():
-            raise ValueError(f"{learner.name}: binary labels must be -1 or +1, got {np.unique(y)[:5]}")
-        y = y.astype(np.float64)
-    elif task == "multiclass":
-        C = learner.config.n_classes
-        if not np.issubdtype(y.dtype, np.integer) and not np.all(np.mod(y, 1) == 0):
-            raise ValueError(f"{learner.name}: multiclass labels must be integers 0..{C - 1}")
-        y = y.astype(np.intp)
-        if y.size and (y.min() < 0 or y.max() >= C):
-            raise ValueError(f"{learner.name}: multiclass labels must be in 0..{C - 1}, got {y.min()}..{y.max()}")
-    else:
-        y = y.astype(np.float64)
-        if not np.isfinite(y).all():
-            raise ValueError(f"{learner.name}: regression targets contain NaN or inf")
+    n_classes = learner.config.n_classes if task == "multiclass" else None
+    values = y.astype(np.float64)
+    bad = bad_labels(values, task, n_classes)
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise ValueError(f"{learner.name}: {label_rule(task, n_classes)}; row {row}: {label_reason(values[row], task, n_classes)}")
+    return X, (y.astype(np.intp) if task == "multiclass" else values)
     return X, y
 
 
-def weighted_average(arrays: list[np.ndarray], weights: np.ndarray) -> np.ndarray:
+def weighted_average(arrays: Sequence[ArrayLike], weights: ArrayLike) -> np.ndarray:
     """Average ``arrays`` with ``weights`` (normalised), summing in list order (deterministic)."""
     weights = np.asarray(weights, dtype=np.float64)
     total = weights.sum()
@@ -214,12 +232,12 @@ class Learner(Generic[StateT]):
     """
 
     name: ClassVar[str] = ""
-    config_class: ClassVar[type] = None
-    state_class: ClassVar[type] = None
+    config_class: ClassVar[type[Any]]
+    state_class: ClassVar[type[Any]]
     minibatch_defined: ClassVar[bool] = False
     growing_fields: ClassVar[tuple[str, ...]] = ()
     runtime_fields: ClassVar[tuple[str, ...]] = ()
-    conformance_params: ClassVar[dict] = {}
+    conformance_params: ClassVar[dict[str, Any]] = {}
     merge_semantics: ClassVar[str] = "average"
     averaged_fields: ClassVar[tuple[str, ...]] = ()
     counted_fields: ClassVar[tuple[str, ...]] = ("n_seen",)
@@ -227,10 +245,10 @@ class Learner(Generic[StateT]):
     mixable: ClassVar[bool] = False
     mix_refusal: ClassVar[str] = ""
 
-    pinned_methods: ClassVar[tuple] = ("init", "update", "predict", "merge", "mix")
+    pinned_methods: ClassVar[tuple[str, ...]] = ("init", "update", "predict", "merge", "mix")
     """Methods that every subclass runs with one BLAS thread (:mod:`okl_core.numerics`)."""
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         # The one place that makes learner numerics independent of the BLAS thread count:
         # each subclass's own definitions of these methods are wrapped when the class is made.
         super().__init_subclass__(**kwargs)
@@ -239,13 +257,13 @@ class Learner(Generic[StateT]):
             if isinstance(method, types.FunctionType):
                 setattr(cls, name, pinned(method))
 
-    def __init__(self, config):
+    def __init__(self, config: Any):
         if not isinstance(config, self.config_class):
             raise TypeError(f"{self.name} needs a {self.config_class.__name__}, got {type(config).__name__}")
         self.config = config
 
     @classmethod
-    def from_params(cls, **params) -> "Learner":
+    def from_params(cls, **params: Any) -> Learner[Any]:
         """Build the learner from keyword parameters, with a clear error for unknown ones."""
         fields = {f.name for f in dataclasses.fields(cls.config_class)}
         unknown = sorted(set(params) - fields)
@@ -276,7 +294,7 @@ class Learner(Generic[StateT]):
         """Decision values of ``state`` on rows ``X``."""
         raise NotImplementedError
 
-    def feature_spec(self):
+    def feature_spec(self) -> FeatureSpec | None:
         """The :class:`~okl_core.features.FeatureSpec` the model lives in, or None."""
         return None
 
@@ -328,17 +346,17 @@ class Learner(Generic[StateT]):
         fields.update(self.merge_special(states, weights, base))
         return self._build(fields)
 
-    def merge_special(self, states: Sequence[StateT], weights: np.ndarray, base: StateT | None) -> dict:
+    def merge_special(self, states: Sequence[StateT], weights: np.ndarray, base: StateT | None) -> dict[str, Any]:
         """Merged values of the fields that are not declared (none by default)."""
         return {}
 
-    def _merge_inputs(self, states: Sequence[StateT]) -> list:
+    def _merge_inputs(self, states: Sequence[StateT]) -> list[StateT]:
         states = list(states)
         if not states:
             raise NotMergeableError(f"{self.name}: nothing to merge")
         return states
 
-    def _weights(self, states: list, weights: ArrayLike | None, base: StateT | None) -> np.ndarray:
+    def _weights(self, states: list[StateT], weights: ArrayLike | None, base: StateT | None) -> np.ndarray:
         if weights is None:
             return self.merge_weights(states, base)
         weights = np.asarray(weights, dtype=np.float64)
@@ -355,7 +373,7 @@ class Learner(Generic[StateT]):
             total = total - (len(states) - 1) * np.asarray(getattr(base, name), dtype=np.int64)
         return np.asarray(total, dtype=np.int64)
 
-    def _build(self, fields: dict) -> StateT:
+    def _build(self, fields: dict[str, Any]) -> StateT:
         missing = [f for f in self.state_class._fields if f not in fields]
         if missing:
             raise NotMergeableError(
@@ -412,7 +430,7 @@ class Learner(Generic[StateT]):
         fields.update(self.mix_special(local, merged, weight))
         return self._build(fields)
 
-    def mix_special(self, local: StateT, merged: StateT, weight: float) -> dict:
+    def mix_special(self, local: StateT, merged: StateT, weight: float) -> dict[str, Any]:
         """Mixed values of the fields that are not declared (none by default)."""
         return {}
 
@@ -420,11 +438,11 @@ class Learner(Generic[StateT]):
         """Labels from decision values: sign (0 -> +1), first argmax, or the value."""
         return labels_from_scores(self.task, scores)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """JSON-ready description: name, task and config."""
         return {"learner": self.name, "task": self.task, "config": dataclasses.asdict(self.config)}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(self.config).items())
         return f"{type(self).__name__}({params})"
 
@@ -436,7 +454,20 @@ del _name
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RandomFeatureConfig:
+class CheckedConfig:
+    """Base of the learners' frozen config dataclasses.
+
+    A config class and the groups of fields it combines (a rule's parameters, a feature
+    map's, a budget) each check their own fields in ``__post_init__`` and call
+    ``super().__post_init__()`` first, so one chain validates all of them, ending here.
+    """
+
+    def __post_init__(self) -> None:
+        pass
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RandomFeatureConfig(CheckedConfig):
     """Parameters shared by learners on one seeded random Fourier feature map.
 
     Parameters
@@ -465,10 +496,11 @@ class RandomFeatureConfig:
     block_size: int = 256
     scaled: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
+        super().__post_init__()
         self.feature_spec()  # validates the feature fields with clear messages
 
-    def feature_spec(self):
+    def feature_spec(self) -> FeatureSpec:
         """The :class:`~okl_core.features.FeatureSpec` of these parameters."""
         from okl_core.features import FeatureSpec
 

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from okl_core.features import FeatureSpec, FourierFeatures
 from okl_core.learners.base import (
@@ -137,7 +138,7 @@ class DSGConfig:
     @property
     def n_outputs(self) -> int:
         """Coefficient columns: ``n_classes`` for softmax, else 1."""
-        return self.n_classes if self.task == "multiclass" else 1
+        return self.n_classes if self.task == "multiclass" and self.n_classes is not None else 1
 
     def feature_spec(self) -> FeatureSpec:
         """Spec of the (unbounded) sequence of frequency blocks, one block per iteration."""
@@ -171,7 +172,7 @@ class DSGState(NamedTuple):
     n_seen: np.ndarray
 
 
-class DSG(Learner):
+class DSG(Learner[DSGState]):
     """Doubly stochastic gradient descent in an RKHS (registry name ``dsg``)."""
 
     name = "dsg"
@@ -232,13 +233,13 @@ class DSG(Learner):
         return scores if self.task == "multiclass" else scores[:, 0]
 
     # -- learning -------------------------------------------------------------------
-    def predict(self, state: DSGState, X) -> np.ndarray:
+    def predict(self, state: DSGState, X: ArrayLike) -> np.ndarray:
         X, _ = validate_xy(self, X)
         if self.config.averaged:
             return self._output(self._scores(X, state.avg_coef, 1.0))
         return self._output(self._scores(X, state.coef, float(state.scale)))
 
-    def update(self, state: DSGState, X, y):
+    def update(self, state: DSGState, X: ArrayLike, y: ArrayLike) -> tuple[DSGState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         coef, scale, avg = state.coef, float(state.scale), state.avg_coef
         t, n_seen = int(state.t), int(state.n_seen)

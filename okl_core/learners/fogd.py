@@ -21,21 +21,26 @@ are the shared rules of :mod:`okl_core.learners.rules` (also used by kernel OGD 
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from okl_core.features import FourierFeatures
-from okl_core.learners.base import (
-    Learner,
-    RandomFeatureConfig,
-    check_choice,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    validate_xy,
+from okl_core.learners.base import Learner, RandomFeatureConfig, validate_xy
+from okl_core.learners.rules import (
+    BinaryHingeRule,
+    HingeRuleConfig,
+    LinearRows,
+    MulticlassHingeRule,
+    MulticlassRuleConfig,
+    RegressionRule,
+    RegressionRuleConfig,
+    Rule,
+    RowModel,
+    fold,
 )
-from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, RegressionRule
 
 __all__ = [
     "FOGDConfig",
@@ -50,45 +55,24 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FOGDConfig(RandomFeatureConfig):
+class FOGDConfig(HingeRuleConfig, RandomFeatureConfig):
     """Binary FOGD: ``RandomFeatureConfig`` plus the step ``eta`` (> 0)."""
 
     eta: float = 0.002
-    task = "binary"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_positive("eta", self.eta)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MFOGDConfig(RandomFeatureConfig):
+class MFOGDConfig(MulticlassRuleConfig, RandomFeatureConfig):
     """Multiclass FOGD: adds ``n_classes`` (>= 2) and ``eta``."""
 
-    n_classes: int
     eta: float = 0.005
-    task = "multiclass"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_int("n_classes", self.n_classes, 2)
-        check_positive("eta", self.eta)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FOGDRConfig(RandomFeatureConfig):
+class FOGDRConfig(RegressionRuleConfig, RandomFeatureConfig):
     """FOGD regression: adds ``eta``, ``eps`` and the ``threshold`` reading."""
 
     eta: float = 6e-4
-    eps: float = 0.1
-    threshold: str = "absolute"
-    task = "regression"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_positive("eta", self.eta)
-        check_nonnegative("eps", self.eps)
-        check_choice("threshold", self.threshold, {"absolute", "squared"})
 
 
 class LinearState(NamedTuple):
@@ -107,7 +91,7 @@ def merge_linear_states(learner: Learner, states: list[LinearState], weights=Non
     return learner.merge(states, weights)
 
 
-class _FourierLinear(Learner):
+class _FourierLinear(Learner[LinearState]):
     """Shared machinery: the seeded feature map, scores, state.
 
     Merge and mix are the protocol's defaults on ``w`` (linear in ``w``: a weighted average
@@ -118,7 +102,7 @@ class _FourierLinear(Learner):
     state_class = LinearState
     averaged_fields = ("w",)
     mixable = True
-    rule_class = None  # a rule of okl_core.learners.rules, set by each learner
+    rule_class: ClassVar[type[Rule]]  # a rule of okl_core.learners.rules, set by each learner
 
     def __init__(self, config):
         super().__init__(config)
@@ -132,37 +116,31 @@ class _FourierLinear(Learner):
         return None
 
     def init(self) -> LinearState:
-        shape = (self.features.spec.n_outputs,)
-        if self._n_outputs() is not None:
-            shape = (self._n_outputs(),) + shape
+        shape: tuple[int, ...] = (self.features.spec.n_outputs,)
+        n_outputs = self._n_outputs()
+        if n_outputs is not None:
+            shape = (n_outputs,) + shape
         return LinearState(w=np.zeros(shape), n_seen=np.asarray(0, dtype=np.int64))
 
-    def predict(self, state: LinearState, X) -> np.ndarray:
+    def predict(self, state: LinearState, X: ArrayLike) -> np.ndarray:
         X, _ = validate_xy(self, X)
         return self.features.transform(X).astype(np.float64) @ state.w.T
 
-    def update(self, state: LinearState, X, y):
+    def update(self, state: LinearState, X: ArrayLike, y: ArrayLike) -> tuple[LinearState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         # float32 features; each row is widened to float64 as it is learned (cheaper than
         # widening the whole batch, and the same numbers).
         Z = self.features.transform(X)
         w = state.w.copy()
-        scores = self._fold(w, Z, y)
+        scores = np.empty((len(y),) + w.shape[:-1])
+        decide, model = self._fold_parts(w, Z, y)
+        fold(decide, model, y, scores)
         n_seen = np.asarray(int(state.n_seen) + len(y), dtype=np.int64)
         return LinearState(w=w, n_seen=n_seen), scores
 
-    def _fold(self, w, Z, y) -> np.ndarray:
-        """Learn rows in order with the scalar rule ``self.rule``: ``w += rule(f, y) z``."""
-        rule = self.rule
-        scores = np.empty(len(y))
-        for i in range(len(y)):
-            z = Z[i].astype(np.float64)
-            f = z @ w
-            scores[i] = f
-            step = rule(f, y[i])
-            if step is not None:
-                w += step * z
-        return scores
+    def _fold_parts(self, w: np.ndarray, Z: np.ndarray, y: np.ndarray) -> tuple[Callable[[Any, Any], Any], RowModel[Any]]:
+        """The rule and the model of :func:`~okl_core.learners.rules.fold`: ``w += rule(f, y) z``."""
+        return self.rule, LinearRows(w, Z)
 
 
 class FOGD(_FourierLinear):
@@ -180,25 +158,36 @@ class MFOGD(_FourierLinear):
     config_class = MFOGDConfig
     conformance_params = {**_FourierLinear.conformance_params, "n_classes": 3}
     rule_class = MulticlassHingeRule
+    rule: MulticlassHingeRule
 
     def _n_outputs(self):
         return self.config.n_classes
 
-    def _fold(self, W, Z, y):
+    def _fold_parts(self, W: np.ndarray, Z: np.ndarray, y: np.ndarray) -> tuple[Callable[[Any, Any], Any], RowModel[Any]]:
         # Only the true and the rival class change: update those two rows rather than
         # adding the rule's dense (C,) coefficient vector times z (C times the traffic).
-        eta, rival_of = self.config.eta, self.rule.rival
-        scores = np.empty((len(y), W.shape[0]))
-        for i in range(len(y)):
-            z = Z[i].astype(np.float64)
-            s = W @ z
-            scores[i] = s
-            rival = rival_of(s, y[i])
-            if rival is not None:
-                step = eta * z
-                W[y[i]] += step
-                W[rival] -= step
-        return scores
+        return self.rule.rival, _ClassRows(W, Z, y, self.rule.eta)
+
+
+class _ClassRows:
+    """MFOGD's weights ``W`` (C, 2D) on feature rows ``Z``: scores ``W z``; learning a row
+    with rival class ``s`` adds ``eta z`` to ``W[y]`` and subtracts it from ``W[s]``."""
+
+    __slots__ = ("W", "Z", "y", "eta", "_z")
+
+    def __init__(self, W: np.ndarray, Z: np.ndarray, y: np.ndarray, eta: float):
+        self.W, self.Z, self.y, self.eta = W, Z, y, eta
+        self._z = np.zeros(0)
+
+    def score(self, i: int) -> np.ndarray:
+        self._z = z = self.Z[i].astype(np.float64)
+        return self.W @ z
+
+    def add(self, i: int, rival: int) -> bool:
+        step = self.eta * self._z
+        self.W[self.y[i]] += step
+        self.W[rival] -= step
+        return False
 
 
 class FOGDRegressor(_FourierLinear):

@@ -17,8 +17,10 @@ with the same per-example rules as FOGD (no regularizer, constant step ``eta``):
   ``x`` with ``alpha = y``.
 
 Cost per example O(|S| d) and memory O(|S| d): these are references for small streams and
-for checking the budgeted and approximate learners (the rules live in
-:mod:`okl_core.learners.rules`, shared with FOGD and NOGD).
+for checking the budgeted and approximate learners (the rules and the per-row fold live in
+:mod:`okl_core.learners.rules`, shared with FOGD and NOGD). ``max_support`` caps the
+support set (default 100,000): an update that would exceed it raises a ValueError naming
+the field (:mod:`okl_core.learners.support`).
 
 Merge: the states' functions are averaged with weights ``n_seen`` (like FOGD's parameter
 averaging), represented exactly by concatenating the support sets in state order with
@@ -32,29 +34,38 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from okl_core.features import KERNELS, exact_kernel
-from okl_core.learners.base import (
-    Learner,
-    check_choice,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    validate_xy,
+from okl_core.kernels import KERNELS, Kernel
+from okl_core.learners.base import CheckedConfig, Learner, check_choice, check_int, check_positive, validate_xy
+from okl_core.learners.rules import (
+    BinaryHingeRule,
+    HingeRuleConfig,
+    MulticlassHingeRule,
+    MulticlassRuleConfig,
+    PerceptronRule,
+    RegressionRule,
+    RegressionRuleConfig,
+    Rule,
+    fold,
+    output_shape,
 )
-from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, PerceptronRule, RegressionRule, output_shape
+from okl_core.learners.support import SupportBuffer, SupportCap, SupportCapConfig
 
 __all__ = [
     "KernelConfig",
+    "KernelHingeConfig",
+    "KernelMulticlassConfig",
+    "KernelRegressionConfig",
+    "SupportCapConfig",
     "KernelOGDConfig",
     "MKernelOGDConfig",
     "KernelOGDRConfig",
     "KernelPerceptronConfig",
     "SupportState",
-    "ExactKernelMixin",
     "KernelOGD",
     "MKernelOGD",
     "KernelOGDRegressor",
@@ -63,7 +74,7 @@ __all__ = [
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class KernelConfig:
+class KernelConfig(CheckedConfig):
     """Parameters shared by exact-kernel learners: input dimension, kernel, bandwidth.
 
     Parameters
@@ -71,7 +82,7 @@ class KernelConfig:
     n_inputs : int
         Input dimension ``d``.
     kernel : {'gaussian', 'laplacian', 'cauchy'}
-        See :func:`okl_core.features.exact_kernel`.
+        See :mod:`okl_core.kernels`.
     sigma : float
         Kernel bandwidth (the paper's 8 by default).
     """
@@ -80,57 +91,55 @@ class KernelConfig:
     kernel: str = "gaussian"
     sigma: float = 8.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
+        super().__post_init__()
         check_int("n_inputs", self.n_inputs, 1)
         check_choice("kernel", self.kernel, set(KERNELS))
         check_positive("sigma", self.sigma)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class KernelOGDConfig(KernelConfig):
-    """Binary kernel OGD: adds the step ``eta`` (the NOGD code's 0.2 by default)."""
+class KernelHingeConfig(HingeRuleConfig, KernelConfig):
+    """The binary hinge rule on an exact kernel: the step ``eta`` (the NOGD code's 0.2).
+
+    Shared by :class:`KernelOGDConfig` and NOGD's binary config.
+    """
 
     eta: float = 0.2
-    task = "binary"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_positive("eta", self.eta)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MKernelOGDConfig(KernelConfig):
-    """Multiclass kernel OGD: adds ``n_classes`` (>= 2) and ``eta`` (0.5)."""
+class KernelMulticlassConfig(MulticlassRuleConfig, KernelConfig):
+    """The multiclass hinge rule on an exact kernel: ``n_classes`` (>= 2) and ``eta`` (0.5)."""
 
-    n_classes: int
     eta: float = 0.5
-    task = "multiclass"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_int("n_classes", self.n_classes, 2)
-        check_positive("eta", self.eta)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class KernelOGDRConfig(KernelConfig):
-    """Kernel OGD regression: adds ``eta`` (0.1), ``eps`` and the ``threshold`` reading."""
+class KernelRegressionConfig(RegressionRuleConfig, KernelConfig):
+    """The regression rule on an exact kernel: ``eta`` (0.1), ``eps`` and the ``threshold`` reading."""
 
     eta: float = 0.1
-    eps: float = 0.1
-    threshold: str = "absolute"
-    task = "regression"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_positive("eta", self.eta)
-        check_nonnegative("eps", self.eps)
-        check_choice("threshold", self.threshold, {"absolute", "squared"})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class KernelPerceptronConfig(KernelConfig):
-    """Binary kernel Perceptron: kernel parameters only (the rule has no step)."""
+class KernelOGDConfig(SupportCapConfig, KernelHingeConfig):
+    """Binary kernel OGD: ``eta`` (0.2) and ``max_support``."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MKernelOGDConfig(SupportCapConfig, KernelMulticlassConfig):
+    """Multiclass kernel OGD: ``n_classes``, ``eta`` (0.5) and ``max_support``."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KernelOGDRConfig(SupportCapConfig, KernelRegressionConfig):
+    """Kernel OGD regression: ``eta`` (0.1), ``eps``, ``threshold`` and ``max_support``."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KernelPerceptronConfig(SupportCapConfig, KernelConfig):
+    """Binary kernel Perceptron: kernel parameters and ``max_support`` (the rule has no step)."""
 
     task = "binary"
 
@@ -153,19 +162,12 @@ class SupportState(NamedTuple):
     n_seen: np.ndarray
 
 
-class ExactKernelMixin:
-    """Gives a learner ``_kernel(A, B)``: the exact kernel matrix of its config's kernel and sigma."""
-
-    def _kernel(self, A, B) -> np.ndarray:
-        return exact_kernel(self.config.kernel, A, B, self.config.sigma)
-
-
-class _KernelExpansion(ExactKernelMixin, Learner):
+class _KernelExpansion(Learner[SupportState]):
     """Kernel expansion grown by a rule: predict, score, and add the example on an update."""
 
     state_class = SupportState
     growing_fields = ("support", "alpha")
-    rule_class = None
+    rule_class: ClassVar[type[Rule]]
     mix_refusal = (
         "its model is a growing support set; mixing would append the merged model's support vectors "
         "(every shard's) to each shard at every version, so states would grow without bound"
@@ -173,7 +175,16 @@ class _KernelExpansion(ExactKernelMixin, Learner):
 
     def __init__(self, config):
         super().__init__(config)
+        self.kernel = Kernel.of(config)
         self.rule = self.rule_class(config)
+        self.cap = SupportCap(
+            self.name,
+            "max_support",
+            config.max_support,
+            "the support set",
+            "it holds one row per update: raise max_support, or use a budgeted (nogd) or random-feature (fogd) "
+            "learner for long streams",
+        )
 
     def init(self) -> SupportState:
         return SupportState(
@@ -182,29 +193,19 @@ class _KernelExpansion(ExactKernelMixin, Learner):
             n_seen=np.asarray(0, dtype=np.int64),
         )
 
-    def predict(self, state: SupportState, X) -> np.ndarray:
+    def predict(self, state: SupportState, X: ArrayLike) -> np.ndarray:
         X, _ = validate_xy(self, X)
-        return self._kernel(X, state.support) @ state.alpha
+        return self.kernel.gram(X, state.support) @ state.alpha
 
-    def update(self, state: SupportState, X, y):
+    def update(self, state: SupportState, X: ArrayLike, y: ArrayLike) -> tuple[SupportState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         # Scores against the support set from before the batch in one product; the support
         # vectors added during the batch are added row by row.
-        scores = self._kernel(X, state.support) @ state.alpha
-        new_sv = np.empty((len(y), X.shape[1]), dtype=np.float32)
-        new_alpha = np.zeros(output_shape(self.rule, len(y)))
-        n_new = 0
-        for i in range(len(y)):
-            if n_new:
-                scores[i] += self._kernel(X[i : i + 1], new_sv[:n_new])[0] @ new_alpha[:n_new]
-            coef = self.rule(scores[i], y[i])
-            if coef is not None:
-                new_sv[n_new], new_alpha[n_new] = X[i], coef
-                n_new += 1
-        support = np.concatenate([state.support, new_sv[:n_new]]) if n_new else state.support.copy()
-        alpha = np.concatenate([state.alpha, new_alpha[:n_new]]) if n_new else state.alpha.copy()
+        scores = self.kernel.gram(X, state.support) @ state.alpha
+        support = SupportBuffer(state.support, state.alpha, self.cap, capacity=len(state.alpha) + len(y))
+        fold(self.rule, _GrowingExpansion(self.kernel, X, scores, support), y, scores)
         n_seen = np.asarray(int(state.n_seen) + len(y), dtype=np.int64)
-        return SupportState(support=support, alpha=alpha, n_seen=n_seen), scores
+        return SupportState(support=support.rows(), alpha=support.alpha.view(), n_seen=n_seen), scores
 
     def merge_special(self, states: Sequence[SupportState], weights: np.ndarray, base: SupportState | None) -> dict:
         """Average the functions: concatenate the support sets, scaling each state's
@@ -215,6 +216,27 @@ class _KernelExpansion(ExactKernelMixin, Learner):
             "support": np.concatenate([s.support for s in states]),
             "alpha": np.concatenate([w * s.alpha for w, s in zip(weights, states)]),
         }
+
+
+class _GrowingExpansion:
+    """A kernel expansion learning a batch, for :func:`~okl_core.learners.rules.fold`: row
+    ``i`` scores ``base[i]`` (the support set before the batch, in one product) plus the
+    support vectors the batch added so far; an update appends the row."""
+
+    def __init__(self, kernel: Kernel, X: np.ndarray, base: np.ndarray, support: SupportBuffer):
+        self.kernel, self.X, self.base, self.support = kernel, X, base, support
+        self.start = len(support)
+
+    def score(self, i: int):
+        start, stop = self.start, len(self.support)
+        if stop == start:
+            return self.base[i]
+        added = self.support.rows()[start:stop]
+        return self.base[i] + self.kernel.gram(self.X[i : i + 1], added)[0] @ self.support.alpha.view()[start:stop]
+
+    def add(self, i: int, coef) -> bool:
+        self.support.append(self.X[i], coef)
+        return False
 
 
 class KernelOGD(_KernelExpansion):

@@ -47,9 +47,9 @@ import re
 import numpy as np
 
 from okl_core.features import KERNELS, FeatureSpec, FourierFeatures
-from okl_core.learners.base import check_int
+from okl_core.learners.base import CheckedConfig, Learner, StateT, check_int
 from okl_core.losses import softmax
-from okl_core.random import block_bit_generator, uniform_open
+from okl_core.random import block_bit_generator, row_uniforms
 
 __all__ = [
     "OMKL_DICTIONARY",
@@ -60,9 +60,10 @@ __all__ = [
     "kernel_seed",
     "kernel_seeds",
     "example_uniforms",
+    "example_uniform_rows",
     "draw_index",
     "KernelFeatureBank",
-    "KernelReportMixin",
+    "MultiKernelLearner",
     "MultiKernelConfig",
     "RandomFeatureMultiKernelConfig",
     "log_normalize",
@@ -155,9 +156,18 @@ def kernel_seeds(seed: int, n_kernels: int) -> tuple[int, ...]:
 
 def example_uniforms(seed: int, t: int, n: int) -> np.ndarray:
     """``n`` float64 uniforms on (0, 1) for example ``t`` (0-based): words of generator ``(seed, t)``."""
-    if not 0 <= t < _EXAMPLE_LIMIT:
-        raise ValueError(f"example counter {t} is outside [0, 2**63)")
-    return uniform_open(block_bit_generator(seed, t).random_raw(n))
+    return example_uniform_rows(seed, t, t + 1, n)[0]
+
+
+def example_uniform_rows(seed: int, start: int, stop: int, n: int) -> np.ndarray:
+    """:func:`example_uniforms` of the examples ``start..stop-1`` at once, ``(stop - start, n)``.
+
+    A batch draws all its examples' uniforms before its fold
+    (:func:`okl_core.random.row_uniforms`: one generator for the batch, the same words).
+    """
+    if start < 0 or stop > _EXAMPLE_LIMIT:
+        raise ValueError(f"example counters {start}..{stop - 1} are outside [0, 2**63)")
+    return row_uniforms(seed, start, stop, n)
 
 
 def draw_index(weights: np.ndarray, u: float) -> int:
@@ -167,7 +177,7 @@ def draw_index(weights: np.ndarray, u: float) -> int:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MultiKernelConfig:
+class MultiKernelConfig(CheckedConfig):
     """Fields shared by the multi-kernel learners.
 
     Parameters
@@ -185,7 +195,8 @@ class MultiKernelConfig:
     kernels: str = OKS_DICTIONARY
     seed: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
+        super().__post_init__()
         check_int("n_inputs", self.n_inputs, 1)
         check_int("seed", self.seed, 0)
         if self.seed >= 2**64:
@@ -248,7 +259,7 @@ class KernelFeatureBank:
         self.n_components = config.n_components
         self._scale = np.float32(1.0 / math.sqrt(config.n_components))
         self._cache_bytes = config.feature_cache_mb * 2**20
-        self._stack = None
+        self._stack: np.ndarray | None = None
 
     @staticmethod
     def specs_for(dictionary, n_inputs: int, n_components: int, seed: int, block_size: int) -> tuple[FeatureSpec, ...]:
@@ -296,42 +307,52 @@ class KernelFeatureBank:
         return self.maps[j].transform(X).astype(np.float64)
 
 
-class KernelReportMixin:
-    """Which kernels a multi-kernel learner weights and uses (mixed into its Learner class).
+class MultiKernelLearner(Learner[StateT]):
+    """A learner over its config's kernel dictionary: the dictionary and what it reports.
 
-    Subclasses set ``self.dictionary`` and implement ``_kernel_distribution(state)`` (the
-    normalised weights, or the selection distribution ``q``) and ``_kernel_counts(state)``.
+    Subclasses implement :meth:`kernel_distribution` (the normalised combination weights,
+    or the selection distribution ``q``) and :meth:`kernel_counts`; the reports below are
+    built on them.
     """
 
-    dictionary: tuple
+    def __init__(self, config):
+        super().__init__(config)
+        self.dictionary: tuple[tuple[str, float], ...] = config.dictionary
+
+    @property
+    def n_kernels(self) -> int:
+        """``K``, the number of dictionary kernels."""
+        return len(self.dictionary)
 
     @property
     def kernel_labels(self) -> list[str]:
         """``'kernel:sigma'`` of each dictionary entry, in dictionary order."""
         return [kernel_label(k, s) for k, s in self.dictionary]
 
-    def kernel_weights(self, state) -> dict[str, float]:
+    def kernel_distribution(self, state: StateT) -> np.ndarray:
+        """Each kernel's current weight (sums to 1)."""
+        raise NotImplementedError
+
+    def kernel_counts(self, state: StateT) -> np.ndarray:
+        """Examples on which each kernel was evaluated and updated."""
+        raise NotImplementedError
+
+    def kernel_weights(self, state: StateT) -> dict[str, float]:
         """Kernel label -> its current weight (sums to 1): which bandwidth is winning.
 
         Combination weights ``w / sum w`` for OMKL-GF and Raker; the selection distribution
         ``q`` (before exploration is mixed in) for the OKS family. Call it after each batch
         to follow the weights over time.
         """
-        return dict(zip(self.kernel_labels, map(float, self._kernel_distribution(state))))
+        return dict(zip(self.kernel_labels, map(float, self.kernel_distribution(state))))
 
-    def kernel_usage(self, state) -> dict[str, int]:
+    def kernel_usage(self, state: StateT) -> dict[str, int]:
         """Kernel label -> number of examples on which the kernel was evaluated and updated."""
-        return dict(zip(self.kernel_labels, map(int, self._kernel_counts(state))))
+        return dict(zip(self.kernel_labels, map(int, self.kernel_counts(state))))
 
-    def best_kernel(self, state) -> str:
+    def best_kernel(self, state: StateT) -> str:
         """Label of the kernel with the largest weight (first on ties)."""
-        return self.kernel_labels[int(np.argmax(self._kernel_distribution(state)))]
-
-    def _kernel_distribution(self, state) -> np.ndarray:
-        raise NotImplementedError
-
-    def _kernel_counts(self, state) -> np.ndarray:
-        raise NotImplementedError
+        return self.kernel_labels[int(np.argmax(self.kernel_distribution(state)))]
 
 
 def log_normalize(log_w: np.ndarray) -> np.ndarray:

@@ -37,9 +37,11 @@ Defaults are the paper's: sigma = 8, B = 100, k = 0.2 B = 20; eta from the autho
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import ClassVar, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from okl_core.learners.base import (
     Learner,
@@ -49,8 +51,9 @@ from okl_core.learners.base import (
     check_nonnegative,
     validate_xy,
 )
-from okl_core.learners.kernel_ogd import ExactKernelMixin, KernelOGDConfig, KernelOGDRConfig, MKernelOGDConfig
-from okl_core.learners.rules import BinaryHingeRule, MulticlassHingeRule, RegressionRule, output_shape
+from okl_core.kernels import Kernel
+from okl_core.learners.kernel_ogd import KernelConfig, KernelHingeConfig, KernelMulticlassConfig, KernelRegressionConfig
+from okl_core.learners.rules import BinaryHingeRule, LinearRows, MulticlassHingeRule, RegressionRule, Rule, fold, output_shape
 
 __all__ = ["BudgetFields", "NOGDConfig", "MNOGDConfig", "NOGDRConfig", "NOGDState", "NOGD", "MNOGD", "NOGDRegressor", "nystrom_transition"]
 
@@ -58,7 +61,7 @@ SWITCHES = ("immediate", "next_update")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class BudgetFields:
+class BudgetFields(KernelConfig):
     """NOGD's own parameters, mixed into the kernel OGD configs.
 
     Parameters
@@ -91,17 +94,17 @@ class BudgetFields:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class NOGDConfig(BudgetFields, KernelOGDConfig):
+class NOGDConfig(BudgetFields, KernelHingeConfig):
     """Binary NOGD: kernel, sigma, ``eta`` (0.2) and :class:`BudgetFields` (B = 100, k = 20)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MNOGDConfig(BudgetFields, MKernelOGDConfig):
+class MNOGDConfig(BudgetFields, KernelMulticlassConfig):
     """Multiclass NOGD: adds ``n_classes``; ``eta`` defaults to the code's 0.5."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class NOGDRConfig(BudgetFields, KernelOGDRConfig):
+class NOGDRConfig(BudgetFields, KernelRegressionConfig):
     """NOGD regression: ``eta`` 0.1, ``eps`` and ``threshold`` as FOGD-R; B = 30, k = 6."""
 
     budget: int = 30
@@ -157,16 +160,17 @@ def nystrom_transition(K: np.ndarray, alpha: np.ndarray, rank: int, eig_rtol: fl
     return projection, w
 
 
-class _NOGDBase(ExactKernelMixin, Learner):
+class _NOGDBase(Learner[NOGDState]):
     """Both phases of NOGD over a rule from :mod:`okl_core.learners.kernel_ogd`."""
 
     state_class = NOGDState
     merge_semantics = "none"
     mix_refusal = "each shard chooses its own landmarks, so states live in different Nystrom feature spaces and cannot be merged or mixed"
-    rule_class = None
+    rule_class: ClassVar[type[Rule]]
 
     def __init__(self, config):
         super().__init__(config)
+        self.kernel = Kernel.of(config)
         self.rule = self.rule_class(config)
 
     def init(self) -> NOGDState:
@@ -181,44 +185,33 @@ class _NOGDBase(ExactKernelMixin, Learner):
             n_seen=np.asarray(0, dtype=np.int64),
         )
 
-    def predict(self, state: NOGDState, X) -> np.ndarray:
+    def predict(self, state: NOGDState, X: ArrayLike) -> np.ndarray:
         X, _ = validate_xy(self, X)
         if int(state.phase) == 1:
-            return self._kernel(X, state.landmarks) @ state.projection.T @ state.w
+            return self.kernel.gram(X, state.landmarks) @ state.projection.T @ state.w
         n = int(state.n_landmarks)
-        return self._kernel(X, state.landmarks[:n]) @ state.alpha[:n]
+        return self.kernel.gram(X, state.landmarks[:n]) @ state.alpha[:n]
 
     def _transition(self, landmarks, alpha):
-        K = self._kernel(landmarks, landmarks)
+        K = self.kernel.gram(landmarks, landmarks)
         return nystrom_transition(K, alpha, self.config.rank, self.config.eig_rtol)
 
-    def update(self, state: NOGDState, X, y):
+    def update(self, state: NOGDState, X: ArrayLike, y: ArrayLike) -> tuple[NOGDState, np.ndarray]:
         X, y = validate_xy(self, X, y)
-        cfg = self.config
         landmarks, alpha = state.landmarks.copy(), state.alpha.copy()
         projection, w = state.projection.copy(), state.w.copy()
         n_l, phase = int(state.n_landmarks), int(state.phase)
         scores = np.zeros(output_shape(self.rule, len(y)))
-        i = 0
-        while i < len(y) and phase == 0:
-            f = self._kernel(X[i : i + 1], landmarks[:n_l])[0] @ alpha[:n_l]
-            scores[i] = f
-            coef = self.rule(f, y[i])
-            if coef is not None and n_l < cfg.budget:
-                landmarks[n_l], alpha[n_l] = X[i], coef
-                n_l += 1
-                if n_l == cfg.budget and cfg.switch == "immediate":
-                    projection, w = self._transition(landmarks, alpha)
-                    phase = 1
-            elif coef is not None:  # 'next_update': transition and learn this example linearly
-                projection, w = self._transition(landmarks, alpha)
-                phase = 1
-                z = projection @ self._kernel(X[i : i + 1], landmarks)[0]
-                w += np.multiply.outer(z, coef)
-            i += 1
-        if i < len(y):
-            Z = self._kernel(X[i:], landmarks) @ projection.T
-            scores[i:] = self._linear_fold(w, Z, y[i:])
+        start = 0
+        if phase == 0:
+            expansion = _BudgetedExpansion(self, X, landmarks, alpha, n_l)
+            start = fold(self.rule, expansion, y, scores)
+            n_l = expansion.n
+            if expansion.linear is not None:
+                (projection, w), phase = expansion.linear, 1
+        if start < len(y):  # the linear phase: the FOGD-style fold on z = M k_x
+            Z = self.kernel.gram(X[start:], landmarks) @ projection.T
+            fold(self.rule, LinearRows(w, Z), y[start:], scores[start:])
         new_state = NOGDState(
             landmarks=landmarks,
             alpha=alpha,
@@ -230,23 +223,44 @@ class _NOGDBase(ExactKernelMixin, Learner):
         )
         return new_state, scores
 
-    def _linear_fold(self, w, Z, y) -> np.ndarray:
-        """The FOGD-style fold on ``z = M k_x``; updates ``w`` in place, returns the scores."""
-        scores = np.zeros(output_shape(self.rule, len(y)))
-        for i in range(len(y)):
-            z = Z[i]
-            f = z @ w
-            scores[i] = f
-            coef = self.rule(f, y[i])
-            if coef is not None:
-                w += np.multiply.outer(z, coef)
-        return scores
-
-    def merge(self, states, weights=None, base=None):
+    def merge(self, states: Sequence[NOGDState], weights: ArrayLike | None = None, base: NOGDState | None = None) -> NOGDState:
         raise NotMergeableError(
             f"{self.name} states cannot be merged: each shard chooses its own landmarks, so "
             "their Nystrom feature spaces differ (train with one shard, or use fogd)"
         )
+
+
+class _BudgetedExpansion:
+    """NOGD's kernel phase for :func:`~okl_core.learners.rules.fold` (arrays updated in place).
+
+    Scores against the first ``n`` landmarks; an update appends the row while the budget
+    has room. The fold stops at the transition: when the ``B``-th landmark is added
+    (``'immediate'``), or at the next update once the budget is full (``'next_update'``,
+    which learns that row in the new linear model). ``linear`` is then ``(projection, w)``.
+    """
+
+    def __init__(self, learner: _NOGDBase, X: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray, n: int):
+        self.learner, self.config = learner, learner.config
+        self.X, self.landmarks, self.alpha, self.n = X, landmarks, alpha, n
+        self.linear: tuple[np.ndarray, np.ndarray] | None = None
+
+    def score(self, i: int):
+        n = self.n
+        return self.learner.kernel.gram(self.X[i : i + 1], self.landmarks[:n])[0] @ self.alpha[:n]
+
+    def add(self, i: int, coef) -> bool:
+        if self.n < self.config.budget:
+            self.landmarks[self.n], self.alpha[self.n] = self.X[i], coef
+            self.n += 1
+            if self.n == self.config.budget and self.config.switch == "immediate":
+                self.linear = self.learner._transition(self.landmarks, self.alpha)
+                return True
+            return False
+        # 'next_update': transition, then learn this example linearly.
+        projection, w = self.linear = self.learner._transition(self.landmarks, self.alpha)
+        z = projection @ self.learner.kernel.gram(self.X[i : i + 1], self.landmarks)[0]
+        w += np.multiply.outer(z, coef)
+        return True
 
 
 class NOGD(_NOGDBase):

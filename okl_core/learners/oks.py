@@ -49,6 +49,12 @@ Learners (registry names)
                ``+-U / sqrt(D)`` (``D`` = ``n_components`` frequencies, as in the spec, so
                ``||w||_2 <= U sqrt(2)``). Cost O(d D) per example.
 
+Structure: each learner is a selection rule (:class:`OKSRule`, :class:`OKSPlusPlusRule`,
+:class:`IOKSRule`) on a storage (:class:`SupportStorage`, growing support sets;
+:class:`FeatureStorage`, random-feature weights). A state is the storage's fields, the
+rule's statistics (:class:`OKSStats`, :class:`OKSPlusPlusStats`, :class:`IOKSStats`),
+``n_used`` and ``n_seen``.
+
 Horizon: OKS and IOKS (and RF-IOKS) tune their constants with the number of rounds
 ``T``, the config field ``horizon`` (required). The okl pipelines fill it from the data
 set's row count (``dataset.json`` ``n_rows``) unless it is given; the learner keeps
@@ -66,7 +72,8 @@ naming the cap (use ``rf_oks_pp`` / ``rf_ioks`` for long streams). ``k(x, x) = 1
 every dictionary kernel, which the norm bookkeeping of the projection uses.
 
 Draws: example ``t`` (0-based counter ``n_seen``) samples its kernel with word 0 of
-generator ``(seed, t)`` (:func:`.multikernel.example_uniforms`), by inverse CDF on ``p``.
+generator ``(seed, t)`` (:func:`.multikernel.example_uniforms`), by inverse CDF on ``p``;
+an update draws all its examples' words before its fold (the same words, one generator).
 
 Prediction: ``update`` returns the sampled kernel's score (the paper's online
 protocol). ``predict(state, X)`` uses ``predict_with = 'best'``: the kernel of largest
@@ -94,14 +101,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import ClassVar, Generic, NamedTuple, Protocol, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from okl_core.features import exact_kernel
+from okl_core.features import FeatureSpec
+from okl_core.kernels import SELF_SIMILARITY, Kernel
 from okl_core.learners.base import (
-    Learner,
+    CheckedConfig,
     NotMergeableError,
+    State,
     check_choice,
     check_int,
     check_positive,
@@ -110,14 +121,15 @@ from okl_core.learners.base import (
 from okl_core.learners.multikernel import (
     OKS_DICTIONARY,
     KernelFeatureBank,
-    KernelReportMixin,
     MultiKernelConfig,
+    MultiKernelLearner,
     RandomFeatureMultiKernelConfig,
     draw_index,
-    example_uniforms,
+    example_uniform_rows,
     log_normalize,
     normalized_weights,
 )
+from okl_core.learners.support import SupportBuffer, SupportCap, SupportCapConfig
 from okl_core.losses import LOSSES
 
 __all__ = [
@@ -131,6 +143,15 @@ __all__ = [
     "IOKS",
     "RFOKSPlusPlus",
     "RFIOKS",
+    "OKSStats",
+    "OKSPlusPlusStats",
+    "IOKSStats",
+    "SelectionRule",
+    "OKSRule",
+    "OKSPlusPlusRule",
+    "IOKSRule",
+    "SupportStorage",
+    "FeatureStorage",
     "tsallis_step",
     "oks_pp_constant",
     "oks_pp_distribution",
@@ -156,8 +177,8 @@ def _paper_loss(name: str):
 
 # -- configs -----------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _SelectionFields:
-    """Fields of every kernel-selection learner (validated by ``_check_selection``).
+class _SelectionFields(CheckedConfig):
+    """Fields of every kernel-selection learner.
 
     Parameters
     ----------
@@ -175,9 +196,10 @@ class _SelectionFields:
     norm_bound: float | None = None
     predict_with: str = "best"
 
-    _losses = ("logistic", "square", "absolute")
+    _losses: ClassVar[tuple[str, ...]] = ("logistic", "square", "absolute")
 
-    def _check_selection(self):
+    def __post_init__(self) -> None:
+        super().__post_init__()
         check_choice("loss", self.loss, set(self._losses))
         if self.norm_bound is not None:
             check_positive("norm_bound", self.norm_bound)
@@ -195,16 +217,10 @@ class _SelectionFields:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _KernelSelectionConfig(_SelectionFields, MultiKernelConfig):
+class _KernelSelectionConfig(SupportCapConfig, _SelectionFields, MultiKernelConfig):
     """Kernel (growing support set) versions: adds ``max_support`` (total support vectors)."""
 
     kernels: str = OKS_DICTIONARY
-    max_support: int = 100_000
-
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_selection()
-        check_int("max_support", self.max_support, 1)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -213,10 +229,6 @@ class _RFSelectionConfig(_SelectionFields, RandomFeatureMultiKernelConfig):
 
     kernels: str = OKS_DICTIONARY
     n_components: int = 400
-
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_selection()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -252,7 +264,7 @@ class OKSConfig(_KernelSelectionConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _OKSPlusPlusFields:
+class _OKSPlusPlusFields(CheckedConfig):
     """OKS++ field ``tuning``: ``'paper'`` (Theorem 3.1, default) or ``'released_code'``.
 
     The authors' released logistic script overwrites the constant
@@ -264,9 +276,10 @@ class _OKSPlusPlusFields:
     """
 
     tuning: str = "paper"
-    _losses = ("logistic", "square")
+    _losses: ClassVar[tuple[str, ...]] = ("logistic", "square")
 
-    def _check_tuning(self):
+    def __post_init__(self) -> None:
+        super().__post_init__()
         check_choice("tuning", self.tuning, {"paper", "released_code"})
 
 
@@ -276,10 +289,6 @@ class OKSPlusPlusConfig(_OKSPlusPlusFields, _KernelSelectionConfig):
     (logistic, square), ``norm_bound``, ``predict_with``, ``max_support`` (see
     :class:`OKSConfig`) and ``tuning`` (``_OKSPlusPlusFields``). No horizon needed."""
 
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_tuning()
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RFOKSPlusPlusConfig(_OKSPlusPlusFields, _RFSelectionConfig):
@@ -287,13 +296,9 @@ class RFOKSPlusPlusConfig(_OKSPlusPlusFields, _RFSelectionConfig):
     ``max_support``, plus ``n_components`` (D = 400), ``block_size`` and
     ``feature_cache_mb`` (see :class:`~okl_core.learners.multikernel.RandomFeatureMultiKernelConfig`)."""
 
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_tuning()
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _IOKSFields:
+class _IOKSFields(CheckedConfig):
     """IOKS fields.
 
     Parameters
@@ -309,7 +314,8 @@ class _IOKSFields:
     horizon: int
     loss_max: float = 1.0
 
-    def _check_ioks(self):
+    def __post_init__(self) -> None:
+        super().__post_init__()
         check_int("horizon", self.horizon, 2)
         check_positive("loss_max", self.loss_max)
 
@@ -320,20 +326,12 @@ class IOKSConfig(_IOKSFields, _KernelSelectionConfig):
     logistic, square), ``norm_bound``, ``predict_with``, ``max_support``, ``horizon`` and
     ``loss_max`` (see :class:`OKSConfig` and ``_IOKSFields``)."""
 
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_ioks()
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RFIOKSConfig(_IOKSFields, _RFSelectionConfig):
     """:class:`RFIOKS` parameters: as :class:`IOKSConfig` without ``max_support``, plus
     ``n_components`` (D = 400), ``block_size`` and ``feature_cache_mb`` (see
     :class:`~okl_core.learners.multikernel.RandomFeatureMultiKernelConfig`)."""
-
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_ioks()
 
 
 # -- states --------------------------------------------------------------------------------
@@ -464,102 +462,106 @@ def tsallis_step(q: np.ndarray, eta: np.ndarray, c_tilde: np.ndarray, tol: float
     return (base - eta * mu) ** power, mu
 
 
-# -- hypotheses: growing support sets or random-feature weights ---------------------------
+# -- the rules' statistics: each rule's part of the state ----------------------------------
+class OKSStats(NamedTuple):
+    """OKS: ``log_w`` (K,) normalised log-weights."""
+
+    log_w: np.ndarray
+
+
+class OKSPlusPlusStats(NamedTuple):
+    """OKS++: ``loss_sum`` (K,) ``L~``, ``sq_loss_sum`` () ``S``, ``delta_constant`` () ``a``."""
+
+    loss_sum: np.ndarray
+    sq_loss_sum: np.ndarray
+    delta_constant: np.ndarray
+
+
+class IOKSStats(NamedTuple):
+    """IOKS: ``q`` (K,), rates ``eta`` (K,), thresholds ``rho`` (K,), ``grad_sq_sum`` (K,)."""
+
+    q: np.ndarray
+    eta: np.ndarray
+    rho: np.ndarray
+    grad_sq_sum: np.ndarray
+
+
+StatsT = TypeVar("StatsT", OKSStats, OKSPlusPlusStats, IOKSStats)
+
+
+class SelectionState(State, Protocol):
+    """A kernel-selection state: storage, statistics, ``n_used`` (K,) and ``n_seen``."""
+
+    @property
+    def n_used(self) -> np.ndarray: ...
+
+
+SelectionStateT = TypeVar("SelectionStateT", bound=SelectionState)
+
+
+# -- storage: growing support sets or random-feature weights ------------------------------
+class Hypotheses(Protocol):
+    """The ``K`` hypotheses ``f_i`` during an update (a working copy of the state's storage)."""
+
+    def evaluate(self, i: int, x: np.ndarray) -> float:
+        """``f_i(x)`` for one float32 row."""
+
+    def feature_sq_norm(self) -> float:
+        """``||k(x, .)||^2`` of the row last evaluated."""
+
+    def step(self, i: int, x: np.ndarray, f: float, coef: float, bound: float | None) -> None:
+        """``f_i += coef k(x, .)`` (``f = f_i(x)``), then project onto ``||f_i|| <= bound`` if given."""
+
+    def fields(self) -> dict[str, np.ndarray]:
+        """The storage's state fields."""
+
+
 class _SupportSets:
     """Per-kernel support sets of an update (working copy of the state's grouped arrays).
 
-    Buffers are float64 and column-major (``(d, capacity)``), so that a row's inner
-    products with a kernel's support vectors read only the rows of its non-zero
-    coordinates (sparse data such as a9a read a tenth of the buffer).
+    Each kernel's set is a :class:`~okl_core.learners.support.SupportBuffer` of float64
+    columns (``(d, capacity)``), so that a row's inner products with a kernel's support
+    vectors read only the rows of its non-zero coordinates (sparse data such as a9a read a
+    tenth of the buffer); all kernels together are capped by ``max_support``.
     """
 
-    def __init__(self, learner, state):
-        self.learner = learner
-        self.dictionary = learner.dictionary
-        self.max_support = learner.config.max_support
-        counts = [int(c) for c in state.sv_count]
-        ends = np.cumsum(counts)
-        self.count = counts
-        self.cols, self.alpha, self.sq_rows = [], [], []
-        for i, m in enumerate(counts):
-            rows = state.sv_x[ends[i] - m : ends[i]].astype(np.float64)
-            cols = np.empty((state.sv_x.shape[1], max(16, 2 * m)))
-            cols[:, :m] = rows.T
-            alpha, sq = np.empty(cols.shape[1]), np.empty(cols.shape[1])
-            alpha[:m] = state.sv_alpha[ends[i] - m : ends[i]]
-            sq[:m] = np.einsum("ij,ij->i", rows, rows)
-            self.cols.append(cols)
-            self.alpha.append(alpha)
-            self.sq_rows.append(sq)
+    def __init__(self, kernels: list[Kernel], cap: SupportCap, state: SupportStateFields):
+        self.kernels = kernels
+        ends = np.cumsum(state.sv_count)
+        self.sets = [
+            SupportBuffer(state.sv_x[end - m : end], state.sv_alpha[end - m : end], cap, columns=True)
+            for m, end in zip(state.sv_count.tolist(), ends.tolist())
+        ]
         self.sq_norm = state.sq_norm.copy()
 
     def evaluate(self, i: int, x: np.ndarray) -> float:
-        """``f_i(x)``, for one float32 row ``x``."""
-        m = self.count[i]
-        if m == 0:
+        support = self.sets[i]
+        if not len(support):
             return 0.0
-        kernel, sigma = self.dictionary[i]
-        x64 = x.astype(np.float64)
-        if kernel == "gaussian":
-            # exact_kernel's formula with the support norms cached. einsum, not BLAS: a
-            # threaded BLAS sums in an order that depends on the thread count (models
-            # would differ between machines) and stalls when the cores are busy.
-            nz = np.flatnonzero(x64)
-            dots = np.einsum("k,km->m", x64[nz], self.cols[i][nz, :m])
-            sq = np.maximum(self.sq_rows[i][:m] + float(x64 @ x64) - 2.0 * dots, 0.0)
-            k = np.exp(sq * (-0.5 / sigma**2))
-        else:
-            k = exact_kernel(kernel, self.cols[i][:, :m].T, x64[None, :], sigma)[:, 0]
-        return float(np.einsum("m,m->", k, self.alpha[i][:m]))
+        k = self.kernels[i].row_against_buffer(x.astype(np.float64), support.vectors.view(), support.sq_norms.view())
+        return float(np.einsum("m,m->", k, support.alpha.view()))
 
     def feature_sq_norm(self) -> float:
         """``k(x, x)``, 1 for every dictionary kernel."""
-        return 1.0
+        return SELF_SIMILARITY
 
     def step(self, i: int, x: np.ndarray, f: float, coef: float, bound: float | None) -> None:
-        """``f_i += coef k(x, .)`` then, with a ``bound``, rescale ``f_i`` onto ``||f_i|| <= bound``."""
-        total = sum(self.count)
-        if total + 1 > self.max_support:
-            raise ValueError(
-                f"{self.learner.name}: the support set would exceed max_support={self.max_support} "
-                f"(it holds one row per update with a non-zero gradient); raise max_support or use "
-                f"the random-feature version for long streams"
-            )
-        m = self.count[i]
-        if m == self.cols[i].shape[1]:
-            self._grow(i)
-        x64 = x.astype(np.float64)
-        self.cols[i][:, m] = x64
-        self.alpha[i][m] = coef
-        self.sq_rows[i][m] = x64 @ x64
-        self.count[i] = m + 1
-        # ||f + c k(x,.)||^2 = ||f||^2 + 2 c f(x) + c^2 k(x, x), with k(x, x) = 1.
-        sq = max(self.sq_norm[i] + 2.0 * coef * f + coef * coef, 0.0)
+        support = self.sets[i]
+        support.append(x, coef, others=sum(map(len, self.sets)) - len(support))
+        # ||f + c k(x,.)||^2 = ||f||^2 + 2 c f(x) + c^2 k(x, x).
+        sq = max(self.sq_norm[i] + 2.0 * coef * f + coef * coef * SELF_SIMILARITY, 0.0)
         if bound is not None and sq > bound * bound:
-            self.alpha[i][: m + 1] *= bound / math.sqrt(sq)
+            support.alpha.view()[...] *= bound / math.sqrt(sq)
             sq = bound * bound
         self.sq_norm[i] = sq
 
-    def _grow(self, i: int) -> None:
-        m = self.count[i]
-        cols = np.empty((self.cols[i].shape[0], 2 * m))
-        cols[:, :m] = self.cols[i][:, :m]
-        self.cols[i] = cols
-        for name in ("alpha", "sq_rows"):
-            old = getattr(self, name)[i]
-            new = np.empty(2 * m)
-            new[:m] = old[:m]
-            getattr(self, name)[i] = new
-
-    def fields(self) -> dict:
-        """State fields: ``sv_x`` float32 grouped by kernel, ``sv_alpha``, ``sv_count``, ``sq_norm``."""
-        d = self.cols[0].shape[0]
-        rows = [self.cols[i][:, :m].T for i, m in enumerate(self.count)]
+    def fields(self) -> dict[str, np.ndarray]:
+        """``sv_x`` float32 grouped by kernel, ``sv_alpha``, ``sv_count``, ``sq_norm``."""
         return {
             # C order, as a loaded model has it: the layout changes BLAS rounding downstream.
-            "sv_x": np.ascontiguousarray(np.concatenate(rows), dtype=np.float32) if rows else np.zeros((0, d), np.float32),
-            "sv_alpha": np.concatenate([a[:m] for a, m in zip(self.alpha, self.count)]),
-            "sv_count": np.asarray(self.count, dtype=np.int64),
+            "sv_x": np.concatenate([support.rows() for support in self.sets]),
+            "sv_alpha": np.concatenate([support.alpha.view() for support in self.sets]),
+            "sv_count": np.asarray([len(support) for support in self.sets], dtype=np.int64),
             "sq_norm": self.sq_norm,
         }
 
@@ -567,12 +569,10 @@ class _SupportSets:
 class _FeatureWeights:
     """Per-kernel random-feature weights of an update: ``w`` (K, 2D), a row's features cached."""
 
-    def __init__(self, learner, state):
-        self.bank = learner.bank
-        self.w = state.w.copy()
-        self.clip = learner.config.radius / math.sqrt(learner.config.n_components)
-        self._omega = self.bank.stack()
-        self._z = None
+    def __init__(self, bank: KernelFeatureBank, w: np.ndarray, clip: float):
+        self.bank, self.w, self.clip = bank, w.copy(), clip
+        self._omega = bank.stack()
+        self._z = np.zeros(0)
 
     def evaluate(self, i: int, x: np.ndarray) -> float:
         self._z = self.bank.rows(self._omega[i : i + 1], x)[0]
@@ -588,312 +588,374 @@ class _FeatureWeights:
         if bound is not None:
             np.clip(self.w[i], -self.clip, self.clip, out=self.w[i])
 
-    def fields(self) -> dict:
+    def fields(self) -> dict[str, np.ndarray]:
         return {"w": self.w}
 
 
-# -- learners ------------------------------------------------------------------------------
-class _KernelSelection(KernelReportMixin, Learner):
-    """Shared loop: draw a kernel, predict with it, let the rule update; predict; reports."""
+class SupportStateFields(Protocol):
+    """The storage fields of a kernel version's state."""
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.dictionary = config.dictionary
-        self.K = len(self.dictionary)
-        self.loss_value, self.loss_grad = _paper_loss(config.loss)
-
-    # storage hooks (kernel support sets or random features)
-    def _hypotheses(self, state):
-        raise NotImplementedError
-
-    def _storage_init(self) -> dict:
-        raise NotImplementedError
-
-    def _predict_kernel(self, state, i: int, X: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    # rule hooks
-    def _rule_init(self) -> dict:
-        raise NotImplementedError
-
-    def _selection(self, state) -> tuple[np.ndarray, np.ndarray]:
-        """``(q, p)`` for the next example."""
-        raise NotImplementedError
-
-    def _step(self, hyp, stats: dict, x: np.ndarray, y: float, counter: int) -> float:
-        raise NotImplementedError
-
-    def init(self):
-        fields = {**self._storage_init(), **self._rule_init()}
-        return self.state_class(**fields, n_used=np.zeros(self.K, np.int64), n_seen=np.asarray(0, np.int64))
-
-    def update(self, state, X, y):
-        X, y = validate_xy(self, X, y)
-        hyp = self._hypotheses(state)
-        rule_fields = [k for k in self.state_class._fields if k not in self._storage_fields and k != "n_seen"]
-        stats = {k: np.array(getattr(state, k), copy=True) for k in rule_fields}
-        n_seen = int(state.n_seen)
-        scores = np.empty(len(y))
-        for r in range(len(y)):
-            scores[r] = self._step(hyp, stats, X[r], float(y[r]), n_seen + r)
-        new = self.state_class(**hyp.fields(), **stats, n_seen=np.asarray(n_seen + len(y), np.int64))
-        return new, scores
-
-    def _draw(self, p: np.ndarray, counter: int) -> int:
-        return draw_index(p, example_uniforms(self.config.seed, counter, 1)[0])
-
-    def predict(self, state, X) -> np.ndarray:
-        X, _ = validate_xy(self, X)
-        q, _ = self._selection(state)
-        if self.config.predict_with == "best":
-            return self._predict_kernel(state, int(np.argmax(q)), X)
-        out = np.zeros(len(X))
-        for i in range(self.K):
-            out += q[i] * self._predict_kernel(state, i, X)
-        return out
-
-    def _kernel_distribution(self, state):
-        q, _ = self._selection(state)
-        return q / q.sum()
-
-    def _kernel_counts(self, state):
-        return state.n_used
-
-    def sampling_probabilities(self, state) -> dict[str, float]:
-        """Kernel label -> probability ``p`` of drawing it for the next example."""
-        _, p = self._selection(state)
-        return dict(zip(self.kernel_labels, map(float, p)))
+    sv_x: np.ndarray
+    sv_alpha: np.ndarray
+    sv_count: np.ndarray
+    sq_norm: np.ndarray
 
 
-class _SupportStorage:
-    """Kernel versions: growing support sets (see the module docstring for the memory)."""
+class SupportStorage:
+    """Kernel versions' storage: one growing support set per kernel (memory: module docstring).
 
-    growing_fields = ("sv_x", "sv_alpha")
-    _storage_fields = ("sv_x", "sv_alpha", "sv_count", "sq_norm")
+    State fields ``sv_x`` (m, d) float32 grouped by kernel, ``sv_alpha`` (m,),
+    ``sv_count`` (K,), ``sq_norm`` (K,) the RKHS norms^2.
+    """
 
-    def _hypotheses(self, state):
-        return _SupportSets(self, state)
+    fields = ("sv_x", "sv_alpha", "sv_count", "sq_norm")
 
-    def _storage_init(self) -> dict:
+    def __init__(self, name: str, config: _KernelSelectionConfig):
+        self.n_inputs = config.n_inputs
+        self.kernels = [Kernel(kernel, sigma) for kernel, sigma in config.dictionary]
+        self.cap = SupportCap(
+            name,
+            "max_support",
+            config.max_support,
+            "the support set",
+            "it holds one row per update with a non-zero gradient: raise max_support or use the random-feature "
+            "version for long streams",
+        )
+
+    def init(self) -> dict[str, np.ndarray]:
+        K = len(self.kernels)
         return {
-            "sv_x": np.zeros((0, self.config.n_inputs), np.float32),
+            "sv_x": np.zeros((0, self.n_inputs), np.float32),
             "sv_alpha": np.zeros(0),
-            "sv_count": np.zeros(self.K, np.int64),
-            "sq_norm": np.zeros(self.K),
+            "sv_count": np.zeros(K, np.int64),
+            "sq_norm": np.zeros(K),
         }
 
-    def _predict_kernel(self, state, i, X):
+    def working(self, state) -> Hypotheses:
+        return _SupportSets(self.kernels, self.cap, state)
+
+    def predict(self, state, i: int, X: np.ndarray) -> np.ndarray:
+        """``f_i`` on the rows of ``X`` (exact kernel rows in bounded chunks)."""
         end = int(np.sum(state.sv_count[: i + 1]))
         start = end - int(state.sv_count[i])
         out = np.zeros(len(X))
         if start == end:
             return out
-        kernel, sigma = self.dictionary[i]
         rows, alpha = state.sv_x[start:end], state.sv_alpha[start:end]
         chunk = max(1, _PREDICT_CHUNK // (end - start))
         for a in range(0, len(X), chunk):
-            out[a : a + chunk] = exact_kernel(kernel, X[a : a + chunk], rows, sigma) @ alpha
+            out[a : a + chunk] = self.kernels[i].gram(X[a : a + chunk], rows) @ alpha
         return out
 
+
+class FeatureStorage:
+    """Random-feature versions' storage: weights ``w`` (K, 2D) on each kernel's seeded features,
+    clipped to ``+-U / sqrt(D)`` after a projected step."""
+
+    fields = ("w",)
+
+    def __init__(self, name: str, config: _RFSelectionConfig):
+        self.bank = KernelFeatureBank(config)
+        self.shape = (len(config.dictionary), 2 * config.n_components)
+        self.clip = config.radius / math.sqrt(config.n_components)
+
+    def init(self) -> dict[str, np.ndarray]:
+        return {"w": np.zeros(self.shape)}
+
+    def working(self, state) -> Hypotheses:
+        return _FeatureWeights(self.bank, state.w, self.clip)
+
+    def predict(self, state, i: int, X: np.ndarray) -> np.ndarray:
+        if not np.any(state.w[i]):
+            return np.zeros(len(X))
+        return self.bank.transform(i, X) @ state.w[i]
+
+
+# -- rules: draw a kernel, predict with it, update it and the selection statistics -------
+class SelectionRule(Generic[StatsT]):
+    """A kernel-selection rule: its statistics (a NamedTuple), the distributions they
+    define and one example's step.
+
+    Parameters
+    ----------
+    config
+        The learner's config (``loss``, ``radius`` and the rule's own fields).
+    n_kernels : int
+        ``K``.
+    """
+
+    stats_class: type[StatsT]
+
+    def __init__(self, config, n_kernels: int):
+        self.K = n_kernels
+        self.loss_value, self.loss_grad = _paper_loss(config.loss)
+
+    def init(self) -> StatsT:
+        """The statistics before any example."""
+        raise NotImplementedError
+
+    def stats_of(self, state) -> StatsT:
+        """The rule's statistics in ``state`` (the arrays themselves, not copies)."""
+        return self.stats_class(*(getattr(state, name) for name in self.stats_class._fields))
+
+    def distribution(self, stats: StatsT) -> tuple[np.ndarray, np.ndarray]:
+        """``(q, p)``: the selection distribution and the sampling one (with exploration)."""
+        raise NotImplementedError
+
+    def step(self, stats: StatsT, hyp: Hypotheses, x: np.ndarray, y: float, u: float) -> tuple[float, int, StatsT]:
+        """One example with uniform ``u``: returns the score, the kernel drawn and the new
+        statistics (``stats``' arrays may be updated in place: they are the update's copies)."""
+        raise NotImplementedError
+
+    def _observe(self, p: np.ndarray, hyp: Hypotheses, x: np.ndarray, y: float, u: float) -> tuple[int, float, float, float]:
+        """The bandit feedback: kernel ``i ~ p`` (inverse CDF of ``u``), its prediction ``f``,
+        and its loss and derivative at ``(f, y)``."""
+        i = draw_index(p, u)
+        f = hyp.evaluate(i, x)
+        return i, f, self.loss_value(f, y), self.loss_grad(f, y)
+
+
+class OKSRule(SelectionRule[OKSStats]):
+    """OKS (Algorithm 1) with the spec's tuning from the horizon T."""
+
+    stats_class = OKSStats
+
+    def __init__(self, config: OKSConfig, n_kernels: int):
+        super().__init__(config, n_kernels)
+        K, T = n_kernels, config.horizon
+        self.delta = min(1.0, (K / T) ** (1.0 / 3.0))
+        scale = config.step_scale if config.step_scale is not None else _OKS_STEP_SCALE[config.loss]
+        self.lam = scale * math.sqrt(self.delta / (K * T))
+        self.eta = math.sqrt(2.0 * (1.0 - self.delta) * math.log(K)) / math.sqrt(K * T)
+
+    def init(self) -> OKSStats:
+        return OKSStats(log_w=np.full(self.K, -math.log(self.K)))
+
+    def distribution(self, stats: OKSStats) -> tuple[np.ndarray, np.ndarray]:
+        q = normalized_weights(stats.log_w)
+        return q, (1.0 - self.delta) * q + self.delta / self.K
+
+    def step(self, stats: OKSStats, hyp: Hypotheses, x: np.ndarray, y: float, u: float) -> tuple[float, int, OKSStats]:
+        _, p = self.distribution(stats)
+        i, f, loss, grad = self._observe(p, hyp, x, y, u)
+        log_w = stats.log_w
+        log_w[i] -= self.eta * loss / p[i]
+        if grad != 0.0:
+            hyp.step(i, x, f, -self.lam * grad / p[i], None)
+        return f, i, OKSStats(log_w=log_normalize(log_w))
+
+
+class OKSPlusPlusRule(SelectionRule[OKSPlusPlusStats]):
+    """OKS++ (Theorem 3.1; Algorithm 3 for the random-feature version)."""
+
+    stats_class = OKSPlusPlusStats
+
+    def __init__(self, config: OKSPlusPlusConfig | RFOKSPlusPlusConfig, n_kernels: int):
+        super().__init__(config, n_kernels)
+        self.c0, self.g = _SMOOTHNESS[config.loss]
+        self.radius = config.radius
+        self.code_constant = config.tuning == "released_code" and config.loss == "logistic"
+
+    def init(self) -> OKSPlusPlusStats:
+        a = oks_pp_constant(self.radius, self.c0, self.g, self.K)
+        return OKSPlusPlusStats(loss_sum=np.zeros(self.K), sq_loss_sum=np.asarray(0.0), delta_constant=np.asarray(a))
+
+    def distribution(self, stats: OKSPlusPlusStats) -> tuple[np.ndarray, np.ndarray]:
+        q, p, _ = oks_pp_distribution(stats.loss_sum, float(stats.sq_loss_sum), float(stats.delta_constant))
+        return q, p
+
+    def step(
+        self, stats: OKSPlusPlusStats, hyp: Hypotheses, x: np.ndarray, y: float, u: float
+    ) -> tuple[float, int, OKSPlusPlusStats]:
+        K, U, gc0 = self.K, self.radius, self.g * self.c0
+        q, p = self.distribution(stats)
+        i, f, loss, grad = self._observe(p, hyp, x, y, u)
+        delta_constant = stats.delta_constant
+        if self.code_constant:  # the released script's a_t = exp(-y f) (see the config)
+            delta_constant = np.asarray(math.exp(min(-y * f, 700.0)))
+        a = float(delta_constant)
+        c_tilde = loss / p[i]
+        loss_sum = stats.loss_sum
+        loss_sum[i] += c_tilde
+        total = float(np.sum(loss_sum))
+        lam = (U ** (4.0 / 3.0) * max(a**3, 8.0 * total) ** (-1.0 / 6.0)) / (
+            math.sqrt(4.0 / 3.0) * K ** (1.0 / 6.0) * gc0 ** (1.0 / 3.0) * math.sqrt(1.0 + loss_sum[i])
+        )
+        sq_loss_sum = np.asarray(float(stats.sq_loss_sum) + q[i] * c_tilde * c_tilde)
+        if grad != 0.0:
+            hyp.step(i, x, f, -lam * grad / p[i], U)
+        return f, i, OKSPlusPlusStats(loss_sum=loss_sum, sq_loss_sum=sq_loss_sum, delta_constant=delta_constant)
+
+
+class IOKSRule(SelectionRule[IOKSStats]):
+    """IOKS (Algorithm 2; Algorithm 4 for the random-feature version)."""
+
+    stats_class = IOKSStats
+
+    def __init__(self, config: IOKSConfig | RFIOKSConfig, n_kernels: int):
+        super().__init__(config, n_kernels)
+        K, T, U = n_kernels, config.horizon, config.radius
+        self.delta = T**-0.75
+        self.upsilon = math.exp(2.0 / (3.0 * math.log(T)))
+        self.eta0 = 8.0 * config.loss_max * K ** (3.0 / 8.0) / (U * _LIPSCHITZ[config.loss] * math.sqrt(T * math.log(T)))
+        self.radius = U
+        self.loss_max = config.loss_max
+
+    def init(self) -> IOKSStats:
+        K = self.K
+        return IOKSStats(q=np.full(K, 1.0 / K), eta=np.full(K, self.eta0), rho=np.full(K, 2.0 * K), grad_sq_sum=np.zeros(K))
+
+    def _p(self, q: np.ndarray) -> np.ndarray:
+        return (1.0 - self.delta) * q + self.delta / self.K
+
+    def distribution(self, stats: IOKSStats) -> tuple[np.ndarray, np.ndarray]:
+        return stats.q, self._p(stats.q)
+
+    def step(self, stats: IOKSStats, hyp: Hypotheses, x: np.ndarray, y: float, u: float) -> tuple[float, int, IOKSStats]:
+        q, eta, U = stats.q, stats.eta, self.radius
+        p = self._p(q)
+        i, f, loss, grad = self._observe(p, hyp, x, y, u)
+        grad_sq_sum = stats.grad_sq_sum
+        grad_sq_sum[i] += (grad / p[i]) ** 2 * hyp.feature_sq_norm()
+        if grad != 0.0:
+            lam = U / (math.sqrt(2.0) * math.sqrt(1.0 + grad_sq_sum[i]))
+            hyp.step(i, x, f, -lam * grad / p[i], U)
+        c = min(loss / self.loss_max, 1.0)
+        max_eta = float(np.max(eta))
+        c_tilde = np.zeros(self.K)
+        c_tilde[i] = c / p[i] if p[i] >= max_eta else c / (p[i] + max_eta)
+        q_next, _ = tsallis_step(q, eta, c_tilde)
+        p_next = self._p(q_next)
+        grow = 1.0 / p_next > stats.rho
+        rho = np.where(grow, 2.0 / p_next, stats.rho)
+        return f, i, IOKSStats(q=q_next, eta=np.where(grow, eta * self.upsilon, eta), rho=rho, grad_sq_sum=grad_sq_sum)
+
+
+# -- learners: a rule and a storage ---------------------------------------------------------
+class _KernelSelection(MultiKernelLearner[SelectionStateT]):
+    """A selection rule (:class:`SelectionRule`) on a storage (:class:`SupportStorage` or
+    :class:`FeatureStorage`): draw a kernel, predict with it, let the rule update; predict;
+    reports. The state is the storage's fields, the rule's statistics, ``n_used``, ``n_seen``.
+    """
+
+    rule_class: ClassVar[type[SelectionRule]]
+    storage_class: ClassVar[type[SupportStorage] | type[FeatureStorage]]
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.rule: SelectionRule = self.rule_class(config, self.n_kernels)
+        self.storage = self.storage_class(self.name, config)
+
+    def init(self) -> SelectionStateT:
+        return self.state_class(
+            **self.storage.init(),
+            **self.rule.init()._asdict(),
+            n_used=np.zeros(self.n_kernels, np.int64),
+            n_seen=np.asarray(0, np.int64),
+        )
+
+    def update(self, state: SelectionStateT, X: ArrayLike, y: ArrayLike) -> tuple[SelectionStateT, np.ndarray]:
+        X, y = validate_xy(self, X, y)
+        hyp = self.storage.working(state)
+        stats = self.rule.stats_class(*(np.array(a, copy=True) for a in self.rule.stats_of(state)))
+        n_used = state.n_used.copy()
+        n_seen = int(state.n_seen)
+        uniforms = example_uniform_rows(self.config.seed, n_seen, n_seen + len(y), 1)[:, 0]
+        scores = np.empty(len(y))
+        for r in range(len(y)):
+            scores[r], i, stats = self.rule.step(stats, hyp, X[r], float(y[r]), float(uniforms[r]))
+            n_used[i] += 1
+        return self.state_class(**hyp.fields(), **stats._asdict(), n_used=n_used, n_seen=np.asarray(n_seen + len(y), np.int64)), scores
+
+    def distributions(self, state: SelectionStateT) -> tuple[np.ndarray, np.ndarray]:
+        """``(q, p)`` of ``state``: the selection distribution and the sampling one."""
+        return self.rule.distribution(self.rule.stats_of(state))
+
+    def predict(self, state: SelectionStateT, X: ArrayLike) -> np.ndarray:
+        X, _ = validate_xy(self, X)
+        q, _ = self.distributions(state)
+        if self.config.predict_with == "best":
+            return self.storage.predict(state, int(np.argmax(q)), X)
+        out = np.zeros(len(X))
+        for i in range(self.n_kernels):
+            out += q[i] * self.storage.predict(state, i, X)
+        return out
+
+    def kernel_distribution(self, state: SelectionStateT) -> np.ndarray:
+        q, _ = self.distributions(state)
+        return q / q.sum()
+
+    def kernel_counts(self, state: SelectionStateT) -> np.ndarray:
+        return state.n_used
+
+    def sampling_probabilities(self, state: SelectionStateT) -> dict[str, float]:
+        """Kernel label -> probability ``p`` of drawing it for the next example."""
+        _, p = self.distributions(state)
+        return dict(zip(self.kernel_labels, map(float, p)))
+
+
+class _SupportSelection(_KernelSelection[SelectionStateT]):
+    """Kernel versions: growing support sets (capped by ``max_support``); not mergeable."""
+
+    storage_class = SupportStorage
+    growing_fields = ("sv_x", "sv_alpha")
     merge_semantics = "none"
     mix_refusal = "its kernel models keep growing support sets, which cannot be merged or mixed (train rf_oks_pp or rf_ioks to mix)"
 
-    def merge(self, states, weights=None, base=None):
+    def merge(self, states: Sequence[SelectionStateT], weights: ArrayLike | None = None, base: SelectionStateT | None = None) -> SelectionStateT:
         raise NotMergeableError(
             f"{self.name}: kernel models keep growing support sets, which shards cannot average; "
             f"train the random-feature version (rf_oks_pp, rf_ioks) to merge"
         )
 
 
-class _FeatureStorage:
-    """Random-feature versions: weights ``w`` (K, 2D) on each kernel's seeded features."""
+class _FeatureSelection(_KernelSelection[SelectionStateT]):
+    """Random-feature versions: merge and mix field by field (the subclasses' declarations)."""
 
+    storage_class = FeatureStorage
+    storage: FeatureStorage
     runtime_fields = ("feature_cache_mb",)
-    _storage_fields = ("w",)
+    counted_fields = ("n_used", "n_seen")
+    mixable = True
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.bank = KernelFeatureBank(config)
-
-    def kernel_feature_specs(self):
+    def kernel_feature_specs(self) -> tuple[FeatureSpec, ...]:
         """Each kernel's :class:`~okl_core.features.FeatureSpec` (kernel ``i`` seeded by ``kernel_seed(seed, i)``)."""
-        return self.bank.specs
-
-    def _hypotheses(self, state):
-        return _FeatureWeights(self, state)
-
-    def _storage_init(self) -> dict:
-        return {"w": np.zeros((self.K, 2 * self.config.n_components))}
-
-    def _predict_kernel(self, state, i, X):
-        if not np.any(state.w[i]):
-            return np.zeros(len(X))
-        return self.bank.transform(i, X) @ state.w[i]
+        return self.storage.bank.specs
 
 
-class _OKSRule:
-    """OKS (Algorithm 1) with the spec's tuning from the horizon T."""
-
-    def __init__(self, config):
-        super().__init__(config)
-        K, T = self.K, config.horizon
-        self.delta = min(1.0, (K / T) ** (1.0 / 3.0))
-        scale = config.step_scale if config.step_scale is not None else _OKS_STEP_SCALE[config.loss]
-        self.lam = scale * math.sqrt(self.delta / (K * T))
-        self.eta = math.sqrt(2.0 * (1.0 - self.delta) * math.log(K)) / math.sqrt(K * T)
-
-    def _rule_init(self):
-        return {"log_w": np.full(self.K, -math.log(self.K))}
-
-    def _selection(self, state):
-        return self._distribution(state.log_w)
-
-    def _distribution(self, log_w):
-        q = normalized_weights(log_w)
-        return q, (1.0 - self.delta) * q + self.delta / self.K
-
-    def _step(self, hyp, stats, x, y, counter):
-        _, p = self._distribution(stats["log_w"])
-        i = self._draw(p, counter)
-        f = hyp.evaluate(i, x)
-        loss, grad = self.loss_value(f, y), self.loss_grad(f, y)
-        stats["log_w"][i] -= self.eta * loss / p[i]
-        stats["log_w"] = log_normalize(stats["log_w"])
-        if grad != 0.0:
-            hyp.step(i, x, f, -self.lam * grad / p[i], None)
-        stats["n_used"][i] += 1
-        return f
-
-
-class _OKSPlusPlusRule:
-    """OKS++ (Theorem 3.1; Algorithm 3 for the random-feature version)."""
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.c0, self.g = _SMOOTHNESS[config.loss]
-        self.radius = config.radius
-        self.code_constant = config.tuning == "released_code" and config.loss == "logistic"
-
-    def _rule_init(self):
-        a = oks_pp_constant(self.radius, self.c0, self.g, self.K)
-        return {"loss_sum": np.zeros(self.K), "sq_loss_sum": np.asarray(0.0), "delta_constant": np.asarray(a)}
-
-    def _selection(self, state):
-        q, p, _ = oks_pp_distribution(state.loss_sum, float(state.sq_loss_sum), float(state.delta_constant))
-        return q, p
-
-    def _step(self, hyp, stats, x, y, counter):
-        K, U, gc0 = self.K, self.radius, self.g * self.c0
-        q, p, _ = oks_pp_distribution(stats["loss_sum"], float(stats["sq_loss_sum"]), float(stats["delta_constant"]))
-        i = self._draw(p, counter)
-        f = hyp.evaluate(i, x)
-        loss, grad = self.loss_value(f, y), self.loss_grad(f, y)
-        if self.code_constant:  # the released script's a_t = exp(-y f) (see the config)
-            stats["delta_constant"] = np.asarray(math.exp(min(-y * f, 700.0)))
-        a = float(stats["delta_constant"])
-        c_tilde = loss / p[i]
-        stats["loss_sum"][i] += c_tilde
-        total = float(np.sum(stats["loss_sum"]))
-        lam = (U ** (4.0 / 3.0) * max(a**3, 8.0 * total) ** (-1.0 / 6.0)) / (
-            math.sqrt(4.0 / 3.0) * K ** (1.0 / 6.0) * gc0 ** (1.0 / 3.0) * math.sqrt(1.0 + stats["loss_sum"][i])
-        )
-        stats["sq_loss_sum"] = np.asarray(float(stats["sq_loss_sum"]) + q[i] * c_tilde * c_tilde)
-        if grad != 0.0:
-            hyp.step(i, x, f, -lam * grad / p[i], U)
-        stats["n_used"][i] += 1
-        return f
-
-
-
-class _IOKSRule:
-    """IOKS (Algorithm 2; Algorithm 4 for the random-feature version)."""
-
-    def __init__(self, config):
-        super().__init__(config)
-        K, T, U = self.K, config.horizon, config.radius
-        self.delta = T ** -0.75
-        self.upsilon = math.exp(2.0 / (3.0 * math.log(T)))
-        self.eta0 = 8.0 * config.loss_max * K ** (3.0 / 8.0) / (U * _LIPSCHITZ[config.loss] * math.sqrt(T * math.log(T)))
-        self.radius = U
-
-    def _rule_init(self):
-        K = self.K
-        return {
-            "q": np.full(K, 1.0 / K),
-            "eta": np.full(K, self.eta0),
-            "rho": np.full(K, 2.0 * K),
-            "grad_sq_sum": np.zeros(K),
-        }
-
-    def _selection(self, state):
-        return state.q, self._p(state.q)
-
-    def _p(self, q):
-        return (1.0 - self.delta) * q + self.delta / self.K
-
-    def _step(self, hyp, stats, x, y, counter):
-        q, eta, U = stats["q"], stats["eta"], self.radius
-        p = self._p(q)
-        i = self._draw(p, counter)
-        f = hyp.evaluate(i, x)
-        loss, grad = self.loss_value(f, y), self.loss_grad(f, y)
-        stats["grad_sq_sum"][i] += (grad / p[i]) ** 2 * hyp.feature_sq_norm()
-        if grad != 0.0:
-            lam = U / (math.sqrt(2.0) * math.sqrt(1.0 + stats["grad_sq_sum"][i]))
-            hyp.step(i, x, f, -lam * grad / p[i], U)
-        c = min(loss / self.config.loss_max, 1.0)
-        max_eta = float(np.max(eta))
-        c_tilde = np.zeros(self.K)
-        c_tilde[i] = c / p[i] if p[i] >= max_eta else c / (p[i] + max_eta)
-        stats["q"], _ = tsallis_step(q, eta, c_tilde)
-        p_next = self._p(stats["q"])
-        grow = 1.0 / p_next > stats["rho"]
-        stats["rho"] = np.where(grow, 2.0 / p_next, stats["rho"])
-        stats["eta"] = np.where(grow, eta * self.upsilon, eta)
-        stats["n_used"][i] += 1
-        return f
-
-
-
-class OKS(_OKSRule, _SupportStorage, _KernelSelection):
-    """OKS, the baseline of online kernel selection under bandit feedback (``oks``).
-
-    Kernel version with growing support sets (``max_support``); not mergeable. Needs the
-    horizon ``T`` (``horizon``; pipelines take it from the data set's row count).
-    """
+class OKS(_SupportSelection[OKSState]):
+    """OKS, the baseline of online kernel selection under bandit feedback (``oks``); kernel
+    version. Needs the horizon ``T`` (``horizon``; pipelines take it from the data set's row count)."""
 
     name = "oks"
     config_class = OKSConfig
     state_class = OKSState
+    rule_class = OKSRule
     conformance_params = {"kernels": "gaussian:0.5,gaussian:2", "horizon": 2000}
 
 
-class OKSPlusPlus(_OKSPlusPlusRule, _SupportStorage, _KernelSelection):
-    """OKS++ for smooth losses (``oks_pp``): data-dependent step, exploration and weights.
-
-    Kernel version with growing support sets (``max_support``); not mergeable.
-    """
+class OKSPlusPlus(_SupportSelection[OKSPlusPlusState]):
+    """OKS++ for smooth losses (``oks_pp``): data-dependent step, exploration and weights; kernel version."""
 
     name = "oks_pp"
     config_class = OKSPlusPlusConfig
     state_class = OKSPlusPlusState
+    rule_class = OKSPlusPlusRule
     conformance_params = {"kernels": "gaussian:0.5,gaussian:2"}
 
 
-class IOKS(_IOKSRule, _SupportStorage, _KernelSelection):
-    """IOKS for Lipschitz losses (``ioks``): Tsallis mirror step, increasing rates.
-
-    Kernel version with growing support sets (``max_support``); not mergeable. Needs the
-    horizon ``T`` (``horizon``; pipelines take it from the data set's row count).
-    """
+class IOKS(_SupportSelection[IOKSState]):
+    """IOKS for Lipschitz losses (``ioks``): Tsallis mirror step, increasing rates; kernel version.
+    Needs ``horizon`` (as :class:`OKS`)."""
 
     name = "ioks"
     config_class = IOKSConfig
     state_class = IOKSState
+    rule_class = IOKSRule
     conformance_params = {"kernels": "gaussian:0.5,gaussian:2", "horizon": 2000}
 
 
-class RFOKSPlusPlus(_OKSPlusPlusRule, _FeatureStorage, _KernelSelection):
+class RFOKSPlusPlus(_FeatureSelection[RFOKSPlusPlusState]):
     """RF-OKS++ (``rf_oks_pp``): OKS++ on seeded random features with coordinate clipping.
 
     Merge: ``w`` and the OKS++ sums averaged by ``n_seen``, usage counts added; mix alike
@@ -903,13 +965,12 @@ class RFOKSPlusPlus(_OKSPlusPlusRule, _FeatureStorage, _KernelSelection):
     name = "rf_oks_pp"
     config_class = RFOKSPlusPlusConfig
     state_class = RFOKSPlusPlusState
+    rule_class = OKSPlusPlusRule
     averaged_fields = ("w", "loss_sum", "sq_loss_sum", "delta_constant")
-    counted_fields = ("n_used", "n_seen")
-    mixable = True
     conformance_params = {"kernels": "gaussian:0.5,gaussian:2", "n_components": 32}
 
 
-class RFIOKS(_IOKSRule, _FeatureStorage, _KernelSelection):
+class RFIOKS(_FeatureSelection[RFIOKSState]):
     """RF-IOKS (``rf_ioks``): IOKS on seeded random features with coordinate clipping.
 
     Needs the horizon ``T`` (``horizon``). Merge: ``w``, ``q`` and the gradient sums
@@ -920,8 +981,7 @@ class RFIOKS(_IOKSRule, _FeatureStorage, _KernelSelection):
     name = "rf_ioks"
     config_class = RFIOKSConfig
     state_class = RFIOKSState
+    rule_class = IOKSRule
     averaged_fields = ("w", "q", "grad_sq_sum")
     maximum_fields = ("eta", "rho")
-    counted_fields = ("n_used", "n_seen")
-    mixable = True
     conformance_params = {"kernels": "gaussian:0.5,gaussian:2", "n_components": 32, "horizon": 2000}

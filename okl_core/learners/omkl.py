@@ -44,9 +44,10 @@ Draws: example ``t`` (0-based counter ``n_seen``) uses the words of generator
 ``(seed, t)`` (:func:`.multikernel.example_uniforms`): word 0 draws the selective node
 (unused when ``J = 1``), words ``1 + j M`` to ``(j + 1) M`` (inclusive) the ``M`` kernels
 of selective node ``j`` (0-based), by inverse CDF. The words are drawn (and ignored) while
-the graph is frozen, so the layout never depends on the state.
+the graph is frozen, so the layout never depends on the state. An update draws all its
+examples' words before its fold (:func:`.multikernel.example_uniform_rows`).
 
-Reports: :meth:`~.multikernel.KernelReportMixin.kernel_weights` (normalised weights),
+Reports: :meth:`~.multikernel.MultiKernelLearner.kernel_weights` (normalised weights),
 ``kernel_usage`` (examples on which each kernel was evaluated), ``best_kernel``;
 ``kernel_feature_specs()`` gives each kernel's FeatureSpec. Memory: ``theta`` is
 ``N x 2D`` float64; the frequencies (``N x d x D`` float32) are regenerated from the seed.
@@ -72,12 +73,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from okl_core.learners.base import (
-    Learner,
+    State,
     check_choice,
     check_fraction,
     check_int,
@@ -89,10 +91,10 @@ from okl_core.learners.base import (
 from okl_core.learners.multikernel import (
     OMKL_DICTIONARY,
     KernelFeatureBank,
-    KernelReportMixin,
+    MultiKernelLearner,
     RandomFeatureMultiKernelConfig,
     draw_index,
-    example_uniforms,
+    example_uniform_rows,
     log_normalize,
     normalized_weights,
 )
@@ -248,7 +250,20 @@ def observation_probabilities(probabilities: np.ndarray, p_selective: np.ndarray
     return p_selective @ (1.0 - (1.0 - probabilities) ** n_draws)
 
 
-class _RandomFeatureMultiKernel(KernelReportMixin, Learner):
+class _WeightedKernelsState(State, Protocol):
+    """What Raker's and OMKL-GF's states share: ``theta`` (N, 2D) and ``log_w`` (N,)."""
+
+    @property
+    def theta(self) -> np.ndarray: ...
+
+    @property
+    def log_w(self) -> np.ndarray: ...
+
+
+WeightedStateT = TypeVar("WeightedStateT", bound=_WeightedKernelsState)
+
+
+class _RandomFeatureMultiKernel(MultiKernelLearner[WeightedStateT]):
     """Shared parts: the feature bank, the per-kernel loss, mixture prediction, merging."""
 
     runtime_fields = ("feature_cache_mb",)
@@ -257,17 +272,13 @@ class _RandomFeatureMultiKernel(KernelReportMixin, Learner):
 
     def __init__(self, config):
         super().__init__(config)
-        self.dictionary = config.dictionary
         self.bank = KernelFeatureBank(config)
 
     def kernel_feature_specs(self):
         """Each kernel's :class:`~okl_core.features.FeatureSpec` (kernel ``n`` seeded by ``kernel_seed(seed, n)``)."""
         return self.bank.specs
 
-    def _n_kernels(self) -> int:
-        return len(self.dictionary)
-
-    def _kernel_distribution(self, state):
+    def kernel_distribution(self, state):
         return normalized_weights(state.log_w)
 
     def _step_theta(self, theta: np.ndarray, Z: np.ndarray, f: np.ndarray, y: float, eta_t: float) -> np.ndarray:
@@ -282,12 +293,12 @@ class _RandomFeatureMultiKernel(KernelReportMixin, Learner):
         theta -= eta_t * grad
         return losses
 
-    def predict(self, state, X) -> np.ndarray:
+    def predict(self, state: WeightedStateT, X: ArrayLike) -> np.ndarray:
         """Mixture of all kernels with the normalised weights ``sum_n (w_n / sum w) f_n(X)``."""
         X, _ = validate_xy(self, X)
         weights = normalized_weights(state.log_w)
         out = np.zeros(len(X))
-        for n in range(self._n_kernels()):
+        for n in range(self.n_kernels):
             if weights[n] > 0 and np.any(state.theta[n]):
                 out += weights[n] * (self.bank.transform(n, X) @ state.theta[n])
         return out
@@ -301,7 +312,7 @@ class _RandomFeatureMultiKernel(KernelReportMixin, Learner):
         return {"log_w": log_normalize((1.0 - weight) * log_normalize(local.log_w) + weight * log_normalize(merged.log_w))}
 
 
-class Raker(_RandomFeatureMultiKernel):
+class Raker(_RandomFeatureMultiKernel[RakerState]):
     """Raker: random-feature online multi-kernel regression with all kernels (``raker``).
 
     See the module docstring for the algorithm, :meth:`kernel_weights` for the weights.
@@ -320,21 +331,21 @@ class Raker(_RandomFeatureMultiKernel):
     }
 
     def init(self) -> RakerState:
-        N, D = self._n_kernels(), self.config.n_components
+        N, D = self.n_kernels, self.config.n_components
         return RakerState(
             theta=np.zeros((N, 2 * D)),
             log_w=np.full(N, -math.log(N)),
             n_seen=np.asarray(0, dtype=np.int64),
         )
 
-    def _kernel_counts(self, state):
-        return np.full(self._n_kernels(), int(state.n_seen), dtype=np.int64)
+    def kernel_counts(self, state):
+        return np.full(self.n_kernels, int(state.n_seen), dtype=np.int64)
 
-    def update(self, state: RakerState, X, y):
+    def update(self, state: RakerState, X: ArrayLike, y: ArrayLike) -> tuple[RakerState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         theta, log_w, n_seen = state.theta.copy(), state.log_w.copy(), int(state.n_seen)
         scores = np.empty(len(y))
-        omega = self.bank.stack() if len(y) else None
+        omega = self.bank.stack() if len(y) else np.empty((0, 0, 0), np.float32)  # no rows: no frequencies
         for i in range(len(y)):
             t = n_seen + i + 1
             eta_t = self.config.rate(self.config.eta, t)
@@ -348,7 +359,7 @@ class Raker(_RandomFeatureMultiKernel):
 
 
 
-class OMKLGF(_RandomFeatureMultiKernel):
+class OMKLGF(_RandomFeatureMultiKernel[OMKLGFState]):
     """OMKL-GF: online multi-kernel regression with graph-structured feedback (``omkl_gf``).
 
     See the module docstring for the algorithm, the draws, freezing and merging;
@@ -360,17 +371,10 @@ class OMKLGF(_RandomFeatureMultiKernel):
     config_class = OMKLGFConfig
     state_class = OMKLGFState
     counted_fields = ("n_used", "n_seen")
-    conformance_params = {
-        "kernels": "gaussian:0.5,gaussian:1,gaussian:4",
-        "n_components": 32,
-        "eta": 0.3,
-        "schedule": "constant",
-        "eta_e": 0.2,
-        "draws_per_node": 2,
-    }
+    conformance_params = {**Raker.conformance_params, "eta_e": 0.2, "draws_per_node": 2}
 
     def init(self) -> OMKLGFState:
-        N, D, J = self._n_kernels(), self.config.n_components, self.config.selective_nodes
+        N, D, J = self.n_kernels, self.config.n_components, self.config.selective_nodes
         return OMKLGFState(
             theta=np.zeros((N, 2 * D)),
             log_w=np.full(N, -math.log(N)),
@@ -380,43 +384,41 @@ class OMKLGF(_RandomFeatureMultiKernel):
             n_seen=np.asarray(0, dtype=np.int64),
         )
 
-    def _kernel_counts(self, state):
+    def kernel_counts(self, state):
         return state.n_used
 
-    def update(self, state: OMKLGFState, X, y):
+    def update(self, state: OMKLGFState, X: ArrayLike, y: ArrayLike) -> tuple[OMKLGFState, np.ndarray]:
         X, y = validate_xy(self, X, y)
-        work = {
-            "theta": state.theta.copy(),
-            "log_w": state.log_w.copy(),
-            "graph": state.graph.copy(),
-            "frozen": bool(state.frozen),
-            "n_used": state.n_used.copy(),
-        }
+        # The update's working copy; _step replaces its fields example by example.
+        work = OMKLGFState(
+            theta=state.theta.copy(),
+            log_w=state.log_w.copy(),
+            graph=state.graph.copy(),
+            frozen=np.asarray(bool(state.frozen)),
+            n_used=state.n_used.copy(),
+            n_seen=state.n_seen,
+        )
         n_seen = int(state.n_seen)
-        omega = self.bank.stack() if len(y) else None
+        omega = self.bank.stack() if len(y) else np.empty((0, 0, 0), np.float32)  # no rows: no frequencies
+        cfg = self.config
+        uniforms = example_uniform_rows(cfg.seed, n_seen, n_seen + len(y), 1 + cfg.selective_nodes * cfg.draws_per_node)
         scores = np.empty(len(y))
         for i in range(len(y)):
-            scores[i] = self._step(work, omega, X[i], y[i], n_seen + i)
-        new = OMKLGFState(
-            theta=work["theta"],
-            log_w=work["log_w"],
-            graph=work["graph"],
-            frozen=np.asarray(work["frozen"]),
-            n_used=work["n_used"],
-            n_seen=np.asarray(n_seen + len(y), dtype=np.int64),
-        )
-        return new, scores
+            scores[i], work = self._step(work, omega, X[i], y[i], n_seen + i, uniforms[i])
+        return work._replace(n_seen=np.asarray(n_seen + len(y), dtype=np.int64)), scores
 
-    def _step(self, work: dict, omega: np.ndarray, x: np.ndarray, y: float, counter: int) -> float:
-        """One example (0-based ``counter``): Algorithm 2 steps 1-7, updating ``work`` in place."""
+    def _step(
+        self, work: OMKLGFState, omega: np.ndarray, x: np.ndarray, y: float, counter: int, uniforms: np.ndarray
+    ) -> tuple[float, OMKLGFState]:
+        """One example (0-based ``counter``): Algorithm 2 steps 1-7; returns the prediction and
+        the new working state (``theta`` and ``n_used`` updated in place)."""
         cfg = self.config
         J, M = cfg.selective_nodes, cfg.draws_per_node
         t = counter + 1
         eta_t, eta_e = cfg.rate(cfg.eta, t), cfg.rate(cfg.eta_e, t)
-        uniforms = example_uniforms(cfg.seed, counter, 1 + J * M)
-        log_w, theta = work["log_w"], work["theta"]
+        log_w, theta, frozen = work.log_w, work.theta, bool(work.frozen)
         P = graph_probabilities(np.exp(log_w), eta_e, J)  # log_w is normalised
-        A = work["graph"] if work["frozen"] else draw_graph(P, uniforms[1:], M)
+        A = work.graph if frozen else draw_graph(P, uniforms[1:], M)
         # One selective node is chosen with probability (1 - eta_e) + eta_e = 1.
         p_sel = selective_probabilities(log_w, A, eta_e) if J > 1 else _ONE
         chosen = np.flatnonzero(A[:, draw_index(p_sel, uniforms[0]) if J > 1 else 0])
@@ -428,18 +430,16 @@ class OMKLGF(_RandomFeatureMultiKernel):
 
         losses = self._step_theta(sub, Z, f, y, eta_t)
         theta[chosen] = sub
-        if work["frozen"] and cfg.frozen_q == "conditional":
+        if frozen and cfg.frozen_q == "conditional":
             q = A.astype(np.float64) @ p_sel
         else:
             q = observation_probabilities(P, p_sel, M)
         b = int(math.floor(math.log2(J)))
         log_w[chosen] -= (eta_t / 2**b) * losses / q[chosen]
-        work["log_w"] = log_normalize(log_w)
-        work["n_used"][chosen] += 1
-        if not work["frozen"]:
-            work["graph"] = A
-            work["frozen"] = (y_hat - y) ** 2 < cfg.freeze_below
-        return y_hat
+        work.n_used[chosen] += 1
+        if not frozen:
+            work = work._replace(graph=A, frozen=np.asarray((y_hat - y) ** 2 < cfg.freeze_below))
+        return y_hat, work._replace(log_w=log_normalize(log_w))
 
     def _graph_fields(self, states) -> dict:
         """The first state's graph, frozen only when every state froze that same graph."""

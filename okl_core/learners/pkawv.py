@@ -62,7 +62,8 @@ import scipy.linalg as sla
 from numpy.typing import ArrayLike
 from scipy.linalg import lapack
 
-from okl_core.features import KERNELS, TaylorFeatures, taylor_basis_size
+from okl_core.features import TaylorFeatures, taylor_basis_size
+from okl_core.kernels import KERNELS, SELF_SIMILARITY, Kernel
 from okl_core.learners.base import (
     Learner,
     NotMergeableError,
@@ -71,8 +72,8 @@ from okl_core.learners.base import (
     check_positive,
     validate_xy,
 )
-from okl_core.learners.kernel_ogd import ExactKernelMixin
-from okl_core.random import block_bit_generator, uniform_open
+from okl_core.learners.support import GrowingArray, cap_error
+from okl_core.random import packed_uniforms
 
 __all__ = [
     "RidgeConfig",
@@ -192,7 +193,7 @@ def _no_weights(learner: Learner, weights) -> None:
         raise ValueError(f"{learner.name}: the merge is an exact sum of sufficient statistics and takes no weights")
 
 
-class _ExactRidge(ExactKernelMixin, Learner):
+class _ExactRidge(Learner[ExactRidgeState]):
     """Dual kernel ridge with the inverse grown by bordering; ``ordering`` set by subclass."""
 
     config_class = ExactRidgeConfig
@@ -203,6 +204,10 @@ class _ExactRidge(ExactKernelMixin, Learner):
     ordering = ""
     conformance_params = {"sigma": 1.0, "lam": 0.1}
 
+    def __init__(self, config: ExactRidgeConfig):
+        super().__init__(config)
+        self.kernel = Kernel.of(config)
+
     def init(self) -> ExactRidgeState:
         return ExactRidgeState(
             inputs=np.zeros((0, self.config.n_inputs), dtype=np.float32),
@@ -211,21 +216,20 @@ class _ExactRidge(ExactKernelMixin, Learner):
             n_seen=np.asarray(0, dtype=np.int64),
         )
 
-    def predict(self, state: ExactRidgeState, X) -> np.ndarray:
+    def predict(self, state: ExactRidgeState, X: ArrayLike) -> np.ndarray:
         """Each row's prediction as if it were the next example (its online score).
 
         KRR: ``k^T (K + lam I)^{-1} Y``; AWV shrinks it by ``lam / (k_tt + lam - k^T inv k)``.
         """
         X, _ = validate_xy(self, X)
-        K = self._kernel(X, state.inputs)
+        K = self.kernel.gram(X, state.inputs)
         krr = K @ (state.inverse @ state.targets)
         if self.ordering == "krr":
             return krr
-        k_tt = np.ones(len(X))  # k(x, x) = 1 for every supported kernel
-        schur = k_tt + self.config.lam - np.einsum("ij,ij->i", K @ state.inverse, K)
+        schur = self.kernel.diagonal(X) + self.config.lam - np.einsum("ij,ij->i", K @ state.inverse, K)
         return self.config.lam * krr / schur
 
-    def update(self, state: ExactRidgeState, X, y):
+    def update(self, state: ExactRidgeState, X: ArrayLike, y: ArrayLike) -> tuple[ExactRidgeState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         t0, n = len(state.targets), len(y)
         lam = self.config.lam
@@ -233,7 +237,7 @@ class _ExactRidge(ExactKernelMixin, Learner):
         targets = np.concatenate([state.targets, y])
         inv = np.zeros((t0 + n, t0 + n))
         inv[:t0, :t0] = state.inverse
-        K_batch = self._kernel(X, inputs)  # (n, t0 + n)
+        K_batch = self.kernel.gram(X, inputs)  # (n, t0 + n)
         scores = np.empty(n)
         for start in range(0, n, self.config.block_rows):
             stop = min(n, start + self.config.block_rows)
@@ -275,13 +279,14 @@ class _ExactRidge(ExactKernelMixin, Learner):
         states = self._merge_inputs(states)
         _no_weights(self, weights)
         skip = 0 if base is None else len(base.targets)
-        for s in states if base is not None else ():
-            if not np.array_equal(s.inputs[:skip], base.inputs):
-                raise NotMergeableError(f"{self.name}: a state did not start from the given base")
+        if base is not None:
+            for s in states:
+                if not np.array_equal(s.inputs[:skip], base.inputs):
+                    raise NotMergeableError(f"{self.name}: a state did not start from the given base")
         heads = [] if base is None else [base]
         inputs = np.concatenate([h.inputs for h in heads] + [s.inputs[skip:] for s in states])
         targets = np.concatenate([h.targets for h in heads] + [s.targets[skip:] for s in states])
-        K = self._kernel(inputs, inputs) + self.config.lam * np.eye(len(targets))
+        K = self.kernel.gram(inputs, inputs) + self.config.lam * np.eye(len(targets))
         inverse = _spd_inverse(K)
         return ExactRidgeState(inputs=inputs, targets=targets, inverse=inverse, n_seen=self._count("n_seen", states, base))
 
@@ -400,7 +405,7 @@ class TaylorState(NamedTuple):
     n_seen: np.ndarray
 
 
-class PKAWVTaylor(Learner):
+class PKAWVTaylor(Learner[TaylorState]):
     """PKAWV on the Taylor basis (registry name ``pkawv_taylor``).
 
     Per example ``v = phi(x_t)``: AWV predicts ``v^T A_t^{-1} b_{t-1}`` with
@@ -429,7 +434,7 @@ class PKAWVTaylor(Learner):
         r = self.features.n_outputs
         return TaylorState(gram=np.zeros((r, r)), b=np.zeros(r), a_inv=np.eye(r) / self.config.lam, n_seen=np.asarray(0, dtype=np.int64))
 
-    def predict(self, state: TaylorState, X) -> np.ndarray:
+    def predict(self, state: TaylorState, X: ArrayLike) -> np.ndarray:
         """Each row's prediction as if it were the next example (its online score).
 
         KRR: ``v^T A^{-1} b``; AWV: the same divided by ``1 + v^T A^{-1} v`` (O(r^2) per row).
@@ -444,7 +449,7 @@ class PKAWVTaylor(Learner):
                 out[start : start + len(Phi)] /= 1.0 + np.einsum("ij,ij->i", Phi @ state.a_inv, Phi)
         return out
 
-    def update(self, state: TaylorState, X, y):
+    def update(self, state: TaylorState, X: ArrayLike, y: ArrayLike) -> tuple[TaylorState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         cfg = self.config
         gram, b, a_inv = state.gram.copy(), state.b.copy(), state.a_inv.copy()
@@ -592,18 +597,11 @@ class NystromState(NamedTuple):
 def _kors_uniforms(seed: int, start: int, stop: int) -> np.ndarray:
     """Uniforms on (0, 1) for global rows ``start..stop-1``.
 
-    Row ``g`` uses word ``g % 1024`` of ``block_bit_generator(seed, g // 1024)``, so a
-    row's draw does not depend on how the stream is batched.
+    Row ``g`` uses word ``g % 1024`` of ``block_bit_generator(seed, g // 1024)``
+    (:func:`okl_core.random.packed_uniforms`), so a row's draw does not depend on how the
+    stream is batched.
     """
-    out = np.empty(stop - start)
-    g = start
-    while g < stop:
-        block, offset = divmod(g, _KORS_WORDS_PER_BLOCK)
-        take = min(stop - g, _KORS_WORDS_PER_BLOCK - offset)
-        words = block_bit_generator(seed, block).random_raw(offset + take)[offset:]
-        out[g - start : g - start + take] = uniform_open(words)
-        g += take
-    return out
+    return packed_uniforms(seed, start, stop, _KORS_WORDS_PER_BLOCK)
 
 
 def _border_inverse(inv: np.ndarray, column: np.ndarray, corner: float) -> np.ndarray:
@@ -635,7 +633,7 @@ def _cholesky_add_rows(R: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return new
 
 
-class PKAWVNystrom(ExactKernelMixin, Learner):
+class PKAWVNystrom(Learner[NystromState]):
     """PKAWV with sequential Nystrom projections and a KORS dictionary (``pkawv_nystrom``).
 
     At each example, in order:
@@ -684,6 +682,10 @@ class PKAWVNystrom(ExactKernelMixin, Learner):
     PIVOT_RTOL = 1e-12
     """A new point whose factor pivot^2 is <= PIVOT_RTOL * corner is not added."""
 
+    def __init__(self, config: PKAWVNystromConfig):
+        super().__init__(config)
+        self.kernel = Kernel.of(config)
+
     def init(self) -> NystromState:
         return NystromState(
             inputs=np.zeros((0, self.config.n_inputs), dtype=np.float32),
@@ -703,13 +705,13 @@ class PKAWVNystrom(ExactKernelMixin, Learner):
             return np.zeros(0)
         return sla.cho_solve((state.chol, False), state.kty, check_finite=False)
 
-    def predict(self, state: NystromState, X) -> np.ndarray:
+    def predict(self, state: NystromState, X: ArrayLike) -> np.ndarray:
         """Each row's prediction with the current dictionary (no KORS step is taken).
 
         KRR: ``k(x, I)^T alpha``; AWV: the same divided by ``1 + k^T A^{-1} k``.
         """
         X, _ = validate_xy(self, X)
-        K = self._kernel(X, state.inputs[state.dictionary])
+        K = self.kernel.gram(X, state.inputs[state.dictionary])
         krr = K @ self.coefficients(state)
         if self.config.ordering == "krr" or len(state.kty) == 0:
             return krr
@@ -724,25 +726,25 @@ class PKAWVNystrom(ExactKernelMixin, Learner):
     def _check_caps(self, n_rows: int, n_dictionary: int, row: int) -> None:
         cfg = self.config
         if n_dictionary > cfg.max_dictionary:
-            raise ValueError(
-                f"{self.name}: the KORS dictionary would grow past max_dictionary={cfg.max_dictionary} at row {row}; "
-                f"raise max_dictionary or mu (a larger mu keeps fewer points)"
+            raise cap_error(
+                self.name, "max_dictionary", cfg.max_dictionary, f"the KORS dictionary at row {row}",
+                "raise max_dictionary or mu (a larger mu keeps fewer points)",
             )
         need = self.state_bytes(n_rows, n_dictionary) / 2**20
         if need > cfg.max_state_mb:
-            raise ValueError(
-                f"{self.name}: the state would need {need:.0f} MiB for {n_rows} rows and {n_dictionary} dictionary "
-                f"points at row {row}, over max_state_mb={cfg.max_state_mb:g}; the state keeps every input "
-                f"(t (4 d + 8 + 8 m) + 16 m^2 + 24 m bytes): raise max_state_mb or train on fewer rows"
+            raise cap_error(
+                self.name, "max_state_mb", cfg.max_state_mb,
+                f"the state ({need:.0f} MiB for {n_rows} rows and {n_dictionary} dictionary points at row {row})",
+                "the state keeps every input (t (4 d + 8 + 8 m) + 16 m^2 + 24 m bytes): raise max_state_mb or train on fewer rows",
             )
 
-    def update(self, state: NystromState, X, y):
+    def update(self, state: NystromState, X: ArrayLike, y: ArrayLike) -> tuple[NystromState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         run = _NystromRun(self, state, X, y)
         scores = run.run()
         return run.state(), scores
 
-    def merge(self, states, weights=None, base=None):
+    def merge(self, states: Sequence[NystromState], weights: ArrayLike | None = None, base: NystromState | None = None) -> NystromState:
         raise NotMergeableError(
             f"{self.name} states cannot be merged: each shard draws its own KORS dictionary, so the "
             "projections differ (train with one shard, or use pkawv_taylor, whose states merge exactly)"
@@ -762,8 +764,7 @@ class _NystromRun:
         self.targets = np.concatenate([state.targets, y])
         m = len(state.dictionary)
         # K_{t,I} with spare columns: a new dictionary point fills one column in place.
-        self.knm = np.zeros((t0 + n, m + min(n, 64)))
-        self.knm[:t0, :m] = state.knm
+        self.knm = GrowingArray(state.knm, axis=1, capacity=m + min(n, 64), length=t0 + n)
         self.dictionary = list(state.dictionary.tolist())
         self.weights = state.kors_weights.copy()
         self.kors_inv = state.kors_inv.copy()
@@ -783,7 +784,7 @@ class _NystromRun:
         while i < n:
             length = min(max(self.cfg.block_rows, self.m), max(16, 2 * gap))
             stop = min(n, i + length)
-            Kw = self.learner._kernel(self.X[i:stop], self.inputs[self.dictionary])
+            Kw = self.learner.kernel.gram(self.X[i:stop], self.inputs[self.dictionary])
             add = self._kors(Kw, self.t0 + i)
             if decided:
                 add[0] = False
@@ -803,7 +804,7 @@ class _NystromRun:
         cfg = self.cfg
         B = Kw * self.weights
         q = np.einsum("ij,ij->i", B @ self.kors_inv, B) if self.m else np.zeros(len(Kw))
-        lev = np.maximum(1.0 - q, 0.0)  # k(x, x) = 1 for every supported kernel
+        lev = np.maximum(self.learner.kernel.diagonal(Kw) - q, 0.0)  # k(x, x) - q, one per row of the window
         tau = (1.0 + cfg.kors_eps) * lev / (lev + cfg.mu)
         self._kors_p = np.clip(cfg.beta * tau, 0.0, 1.0)
         return _kors_uniforms(cfg.seed, first_row, first_row + len(Kw)) < self._kors_p
@@ -813,7 +814,7 @@ class _NystromRun:
         y = self.y[start:stop]
         g0, g1 = self.t0 + start, self.t0 + stop
         m = self.m
-        self.knm[g0:g1, :m] = Phi
+        self.knm.data[g0:g1, :m] = Phi
         if m == 0:
             self.scores[start:stop] = 0.0
             return
@@ -830,9 +831,9 @@ class _NystromRun:
         g = self.t0 + row
         self.learner._check_caps(len(self.targets), m + 1, g)
         x = self.inputs[g : g + 1]
-        a = self.learner._kernel(self.inputs[:g], x)[:, 0]  # k(x_s, x_t), s < t
-        column = self.knm[:g, :m].T @ a + cfg.lam * k_dict
-        corner = a @ a + cfg.lam
+        a = self.learner.kernel.gram(self.inputs[:g], x)[:, 0]  # k(x_s, x_t), s < t
+        column = self.knm.data[:g, :m].T @ a + cfg.lam * k_dict
+        corner = a @ a + cfg.lam * SELF_SIMILARITY
         r = sla.solve_triangular(self.chol, column, trans="T", lower=False, check_finite=False) if m else np.zeros(0)
         pivot2 = corner - r @ r
         if not pivot2 > PKAWVNystrom.PIVOT_RTOL * corner:
@@ -842,9 +843,9 @@ class _NystromRun:
         chol[:m, m] = r
         chol[m, m] = math.sqrt(pivot2)
         self.chol = chol
-        if m == self.knm.shape[1]:
-            self.knm = np.concatenate([self.knm, np.zeros((len(self.knm), max(m, 16)))], axis=1)
-        self.knm[:g, m] = a
+        self.knm.reserve(1)
+        self.knm.data[:g, m] = a
+        self.knm.size = m + 1
         self.kty = np.append(self.kty, a @ self.targets[:g])
         s = 1.0 / p
         self.kors_inv = _border_inverse(self.kors_inv, self.weights * k_dict * s, s * s + cfg.mu)
@@ -861,7 +862,7 @@ class _NystromRun:
         return NystromState(
             inputs=self.inputs,
             targets=self.targets,
-            knm=np.ascontiguousarray(self.knm[:, :m]),
+            knm=np.ascontiguousarray(self.knm.view()),
             dictionary=np.asarray(self.dictionary, dtype=np.int64),
             kors_weights=self.weights,
             kors_inv=self.kors_inv,

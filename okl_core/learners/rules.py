@@ -1,17 +1,151 @@
-"""Per-example update rules shared by FOGD, kernel OGD / Perceptron and NOGD (spec/fogd_nogd.md).
+"""Per-example update rules and the per-row fold shared by FOGD, kernel OGD / Perceptron and
+NOGD (spec/fogd_nogd.md).
 
 A rule maps a score ``f`` and a label ``y`` to the coefficient to add -- a float, or a
 ``(C,)`` array for multiclass -- or None when the example triggers no update. FOGD adds
 ``coefficient * z(x)`` to its weights, the kernel expansions add ``x`` with that
 coefficient to their support set, and NOGD does one or the other depending on its phase,
 so the papers' rules are written once, here.
+
+:func:`fold` is the papers' online protocol, also written once: for each row, score it
+with the current model, record the score, let the rule decide, and add the coefficient
+before the next row. What "score" and "add" mean is the model's (a :class:`RowModel`):
+weights on precomputed features, a growing support set, NOGD's budgeted expansion.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
 import numpy as np
 
-__all__ = ["BinaryHingeRule", "PerceptronRule", "MulticlassHingeRule", "RegressionRule", "output_shape"]
+from okl_core.learners.base import CheckedConfig, check_choice, check_int, check_nonnegative, check_positive
+
+__all__ = [
+    "HingeRuleConfig",
+    "MulticlassRuleConfig",
+    "RegressionRuleConfig",
+    "BinaryHingeRule",
+    "PerceptronRule",
+    "MulticlassHingeRule",
+    "RegressionRule",
+    "Rule",
+    "RowModel",
+    "LinearRows",
+    "fold",
+    "output_shape",
+]
+
+CoefT = TypeVar("CoefT")
+CoefT_contra = TypeVar("CoefT_contra", contravariant=True)
+
+
+class RowModel(Protocol[CoefT_contra]):
+    """A model learned row by row by :func:`fold`.
+
+    ``score(i)`` returns the model's current score of row ``i`` (a float, or a ``(C,)``
+    array); ``add(i, coef)`` learns row ``i`` with the coefficient the rule decided and
+    returns True when the fold must stop after this row (NOGD leaving its kernel phase).
+    """
+
+    def score(self, i: int) -> Any: ...
+
+    def add(self, i: int, coef: CoefT_contra) -> bool: ...
+
+
+def fold(decide: Callable[[Any, Any], CoefT | None], model: RowModel[CoefT], y: np.ndarray, scores: np.ndarray, start: int = 0) -> int:
+    """Learn rows ``start, start + 1, ...`` of ``y`` in order: predict, score, then learn.
+
+    For each row ``i``: ``f = model.score(i)``, ``scores[i] = f``, ``coef = decide(f, y[i])``
+    and, unless ``coef`` is None, ``model.add(i, coef)``. ``decide`` is a rule (or, for a
+    model that takes another form of the decision, a method of one such as
+    :meth:`MulticlassHingeRule.rival`).
+
+    Returns
+    -------
+    int
+        The row after the last one learned: ``len(y)``, or earlier when ``add`` asked to stop.
+    """
+    score, add = model.score, model.add
+    for i in range(start, len(y)):
+        f = score(i)
+        scores[i] = f
+        coef = decide(f, y[i])
+        if coef is not None and add(i, coef):
+            return i + 1
+    return len(y)
+
+
+class LinearRows:
+    """Weights ``w`` on precomputed feature rows ``Z``: ``f = z . w``, learning ``w += z (x) coef``.
+
+    ``w`` is ``(k,)`` or ``(k, C)`` float64 and is updated in place; ``Z`` rows (float32 or
+    float64) are widened to float64 one at a time, as they are learned.
+    """
+
+    __slots__ = ("w", "Z", "_z")
+
+    def __init__(self, w: np.ndarray, Z: np.ndarray):
+        self.w, self.Z = w, Z
+        self._z = np.zeros(0)
+
+    def score(self, i: int) -> Any:
+        z = self._z = self.Z[i].astype(np.float64, copy=False)
+        return z @ self.w
+
+    def add(self, i: int, coef: Any) -> bool:
+        w = self.w
+        if isinstance(coef, np.ndarray):  # (C,): an outer product
+            w += np.multiply.outer(self._z, coef)
+        else:
+            w += coef * self._z
+        return False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HingeRuleConfig(CheckedConfig):
+    """The binary hinge rule's parameter: the step ``eta`` (> 0; each learner sets its default)."""
+
+    eta: float
+    task = "binary"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("eta", self.eta)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MulticlassRuleConfig(CheckedConfig):
+    """The multiclass hinge rule's parameters: ``n_classes`` (>= 2) and the step ``eta`` (> 0)."""
+
+    n_classes: int
+    eta: float
+    task = "multiclass"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("n_classes", self.n_classes, 2)
+        check_positive("eta", self.eta)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RegressionRuleConfig(CheckedConfig):
+    """The regression rule's parameters: the step ``eta`` (> 0), ``eps`` (>= 0) and the
+    ``threshold`` reading (``'absolute'``: ``|y - f| > eps``, the authors' code, default;
+    ``'squared'``: ``(y - f)^2 > eps``, the paper's text)."""
+
+    eta: float
+    eps: float = 0.1
+    threshold: str = "absolute"
+    task = "regression"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("eta", self.eta)
+        check_nonnegative("eps", self.eps)
+        check_choice("threshold", self.threshold, {"absolute", "squared"})
 
 
 class BinaryHingeRule:
@@ -86,6 +220,10 @@ class RegressionRule:
         return self.eta * residual if size > self.eps else None
 
 
-def output_shape(rule, n: int) -> tuple:
+Rule = BinaryHingeRule | PerceptronRule | MulticlassHingeRule | RegressionRule
+"""The rules of this module (each maps ``(f, y)`` to a coefficient or None)."""
+
+
+def output_shape(rule: Rule, n: int) -> tuple[int, ...]:
     """Shape of ``n`` coefficients (or scores) of ``rule``: ``(n,)`` or ``(n, C)``."""
     return (n,) if rule.n_outputs is None else (n, rule.n_outputs)

@@ -113,3 +113,35 @@ def test_invalid_parameters():
         okl_core.make_learner("kernel_ogd_r", n_inputs=3, threshold="cubic")
     with pytest.raises(ValueError, match="n_classes"):
         okl_core.make_learner("mkernel_ogd", n_inputs=3, n_classes=1)
+
+
+@pytest.mark.parametrize("name", ["kernel_ogd", "kernel_perceptron"])
+def test_the_support_set_is_capped_by_max_support(name):
+    learner = okl_core.make_learner(name, n_inputs=3, sigma=1.0, max_support=5)
+    X = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+    y = np.where(np.arange(40) % 2 == 0, 1, -1)
+    state = learner.init()
+    with pytest.raises(ValueError, match="max_support=5"):
+        for i in range(40):
+            state, _ = learner.update(state, X[i : i + 1], y[i : i + 1])
+    assert len(state.support) == 5
+
+
+def test_a_model_file_from_before_max_support_loads_with_the_default(monkeypatch):
+    learner = okl_core.make_learner("kernel_ogd", n_inputs=2, sigma=1.0)
+    state, _ = learner.update(learner.init(), np.ones((3, 2), np.float32), np.array([1, -1, 1]))
+    data = okl_core.model_bytes(learner, state)
+    header = okl_core.state._header
+
+    def old_header(learner, state):  # the header as written before the field existed
+        written = header(learner, state)
+        del written["config"]["max_support"]
+        return written
+
+    monkeypatch.setattr(okl_core.state, "_header", old_header)
+    old = okl_core.model_bytes(learner, state)
+    monkeypatch.undo()
+    assert old != data
+    loaded, loaded_state = okl_core.model_from_bytes(old)
+    assert loaded.config.max_support == 100_000
+    assert okl_core.model_bytes(loaded, loaded_state) == data

@@ -74,3 +74,26 @@ def test_seed_and_block_ranges_are_checked():
         block_bit_generator(-1, 0)
     with pytest.raises(ValueError):
         block_bit_generator(0, 2**64)
+
+
+@pytest.mark.parametrize("start", [0, 1000, 2**63 - 5, 2**64 - 7])
+@pytest.mark.parametrize("n_words", [1, 4, 9])
+def test_row_words_are_the_words_of_a_fresh_generator_per_row(start, n_words):
+    from okl_core.random import row_words
+
+    seed = 2**64 - 3
+    got = row_words(seed, start, start + 7, n_words)
+    want = np.stack([block_bit_generator(seed, t).random_raw(n_words) for t in range(start, start + 7)])
+    np.testing.assert_array_equal(got, want)
+    assert row_words(seed, start, start, n_words).shape == (0, n_words)
+    with pytest.raises(ValueError):
+        row_words(seed, 2**64 - 2, 2**64 + 1, 1)
+
+
+def test_packed_uniforms_cut_anywhere_are_the_same_draws():
+    from okl_core.random import packed_uniforms, uniform_open
+
+    whole = packed_uniforms(4, 0, 2500, 1000)
+    pieces = np.concatenate([packed_uniforms(4, a, b, 1000) for a, b in ((0, 1), (1, 999), (999, 2001), (2001, 2500))])
+    np.testing.assert_array_equal(whole, pieces)
+    np.testing.assert_array_equal(whole[1000:1010], uniform_open(block_bit_generator(4, 1).random_raw(10)))

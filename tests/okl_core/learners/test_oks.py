@@ -244,7 +244,7 @@ def test_ioks_keeps_q_summing_to_one_at_every_step():
     for i in range(len(y)):
         state, _ = learner.update(state, X[i : i + 1], y[i : i + 1])
         assert abs(float(state.q.sum()) - 1.0) <= 1e-5
-        assert np.all(state.eta >= learner.eta0)  # the rates only increase
+        assert np.all(state.eta >= learner.rule.eta0)  # the rates only increase
 
 
 @pytest.mark.parametrize("name", ["oks_pp", "rf_oks_pp"])
@@ -289,7 +289,7 @@ def test_support_sets_keep_exact_values_and_rkhs_norms(kernels):
         assert alpha @ gram @ alpha == pytest.approx(float(state.sq_norm[i]), rel=1e-9, abs=1e-12)
         assert math.sqrt(max(alpha @ gram @ alpha, 0)) <= 2.0 * (1 + 1e-9)  # projected onto ||f|| <= U
         learner_i = okl_core.make_learner("oks_pp", n_inputs=3, kernels=kernels, norm_bound=2.0)
-        np.testing.assert_allclose(learner_i._predict_kernel(state, i, X), exact_kernel(kernel, X, rows, sigma) @ alpha)
+        np.testing.assert_allclose(learner_i.storage.predict(state, i, X), exact_kernel(kernel, X, rows, sigma) @ alpha)
         start = stop
     assert start == len(state.sv_x) == int(state.n_seen)  # logistic gradients are never zero
 
@@ -346,9 +346,9 @@ def test_predict_with_the_best_kernel_or_the_q_mixture(name):
     mixture = okl_core.make_learner(name, n_inputs=3, predict_with="mixture", **params)
     state, _ = best.update(best.init(), X, y)
     q = np.array(list(best.kernel_weights(state).values()))
-    per_kernel = np.stack([best._predict_kernel(state, i, X) for i in range(3)])
+    per_kernel = np.stack([best.storage.predict(state, i, X) for i in range(3)])
     np.testing.assert_array_equal(best.predict(state, X), per_kernel[int(np.argmax(q))])
-    raw_q = best._selection(state)[0]
+    raw_q = best.distributions(state)[0]
     np.testing.assert_allclose(mixture.predict(state, X), raw_q @ per_kernel)
     assert best.best_kernel(state) == best.kernel_labels[int(np.argmax(q))]
 
@@ -386,3 +386,13 @@ def test_square_loss_learns_a_regression_stream(name):
         state, _ = learner.update(state, X, y)
     X_test, y_test = stream("regression", n=300, seed=1)
     assert np.mean((learner.predict(state, X_test) - y_test) ** 2) < 0.5 * np.var(y_test)
+
+
+@pytest.mark.parametrize("name", ["oks", "oks_pp", "ioks", "rf_oks_pp", "rf_ioks"])
+def test_a_state_is_the_storage_fields_the_rule_statistics_and_the_counters(name):
+    horizon = {"horizon": 100} if name in ("oks", "ioks", "rf_ioks") else {}
+    learner = okl_core.make_learner(name, n_inputs=3, kernels=KERNELS, **horizon)
+    fields = learner.storage.fields + learner.rule.stats_class._fields + ("n_used", "n_seen")
+    assert learner.state_class._fields == fields
+    state = learner.init()
+    assert learner.rule.stats_of(state) == tuple(getattr(state, f) for f in learner.rule.stats_class._fields)

@@ -1,0 +1,192 @@
+"""Exact kernels: the one place where okl evaluates ``k(x, x')`` on inputs.
+
+Every exact-kernel learner -- kernel OGD and Perceptron, NOGD, KRR and Kernel-AWV,
+PKAWV-Nystroem, OKS, OKS++ and IOKS -- and the median heuristic compute their kernels
+and distances here. (Random-feature learners approximate the same kernels through
+:mod:`okl_core.features`.)
+
+=========  ===========================================  ==============================
+kernel     k(x, x')                                     frequencies of its features
+=========  ===========================================  ==============================
+gaussian   exp(-||x - x'||^2 / (2 sigma^2))             normal, scale 1/sigma
+laplacian  exp(-||x - x'||_1 / sigma)                   Cauchy, scale 1/sigma
+cauchy     prod_i 1 / (1 + (x_i - x'_i)^2 / sigma^2)    Laplace, scale 1/sigma
+=========  ===========================================  ==============================
+
+**k(x, x) = 1** for every one of them (:data:`SELF_SIMILARITY`, :func:`diagonal`): the
+learners that need ``k(x, x)`` -- the RKHS norm bookkeeping of OKS's projection, KORS
+leverage scores, AWV's shrinkage -- take it from here instead of computing it.
+
+Determinism (the same bits on every machine, see :mod:`okl_core.numerics`):
+
+* :func:`exact_kernel` (a Gram matrix, many rows at once) is float64 with the cross term
+  a BLAS product ``X @ Y.T``; learners call it inside their pinned methods, so BLAS runs
+  with one thread and the result does not depend on the machine's thread count.
+* :func:`row_against_buffer` (one row against a stored buffer, the per-example path of
+  OKS) uses ``einsum`` rather than BLAS for the Gaussian: a fixed summation order that no
+  BLAS build or thread count changes, and it reads only the buffer rows of the row's
+  non-zero coordinates (sparse data such as a9a read a tenth of the buffer). Its scale is
+  a multiplication by ``-1 / (2 sigma^2)`` where :func:`exact_kernel` divides by
+  ``2 sigma^2``: the two agree to one rounding (exactly when ``2 sigma^2`` is a power of
+  two), and each stays as it is so that existing models keep their bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from okl_core.numerics import pinned
+from okl_core.random import permutation
+
+__all__ = [
+    "KERNELS",
+    "SELF_SIMILARITY",
+    "Kernel",
+    "exact_kernel",
+    "diagonal",
+    "squared_distances",
+    "row_against_buffer",
+    "median_heuristic",
+]
+
+KERNELS = {"gaussian": "normal", "laplacian": "cauchy", "cauchy": "laplace"}
+"""Kernel name -> distribution of its random Fourier frequencies (in units of 1/sigma)."""
+
+SELF_SIMILARITY = 1.0
+"""``k(x, x)`` for every kernel of :data:`KERNELS` (each is 1 at zero distance)."""
+
+
+def _check_kernel(kernel: str) -> None:
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
+
+
+def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """``||X_i - Y_j||^2`` of float64 rows, from norms and a product (clipped at 0)."""
+    sq = (X * X).sum(1)[:, None] + (Y * Y).sum(1)[None, :] - 2.0 * X @ Y.T
+    return np.maximum(sq, 0.0)
+
+
+def _absolute_differences(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """``|X_i - Y_j|`` coordinate by coordinate, ``(len(X), len(Y), d)``."""
+    return np.abs(X[:, None, :] - Y[None, :, :])
+
+
+def exact_kernel(kernel: str, X: ArrayLike, Y: ArrayLike, sigma: float) -> np.ndarray:
+    """Exact kernel matrix ``k(X_i, Y_j)`` (float64) for the kernels in :data:`KERNELS`."""
+    X = np.asarray(X, dtype=np.float64)
+    Y = np.asarray(Y, dtype=np.float64)
+    if kernel == "gaussian":
+        return np.exp(-squared_distances(X, Y) / (2.0 * sigma**2))
+    _check_kernel(kernel)
+    diff = _absolute_differences(X, Y)
+    if kernel == "laplacian":
+        return np.exp(-diff.sum(-1) / sigma)
+    return np.prod(1.0 / (1.0 + (diff / sigma) ** 2), axis=-1)  # cauchy
+
+
+def diagonal(X: ArrayLike) -> np.ndarray:
+    """``k(x, x)`` of each row of ``X``: :data:`SELF_SIMILARITY` for every kernel."""
+    return np.full(len(np.asarray(X)), SELF_SIMILARITY)
+
+
+def row_against_buffer(kernel: str, sigma: float, x: np.ndarray, columns: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
+    """``k(s_j, x)`` for the vectors ``s_j`` stored as the columns of a buffer.
+
+    Parameters
+    ----------
+    kernel, sigma
+        The kernel.
+    x : (d,) float64
+        One row.
+    columns : (d, m) float64
+        The stored vectors as columns (a buffer's first ``m`` columns).
+    sq_norms : (m,) float64
+        Their squared norms ``||s_j||^2`` (used by the Gaussian).
+
+    Returns
+    -------
+    ndarray (m,) float64
+        See the module docstring for the arithmetic (einsum, non-zero coordinates only).
+    """
+    if kernel == "gaussian":
+        nz = np.flatnonzero(x)
+        dots = np.einsum("k,km->m", x[nz], columns[nz])
+        sq = np.maximum(sq_norms + float(x @ x) - 2.0 * dots, 0.0)
+        return np.exp(sq * (-0.5 / sigma**2))
+    return exact_kernel(kernel, columns.T, x[None, :], sigma)[:, 0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    """One kernel with its bandwidth: the part an exact-kernel learner computes with.
+
+    Parameters
+    ----------
+    name : {'gaussian', 'laplacian', 'cauchy'}
+    sigma : float
+        Bandwidth (> 0).
+    """
+
+    name: str
+    sigma: float
+
+    def __post_init__(self) -> None:
+        _check_kernel(self.name)
+
+    @classmethod
+    def of(cls, config) -> "Kernel":
+        """The kernel of a config with ``kernel`` and ``sigma`` fields."""
+        return cls(config.kernel, config.sigma)
+
+    def gram(self, X: ArrayLike, Y: ArrayLike) -> np.ndarray:
+        """``k(X_i, Y_j)`` (float64), see :func:`exact_kernel`."""
+        return exact_kernel(self.name, X, Y, self.sigma)
+
+    def diagonal(self, X: ArrayLike) -> np.ndarray:
+        """``k(x, x)`` of each row (all 1)."""
+        return diagonal(X)
+
+    def row_against_buffer(self, x: np.ndarray, columns: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
+        """``k(s_j, x)`` for a buffer's columns, see :func:`row_against_buffer`."""
+        return row_against_buffer(self.name, self.sigma, x, columns, sq_norms)
+
+
+@pinned
+def median_heuristic(X: ArrayLike, n_samples: int = 1000, seed: int = 0, metric: str = "euclidean") -> float:
+    """Median pairwise distance over a fixed-seed subsample of rows (the papers' sigma).
+
+    Parameters
+    ----------
+    X : array-like of shape (n, d)
+    n_samples : int
+        Rows drawn without replacement (all rows when ``n <= n_samples``).
+    seed : int
+        Seed of the subsample (through :func:`okl_core.random.block_bit_generator`).
+    metric : {'euclidean', 'l1'}
+        Distance; use ``'l1'`` for the Laplacian kernel.
+
+    Returns
+    -------
+    float
+        The median of the distances between distinct sampled rows (> 0).
+    """
+    rows = np.asarray(X, dtype=np.float64)
+    if rows.ndim != 2 or rows.shape[0] < 2:
+        raise ValueError(f"median heuristic needs at least 2 rows of a 2-d array, got shape {rows.shape}")
+    if rows.shape[0] > n_samples:
+        rows = rows[np.sort(permutation(rows.shape[0], seed, 0)[:n_samples])]
+    iu = np.triu_indices(rows.shape[0], k=1)
+    if metric == "euclidean":
+        dist = np.sqrt(squared_distances(rows, rows)[iu])
+    elif metric == "l1":
+        dist = _absolute_differences(rows, rows).sum(-1)[iu]
+    else:
+        raise ValueError(f"metric must be 'euclidean' or 'l1', got {metric!r}")
+    med = float(np.median(dist))
+    if not med > 0:
+        raise ValueError("median pairwise distance is 0: the sampled rows are identical")
+    return med

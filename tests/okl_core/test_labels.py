@@ -1,0 +1,42 @@
+"""okl_core.labels: a learner refuses exactly the labels the dead-letter path sends away."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import okl_core
+from okl_core.data.validate import check_rows
+from okl_core.labels import TASKS, bad_labels, check_task
+
+CANDIDATES = [-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, 7.0, np.nan, np.inf, -np.inf]
+
+
+@pytest.mark.parametrize(("name", "params"), [("fogd", {}), ("mfogd", {"n_classes": 3}), ("fogd_r", {})])
+def test_the_learner_accepts_exactly_the_rows_check_rows_keeps(name, params):
+    learner = okl_core.make_learner(name, n_inputs=1, n_components=4, **params)
+    n_classes = params.get("n_classes")
+    y = np.array(CANDIDATES, dtype=np.float32)
+    table = pa.table({"x": pa.array([[0.0]] * len(y), pa.list_(pa.float32(), 1)), "y": pa.array(y), "row": pa.array(np.arange(len(y)))})
+    kept = check_rows(table, 1, learner.task, n_classes).good
+    for value, keep in zip(y, kept):
+        try:
+            learner.update(learner.init(), np.zeros((1, 1), np.float32), np.array([value]))
+            accepted = True
+        except ValueError as err:
+            accepted = False
+            assert "bad label" in str(err) and "row 0" in str(err)
+        assert accepted == keep, (learner.task, value)
+    np.testing.assert_array_equal(kept, ~bad_labels(y.astype(np.float64), learner.task, n_classes))
+
+
+def test_one_task_list():
+    assert TASKS == ("binary", "multiclass", "regression")
+    assert okl_core.learners.base.TASKS is TASKS
+    with pytest.raises(ValueError, match=r"data.json: task must be one of \('binary'"):
+        check_task("ranking", where="data.json")
+
+
+def test_labels_that_are_not_numbers_are_refused():
+    learner = okl_core.make_learner("fogd", n_inputs=1, n_components=4)
+    with pytest.raises(ValueError, match="labels must be numbers"):
+        learner.update(learner.init(), np.zeros((1, 1), np.float32), np.array(["1"]))
