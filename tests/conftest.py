@@ -37,19 +37,26 @@ def prism_location() -> str:
 
     Skips only when Go is not installed; a Prism that cannot be built fails the test.
     """
-    import shutil
-
     from pipelines import local_runners
 
-    binary = local_runners.prism_binary()
-    if binary is None:
-        if shutil.which("go") is None:
-            pytest.skip("Go is not installed: the Prism runner is built with `go install` (`make runners`)")
+    return cached_runner(local_runners.prism_binary, "go", "Go is not installed: the Prism runner is built with `go install` (`make runners`)", "Prism")
+
+
+def cached_runner(get, tool: str, missing: str, what: str) -> str:
+    """``get()``'s cached runner, else ``get(build=True)``: skips (``missing``) without ``tool``, fails when the build does."""
+    import shutil
+
+    from pipelines.local_runners import EngineUnavailable
+
+    found = get()
+    if found is None:
+        if shutil.which(tool) is None:
+            pytest.skip(missing)
         try:
-            binary = local_runners.prism_binary(build=True)
-        except local_runners.EngineUnavailable as err:
-            pytest.fail(f"Prism: {err}")
-    return binary
+            found = get(build=True)
+        except EngineUnavailable as err:
+            pytest.fail(f"{what}: {err}")
+    return found
 
 
 @pytest.fixture(scope="module")

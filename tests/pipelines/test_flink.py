@@ -20,6 +20,7 @@ import pytest
 
 from okl_core.data.layout import write_dataset
 from pipelines import local_runners
+from tests.conftest import cached_runner
 from tests.pipelines.reference import binary_data
 from tests.pipelines.runner_cases import CASES, prepare
 
@@ -35,15 +36,8 @@ def job_server() -> str:
     """The cached job server jar (built here when Maven is present); skips without Java."""
     if shutil.which("java") is None:
         pytest.skip("Java is not installed: the Flink tests need `java` on the PATH")
-    jar = local_runners.flink_job_server_jar()
-    if jar is None:
-        if shutil.which("mvn") is None:
-            pytest.skip("the Flink job server is not built and Maven is not installed to build it (`make runners` builds it)")
-        try:
-            jar = local_runners.flink_job_server_jar(build=True)
-        except local_runners.EngineUnavailable as err:
-            pytest.fail(f"Flink job server: {err}")
-    return jar
+    missing = "the Flink job server is not built and Maven is not installed to build it (`make runners` builds it)"
+    return cached_runner(local_runners.flink_job_server_jar, "mvn", missing, "Flink job server")
 
 
 @pytest.fixture(scope="module")
