@@ -26,7 +26,7 @@ import numpy as np
 
 from okl_core.learners.base import Learner
 from okl_core.random import GENERATOR_VERSION
-from okl_core.registry import make_learner
+from okl_core.registry import learner_class, make_learner
 
 __all__ = [
     "FORMAT_VERSION", "ModelFileError", "save_model", "load_model", "model_bytes", "model_from_bytes", "atomic_write_bytes",
@@ -132,7 +132,8 @@ def model_from_bytes(data: bytes, source: str = "<bytes>"):
             f"version {GENERATOR_VERSION}; its random features would differ, so it cannot be loaded"
         )
     try:
-        learner = make_learner(header["learner"], **header["config"])
+        config = {**learner_class(header["learner"]).legacy_config, **header["config"]}
+        learner = make_learner(header["learner"], **config)
     except (KeyError, ValueError, TypeError) as err:
         raise ModelFileError(f"{source}: cannot rebuild the learner ({err})") from None
     spec = learner.feature_spec()

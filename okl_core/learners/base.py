@@ -214,6 +214,9 @@ class Learner(Generic[StateT]):
         loosely on load.
     runtime_fields : tuple of str
         Config fields that do not change the model (cache sizes); ignored by merge checks.
+    legacy_config : dict
+        Values of config fields added after model files were first written: what a file
+        without the field implicitly used (a new default may differ), filled in on load.
     conformance_params : dict
         Small parameters that keep the common conformance tests fast.
     merge_semantics : {'average', 'sum', 'none'}
@@ -237,6 +240,7 @@ class Learner(Generic[StateT]):
     minibatch_defined: ClassVar[bool] = False
     growing_fields: ClassVar[tuple[str, ...]] = ()
     runtime_fields: ClassVar[tuple[str, ...]] = ()
+    legacy_config: ClassVar[dict[str, Any]] = {}
     conformance_params: ClassVar[dict[str, Any]] = {}
     merge_semantics: ClassVar[str] = "average"
     averaged_fields: ClassVar[tuple[str, ...]] = ()
