@@ -27,8 +27,6 @@ import dataclasses
 import glob as globlib
 import json
 import os
-import shutil
-import tempfile
 from typing import Iterator
 
 import numpy as np
@@ -37,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from okl_core.labels import check_task
+from okl_core.publish import StagedDirectory
 
 __all__ = [
     "LAYOUT_VERSION",
@@ -236,41 +235,45 @@ class Batch:
 
 
 class StagedDataset:
-    """A data set directory being built: a temporary sibling directory, renamed when complete.
+    """A data set directory being built: a hidden sibling directory, renamed when complete.
 
     Writers (the streaming :class:`DatasetWriter`, or parallel workers each writing one
     shard with :func:`write_shard_file`) put files into :attr:`tmp`; :meth:`commit` writes
     ``dataset.json`` and renames the directory into place, :meth:`abort` deletes it. A
-    reader therefore never sees a half-written data set.
+    reader therefore never sees a half-written data set. The target is locked while it
+    is built (a second writer of the same path fails at once), the directory gets the
+    umask's permissions, an existing data set is moved aside before the new one takes its
+    name, and leftovers of killed writers are cleaned (:class:`okl_core.publish.StagedDirectory`).
 
     Parameters
     ----------
     path : str
         Final directory. Must not exist unless ``overwrite``.
     overwrite : bool
-        Replace an existing directory at ``path`` (after completion).
+        Replace an existing data set (or empty directory) at ``path`` (after completion).
     """
 
     def __init__(self, path, overwrite=False):
-        self.path = os.path.abspath(os.fspath(path))
-        if os.path.exists(self.path) and not overwrite:
-            raise FileExistsError(f"{self.path} already exists (pass overwrite to replace it)")
-        parent = os.path.dirname(self.path)
-        os.makedirs(parent, exist_ok=True)
-        self.tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(self.path)}.tmp-", dir=parent)
+        self._staged = StagedDirectory(path, replace=overwrite, may_replace=_not_a_dataset)
+        self.path, self.tmp = self._staged.path, self._staged.tmp
 
     def commit(self, info: DatasetInfo) -> DatasetInfo:
         """Write ``dataset.json`` and move the directory into place."""
         with open(os.path.join(self.tmp, INFO_FILE), "w") as f:
             f.write(info.to_json())
-        if os.path.exists(self.path):
-            shutil.rmtree(self.path)
-        os.replace(self.tmp, self.path)
+        self._staged.commit()
         return info
 
     def abort(self) -> None:
         """Drop everything written so far."""
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        self._staged.abort()
+
+
+def _not_a_dataset(path: str) -> str | None:
+    """Why ``path`` must not be replaced by a data set (None: it is one, or an empty directory)."""
+    if os.path.isdir(path) and (not os.listdir(path) or os.path.exists(os.path.join(path, INFO_FILE))):
+        return None
+    return f"not an okl data set (no {INFO_FILE})"
 
 
 class _ShardWriter:
