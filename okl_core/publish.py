@@ -108,8 +108,8 @@ class StagedDirectory:
         Target directory (local).
     replace : bool
         Whether an existing target may be replaced (after completion). When False an
-        existing target raises FileExistsError here and, should one appear meanwhile,
-        at :meth:`commit`.
+        existing target (other than an empty directory) raises FileExistsError here and,
+        should one appear meanwhile, at :meth:`commit`.
     may_replace : callable, optional
         ``may_replace(path) -> str | None``: why an existing target must not be replaced
         even with ``replace`` (e.g. it is not an okl data set); None allows it.
@@ -148,8 +148,12 @@ class StagedDirectory:
         for stale in aside + self._hidden("tmp"):
             shutil.rmtree(stale, ignore_errors=True)
 
+    def _occupied(self) -> bool:
+        """Whether the target exists and is not an empty directory (which is replaced silently)."""
+        return os.path.exists(self.path) and not (os.path.isdir(self.path) and not os.listdir(self.path))
+
     def _check_target(self, may_replace) -> None:
-        if not os.path.exists(self.path):
+        if not self._occupied():
             return
         if not self.replace:
             raise FileExistsError(f"{self.path} already exists (pass --overwrite to replace it)")
@@ -162,7 +166,7 @@ class StagedDirectory:
         fault_point("staged")
         aside = None
         try:
-            if os.path.exists(self.path):
+            if self._occupied():
                 if not self.replace:
                     raise FileExistsError(f"{self.path} appeared while this one was written (pass --overwrite to replace it)")
                 aside = os.path.join(self.parent, f".{self.name}.old-{_owner()}")
