@@ -329,10 +329,24 @@ def _check_xy(X, y, n_features, task):
     return X, y
 
 
+MAX_FEATURES = (2**31 - 1) // 4
+"""The most features a row can hold: ``x`` is one Parquet binary value of 4 bytes each."""
+ROW_GROUP_BYTES = 128 << 20
+"""Row groups hold at most this many bytes of ``x`` (fewer rows than ``row_group_rows`` for
+rows wider than 8192 features): the writer buffers a row group in memory."""
+
+
 def _check_shape_args(n_features, task, rows, row_group_rows):
     check_task(task)
     if int(n_features) < 1 or int(rows) < 1 or int(row_group_rows) < 1:
         raise ValueError("n_features, rows_per_shard and row_group_rows must be >= 1")
+    if int(n_features) > MAX_FEATURES:
+        raise ValueError(f"n_features {int(n_features):,} is more than a row can hold ({MAX_FEATURES:,} float32 features)")
+
+
+def _row_group_rows(row_group_rows: int, n_features: int) -> int:
+    """``row_group_rows``, fewer for rows so wide that a group would pass :data:`ROW_GROUP_BYTES`."""
+    return max(1, min(int(row_group_rows), ROW_GROUP_BYTES // (4 * int(n_features))))
 
 
 def write_shard_file(path, n_features, task, batches, first_row, row_group_rows=4096, compression=DEFAULT_COMPRESSION) -> int:
@@ -391,7 +405,7 @@ class DatasetWriter:
         _check_shape_args(n_features, task, rows_per_shard, row_group_rows)
         self.compression = _check_compression(compression)
         self.n_features, self.task = int(n_features), task
-        self.rows_per_shard, self.row_group_rows = int(rows_per_shard), int(row_group_rows)
+        self.rows_per_shard, self.row_group_rows = int(rows_per_shard), _row_group_rows(row_group_rows, self.n_features)
         self.schema = schema_for(self.n_features, task)
         self._staged = StagedDataset(path, overwrite)
         self.path = self._staged.path
