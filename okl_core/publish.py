@@ -86,7 +86,8 @@ class _Lock:
             os.close(fd)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
-        self.path, self.fd = path, fd
+        self.path = path
+        self.fd: int | None = fd
 
     def release(self) -> None:
         if self.fd is None:

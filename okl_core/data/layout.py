@@ -685,7 +685,7 @@ def open_dataset(path: str) -> Dataset:
 
 
 def _dataset_from_files(files: list[str], source: str) -> Dataset:
-    metas = []
+    metas: list[tuple[int, str, int, pa.Schema]] = []
     for f in files:
         pf = _parquet_file(f)
         schema = pf.schema_arrow
