@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 
@@ -36,10 +37,11 @@ def _args(data, out, *more):
     return ["--input", data, "--learner", "fogd", "--param", "n_components=8", "--sigma", "1", "--batch_rows", "64", "--output", str(out), *more]
 
 
-def _train(data, out, *more, env=None, wait=True):
+def _train(data, out, *more, env=None, wait=True, umask=None):
     argv = [sys.executable, "-m", "pipelines.train", *_args(data, out, *more), "--runner=DirectRunner"]
     proc = subprocess.Popen(argv, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT, **(env or {})),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=None if umask is None else (lambda: os.umask(umask)))
     if not wait:
         return proc
     stdout, stderr = proc.communicate(timeout=300)
@@ -157,3 +159,9 @@ def test_remote_output_refused_when_used_and_tied_by_run_json(tmp_path, data, ca
         f"(run.json, model.npz, metrics.json, online_error.png, dead_letter.jsonl); pass --overwrite to replace it")
     train.run(_args(data, remote, "--overwrite"))
     assert _one_run(tmp_path / "remote") != first_id
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o755), (0o002, 0o775)])
+def test_output_folder_permissions_follow_the_umask(tmp_path, data, umask, mode):
+    assert _train(data, tmp_path / "out", umask=umask).returncode == 0
+    assert stat.S_IMODE(os.stat(tmp_path / "out").st_mode) == mode
