@@ -186,7 +186,10 @@ def _stage_output(output: str, overwrite: bool) -> StagedDirectory | None:
     place and ``run.json``, written last, names the run and the checksum of each.
     """
     if is_remote(output):
-        used = [f for f in (MANIFEST_FILE, *OUTPUT_FILES.values()) if FileSystems.exists(FileSystems.join(output, f))]
+        try:
+            used = [f for f in (MANIFEST_FILE, *OUTPUT_FILES.values()) if FileSystems.exists(FileSystems.join(output, f))]
+        except ValueError as err:  # a scheme no installed file system serves
+            raise UsageError(f"--output {output}: {err}") from None
         if used and not overwrite:
             raise UsageError(f"--output {output} already holds a run ({', '.join(used)}); pass --overwrite to replace it")
         return None
@@ -236,6 +239,7 @@ def resolve_job(args) -> TrainJob:
 
 
 def _resolve_learning(args, source: DatasetSource, name: str, params: dict, output: str, files: dict) -> TrainJob:
+    """The learner, plan and test set of the job (every check that needs the training data)."""
     if source.n_rows == 0:
         raise UsageError(f"--input {source.path}: the data set has no rows")
     try:
