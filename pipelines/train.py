@@ -24,7 +24,12 @@ Every other argument is a Beam pipeline option (``--runner``, ``--job_endpoint``
 Dataflow and Flink options, ...).
 
 Outputs in ``--output`` (default ``runs/<data>-<learner>``): ``model.npz``, ``metrics.json``,
-``online_error.png`` and ``dead_letter.jsonl``.
+``online_error.png``, ``dead_letter.jsonl`` and, last, ``run.json`` (the run id and each
+file's checksum). A local output is built in a hidden sibling folder and renamed into
+place when the job has finished, so its files always belong to one run; an output that
+already holds a run is refused unless ``--overwrite``, and two runs into one output at
+once are refused (the second at launch). A remote output (``gs://...``) is written in
+place; ``run.json`` tells which run its files are from.
 """
 
 from __future__ import annotations
@@ -72,7 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     dist.add_argument("--read_order_seed", type=int, help=argparse.SUPPRESS)  # tests: permute the read tasks
     out = parser.add_argument_group("output")
-    out.add_argument("--output", help="output directory (default runs/<data>-<learner>)")
+    out.add_argument("--output", help="output directory (default runs/<data>-<learner>); must be new or empty unless --overwrite")
+    out.add_argument("--overwrite", action="store_true", help="replace the run already in --output (once this one has finished)")
     add_streaming_flags(parser)
     return parser
 
@@ -114,9 +120,14 @@ def run(argv=None) -> TrainResult:
             return run_streaming(args, job, beam_argv)
     except UsageError as err:
         parser.error(str(err))
-    pipeline = make_pipeline(pipeline_options(beam_argv))
-    build_graph(pipeline, job, launched_at)
-    pipeline_result = run_pipeline(pipeline)
+    try:
+        pipeline = make_pipeline(pipeline_options(beam_argv))
+        build_graph(pipeline, job, launched_at)
+        pipeline_result = run_pipeline(pipeline)
+        job.publish()
+    except BaseException:
+        job.abandon()
+        raise
     result = TrainResult(pipeline_result, job.output, job.files, read_metrics(job), counters(pipeline_result))
     _print_summary(result)
     return result

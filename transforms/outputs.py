@@ -9,18 +9,26 @@ inputs) and writes, next to each other:
   rows read / trained / rejected (by reason), timing, and the per-batch records;
 * the online-error plot (PNG, matplotlib's Agg backend): the headline metric and its
   curve are :mod:`okl_experiments.metrics`'s;
-* the dead letters (JSON lines sorted by split and stream position).
+* the dead letters (JSON lines sorted by split and stream position);
+* last, ``run.json``: the run id (also in ``metrics.json``) and each file's size and
+  SHA-256, so the files of one run can be told from another's.
 
-Local paths are written atomically (temporary file + rename); other schemes go through
-Beam's FileSystems (object stores write whole objects on close).
+Where the files go is ``info["write_to"]``: for a local output, a hidden staging
+directory that the launcher renames into place after the job (all files appear
+together: :class:`okl_core.publish.StagedDirectory`); for a remote output (``gs://``,
+which cannot rename directories) the final paths, where ``run.json`` written last is what
+ties them together. Local files are written atomically (temporary file + rename); other
+schemes go through Beam's FileSystems (object stores write whole objects on close).
 """
 
 from __future__ import annotations
 
 import collections
+import hashlib
 import io
 import json
 import os
+import secrets
 import time
 
 import apache_beam as beam
@@ -31,7 +39,16 @@ from okl_core.state import atomic_write_bytes
 from okl_experiments.metrics import headline, online_curve, parallel_order
 from transforms.read import is_remote
 
-__all__ = ["WriteRunOutputs", "WriteDeadLetterFile", "write_bytes", "build_report", "plot_online_error", "local_dir"]
+__all__ = ["WriteRunOutputs", "WriteDeadLetterFile", "write_bytes", "build_report", "plot_online_error", "local_dir", "run_id",
+           "MANIFEST_FILE"]
+
+MANIFEST_FILE = "run.json"
+"""Written last into a run's output: ``{"run_id", "files": {key: {"file", "bytes", "sha256"}}}``."""
+
+
+def run_id(launched_at: float) -> str:
+    """A new run's id: its launch time (UTC) and 8 random hex digits."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(launched_at)) + "-" + secrets.token_hex(4)
 
 
 def write_bytes(path: str, data: bytes) -> None:
@@ -82,6 +99,7 @@ def build_report(info: dict, summaries: list[dict], batches: list[dict], test: d
 
     wall = time.time() - info["launched_at"]
     return {
+        "run_id": info.get("run_id"),
         "learner": info["learner"],
         "plan": info["plan"],
         "data": {"train": info["train"], "test": info.get("test")},
@@ -150,15 +168,30 @@ class _WriteOutputs(beam.DoFn):
         self.info = info
 
     def process(self, _, model: bytes, summaries: list, batches: list, test: list, dead: list):
-        files = self.info["files"]
-        write_bytes(files["model"], model)
         dead_records = sorted((json.loads(d) for d in dead), key=lambda d: (d["split"], d["position"]))
-        write_bytes(files["dead_letter"], "".join(json.dumps(d, sort_keys=True) + "\n" for d in dead_records).encode())
         test_fields = json.loads(test[0]) if test else None
         report = build_report(self.info, [json.loads(s) for s in summaries], [json.loads(b) for b in batches], test_fields, dead_records)
-        write_bytes(files["plot"], plot_online_error(report, self.info["task"]))
-        write_bytes(files["metrics"], (json.dumps(report, indent=1, sort_keys=True) + "\n").encode())
-        yield files["metrics"]
+        contents = {
+            "model": model,
+            "dead_letter": "".join(json.dumps(d, sort_keys=True) + "\n" for d in dead_records).encode(),
+            "plot": plot_online_error(report, self.info["task"]),
+            "metrics": (json.dumps(report, indent=1, sort_keys=True) + "\n").encode(),
+        }
+        write_to = self.info.get("write_to", self.info["files"])
+        for key, data in contents.items():
+            write_bytes(write_to[key], data)
+        manifest = {
+            "run_id": self.info.get("run_id"),
+            "files": {key: {"file": os.path.basename(self.info["files"][key]), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                      for key, data in contents.items()},
+        }
+        write_bytes(_beside(write_to["metrics"], MANIFEST_FILE), (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+        yield self.info["files"]["metrics"]
+
+
+def _beside(path: str, name: str) -> str:
+    """The path of ``name`` in the directory of ``path`` (local or remote)."""
+    return path[: path.rstrip("/").rfind("/") + 1] + name
 
 
 class WriteRunOutputs(beam.PTransform):
