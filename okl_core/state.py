@@ -339,7 +339,8 @@ def read_model_file(path: str, max_bytes: int) -> bytes:
         if info.st_size > max_bytes:
             raise ModelFileError(f"{path}: {info.st_size} bytes, more than the limit of {max_bytes} bytes for a model file")
         with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)  # bounded even if the file grows while it is read
+            # At most the size stat saw (+1 to see growth): read(n) reserves n bytes up front.
+            data = f.read(min(info.st_size, max_bytes) + 1)
     except OSError as err:
         raise ModelFileError(f"{path}: cannot read model file ({err.strerror})") from None
     if len(data) > max_bytes:
