@@ -312,7 +312,7 @@ class _MergeWindows(beam.DoFn):
         newest.clear()
         for shard, (interval, data) in sorted(latest.items()):
             newest.add((shard, interval, data))
-        parsed = [okl_core.model_from_bytes(data, source=f"snapshot {interval} of shard {shard}") for shard, (interval, data) in sorted(latest.items())]
+        parsed = [okl_core.model_from_bytes(data, source=f"snapshot {interval} of shard {shard}", allow_non_finite=True) for shard, (interval, data) in sorted(latest.items())]
         merged = okl_core.merge_states(self.learner, [state for _, state in parsed], [lrn for lrn, _ in parsed])
         meta.update(version=meta["version"] + 1, dirty=False)
         meta_state.write(json.dumps(meta, sort_keys=True))

@@ -258,7 +258,7 @@ class _MergeWithBase(beam.DoFn):
 
     def process(self, items, base: bytes):
         base_learner, base_state = self.models.get(base, source="model the round started from")
-        parsed = [okl_core.model_from_bytes(data, source=f"shard {s}") for s, data in items]
+        parsed = [okl_core.model_from_bytes(data, source=f"shard {s}", allow_non_finite=True) for s, data in items]
         merged = okl_core.merge_states(
             self.learner, [state for _, state in parsed], [base_learner] + [lrn for lrn, _ in parsed], base=base_state
         )
