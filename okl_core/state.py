@@ -26,13 +26,14 @@ import zipfile
 
 import numpy as np
 
+from okl_core.divergence import non_finite_fields
 from okl_core.learners.base import Learner
 from okl_core.random import GENERATOR_VERSION
 from okl_core.registry import make_learner
 
 __all__ = [
     "FORMAT_VERSION", "ModelFileError", "save_model", "load_model", "model_bytes", "model_from_bytes", "atomic_write_bytes",
-    "version_file_name", "parse_version", "model_versions", "write_new_file", "MAX_MODEL_BYTES", "non_finite_fields",
+    "version_file_name", "parse_version", "model_versions", "write_new_file", "MAX_MODEL_BYTES",
     "read_model_file",
 ]
 
@@ -165,16 +166,6 @@ def model_from_bytes(data: bytes, source: str = "<bytes>", *, max_bytes: int | N
             raise ModelFileError(f"{source}: array {bad[0]!r} holds NaN or inf values (the run that wrote it diverged); "
                                  "a non-finite model cannot be used")
     return learner, state
-
-
-def non_finite_fields(state) -> list[str]:
-    """Names of the state's floating-point arrays that hold NaN or inf (empty: all finite)."""
-    out = []
-    for name, value in state._asdict().items():
-        a = np.asarray(value)
-        if a.dtype.kind in "fc" and not np.isfinite(a).all():
-            out.append(name)
-    return out
 
 
 def _read_arrays(data: bytes, source: str, limit: int) -> dict[str, np.ndarray]:
