@@ -164,6 +164,12 @@ def run_online(learner: Learner, X, y, batch_rows: int = 4096, state=None, curve
     Returns
     -------
     OnlineRun
+
+    Raises
+    ------
+    ValueError
+        A stream the learner refuses up front (:meth:`~okl_core.learners.base.Learner.check_stream`:
+        the exact kernel ridge learners past ``max_rows``).
     """
     X = np.asarray(X)
     y = np.asarray(y)
@@ -171,6 +177,7 @@ def run_online(learner: Learner, X, y, batch_rows: int = 4096, state=None, curve
         raise ValueError(f"X has {len(X)} rows but y has {len(y)}")
     batch_rows = effective_batch_rows(learner, batch_rows)
     state = learner.init() if state is None else state
+    learner.check_stream(int(state.n_seen) + len(y))  # a state that would outgrow its cap: refused before the first row
     metrics = Prequential(task=learner.task)
     checkpoints = curve_checkpoints(len(y), curve_points)
     curve = []

@@ -382,6 +382,17 @@ class Learner(Generic[StateT]):
             )
         return self.state_class(**{f: fields[f] for f in self.state_class._fields})
 
+    # -- streams ----------------------------------------------------------------------------
+    def check_stream(self, n_rows: int) -> None:
+        """Refuse, before any row is learned, a stream of ``n_rows`` examples that would exceed a cap.
+
+        Learners whose state grows with every example (the exact kernel ridge learners)
+        raise a ValueError saying how much memory the state would need and which parameter
+        to change; the others accept any length (the default does nothing). Called by
+        :func:`okl_core.evaluation.run_online` and at the launch of the training pipeline,
+        where the data set's row count is known.
+        """
+
     # -- mix ------------------------------------------------------------------------------
     def mix_refusal_reason(self) -> str:
         """Why this learner cannot mix ('' when it can)."""
