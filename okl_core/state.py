@@ -22,6 +22,7 @@ import math
 import re
 import stat
 import tempfile
+import typing
 import zipfile
 
 import numpy as np
@@ -219,7 +220,7 @@ def _read_npy(zf: zipfile.ZipFile, member: zipfile.ZipInfo, meta, source: str) -
     flat = np.empty(nbytes, dtype=np.uint8)
     with zf.open(member) as f:
         f.read(member.file_size - nbytes)  # the .npy header, already checked
-        if f.readinto(memoryview(flat)) != nbytes or f.read(1):
+        if typing.cast(io.BufferedIOBase, f).readinto(flat.data) != nbytes or f.read(1):  # ZipExtFile has readinto
             raise ModelFileError(f"{source}: array {member.filename!r} is shorter than its header says")
     return flat.view(dtype).reshape(shape, order="F" if fortran else "C")
 

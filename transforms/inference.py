@@ -62,7 +62,8 @@ def read_bytes(path: str, max_bytes: int = MAX_MODEL_BYTES) -> bytes:
     """
     if not is_remote(path):
         return read_model_file(path, max_bytes)
-    parts, total = [], 0
+    parts: list[bytes] = []
+    total = 0
     with FileSystems.open(path, compression_type="uncompressed") as f:
         while total <= max_bytes:
             part = f.read(1 << 20)

@@ -25,6 +25,7 @@ import io
 import json
 import os
 import time
+import typing
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -71,7 +72,7 @@ def divergence_report(summaries: list[dict], model_non_finite: list[str]) -> dic
 
 
 def build_report(info: dict, summaries: list[dict], batches: list[dict], test: dict | None, dead: list[dict],
-                 model_non_finite: list[str] = ()) -> dict:
+                 model_non_finite: typing.Sequence[str] = ()) -> dict:
     """The content of ``metrics.json`` (see the module docstring).
 
     Parameters
