@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import tracemalloc
 import zipfile
 
 import numpy as np
@@ -301,10 +302,19 @@ def test_paths_that_are_not_regular_files_are_refused_without_reading(tmp_path, 
     assert str(info.value).startswith(f"{path}: ")
 
 
+def _peak_while_refused(path, match: str) -> int:
+    """Peak Python memory (tracemalloc) while load_model refuses ``path`` with ``match``."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelFileError, match=match):
+            okl_core.load_model(path)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_compressed_bomb_is_refused_from_its_headers_without_inflating(tmp_path):
     """256 MiB of zeros deflated into ~256 KB: refused before a byte is inflated."""
-    import tracemalloc
-
     learner, state = _trained()
     members = _members(model_bytes(learner, state))
     inflated = 256 << 20
@@ -320,30 +330,15 @@ def test_a_compressed_bomb_is_refused_from_its_headers_without_inflating(tmp_pat
     path = tmp_path / "bomb.npz"
     path.write_bytes(out.getvalue())
     assert path.stat().st_size < inflated // 100
-    tracemalloc.start()
-    try:
-        with pytest.raises(ModelFileError, match="member 'bomb.npy' is compressed"):
-            okl_core.load_model(path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    peak = _peak_while_refused(path, "member 'bomb.npy' is compressed; okl model files are written uncompressed")
     assert peak < 8 << 20  # the file itself (~256 KB) and the headers; never the 256 MiB
 
 
 def test_a_declared_size_bomb_allocates_nothing(tmp_path):
     """A stored member whose .npy header declares 2 GiB: refused from the header."""
-    import tracemalloc
-
     path = tmp_path / "bomb.npz"
     path.write_bytes(_member("w.npy", _raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (268435456,), }"))(_good()))
-    tracemalloc.start()
-    try:
-        with pytest.raises(ModelFileError, match="declares"):
-            okl_core.load_model(path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < 1 << 20
+    assert _peak_while_refused(path, r"declares \[268435456\] float64 \(2147483648 bytes\) but holds 0 bytes") < 1 << 20
 
 
 def test_non_finite_models_load_only_when_allowed():
