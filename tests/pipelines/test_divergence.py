@@ -15,7 +15,7 @@ import pytest
 import okl_core
 from okl_core.data.layout import write_dataset
 from okl_core.data.plan import StreamPlan
-from pipelines import train
+from pipelines import predict, train
 from tests.pipelines.reference import reference_model
 
 FOGD_R = ["--learner", "fogd_r", "--param", "n_components=16", "--sigma", "1.0", "--batch_rows", "250"]
@@ -55,6 +55,12 @@ def test_too_large_a_step_finishes_and_says_where_every_shard_diverged(tmp_path,
         assert f.read() == reference_model(learner, X, y, StreamPlan(1000, 2, 2, 250))  # deterministic, NaN and all
     with pytest.raises(okl_core.ModelFileError, match="array 'w' holds NaN or inf values"):
         okl_core.load_model(result.model_path)
+    with pytest.raises(SystemExit) as exit_info:  # nor can pipelines.predict use it
+        predict.run(["--model", result.model_path, "--input", str(tmp_path / "data"), "--output", str(tmp_path / "pred")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"python -m pipelines.predict: error: --model {result.model_path}: {result.model_path}: array 'w' holds NaN or inf values "
+        "(the run that wrote it diverged); a non-finite model cannot be used")
 
 
 def test_merge_by_seed_merges_a_diverged_shard_with_a_finite_one():
