@@ -288,20 +288,24 @@ def _one_line(err: BaseException) -> str:
 
 
 def _check_shapes(learner: Learner, state, source: str) -> None:
-    """Compare dtypes and shapes with a fresh state.
+    """Compare dtypes and shapes with those of a fresh state (:meth:`Learner.state_layout`).
 
     In ``growing_fields`` axis 0 may differ, and so may every axis that is empty in the
-    fresh state (a ``(0, 0)`` matrix that grows into ``(t, t)``).
+    fresh state (a ``(0, 0)`` matrix that grows into ``(t, t)``). A config whose fresh
+    state cannot even be laid out (too large for memory) is a bad file too.
     """
-    fresh = learner.init()
+    try:
+        layout = learner.state_layout()
+    except Exception as err:  # MemoryError included: the config, not the arrays, asks for too much
+        raise ModelFileError(f"{source}: its config asks for a state that cannot be built ({type(err).__name__}: {_one_line(err)})") from None
     for name in learner.state_class._fields:
-        a, b = getattr(state, name), getattr(fresh, name)
+        a, (dtype, shape) = getattr(state, name), layout[name]
         if name in learner.growing_fields:
-            fixed = [i for i in range(1, b.ndim) if b.shape[i] > 0]
+            fixed = [i for i in range(1, len(shape)) if shape[i] > 0]
         else:
-            fixed = list(range(b.ndim))
-        if a.dtype != b.dtype or a.ndim != b.ndim or any(a.shape[i] != b.shape[i] for i in fixed):
-            raise ModelFileError(f"{source}: array {name!r} has dtype/shape {a.dtype}{a.shape}, expected {b.dtype}{b.shape}")
+            fixed = list(range(len(shape)))
+        if a.dtype != dtype or a.ndim != len(shape) or any(a.shape[i] != shape[i] for i in fixed):
+            raise ModelFileError(f"{source}: array {name!r} has dtype/shape {a.dtype}{a.shape}, expected {dtype}{shape}")
 
 
 def load_model(path: str | os.PathLike, *, max_bytes: int | None = None):

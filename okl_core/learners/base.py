@@ -283,6 +283,15 @@ class Learner(Generic[StateT]):
         """Return the initial state (the model before any example)."""
         raise NotImplementedError
 
+    def state_layout(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        """Dtype and shape of every field of the initial state: what a model file must hold.
+
+        The default builds :meth:`init`; a learner whose initial state is large and filled
+        (not lazily zeroed) overrides it, so that a model file is checked against its config
+        without allocating the state first.
+        """
+        return {k: (np.asarray(v).dtype, np.shape(v)) for k, v in self.init()._asdict().items()}
+
     def update(self, state: StateT, X: ArrayLike, y: ArrayLike) -> tuple[StateT, np.ndarray]:
         """Learn from a batch in order: returns ``(new_state, online_scores)``.
 

@@ -464,6 +464,11 @@ class PKAWVTaylor(Learner[TaylorState]):
         r = self.features.n_outputs
         return TaylorState(gram=np.zeros((r, r)), b=np.zeros(r), a_inv=np.eye(r) / self.config.lam, n_seen=np.asarray(0, dtype=np.int64))
 
+    def state_layout(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        """:meth:`init`'s layout without building its r x r identity (filled, up to 763 MiB)."""
+        r, f8 = self.features.n_outputs, np.dtype(np.float64)
+        return {"gram": (f8, (r, r)), "b": (f8, (r,)), "a_inv": (f8, (r, r)), "n_seen": (np.dtype(np.int64), ())}
+
     def predict(self, state: TaylorState, X: ArrayLike) -> np.ndarray:
         """Each row's prediction as if it were the next example (its online score).
 

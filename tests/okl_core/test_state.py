@@ -399,3 +399,23 @@ def test_any_json_in_any_header_field_ends_in_model_file_error(key, value):
     with pytest.raises(ModelFileError) as info:
         okl_core.model_from_bytes(_set_header(good, header), source="h")
     assert str(info.value).startswith("h: ") and "\n" not in str(info.value)
+
+
+def test_a_config_asking_for_an_impossible_state_is_refused():
+    header = _header_of(_good())
+    header["config"]["n_components"] = header["feature_spec"]["n_components"] = 10**13  # w of 146 TiB
+    with pytest.raises(ModelFileError, match=r"^m: its config asks for a state that cannot be built \(MemoryError: "):
+        okl_core.model_from_bytes(_set_header(_good(), header), source="m")
+
+
+def test_a_config_inflating_a_filled_state_is_refused_without_building_it(tmp_path):
+    """pkawv_taylor's fresh state holds an r x r identity: a header raising r to 230,230 allocates nothing."""
+    learner = okl_core.make_learner("pkawv_taylor", n_inputs=3, degree=2)
+    data = model_bytes(learner, learner.init())
+    header = _header_of(data)
+    header["config"].update(n_inputs=20, degree=6, max_basis=10**9)
+    header["feature_spec"] = None
+    path = tmp_path / "taylor.npz"
+    path.write_bytes(_set_header(data, header))
+    peak = _peak_while_refused(path, r"array 'gram' has dtype/shape float64\(10, 10\), expected float64\(230230, 230230\)")
+    assert peak < 8 << 20
