@@ -418,4 +418,4 @@ def test_a_config_inflating_a_filled_state_is_refused_without_building_it(tmp_pa
     path = tmp_path / "taylor.npz"
     path.write_bytes(_set_header(data, header))
     peak = _peak_while_refused(path, r"array 'gram' has dtype/shape float64\(10, 10\), expected float64\(230230, 230230\)")
-    assert peak < 8 << 20
+    assert peak < 64 << 20  # the basis's exponent table (r x d, ~18 MB); the identity would be 424 GB
