@@ -244,6 +244,7 @@ def _resolve_learning(args, source: DatasetSource, name: str, params: dict, outp
         raise UsageError(f"--input {source.path}: the data set has no rows")
     try:
         learner = build_learner(name, params, _facts(source))
+        learner.check_stream(source.n_rows)  # a state that grows with the stream: refused before the job
         plan = StreamPlan(source.n_rows, args.num_shards, args.rounds, batch_rows_for(learner, args.batch_rows), align=minibatch_rows(learner))
     except ValueError as err:
         raise UsageError(str(err)) from None

@@ -99,6 +99,18 @@ def _print_summary(result: TrainResult) -> None:
     if m.get("test"):
         line += f", test {key} {m['test'][key]:.5g}"
     print(line + f"; {m['timing']['wall_seconds']:.1f} s")
+    if m.get("diverged"):
+        print(diverged_line(m["diverged"]))
+
+
+def diverged_line(diverged: dict) -> str:
+    """The summary line of a diverged run (``metrics.json``'s ``diverged``)."""
+    first = diverged["merged"]
+    where = ("the merge" if first["batch"] is None
+             else f"shard {first['shard']} round {first['round']} batch {first['batch']} (row {first['row']})")
+    shards = ", ".join(f"shard {d['shard']} from round {d['round']} batch {d['batch']}" for d in diverged["per_shard"])
+    return (f"DIVERGED from {where}: NaN or inf in the online scores, model or errors"
+            + (f" ({shards})" if shards else "") + "; the model cannot be used for predictions, try a smaller step size or scaled targets")
 
 
 def run(argv=None) -> TrainResult:
