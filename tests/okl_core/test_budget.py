@@ -21,12 +21,19 @@ from okl_core.random import row_uniforms
 from .learner_data import tiny_problem
 
 BINARY = ["rbp", "forgetron", "projectron", "projectron_pp", "bpa_s", "bogd"]
+MULTICLASS = ["mrbp", "mprojectron", "mbogd"]
 ALL = BINARY + ["norma_r"]
+EVERY = ALL + MULTICLASS
 SIGMA = 0.5
 
 
 def make(name, **params):
-    return okl_core.make_learner(name, **{"n_inputs": 2, "sigma": SIGMA, **params})
+    classes = {"n_classes": 3} if name in MULTICLASS else {}
+    return okl_core.make_learner(name, **{"n_inputs": 2, "sigma": SIGMA, **classes, **params})
+
+
+def stream_for(learner, n, seed):
+    return tiny_problem(learner.task, learner.config.n_inputs, n=n, n_classes=getattr(learner.config, "n_classes", 3), seed=seed)
 
 
 def far_points(n, d=2):
@@ -394,16 +401,16 @@ def test_without_removals_rbp_is_the_kernel_perceptron_and_bogd_kernel_ogd():
         np.testing.assert_allclose(state_a.alpha[:n], state_b.alpha, rtol=1e-9, atol=1e-10)
 
 
-STREAMS = st.tuples(st.integers(1, 6), st.integers(1, 60), st.integers(0, 2**31), st.sampled_from(ALL))
+STREAMS = st.tuples(st.integers(1, 6), st.integers(1, 60), st.integers(0, 2**31), st.sampled_from(EVERY))
 
 
 @settings(max_examples=40, deadline=None)
 @given(STREAMS)
 def test_the_budget_is_never_exceeded_and_slots_stay_consistent(case):
     budget, n, seed, name = case
-    budget = max(budget, 2) if name == "bogd" else budget
-    learner = make(name, n_inputs=3, budget=budget, **({"seed": seed % 1000} if name in ("rbp", "bogd") else {}))
-    X, y = tiny_problem(learner.task, 3, n=n, seed=seed % 997)
+    budget = max(budget, 2) if name.endswith("bogd") else budget
+    learner = make(name, n_inputs=3, budget=budget, **({"seed": seed % 1000} if name.endswith(("rbp", "bogd")) else {}))
+    X, y = stream_for(learner, n, seed % 997)
     state = learner.init()
     for start in range(0, n, 7):
         state, _ = learner.update(state, X[start : start + 7], y[start : start + 7])
@@ -414,10 +421,10 @@ def test_the_budget_is_never_exceeded_and_slots_stay_consistent(case):
         assert np.all(np.isfinite(state.alpha))
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", EVERY)
 def test_any_batching_gives_the_same_model_bytes(name):
     learner = make(name, n_inputs=3, budget=10)
-    X, y = tiny_problem(learner.task, 3, n=200, seed=8)
+    X, y = stream_for(learner, 200, 8)
     whole, whole_scores = learner.update(learner.init(), X, y)
     state, parts = learner.init(), []
     for start, stop in [(0, 1), (1, 33), (33, 34), (34, 150), (150, 200)]:
@@ -427,9 +434,9 @@ def test_any_batching_gives_the_same_model_bytes(name):
     assert okl_core.model_bytes(learner, state) == okl_core.model_bytes(learner, whole)
 
 
-@pytest.mark.parametrize("name", ["rbp", "bogd"])
+@pytest.mark.parametrize("name", ["rbp", "bogd", "mrbp", "mbogd"])
 def test_the_seed_alone_decides_which_vectors_go(name):
-    X, y = tiny_problem("binary", 3, n=200, seed=9)
+    X, y = stream_for(make(name, n_inputs=3), 200, 9)
     models = {}
     for seed in (0, 0, 1):
         learner = make(name, n_inputs=3, budget=8, seed=seed)
@@ -443,10 +450,10 @@ def test_the_seed_alone_decides_which_vectors_go(name):
     assert not np.array_equal(learner.update(learner.init(), X, y)[0].stamp, other)
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", EVERY)
 def test_merging_and_mixing_are_refused_with_a_clear_error(name):
     learner = make(name, n_inputs=3)
-    X, y = tiny_problem(learner.task, 3, n=40)
+    X, y = stream_for(learner, 40, 0)
     state, _ = learner.update(learner.init(), X, y)
     with pytest.raises(okl_core.NotMergeableError, match=f"^{name} states cannot be merged: .*budget"):
         okl_core.merge_states(learner, [state, state])
@@ -465,3 +472,73 @@ def test_invalid_parameters_name_the_field():
         make("bogd", decay="sometimes")
     with pytest.raises(ValueError, match="eta"):
         make("projectron", eta=0.0)
+
+
+def test_forgetron_without_shrinking_removes_the_oldest_as_it_is():
+    learner = make("forgetron", budget=1, shrinking=False)
+    state, _ = learner.update(learner.init(), far_points(3), np.array([-1, -1, -1]))
+    np.testing.assert_array_equal(state.alpha, [-1.0])
+    np.testing.assert_array_equal(state.stamp, [2])
+    assert float(state.damage) == pytest.approx(1.0 + 1.0)  # Psi(1, 1) = 1 per removal, recorded
+
+
+# -- multiclass ------------------------------------------------------------------------------------
+def mc_mistake(f, label, C):
+    p = int(np.argmax(f))
+    if p == label:
+        return None
+    c = np.zeros(C)
+    c[label], c[p] = 1.0, -1.0
+    return c
+
+
+def ref_multiclass(name, X, y, budget, C, seed=0, eta=0.0, lam=0.0):
+    m, scores = Reference(budget), []
+    for t, (x, label) in enumerate(zip(X, y)):
+        f = m.row(x) @ np.array(m.alpha) if m.sv else np.zeros(C)
+        scores.append(f)
+        if name == "mbogd":
+            m.alpha = [(1 - eta * lam) * a for a in m.alpha]
+            rivals = np.where(np.arange(C) == label, -np.inf, f)
+            s = int(np.argmax(rivals))
+            if f[label] - f[s] >= 1:
+                continue
+            coef = np.zeros(C)
+            coef[label], coef[s] = eta, -eta
+        else:
+            coef = mc_mistake(f, label, C)
+            if coef is None:
+                continue
+        if name == "mprojectron" and m.sv:
+            K = exact_kernel("gaussian", np.array(m.sv), np.array(m.sv), SIGMA)
+            d = np.linalg.solve(K, m.row(x))
+            if 1 - m.row(x) @ d <= eta or m.full:
+                m.alpha = list(np.array(m.alpha) + np.outer(d, coef))
+                continue
+        if m.full:
+            if name == "mbogd":
+                m.alpha = [a * budget / (budget - 1) for a in m.alpha]
+            m.put(min(int(uniform(seed, t) * budget), budget - 1), x, coef, t)
+        else:
+            m.put(len(m.sv), x, coef, t)
+    return m, np.array(scores)
+
+
+@pytest.mark.parametrize(("name", "params"), [("mrbp", {"seed": 4}), ("mprojectron", {"eta": 0.2}),
+                                              ("mbogd", {"seed": 6, "eta": 0.4, "lam": 0.2})])
+def test_multiclass_learners_match_their_transcriptions(name, params):
+    C, budget = 4, 12
+    learner = make(name, n_inputs=3, n_classes=C, budget=budget, **params)
+    X, y = tiny_problem("multiclass", 3, n=200, n_classes=C, seed=12)
+    state, scores = learner.update(learner.init(), X, y)
+    model, ref_scores = ref_multiclass(name, X.astype(np.float64), y, budget, C, **params)
+    assert scores.shape == (200, C) and state.alpha.shape == (budget, C)
+    np.testing.assert_allclose(scores, ref_scores, rtol=1e-9, atol=1e-10)
+    n = int(state.n_support)
+    assert n == len(model.sv) == budget
+    np.testing.assert_array_equal(state.stamp, model.stamp)
+    np.testing.assert_allclose(state.alpha, np.array(model.alpha), rtol=1e-9, atol=1e-10)
+    if name != "mprojectron":
+        assert min(model.stamp) > budget  # vectors were replaced
+    np.testing.assert_allclose(learner.predict(state, X[:5]), exact_kernel("gaussian", X[:5], state.support, SIGMA) @ state.alpha,
+                               rtol=1e-12)
