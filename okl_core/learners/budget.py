@@ -455,8 +455,8 @@ class _BudgetLearner(Learner[Any]):
         for i in range(len(y)):
             x64 = X[i].astype(np.float64)
             k = work.kernel_row(x64)
-            f = work.score(k)
-            f = float(f) if f.ndim == 0 else f
+            raw = work.score(k)
+            f: Any = float(raw) if raw.ndim == 0 else raw
             scores[i] = f
             u = 0.0 if draws is None else float(draws[i])
             self._learn(work, X[i], x64, labels[i], k, f, start + i, u)
@@ -581,7 +581,7 @@ class Projectron(_BudgetLearner):
     """
 
     name = "projectron"
-    config_class = ProjectronConfig
+    config_class: ClassVar[type[Any]] = ProjectronConfig
     state_class = ProjectronState
     conformance_params = {"sigma": 0.5, "budget": 30, "eta": 0.1}
     margin_updates: ClassVar[bool] = False
@@ -687,7 +687,7 @@ class BOGD(_SeededLearner):
     """
 
     name = "bogd"
-    config_class = BOGDConfig
+    config_class: ClassVar[type[Any]] = BOGDConfig
     conformance_params = {"sigma": 0.5, "budget": 30, "eta": 0.5, "lam": 0.05}
 
     def _learn(self, work, x32, x64, y, k, f, t, u):
