@@ -35,6 +35,8 @@ _BUILTIN = {
     "mrbp": "okl_core.learners.budget:MRBP",
     "mprojectron": "okl_core.learners.budget:MProjectron",
     "mbogd": "okl_core.learners.budget:MBOGD",
+    "rbp_r": "okl_core.learners.budget:RBPRegressor",
+    "bogd_r": "okl_core.learners.budget:BOGDRegressor",
     "kernel_awv": "okl_core.learners.pkawv:KernelAWV",
     "krr": "okl_core.learners.pkawv:KernelRidge",
     "pkawv_taylor": "okl_core.learners.pkawv:PKAWVTaylor",

@@ -32,6 +32,12 @@ coefficients change per update, as the FOGD paper describes its multiclass basel
 Forgetron's shrinking, BPA-S's removal and Projectron++'s step are derived for binary labels
 and have no multiclass version here.
 
+Regression: ``norma_r``, and ``rbp_r`` / ``bogd_r`` with the FOGD-R rule of
+:class:`~okl_core.learners.rules.RegressionRule` (add ``x`` with ``eta (y - f)`` when
+``|y - f| > eps``, or ``(y - f)^2 > eps`` with ``threshold='squared'``) in place of the
+Perceptron / hinge step; the paper runs RBP, Forgetron, Projectron and BOGD on regression
+with "a learning rate of about 0.1" and does not give their rules.
+
 The cost column is the paper's Table 1 (per example, besides the O(B d) kernel row every
 learner computes to predict); ``bench/bench_budget.py`` measures it against ``B``.
 
@@ -89,7 +95,7 @@ from okl_core.learners.base import (
     validate_xy,
 )
 from okl_core.learners.kernel_ogd import KernelConfig
-from okl_core.learners.rules import MulticlassHingeRule, PerceptronRule
+from okl_core.learners.rules import MulticlassHingeRule, PerceptronRule, RegressionRule, RegressionRuleConfig
 from okl_core.random import row_uniforms
 
 __all__ = [
@@ -118,6 +124,10 @@ __all__ = [
     "MRBP",
     "MProjectron",
     "MBOGD",
+    "RBPRConfig",
+    "BOGDRConfig",
+    "RBPRegressor",
+    "BOGDRegressor",
     "multiclass_mistake",
     "forgetron_shrink",
     "FORGETRON_RATIO",
@@ -276,6 +286,23 @@ class MBOGDConfig(_ClassesConfig, BOGDConfig):
     """Multiclass BOGD: ``n_classes`` and BOGD's ``eta``, ``lam``, ``decay``, ``budget``, ``seed``."""
 
     task = "multiclass"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RBPRConfig(RegressionRuleConfig, _SeededConfig):
+    """RBP regression: the FOGD-R rule's step ``eta`` (0.1, "about 0.1" in the paper), ``eps`` and
+    ``threshold``, with kernel, ``budget`` and ``seed``."""
+
+    eta: float = 0.1
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BOGDRConfig(RegressionRuleConfig, BOGDConfig):
+    """BOGD regression: the FOGD-R rule (``eta`` 0.1, ``eps``, ``threshold``) and BOGD's ``lam``,
+    ``decay``, ``budget``, ``seed``."""
+
+    eta: float = 0.1
+    task = "regression"
 
 
 # -- states -------------------------------------------------------------------------------
@@ -792,6 +819,41 @@ class MBOGD(BOGD):
     def __init__(self, config: Any):
         super().__init__(config)
         self.rule = MulticlassHingeRule(config)
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        self._step(work, x32, x64, self.rule(f, y), t, u)
+
+
+# -- regression -------------------------------------------------------------------------------
+class RBPRegressor(_SeededLearner):
+    """RBP for regression (registry ``rbp_r``): add ``x`` with the FOGD-R coefficient
+    ``eta (y - f)`` when the ``eps`` threshold fires; random removal as :class:`RBP`."""
+
+    name = "rbp_r"
+    config_class = RBPRConfig
+    conformance_params = {"sigma": 0.5, "budget": 40, "eta": 0.3, "eps": 0.05}
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.rule = RegressionRule(config)
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        coef = self.rule(f, y)
+        if coef is not None:
+            work.put(random_slot(u, work.n) if work.full else work.n, x32, x64, coef, t)
+
+
+class BOGDRegressor(BOGD):
+    """BOGD for regression (registry ``bogd_r``): :class:`BOGD` with the FOGD-R coefficient
+    ``eta (y - f)`` when the ``eps`` threshold fires."""
+
+    name = "bogd_r"
+    config_class = BOGDRConfig
+    conformance_params = {"sigma": 0.5, "budget": 40, "eta": 0.3, "lam": 0.05, "eps": 0.05}
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.rule = RegressionRule(config)
 
     def _learn(self, work, x32, x64, y, k, f, t, u):
         self._step(work, x32, x64, self.rule(f, y), t, u)

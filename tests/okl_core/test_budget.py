@@ -23,7 +23,7 @@ from .learner_data import tiny_problem
 BINARY = ["rbp", "forgetron", "projectron", "projectron_pp", "bpa_s", "bogd"]
 MULTICLASS = ["mrbp", "mprojectron", "mbogd"]
 ALL = BINARY + ["norma_r"]
-EVERY = ALL + MULTICLASS
+EVERY = ALL + MULTICLASS + ["rbp_r", "bogd_r"]
 SIGMA = 0.5
 
 
@@ -408,8 +408,8 @@ STREAMS = st.tuples(st.integers(1, 6), st.integers(1, 60), st.integers(0, 2**31)
 @given(STREAMS)
 def test_the_budget_is_never_exceeded_and_slots_stay_consistent(case):
     budget, n, seed, name = case
-    budget = max(budget, 2) if name.endswith("bogd") else budget
-    learner = make(name, n_inputs=3, budget=budget, **({"seed": seed % 1000} if name.endswith(("rbp", "bogd")) else {}))
+    budget = max(budget, 2) if "bogd" in name else budget
+    learner = make(name, n_inputs=3, budget=budget, **({"seed": seed % 1000} if "rbp" in name or "bogd" in name else {}))
     X, y = stream_for(learner, n, seed % 997)
     state = learner.init()
     for start in range(0, n, 7):
@@ -542,3 +542,37 @@ def test_multiclass_learners_match_their_transcriptions(name, params):
         assert min(model.stamp) > budget  # vectors were replaced
     np.testing.assert_allclose(learner.predict(state, X[:5]), exact_kernel("gaussian", X[:5], state.support, SIGMA) @ state.alpha,
                                rtol=1e-12)
+
+
+# -- regression with the FOGD-R rule ---------------------------------------------------------------
+def ref_regression(name, X, y, budget, seed, eta, eps, lam=0.0, squared=False):
+    m, scores = Reference(budget), []
+    for t, (x, target) in enumerate(zip(X, y)):
+        f = m.f(x)
+        scores.append(f)
+        if name == "bogd_r":
+            m.alpha = [(1 - eta * lam) * a for a in m.alpha]
+        r = target - f
+        if (r * r if squared else abs(r)) <= eps:
+            continue
+        if m.full:
+            if name == "bogd_r":
+                m.alpha = [a * budget / (budget - 1) for a in m.alpha]
+            m.put(min(int(uniform(seed, t) * budget), budget - 1), x, eta * r, t)
+        else:
+            m.put(len(m.sv), x, eta * r, t)
+    return m, scores
+
+
+@pytest.mark.parametrize("threshold", ["absolute", "squared"])
+@pytest.mark.parametrize(("name", "params"), [("rbp_r", {}), ("bogd_r", {"lam": 0.2})])
+def test_regression_budget_learners_match_their_transcriptions(name, params, threshold):
+    eta, eps, seed = 0.3, 0.02, 3
+    learner = make(name, n_inputs=3, budget=12, seed=seed, eta=eta, eps=eps, threshold=threshold, **params)
+    X, y = tiny_problem("regression", 3, n=160, seed=13)
+    state, scores = learner.update(learner.init(), X, y)
+    model, ref_scores = ref_regression(name, X.astype(np.float64), y, 12, seed, eta, eps, squared=threshold == "squared", **params)
+    np.testing.assert_allclose(scores, ref_scores, rtol=1e-9, atol=1e-10)
+    assert int(state.n_support) == len(model.sv) == 12 and min(model.stamp) > 12
+    np.testing.assert_array_equal(state.stamp, model.stamp)
+    np.testing.assert_allclose(state.alpha, model.alpha, rtol=1e-9, atol=1e-10)
