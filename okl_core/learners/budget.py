@@ -66,6 +66,11 @@ Readings chosen where the papers leave room (each documented at its learner):
   the span of the support set (Orabona's own code; a bound ``e`` on the distance is
   ``eta = e^2``). The Projectron has no hard budget in its paper (``eta`` bounds the set);
   here ``budget`` is a hard cap: once the set is full every update projects.
+* The Forgetron follows the published self-tuned rule (``M`` counts the current mistake);
+  ``shrinking=False`` removes the oldest vector without shrinking, the simpler removal the
+  FOGD paper's related work describes. On a9a the paper's 27.8% lies between the two.
+* BPA-S's removal minimises the PA-I objective over the candidate ``r``, which reduces to
+  ``alpha_r^2 (1 - k(x_r, x)^2)`` (derivation at :class:`BPAS`).
 * BOGD's regulariser decays the coefficients at every example (``decay='every_example'``,
   the gradient of ``lam/2 ||f||^2`` exists at every step) or only on updates
   (``'on_update'``).
