@@ -317,7 +317,7 @@ class BudgetState(NamedTuple):
     Attributes
     ----------
     support : (B, d) float32, the support vectors
-    alpha : (B,) float64, their coefficients (0 in unused slots)
+    alpha : (B,) float64, or (B, C) for multiclass, their coefficients (0 in unused slots)
     stamp : (B,) int64, index in the stream of the example each vector came from (-1 unused)
     n_support : () int64, slots in use
     n_seen : () int64, examples learned
@@ -370,6 +370,14 @@ _BASE_FIELDS = BudgetState._fields
 
 
 # -- the working support set ----------------------------------------------------------------
+def squared_norms(rows: np.ndarray) -> np.ndarray:
+    """``||r||^2`` of C-ordered float64 rows, by one expression whether one row or many: a vector
+    stored during an update and the same vector read back from a state at the next update get
+    the same bits, so a model does not depend on where the stream is cut into batches."""
+    return np.einsum("ij,ij->i", rows, rows)
+
+
+
 class BudgetSet:
     """A state's support set while an update runs: copies of its arrays, changed in place.
 
@@ -386,15 +394,12 @@ class BudgetSet:
         self.stamp = state.stamp.copy()
         self.n = int(state.n_support)
         self.columns = np.ascontiguousarray(self.rows.T, dtype=np.float64)
-        self.sq_norms = np.einsum("ij,ij->i", self.rows.astype(np.float64), self.rows.astype(np.float64))
+        self.sq_norms = squared_norms(self.rows.astype(np.float64))
         self.extra = {name: np.array(value, copy=True) for name, value in state._asdict().items() if name not in _BASE_FIELDS}
 
     @property
-    def budget(self) -> int:
-        return len(self.alpha)
-
-    @property
     def full(self) -> bool:
+        """Whether all ``B`` slots hold a vector."""
         return self.n == len(self.alpha)
 
     def kernel_row(self, x: np.ndarray) -> np.ndarray:
@@ -409,7 +414,7 @@ class BudgetSet:
         """Store ``x`` with ``coef`` in ``slot`` (``n``: a new slot; below: replace that vector)."""
         self.rows[slot] = x32
         self.columns[:, slot] = x64
-        self.sq_norms[slot] = x64 @ x64
+        self.sq_norms[slot] = squared_norms(x64[None, :])[0]
         self.alpha[slot] = coef
         self.stamp[slot] = stamp
         if slot == self.n:
@@ -420,6 +425,7 @@ class BudgetSet:
         return int(np.argmin(self.stamp[: self.n]))
 
     def state(self, state_class: type, n_seen: int) -> Any:
+        """The learner's state of these arrays (they are not copied again)."""
         return state_class(
             support=self.rows,
             alpha=self.alpha,
