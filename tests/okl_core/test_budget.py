@@ -591,3 +591,16 @@ def test_batching_leaves_the_bytes_alone_on_wide_dense_rows(name):
         parts.append(s)
     np.testing.assert_array_equal(np.concatenate(parts), scores)
     assert okl_core.model_bytes(learner, state) == okl_core.model_bytes(learner, whole)
+
+
+@pytest.mark.parametrize("kernel", ["laplacian", "cauchy"])
+def test_other_kernels_score_with_the_exact_kernel(kernel):
+    learner = make("bpa_s", n_inputs=3, budget=10, kernel=kernel, sigma=1.0)
+    X, y = tiny_problem("binary", 3, n=80, seed=14)
+    state, scores = learner.update(learner.init(), X, y)
+    assert int(state.n_support) == 10
+    # Each online score is the expansion of the state before the row: check the last one.
+    before, _ = learner.update(learner.init(), X[:-1], y[:-1])
+    want = exact_kernel(kernel, X[-1:], before.support[: int(before.n_support)], 1.0) @ before.alpha[: int(before.n_support)]
+    np.testing.assert_allclose(scores[-1], want[0], rtol=1e-12)
+    np.testing.assert_allclose(learner.predict(before, X[-1:]), want, rtol=1e-12)
