@@ -298,21 +298,32 @@ def convert_csv(
 
 
 def _decide(path, scan, task, classes, like_info, feature_scaling, target_scaling):
-    d = len(scan.columns.features)
+    return decide_labels_and_scaling(
+        path, len(scan.columns.features), scan.numeric if scan.all_numeric else scan.strings, scan.all_numeric, scan.feature_stats,
+        scan.target_stats, task, classes, like_info, feature_scaling, target_scaling,
+    )
+
+
+def decide_labels_and_scaling(path, d, labels, all_numeric, feature_stats, target_stats, task, classes, like_info, feature_scaling, target_scaling):
+    """The label map and feature/target scalings of a table: the reference's, or from the scan.
+
+    ``labels`` is the :class:`LabelCollector` of the targets (as numbers when
+    ``all_numeric``, else as text); ``feature_stats`` may be None when not scaling.
+    """
     if like_info is not None:
         recorded = like_info.feature_scaling or {}
         fscale = Scaling.from_json(recorded.get("features", {"method": "none"}), d, like_info.name)
         tscale = Scaling.from_json(recorded.get("target", {"method": "none"}), 1, like_info.name)
         return LabelMap.from_info(like_info.task, like_info.classes), fscale, tscale
     if classes is not None:
-        classes = _typed_classes(path, classes, scan.all_numeric)
+        classes = _typed_classes(path, classes, all_numeric)
         label_map = LabelMap(task or ("binary" if len(classes) == 2 else "multiclass"), classes)
     else:
-        label_map = infer_label_map(scan.numeric if scan.all_numeric else scan.strings, task, source=path)
+        label_map = infer_label_map(labels, task, source=path)
     if label_map.task != "regression" and target_scaling != "none":
         raise ValueError(f"{path}: target scaling applies to regression targets only (the task is {label_map.task})")
-    fscale = Scaling.fit(feature_scaling, scan.feature_stats if feature_scaling != "none" else None)
-    tscale = Scaling.fit(target_scaling, scan.target_stats if target_scaling != "none" else None)
+    fscale = Scaling.fit(feature_scaling, feature_stats if feature_scaling != "none" else None)
+    tscale = Scaling.fit(target_scaling, target_stats if target_scaling != "none" else None)
     return label_map, fscale, tscale
 
 
