@@ -49,7 +49,7 @@ from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
 from okl_core.data.scaling import ColumnStats, ScaledRows
 from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, parse_finite
 
-__all__ = ["MISSING_POLICIES", "select_columns", "TableEncoding", "CsvColumns", "ParquetColumns", "convert_table"]
+__all__ = ["MISSING_POLICIES", "select_columns", "TableEncoding", "CsvColumns", "ParquetColumns", "convert_table", "convert_parquet"]
 
 MISSING_POLICIES = ("drop", "mean")
 """What a missing feature value does to its row: go to ``rejects.csv``, or take the training mean."""
@@ -613,3 +613,23 @@ def _feature_stats(source: _TableSource, encoding: TableEncoding, progress) -> C
         progress.update(source.position)
     progress.finish()
     return stats
+
+
+def convert_parquet(
+    path, out, *, target, features=None, drop=None, categorical=None, missing=None, missing_policy=None, like=None, batch_rows=8192, **options,
+) -> ConversionSummary:
+    """Convert Parquet files with one column per feature into a data set at ``out``.
+
+    ``path``: a file, a directory of ``*.parquet`` files or a glob (files in name order).
+    ``features``/``drop``: items as :func:`select_columns`; ``categorical``: columns to
+    one-hot; ``missing``: markers besides nulls; ``missing_policy``: ``drop`` (default) or
+    ``mean``; ``like``: a training set to encode, label and scale like. ``options`` as
+    :func:`convert_table`.
+    """
+    like_info = getattr(like, "info", like)
+    if like_info is not None:
+        recorded = (like_info.extra or {})
+        features = features if features is not None else recorded.get("columns")
+        categorical = categorical if categorical is not None else list(recorded.get("encoding", {}).get("categories", {}))
+    table = ParquetColumns(path, target, features=features, drop=drop, categorical=categorical, markers=missing, batch_rows=batch_rows)
+    return convert_table(table, out, like=like_info, categorical=categorical, markers=missing, missing_policy=missing_policy, kind="parquet", **options)
