@@ -373,7 +373,7 @@ class ParquetColumns(_TableSource):
         self.names = list(schema.names)
         self.features = select_columns(self.names, target, features, drop, where=self.files[0])
         for f in self.files[1:]:
-            missing = sorted(set(self.features) | {target} - set(pq.read_schema(f).names))
+            missing = sorted((set(self.features) | {target}) - set(pq.read_schema(f).names))
             if missing:
                 raise DataFormatError(f"{f}: no column(s) {missing} (the first file {self.files[0]} has them)")
         for c in self.features:
