@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
 from okl_core.data.scaling import ColumnStats, ScaledRows
 from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, parse_finite
+from okl_core.data.targets import LabelCollector
 
 __all__ = ["MISSING_POLICIES", "select_columns", "TableEncoding", "CsvColumns", "ParquetColumns", "convert_table", "convert_parquet"]
 
@@ -214,11 +215,18 @@ class _TableSource:
         self.target, self.categorical, self.markers = target, set(categorical or ()), list(markers or ())
         numbers = []
         for m in self.markers:
-            value, problem = parse_finite(m, "")
+            _, problem = parse_finite(m, "")
             if problem is None or m.strip().lower() in ("nan", "-nan", "+nan"):
                 numbers.append(float(m))
         self._number_markers = np.array(numbers, dtype=np.float64)
         self.features: list = []
+        self.path = ""
+        self.total = 0  # progress units in all (bytes or rows)
+        self.position = 0  # progress units read so far
+
+    def batches(self) -> Iterator["RawBatch"]:
+        """Consecutive :class:`RawBatch` es of the whole table, in order."""
+        raise NotImplementedError
 
     def _text_column(self, name, texts, problems, as_target=False):
         """Parse one column of text (None for a Parquet null): values and missing flags.
@@ -421,8 +429,8 @@ class _Fit:
 
     n_rows: int = 0
     all_numeric: bool = True
-    numeric: object = None
-    strings: object = None
+    numeric: LabelCollector = dataclasses.field(default_factory=LabelCollector)
+    strings: LabelCollector = dataclasses.field(default_factory=LabelCollector)
     target_stats: ColumnStats = dataclasses.field(default_factory=lambda: ColumnStats(1))
     categories: dict = dataclasses.field(default_factory=dict)
     sums: dict = dataclasses.field(default_factory=dict)
@@ -452,9 +460,7 @@ def _check_bad(source, batch, bad, reasons, skip_bad_rows) -> None:
 
 
 def _fit(source: _TableSource, policy: str, skip_bad_rows: bool, progress) -> _Fit:
-    from okl_core.data.targets import LabelCollector
-
-    fit = _Fit(numeric=LabelCollector(), strings=LabelCollector())
+    fit = _Fit()
     progress.start(source.total, source.unit, "scan")
     for batch in source.batches():
         bad, reasons = _row_reasons(source, batch, policy)
