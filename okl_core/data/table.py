@@ -534,6 +534,9 @@ def convert_table(
 
     started = time.perf_counter()
     progress = progress or NullProgress()
+    not_features = sorted(source.categorical - set(source.features))
+    if not_features:
+        raise ValueError(f"{source.path}: --categorical names column(s) {not_features} that are not feature columns {_shown(list(source.features))}")
     like_info = getattr(like, "info", like)
     if like_info is not None:
         encoding = _like_encoding(source, like_info, markers, missing_policy, categorical)

@@ -153,6 +153,9 @@ BAD_INPUT = {
         "{p}/h.csv, line 2: expected 3 fields, found 2"),
     "parquet NaN feature (not a missing marker)": (
         lambda p: ["parquet", _parquet(p, {"a": [1.0, float("nan")], "y": [1, 0]}), "--target", "y"], "{p}/t.parquet, row 1: column 'a': nan is not finite"),
+    "--categorical names a column that is not a feature": (
+        lambda p: ["csv", _bad_csv(p), "--target", "y", "--features", "a", "--categorical", "Sex"],
+        "{p}/bad.csv: --categorical names column(s) ['Sex'] that are not feature columns ['a']"),
     "--like with another policy": (
         lambda p: ["csv", _bad_csv(p), "--target", "y", "--categorical", "Sex", "--missing_policy", "mean", "--like", _reference(p)],
         "--missing_policy mean differs from the reference data set's drop (--like applies its policy and means)"),
