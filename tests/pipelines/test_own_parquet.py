@@ -112,3 +112,19 @@ def test_x_that_is_not_numbers_is_refused(tmp_path):
     with pytest.raises(ValueError) as err:
         open_dataset(str(tmp_path / "f*.parquet"))
     assert str(err.value) == f"{tmp_path / 'f3.parquet'}: column x holds 3 features per row, {tmp_path / 'f2.parquet'} holds 2"
+
+
+def test_sweep_on_own_parquet_equals_the_okl_data_set(tmp_path):
+    from okl_core.data.layout import write_dataset
+    from pipelines import sweep
+
+    X, y = binary_data(500)
+    write_dataset(tmp_path / "okl", X, y, "binary")
+    (tmp_path / "own").mkdir()
+    _write(tmp_path / "own" / "a.parquet", [list(r) for r in X.astype(np.float64)], y, pa.list_(pa.float64()))
+    rows = {}
+    for name, path in (("okl", str(tmp_path / "okl")), ("own", str(tmp_path / "own" / "*.parquet"))):
+        result = sweep.run(["--input", path, "--learner", "fogd", "--grid", "sigma=1,2", "n_components=16", "--scheduler", "serial",
+                            "--out", str(tmp_path / f"sweep-{name}")])
+        rows[name] = [[r[k] for k in ("params", "status", "online_error_runs", "curve_n", "curve_value")] for r in result.rows]
+    assert rows["own"] == rows["okl"] and len(rows["own"]) == 2 and rows["own"][0][1] == "ok"
