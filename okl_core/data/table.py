@@ -179,8 +179,8 @@ class RawBatch:
     ``values[c]``: float64 (number columns) or str objects (categorical columns);
     ``missing[c]``: bool; ``targets``: float64 (NaN where not a number); ``target_texts``:
     str objects (None for a number column); ``target_missing``: bool;
-    ``problems``: "" or why the row is bad; ``ids``: line or row numbers; ``texts``: the
-    raw row for ``rejects.csv`` (CSV) or "".
+    ``problems``: "" or why the row is bad; ``ids``: line or row numbers; ``records``:
+    the CSV fields of each row, for ``rejects.csv`` (empty for Parquet).
     """
 
     values: dict
@@ -190,12 +190,8 @@ class RawBatch:
     target_missing: np.ndarray
     problems: np.ndarray
     ids: np.ndarray
-    texts: list
+    records: list
     file: str
-
-
-def _nulls(texts: np.ndarray) -> np.ndarray:
-    return np.array([t is None for t in texts], dtype=bool)
 
 
 def _first_problem(problems: np.ndarray, reason: np.ndarray) -> None:
@@ -234,23 +230,28 @@ class _TableSource:
         A categorical column keeps its (stripped) text; others become float64, each bad
         value a problem of its row. A target that is not a number is NaN (a class name).
         """
-        texts = np.array([t.strip() if isinstance(t, str) else t for t in texts], dtype=object)
-        missing = np.array([t is None or t in self.markers for t in texts], dtype=bool) if self.markers else _nulls(texts)
+        texts = np.array(texts, dtype=object)
+        markers = set(self.markers)
+        missing = np.fromiter((t is None or t in markers for t in texts), bool, len(texts))
         if name in self.categorical and not as_target:
-            return texts, missing
+            texts = np.array([t.strip() if isinstance(t, str) else t for t in texts], dtype=object)
+            return texts, missing | np.fromiter((t in markers for t in texts), bool, len(texts))
         values = np.zeros(len(texts))
         present = np.flatnonzero(~missing)
-        try:  # all numbers and finite: one conversion (the common case)
+        try:  # all numbers and finite: one conversion (the common case; float() allows spaces)
             values[present] = np.array(texts[present], dtype=np.float64)
-            clean = bool(np.isfinite(values[present]).all()) and all(texts[present])
+            if np.isfinite(values[present]).all():
+                return values, missing
         except ValueError:
-            clean = False
-        if clean:
-            return values, missing
+            pass
         reasons = np.full(len(texts), "", dtype=object)
         what = f"target {name!r}" if as_target else f"column {name!r}"
         for i in present:
-            value, problem = parse_finite(texts[i], what)
+            text = texts[i].strip()
+            if text in markers:
+                missing[i] = True
+                continue
+            value, problem = parse_finite(text, what)
             if problem is None:
                 values[i] = value
             elif as_target and "is not a number" in problem:
@@ -305,7 +306,7 @@ class CsvColumns(_TableSource):
         return [str(i) for i in range(len(first))] if self.no_header else [h.strip() for h in first]
 
     def reject(self, log, batch, j, reason):
-        log.add(line=int(batch.ids[j]), reason=reason, text=batch.texts[j])
+        log.add(line=int(batch.ids[j]), reason=reason, text=self.delimiter.join(batch.records[j]))
 
     def batches(self) -> Iterator[RawBatch]:
         with self._open(self.path) as f:
@@ -332,15 +333,13 @@ class CsvColumns(_TableSource):
     def _parse(self, records, lines) -> RawBatch:
         k = len(self.names)
         problems = np.array([f"expected {k} fields, found {len(r)}" if len(r) != k else "" for r in records], dtype=object)
-        padded = [r if len(r) == k else [""] * k for r in records]
+        columns = list(zip(*(r if len(r) == k else [""] * k for r in records)))  # one tuple per column
         values, missing = {}, {}
         for c in self.features:
-            i = self.names.index(c)
-            values[c], missing[c] = self._text_column(c, [r[i] for r in padded], problems)
-        t = self.names.index(self.target)
-        texts = np.array([r[t].strip() for r in padded], dtype=object)
+            values[c], missing[c] = self._text_column(c, columns[self.names.index(c)], problems)
+        texts = np.array([t.strip() for t in columns[self.names.index(self.target)]], dtype=object)
         numbers, target_missing = self._text_column(self.target, texts, problems, as_target=True)
-        return RawBatch(values, missing, numbers, texts, target_missing, problems, np.asarray(lines, np.int64), [self.delimiter.join(r) for r in records], self.path)
+        return RawBatch(values, missing, numbers, texts, target_missing, problems, np.asarray(lines, np.int64), records, self.path)
 
 
 def _parquet_files(path) -> list:
@@ -420,7 +419,7 @@ class ParquetColumns(_TableSource):
                 ids = np.arange(first, first + n, dtype=np.int64)
                 first += n
                 self.position += n
-                yield RawBatch(values, missing, targets, target_texts, target_missing, problems, ids, [""] * n, f)
+                yield RawBatch(values, missing, targets, target_texts, target_missing, problems, ids, [], f)
 
 
 @dataclasses.dataclass

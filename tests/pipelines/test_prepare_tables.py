@@ -202,3 +202,18 @@ def test_unseen_category_in_a_parquet_test_set(tmp_path):
     test = open_dataset(tmp_path / "test")
     assert test.read_all().X.tolist() == [[0.0, 1.0], [0.0, 0.0], [0.0, 0.0]] and test.info.extra["unseen_categories"] == {"c": 2}
     assert summary.notes == ["2 unseen categories encoded as all-zero (c: 2)"] and test.task == "regression"
+
+
+def test_skip_bad_rows_on_the_table_path_records_each_reason(tmp_path):
+    rows = [["1", "u", "x"], ["abc", "u", "z"], [" NA ", "v", "x"], ["inf", "v", "z"], ["4", "NA", "x"], ["5", "u", "z"], ["6", "v"]]
+    path = _write_csv(tmp_path / "t.csv", ["a", "c", "y"], rows)
+    summary = prepare.run(["csv", path, str(tmp_path / "o"), "--target", "y", "--categorical", "c", "--missing", "NA", "--skip-bad-rows", "--quiet"])
+    rejects = list(csv.reader(open(tmp_path / "o" / "rejects.csv")))[1:]
+    assert rejects == [
+        ["3", "column 'a': 'abc' is not a number (a category? pass --categorical a)", "abc,u,z"],
+        ["4", "column 'a': missing value", " NA ,v,x"],
+        ["5", "column 'a': 'inf' is not finite", "inf,v,z"],
+        ["6", "column 'c': missing value", "4,NA,x"],
+        ["8", "expected 3 fields, found 2", "6,v"],
+    ]
+    assert summary.n_rejected == 5 and open_dataset(tmp_path / "o").read_all().X.tolist() == [[1.0, 1.0], [5.0, 1.0]]
