@@ -139,15 +139,13 @@ class TableEncoding:
         """``column`` for a number, ``column=category`` per category of a categorical column."""
         return [f"{c}={v}" if c in self.categories else c for c in self.columns for v in self.categories.get(c, [None])]
 
-    def width(self, column: str) -> int:
-        return len(self.categories[column]) if column in self.categories else 1
-
     def to_json(self) -> dict:
         """The ``encoding`` entry of ``dataset.json``."""
         return {"categories": self.categories, "missing": {"markers": self.markers, "policy": self.policy, "means": self.means}}
 
     @classmethod
     def from_json(cls, columns: list, raw: dict) -> "TableEncoding":
+        """Rebuild a recorded ``encoding`` (``{}``: numbers only, nothing missing) for ``columns``."""
         missing = raw.get("missing", {})
         return cls(list(columns), dict(raw.get("categories", {})), list(missing.get("markers", [])), missing.get("policy", "drop"), dict(missing.get("means", {})))
 
