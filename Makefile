@@ -38,7 +38,7 @@ $(FLINK_STAMP): pyproject.toml pipelines/local_runners.py
 
 ## run: train the default model on the built-in synthetic data set (no download)
 run: setup
-	$(PY) -m pipelines.train --runner=DirectRunner
+	$(PY) -m pipelines.train --runner=DirectRunner --overwrite
 
 # The Beam-facing tests, run again in .venv-flink: apache-beam's lower bound (pyproject.toml).
 LOWER_BOUND_TESTS := tests/transforms tests/pipelines/test_train.py tests/pipelines/test_runners.py \

@@ -287,6 +287,15 @@ class Learner(Generic[StateT]):
         """Return the initial state (the model before any example)."""
         raise NotImplementedError
 
+    def state_layout(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        """Dtype and shape of every field of the initial state: what a model file must hold.
+
+        The default builds :meth:`init`; a learner whose initial state is large and filled
+        (not lazily zeroed) overrides it, so that a model file is checked against its config
+        without allocating the state first.
+        """
+        return {k: (np.asarray(v).dtype, np.shape(v)) for k, v in self.init()._asdict().items()}
+
     def update(self, state: StateT, X: ArrayLike, y: ArrayLike) -> tuple[StateT, np.ndarray]:
         """Learn from a batch in order: returns ``(new_state, online_scores)``.
 
@@ -385,6 +394,17 @@ class Learner(Generic[StateT]):
                 "counted_fields, maximum_fields) nor produced by merge_special / mix_special"
             )
         return self.state_class(**{f: fields[f] for f in self.state_class._fields})
+
+    # -- streams ----------------------------------------------------------------------------
+    def check_stream(self, n_rows: int) -> None:
+        """Refuse, before any row is learned, a stream of ``n_rows`` examples that would exceed a cap.
+
+        Learners whose state grows with every example (the exact kernel ridge learners)
+        raise a ValueError saying how much memory the state would need and which parameter
+        to change; the others accept any length (the default does nothing). Called by
+        :func:`okl_core.evaluation.run_online` and at the launch of the training pipeline,
+        where the data set's row count is known.
+        """
 
     # -- mix ------------------------------------------------------------------------------
     def mix_refusal_reason(self) -> str:

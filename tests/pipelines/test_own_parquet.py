@@ -103,8 +103,9 @@ def test_bad_x_read_into_memory_is_refused_naming_file_and_row(tmp_path, rows, m
 def test_x_that_is_not_numbers_is_refused(tmp_path):
     table = pa.table({"x": pa.array([["a"], ["b"]], pa.list_(pa.string())), "y": pa.array([1, -1]), "row": pa.array([0, 1])})
     pq.write_table(table, tmp_path / "s.parquet")
-    with pytest.raises(ValueError, match=r"s.parquet: not in the okl layout \(needs columns x \(float32 bytes or a list of floats\), y, row\)"):
+    with pytest.raises(ValueError) as err:
         open_dataset(tmp_path / "s.parquet")
+    assert str(err.value) == f"{tmp_path / 's.parquet'}: not in the okl layout: column x is list<element: string>, not a list of numbers"
     fixed = {"x": pa.array([[1.0, 2.0]], pa.list_(pa.float64(), 2)), "y": pa.array([1]), "row": pa.array([0])}
     pq.write_table(pa.table(fixed), tmp_path / "f2.parquet")
     fixed.update(x=pa.array([[1.0, 2.0, 3.0]], pa.list_(pa.float64(), 3)), row=pa.array([1]))
