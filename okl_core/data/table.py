@@ -386,7 +386,8 @@ class ParquetColumns(_TableSource):
             if _is_text(t) and c not in self.categorical:
                 raise DataFormatError(f"{self.files[0]}: column {c!r} holds text ({t}); pass --categorical {c} to one-hot encode it")
             if not _is_text(t) and not _is_number(t):
-                raise DataFormatError(f"{self.files[0]}: column {c!r} has type {t}; feature columns must hold numbers or (with --categorical) text")
+                hint = " (files with a list column x, y and row need no prepare: train reads them as they are)" if pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t) else ""
+                raise DataFormatError(f"{self.files[0]}: column {c!r} has type {t}; feature columns must hold numbers or (with --categorical) text{hint}")
         t = schema.field(target).type
         if not (_is_text(t) or _is_number(t)):
             raise DataFormatError(f"{self.files[0]}: target column {target!r} has type {t}; it must hold numbers or text")

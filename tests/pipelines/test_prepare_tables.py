@@ -148,6 +148,10 @@ BAD_INPUT = {
     "--features names an absent column (parquet)": (
         lambda p: ["parquet", _parquet(p, {"a": [1.0], "y": [1]}), "--target", "y", "--features", "b"],
         "{p}/t.parquet: --features names no column 'b'; the columns are ['a', 'y']"),
+    "parquet list column": (
+        lambda p: ["parquet", _parquet(p, {"x": pa.array([[1.0]], pa.list_(pa.float64())), "y": [1], "row": [0]}), "--target", "y", "--drop", "row"],
+        "{p}/t.parquet: column 'x' has type list<element: double>; feature columns must hold numbers or (with --categorical) text"
+        " (files with a list column x, y and row need no prepare: train reads them as they are)"),
     "header-less CSV with a wrong column count": (
         lambda p: ["csv", _write_csv(p / "h.csv", None, [["1", "2", "0"], ["3", "1"], ["5", "6", "1"]]), "--no_header", "--target", "2"],
         "{p}/h.csv, line 2: expected 3 fields, found 2"),
