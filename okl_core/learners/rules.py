@@ -81,9 +81,9 @@ def fold(decide: Callable[[Any, Any], CoefT | None], model: RowModel[CoefT], y: 
         The row after the last one learned: ``len(y)``, or earlier when ``add`` asked to stop.
     """
     compiled = getattr(model, "compiled_fold", None)
-    code = rule_code(decide) if compiled is not None else None
-    if code is not None:
-        jit = kernels()
+    if compiled is not None:
+        code = rule_code(decide)
+        jit = kernels() if code is not None else None
         stop = None if jit is None else compiled(jit, code, y, scores, start)
         if stop is not None:
             return stop
