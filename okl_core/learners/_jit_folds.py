@@ -62,13 +62,19 @@ def rival(f, y):
 
 
 @njit(cache=True)
+def widen_row(Z, i, z):
+    """``z[:] = Z[i]`` in float64 (exact from float32), without allocating per row."""
+    for j in range(z.shape[0]):
+        z[j] = Z[i, j]
+
+
+@njit(cache=True)
 def fold_weights(kind, eta, eps, Z, w, y, scores, start):
     """Weights ``w`` (k,) on feature rows ``Z``: ``f = z . w``, ``w += coef z`` (a scalar rule)."""
     k = Z.shape[1]
     z = np.empty(k)
     for i in range(start, y.shape[0]):
-        for j in range(k):
-            z[j] = Z[i, j]
+        widen_row(Z, i, z)
         f = np.dot(z, w)
         scores[i] = f
         update, coef = scalar_coefficient(kind, eta, eps, f, y[i])
@@ -79,47 +85,38 @@ def fold_weights(kind, eta, eps, Z, w, y, scores, start):
 
 
 @njit(cache=True)
-def fold_weight_columns(eta, Z, W, y, scores, start):
-    """Multiclass weights ``W`` (k, C): ``f = z W``; ``W += z (x) coef`` with the rule's dense
-    coefficient (``+eta`` at ``y``, ``-eta`` at the rival)."""
-    k, C = W.shape
-    z = np.empty(k)
-    coef = np.empty(C)
-    for i in range(start, y.shape[0]):
-        for j in range(k):
-            z[j] = Z[i, j]
-        f = np.dot(z, W)
-        scores[i, :] = f
-        s = rival(f, y[i])
-        if s >= 0:
-            coef[:] = 0.0
-            coef[y[i]] = eta
-            coef[s] = -eta
-            for j in range(k):
-                for c in range(C):
-                    W[j, c] += z[j] * coef[c]
-    return y.shape[0]
+def fold_multiclass(eta, Z, W, class_rows, y, scores, start):
+    """The multiclass rule on weights ``W``, as either model of it takes the decision.
 
-
-@njit(cache=True)
-def fold_class_rows(eta, Z, W, y, scores, start):
-    """Multiclass weights ``W`` (C, k), one row per class: ``f = W z``; on an update
-    ``W[y] += eta z`` and ``W[rival] -= eta z``."""
-    k = W.shape[1]
+    ``class_rows``: ``W`` is (C, k), one row per class (MFOGD): ``f = W z``; an update adds
+    ``eta z`` to ``W[y]`` and subtracts it from ``W[rival]``. Otherwise ``W`` is (k, C)
+    (NOGD's linear phase): ``f = z W``; an update adds ``z (x) coef`` with the rule's dense
+    coefficient (``+eta`` at ``y``, ``-eta`` at the rival), zeros included, as numpy does.
+    """
+    k = W.shape[1] if class_rows else W.shape[0]
     z = np.empty(k)
     step = np.empty(k)
+    coef = np.empty(scores.shape[1])
     for i in range(start, y.shape[0]):
-        for j in range(k):
-            z[j] = Z[i, j]
-        f = np.dot(W, z)
+        widen_row(Z, i, z)
+        f = np.dot(W, z) if class_rows else np.dot(z, W)
         scores[i, :] = f
         s = rival(f, y[i])
-        if s >= 0:
-            t = y[i]
+        if s < 0:
+            continue
+        t = y[i]
+        if class_rows:
             for j in range(k):
                 step[j] = eta * z[j]
             for j in range(k):
                 W[t, j] += step[j]
             for j in range(k):
                 W[s, j] -= step[j]
+        else:
+            coef[:] = 0.0
+            coef[t] = eta
+            coef[s] = -eta
+            for j in range(k):
+                for c in range(coef.shape[0]):
+                    W[j, c] += z[j] * coef[c]
     return y.shape[0]

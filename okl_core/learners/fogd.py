@@ -196,7 +196,7 @@ class _ClassRows:
         """:func:`~okl_core.learners.rules.fold` of this model in compiled code (same bytes)."""
         if code[0] != MULTICLASS or not all(a.dtype == np.float64 and a.flags.c_contiguous for a in (self.W, scores)):
             return None
-        return int(jit.fold_class_rows(self.eta, self.Z, self.W, y, scores, start))
+        return int(jit.fold_multiclass(self.eta, self.Z, self.W, True, y, scores, start))
 
 
 class FOGDRegressor(_FourierLinear):

@@ -132,7 +132,7 @@ class LinearRows:
         if w.ndim == 1 and kind != MULTICLASS:
             return int(jit.fold_weights(kind, eta, eps, Z, w, y, scores, start))
         if w.ndim == 2 and kind == MULTICLASS:
-            return int(jit.fold_weight_columns(eta, Z, w, y, scores, start))
+            return int(jit.fold_multiclass(eta, Z, w, False, y, scores, start))
         return None
 
 
