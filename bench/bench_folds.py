@@ -6,7 +6,8 @@ with the compiled fold, and the benchmark prints
     feature map / update   the time of the batch's feature map alone over the update's
                            (the issue's target: >= 0.8 for fogd and mfogd at D = 400 and
                            4,096 on MNIST digits)
-    fold us/row            (update - feature map) per row: the per-row loop's cost
+    fold us/row            (update - feature map) per row: the per-row loop's cost (the two
+                           are timed apart, so a fold cheaper than the noise may print < 0)
 
 before (numpy) and after (compiled), and whether both gave the same model bytes. The
 feature map is ``z(x)`` for the FOGD family and, for NOGD's linear phase, ``z(x) = M k_x``

@@ -2,8 +2,9 @@
 
 The papers' protocol learns one row at a time (predict, score, learn before the next
 row), so a batch update is a Python loop of a few small numpy calls per row. At the
-papers' sizes that loop, not the feature map, was the larger cost (MNIST digits, D = 400:
-the feature map was 0.51 of mfogd's update time, 0.67 of fogd's). The same loop compiled
+papers' sizes that loop was a large part of the cost (MNIST digits, D = 400: the feature
+map was 0.62 of mfogd's update time with the numpy fold, 0.72 of fogd's; 0.85 and ~1.0
+compiled). The same loop compiled
 with numba (``okl_core.learners._jit_folds``) runs the same arithmetic -- the same BLAS
 products, the same elementwise steps -- so models keep their bytes
 (``bench/bench_folds.py`` has the figures; tests/okl_core/test_compiled_folds.py checks
@@ -17,8 +18,9 @@ one. The numpy fold is the reference and stays tested.
 ``OKL_NO_JIT=1`` forces the numpy fold. Without numba (or when it fails to import) the
 numpy fold runs after one warning. Compiled code is cached on disk (numba's
 ``cache=True``: ``__pycache__`` beside ``_jit_folds.py``, or ``NUMBA_CACHE_DIR``), so a
-fresh process pays the import of numba and the loading of cached code (about 0.3-0.5 s,
-once per process; see the README), not the compilation.
+fresh process pays the import of numba and scipy's BLAS and the loading of cached code
+(0.4-0.7 s once per process, at its first compiled update), not the compilation (1-4 s
+per learner shape, on the first run after an install).
 """
 
 from __future__ import annotations
