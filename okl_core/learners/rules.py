@@ -185,6 +185,8 @@ class RegressionRuleConfig(CheckedConfig):
         check_choice("threshold", self.threshold, {"absolute", "squared"})
 
 
+# numba's on-disk cache is keyed by _jit_folds.py alone and freezes these values into the
+# machine code: changing them needs a change there too (the compiled-vs-rule tests notice).
 HINGE, PERCEPTRON, ABSOLUTE, SQUARED, MULTICLASS = 0, 1, 2, 3, 4
 """Kinds of :data:`RuleCode` (the compiled folds' encoding of a rule)."""
 
