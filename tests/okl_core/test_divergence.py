@@ -73,6 +73,8 @@ def _extreme(name):
     config = dataclasses.asdict(base.config)
     if "eta" in config:
         config["eta"] = 1e12
+    if "lam" in config:  # BOGD, NORMA: the decay 1 - eta lam must stay positive (checked by their configs)
+        config["lam"] = min(config["lam"], 0.5 / config["eta"])
     learner = okl_core.make_learner(name, **config)
     X, y = tiny_problem(learner.task, learner.config.n_inputs, n=200)
     X = np.asarray(X) * 1e3
