@@ -73,7 +73,7 @@ def _extreme(name):
     config = dataclasses.asdict(base.config)
     if "eta" in config:
         config["eta"] = 1e12
-    if "lam" in config:  # BOGD, NORMA: the decay 1 - eta lam must stay positive (checked by their configs)
+    if "lam" in config and "eta" in config:  # BOGD, NORMA: the decay 1 - eta lam must stay positive (checked by their configs)
         config["lam"] = min(config["lam"], 0.5 / config["eta"])
     learner = okl_core.make_learner(name, **config)
     X, y = tiny_problem(learner.task, learner.config.n_inputs, n=200)
