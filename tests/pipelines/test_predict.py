@@ -44,15 +44,18 @@ def test_run_inference_rows_and_blocks_match_okl_core(multiclass_model):
         scored_rows = rows | "ScoreRows" >> RunInference(handler) | "RowsOut" >> beam.Map(lambda kv: (kv[0], kv[1].inference))
         scored_blocks = blocks | "ScoreBlocks" >> RunInference(handler) | "BlocksOut" >> beam.Map(lambda kv: (kv[0], kv[1].inference))
 
+        # RunInference batches rows as its timing dictates; the float32 projection X @ Omega
+        # rounds differently for other matrix sizes (sgemv for one row, sgemm blockings for
+        # others), up to ~2e-6 relative in a score seen under load: a float32 tolerance.
         def check_rows(results):
             got = np.stack([s for _, s in sorted(results, key=lambda kv: kv[0])])
-            np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-9)
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())
             np.testing.assert_array_equal(learner.to_labels(got), learner.to_labels(expected))
 
         def check_blocks(results):
             got = np.concatenate([s for _, s in sorted(results, key=lambda kv: kv[0])])
-            # Equal up to the rounding of BLAS on other matrix sizes (observed: 4e-13 relative).
-            np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-9)
+            # Equal up to the float32 rounding of the projection on other matrix sizes (above).
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())
             np.testing.assert_array_equal(learner.to_labels(got), learner.to_labels(expected))
 
         assert_that(scored_rows, check_rows, label="RowsMatch")
