@@ -22,8 +22,8 @@ $(STAMP): pyproject.toml
 ## (or $$OKL_CACHE/runners), and .venv-flink to submit Flink jobs; a part whose tools are
 ## missing is skipped with a note (its tests then skip)
 runners: setup
-	$(PY) -m pipelines.engines install prism --if-available
-	$(PY) -m pipelines.engines install flink --if-available
+	$(PY) -m pipelines.engines install prism --if_available
+	$(PY) -m pipelines.engines install flink --if_available
 	@if $(PY) -m pipelines.engines path flink >/dev/null 2>&1; then $(MAKE) --no-print-directory flink-venv; \
 	else echo "runners: no Flink job server, so no $(FLINK_VENV) (the Flink tests skip)"; fi
 

@@ -51,6 +51,8 @@ __all__ = [
     "resolve_values",
     "learner_params",
     "build_learner",
+    "check_fit",
+    "check_task",
     "batch_rows_for",
     "minibatch_rows",
     "learner_config",
@@ -171,6 +173,30 @@ def _task_mismatch(name: str, task: str, facts: DataFacts) -> ValueError:
     )
 
 
+def check_fit(name: str, values: dict, facts: DataFacts) -> None:
+    """Refuse, before anything runs, parameters ``name`` does not have and a learner whose
+    task is fixed to another one than the data's (the messages :func:`build_learner` gives).
+
+    Raises
+    ------
+    ValueError
+    """
+    cls = okl_core.learner_class(name)
+    fields = {f.name for f in dataclasses.fields(cls.config_class)}
+    unknown = sorted(set(values) - fields)
+    if unknown:
+        raise ValueError(f"{name}: unknown parameter(s) {unknown}; valid: {sorted(fields)}")
+    fixed_task = getattr(cls.config_class, "task", None)  # a class attribute, or a property
+    if isinstance(fixed_task, str) and fixed_task != facts.task:
+        raise _task_mismatch(name, fixed_task, facts)
+
+
+def check_task(learner: okl_core.Learner, facts: DataFacts) -> None:
+    """Refuse a learner set up for another task than the data's (e.g. ``dsg`` with a regression loss)."""
+    if learner.task != facts.task:
+        raise _task_mismatch(learner.name, learner.task, facts)
+
+
 def build_learner(name: str, values: dict, facts: DataFacts) -> okl_core.Learner:
     """The learner ``name`` with :func:`learner_params`, checked against the data's task.
 
@@ -179,12 +205,9 @@ def build_learner(name: str, values: dict, facts: DataFacts) -> okl_core.Learner
     ValueError
         Unknown parameters, invalid values, or a learner for another task than the data's.
     """
-    fixed_task = getattr(okl_core.learner_class(name).config_class, "task", None)  # a class attribute, or a property
-    if isinstance(fixed_task, str) and fixed_task != facts.task:
-        raise _task_mismatch(name, fixed_task, facts)
+    check_fit(name, values, facts)
     learner = okl_core.make_learner(name, **learner_params(name, values, facts))
-    if learner.task != facts.task:
-        raise _task_mismatch(name, learner.task, facts)
+    check_task(learner, facts)
     return learner
 
 

@@ -62,7 +62,7 @@ from okl_core.state import atomic_write_bytes
 from okl_experiments.data import DataSource
 from okl_experiments.grid import SearchSpace, point_key
 from okl_experiments.metrics import experiment_metrics, ranking_metric
-from okl_experiments.params import DEFAULT_BATCH_ROWS, batch_rows_for, learner_config, learner_params
+from okl_experiments.params import DEFAULT_BATCH_ROWS, batch_rows_for, check_fit, check_task, learner_config, learner_params
 from okl_experiments.progress import RunProgress
 from okl_experiments.runs import RunTask, execute
 from okl_experiments.text import format_value, markdown_table as _markdown, mean_std_text, write_json, write_text
@@ -300,6 +300,8 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
         Called with each run's raw result as it arrives.
     """
     metric = metric or settings.default_metric()
+    if settings.reseed and "seed" not in {f.name for f in dataclasses.fields(learner_class(settings.learner).config_class)}:
+        raise ValueError(f"--reseed: learner {settings.learner} has no seed parameter (its runs differ only by the order of the rows)")
     if metric not in settings.metric_names():
         raise ValueError(f"--metric {metric!r} is not available here; choose from {settings.metric_names()}"
                          + ("" if settings.test is not None else " (test_* metrics need --test)"))
@@ -367,9 +369,25 @@ def _kept_rows(points: list[Point], done_rows: dict[str, dict]) -> list[dict]:
 
 def make_points(learner: str, space: SearchSpace, source: DataSource, samples: int | None = None, search_seed: int = 0) -> list[Point]:
     """Grid (or ``samples`` random) points of ``space``, parameters derived from the data added
-    and resolved (:func:`okl_experiments.params.learner_params`: ``n_inputs``, ``"median"`` ...)."""
+    and resolved (:func:`okl_experiments.params.learner_params`: ``n_inputs``, ``"median"`` ...).
+
+    Raises
+    ------
+    ValueError
+        Before anything runs: a parameter the learner does not have, or a learner (or a point
+        of it) for another task than the data's -- the messages of ``pipelines.train``.
+    """
     config_fields = dataclasses.fields(learner_class(learner).config_class)
     space = space.with_integers({f.name for f in config_fields if f.type in (int, "int")})
     values = space.sample(samples, search_seed) if samples else space.grid()
     swept, facts = space.swept, source.facts()
-    return [Point(i, {k: v[k] for k in swept}, learner_params(learner, v, facts)) for i, v in enumerate(values)]
+    for v in values:
+        check_fit(learner, v, facts)
+    points = [Point(i, {k: v[k] for k in swept}, learner_params(learner, v, facts)) for i, v in enumerate(values)]
+    for point in points:
+        try:
+            built = make_learner(learner, **point.params)
+        except (TypeError, ValueError):  # an invalid value fails that point's runs, where it is recorded
+            continue
+        check_task(built, facts)
+    return points

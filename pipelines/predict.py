@@ -7,7 +7,7 @@
 
 Rows are read in blocks (:class:`~transforms.read.ReadShards`, one shard), scored by
 :class:`~transforms.inference.OklModelHandler` in RunInference, and written as Parquet
-files ``<output>-SSSSS-of-NNNNN.parquet`` with columns ``row`` (the input's row number),
+files ``<output>/predictions-SSSSS-of-NNNNN.parquet`` (``--output`` is a directory) with columns ``row`` (the input's row number),
 ``score`` (binary, regression: float64) or ``scores`` (multiclass: list of float64 per
 class) and, for classification, ``label`` (int32: -1/+1 or the class index)
 (:class:`~transforms.inference.WritePredictions`). Bad rows are not scored; they are
@@ -16,25 +16,28 @@ listed in ``<output>.dead_letter.jsonl``. Every other argument is a Beam pipelin
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import os
 
 import okl_core
 from okl_core.data.plan import StreamPlan
-from pipelines.common import UsageError, configure_logging, make_pipeline, pipeline_options, run_pipeline
+from pipelines.cli import Parser, main, prog
+from pipelines.common import UsageError, configure_logging, make_pipeline, pipeline_options, okl_and_beam_args, run_pipeline
 from transforms.inference import WritePredictions, read_bytes
 from transforms.outputs import WriteDeadLetterFile, local_dir
 from transforms.read import DatasetSource, ReadShards
 
-__all__ = ["run"]
+__all__ = ["run", "PREDICTIONS_PREFIX", "DEAD_LETTER_FILE"]
+
+PREDICTIONS_PREFIX = "predictions"
+"""The prediction files are ``<output>/predictions-SSSSS-of-NNNNN.parquet``."""
+DEAD_LETTER_FILE = "dead_letter.jsonl"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.predict", description="Score a Parquet data set with an okl model (RunInference).")
+def _parser() -> Parser:
+    parser = Parser(prog=prog("predict"), description="Score a Parquet data set with an okl model (RunInference).")
     parser.add_argument("--model", required=True, help="model file written by pipelines.train")
     parser.add_argument("--input", required=True, help="data set directory or Parquet glob")
-    parser.add_argument("--output", required=True, help="prefix of the prediction files")
+    parser.add_argument("--output", required=True, help="output directory: predictions-SSSSS-of-NNNNN.parquet and dead_letter.jsonl")
     parser.add_argument("--batch_rows", type=int, default=4096, help="rows per inference block (default %(default)s)")
     return parser
 
@@ -58,7 +61,7 @@ def run(argv=None):
     """
     configure_logging()
     parser = _parser()
-    args, beam_argv = parser.parse_known_args(argv)
+    args, beam_argv = okl_and_beam_args(parser, argv)
     try:
         learner, _ = okl_core.model_from_bytes(read_bytes(args.model), source=args.model)
     except (OSError, okl_core.ModelFileError) as err:
@@ -68,17 +71,18 @@ def run(argv=None):
         plan = StreamPlan(max(source.n_rows, 1), 1, 1, args.batch_rows)
     except (FileNotFoundError, ValueError) as err:
         parser.error(f"--input {args.input}: {err}")
-    local_dir(os.path.dirname(args.output) or ".")
-    dead_path = f"{args.output}.dead_letter.jsonl"
+    local_dir(args.output)
+    prefix = f"{args.output.rstrip('/')}/{PREDICTIONS_PREFIX}"
+    dead_path = f"{args.output.rstrip('/')}/{DEAD_LETTER_FILE}"
     pipeline = make_pipeline(pipeline_options(beam_argv))
     read = pipeline | "ReadShards" >> ReadShards(source, plan, split="predict")
-    read["batches"] | "Predict" >> WritePredictions(args.model, learner.task, getattr(learner.config, "n_classes", None), args.output)
+    read["batches"] | "Predict" >> WritePredictions(args.model, learner.task, getattr(learner.config, "n_classes", None), prefix)
     read["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFile(dead_path)
     result = run_pipeline(pipeline)
-    print(f"predictions:  {args.output}-*.parquet")
+    print(f"predictions:  {prefix}-*.parquet")
     print(f"dead letters: {dead_path}")
     return result
 
 
 if __name__ == "__main__":
-    run()
+    main(run, "predict")
