@@ -43,7 +43,6 @@ TASK_CHOICES = ("binary", "multiclass", "regression")
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", help="output data set directory (must not exist unless --overwrite)")
-    parser.add_argument("legacy_output", nargs="?", help=argparse.SUPPRESS)  # deprecated: the directory as the last positional
     parser.add_argument("--overwrite", action="store_true", help="replace an existing data set at --output (after success)")
     parser.add_argument("--name", help="data set name recorded in dataset.json (default: the directory name)")
     size = parser.add_mutually_exclusive_group()
@@ -274,30 +273,33 @@ def _beam_options(beam_argv, num_workers) -> list:
 _RUNNERS = {"mnist": _run_mnist, "libsvm": _run_libsvm, "csv": _run_csv, "molecular": _run_molecular}
 
 
-def _output(parser, args) -> None:
-    """``args.out``: ``--output``, or the deprecated positional directory (with a warning)."""
-    if args.legacy_output is not None:
-        if args.output is not None:
-            parser.error(f"give the output directory once: --output {args.output} or {args.legacy_output}")
-        warn(parser.prog, "the output directory as the last argument is deprecated; use --output DIR")
-    args.out = args.output if args.output is not None else args.legacy_output
-    if args.out is None:
-        parser.error("the following arguments are required: --output")
-
-
 def _parse(argv) -> tuple[argparse.Namespace, list[str]]:
-    """okl's arguments and (``mnist8m``) Beam's; anything neither defines is refused."""
+    """okl's arguments and (``mnist8m``) Beam's; anything neither defines is refused.
+
+    ``args.out`` is ``--output``, or the deprecated output directory given as the one extra
+    positional argument (with a warning; a positional declared with ``nargs="?"`` would take
+    the place of a leading ``input`` in argparse, so it is picked from what is left over).
+    """
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if rest and args.kind == "mnist8m":
+    if args.kind == "mnist8m" and rest:
         from pipelines.common import unknown_to_beam
 
-        rest_unknown = unknown_to_beam(rest)
-        if rest_unknown:
-            parser.error(f"unrecognized arguments: {' '.join(rest_unknown)} (neither okl nor Beam's pipeline options define them)")
-    elif rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    _output(parser, args)
+        unknown = unknown_to_beam(rest)
+    else:
+        unknown = rest
+    legacy = [token for token in unknown if not token.startswith("-")][:1]
+    unknown = [token for token in unknown if token not in legacy]
+    rest = [token for token in rest if token not in legacy]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}" + (" (neither okl nor Beam's pipeline options define them)" if args.kind == "mnist8m" else ""))
+    if legacy and args.output is not None:
+        parser.error(f"give the output directory once: --output {args.output} or {legacy[0]}")
+    if legacy:
+        warn(parser.prog, "the output directory as the last argument is deprecated; use --output DIR")
+    args.out = args.output if args.output is not None else (legacy or [None])[0]
+    if args.out is None:
+        parser.error("the following arguments are required: --output")
     return args, rest
 
 

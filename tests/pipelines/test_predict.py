@@ -62,14 +62,14 @@ def test_run_inference_rows_and_blocks_match_okl_core(multiclass_model):
 def test_predict_cli_writes_okl_core_predictions(multiclass_model, tmp_path):
     root, model_path, Xt, yt = multiclass_model
     predict.run(["--model", model_path, "--input", str(root / "test"), "--output", str(tmp_path / "pred"), "--runner=DirectRunner"])
-    table = pq.read_table(glob.glob(str(tmp_path / "pred-*.parquet"))).sort_by("row")
+    table = pq.read_table(glob.glob(str(tmp_path / "pred" / "predictions-*-of-*.parquet"))).sort_by("row")
     learner, state = okl_core.load_model(model_path)
     good = np.delete(np.arange(700), 10)
     expected = learner.predict(state, Xt[good])
     np.testing.assert_array_equal(table.column("row").to_numpy(), good)
     np.testing.assert_allclose(np.stack(table.column("scores").to_numpy(zero_copy_only=False)), expected, rtol=1e-6, atol=1e-9)
     np.testing.assert_array_equal(table.column("label").to_numpy(), learner.to_labels(expected))
-    dead = [json.loads(line) for line in open(f"{tmp_path / 'pred'}.dead_letter.jsonl")]
+    dead = [json.loads(line) for line in open(tmp_path / "pred" / "dead_letter.jsonl")]
     assert [(d["row"], d["reason"]) for d in dead] == [(10, "non-finite feature")]
 
 
@@ -78,7 +78,7 @@ def test_predict_cli_binary_labels_and_errors(tmp_path, capsys):
     write_dataset(tmp_path / "b", X, y, "binary", row_group_rows=200)
     result = train.run(["--input", str(tmp_path / "b"), "--learner", "fogd", "--param", "n_components=8", "--output", str(tmp_path / "m")])
     predict.run(["--model", result.model_path, "--input", str(tmp_path / "b"), "--output", str(tmp_path / "p"), "--batch_rows", "64"])
-    table = pq.read_table(glob.glob(str(tmp_path / "p-*.parquet"))).sort_by("row")
+    table = pq.read_table(glob.glob(str(tmp_path / "p" / "predictions-*-of-*.parquet"))).sort_by("row")
     learner, state = okl_core.load_model(result.model_path)
     scores = learner.predict(state, open_dataset(tmp_path / "b").read_all().X)
     np.testing.assert_allclose(table.column("score").to_numpy(), scores, rtol=1e-6, atol=1e-9)
