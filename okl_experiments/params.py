@@ -5,6 +5,8 @@ the reproductions, ``pipelines.report run`` -- goes through :func:`learner_param
 
 * ``n_inputs`` (and ``n_classes`` for multiclass data) come from the data; a value given
   for them must agree;
+* ``horizon`` (the ``T`` of the OKS family), when the learner has one and no value is
+  given, is the number of training rows (as ``"n"``);
 * a string value in the mini-language below is replaced by a number computed on the data
   (:func:`resolve_value`); any other string (a loss, a kernel) is left as it is.
 
@@ -146,7 +148,8 @@ def resolve_values(values: dict, facts: DataFacts) -> dict:
 def learner_params(learner: str, values: dict, facts: DataFacts) -> dict:
     """Parameters of ``learner`` for ``values`` on the data ``facts`` describes.
 
-    Adds ``n_inputs`` (and ``n_classes`` for multiclass data, when the learner has one) and
+    Adds ``n_inputs`` (and ``n_classes`` for multiclass data, when the learner has one), a
+    ``horizon`` of the number of rows when the learner needs one and none is given, and
     resolves data-derived values. Nothing is validated beyond that: :func:`build_learner`
     (or ``okl_core.make_learner``) does.
 
@@ -163,6 +166,8 @@ def learner_params(learner: str, values: dict, facts: DataFacts) -> dict:
     for name, value in derived.items():
         if name in values and values[name] != value:
             raise ValueError(f"{name}={values[name]!r} contradicts {facts.name} ({name} = {value})")
+    if "horizon" in fields and "horizon" not in values:
+        values = {**values, "horizon": "n"}
     return {**resolve_values(values, facts), **derived}
 
 
