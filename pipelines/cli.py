@@ -25,6 +25,8 @@ The ``okl`` console script (:mod:`pipelines.okl`) names its commands ``okl train
 from __future__ import annotations
 
 import argparse
+import logging
+import signal
 import sys
 from typing import Callable, Sequence
 
@@ -110,13 +112,29 @@ def deprecate(parser: Parser, old: str, new: str) -> None:
 def main(run: Callable[[list[str] | None], object], command: str, argv: list[str] | None = None) -> None:
     """Run ``run(argv)`` as a command: Ctrl-C ends it with one line and exit status 130.
 
-    ``run`` cleans up what it started on its way out (``finally`` blocks, context managers):
-    the KeyboardInterrupt reaches this function only after that.
+    ``run`` cleans up what it started on its way out (``finally`` blocks, context managers)
+    before the interrupt reaches this function. Beam re-raises a KeyboardInterrupt raised
+    inside a DoFn as a RuntimeError naming the step, so an interrupt is recognised by the
+    SIGINT that arrived, not by the exception's type. An int returned by ``run`` is the exit status.
     """
+    interrupted: list[int] = []
+
+    def on_interrupt(signum, frame):
+        interrupted.append(signum)
+        logging.disable(logging.CRITICAL)  # Beam and Dask log the interrupted work at ERROR on the way out
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         result = run(argv)
-    except KeyboardInterrupt:
+    except BaseException as err:
+        if not (interrupted or isinstance(err, KeyboardInterrupt)):
+            raise
         print(f"{prog(command)}: interrupted", file=sys.stderr)
         sys.exit(INTERRUPTED_STATUS)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if interrupted:
+            logging.disable(logging.NOTSET)
     if isinstance(result, int) and not isinstance(result, bool):
         sys.exit(result)
