@@ -17,7 +17,17 @@ import sys
 from pipelines.cli import Parser, main as command_main, prog
 from pipelines.local_runners import RUNNERS, EngineUnavailable
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> Parser:
+    """The command line of ``engines`` (:mod:`pipelines.cli`'s conventions)."""
+    parser = Parser(prog=prog("engines"), description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["install", "path"])
+    parser.add_argument("engine", choices=[*RUNNERS, "all"])
+    parser.add_argument("--if_available", action="store_true",
+                        help="skip (exit 0) when a needed tool is not on the PATH")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,12 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     ``make runners`` goes on without that runner. ``path`` prints the cached path, or
     exits with 1 when it is not built.
     """
-    parser = Parser(prog=prog("engines"), description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["install", "path"])
-    parser.add_argument("engine", choices=[*RUNNERS, "all"])
-    parser.add_argument("--if_available", action="store_true",
-                        help="skip (exit 0) when a needed tool is not on the PATH")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     code = 0
     for name in list(RUNNERS) if args.engine == "all" else [args.engine]:

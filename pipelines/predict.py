@@ -26,14 +26,15 @@ from transforms.inference import WritePredictions, read_bytes
 from transforms.outputs import WriteDeadLetterFile, local_dir
 from transforms.read import DatasetSource, ReadShards
 
-__all__ = ["run", "PREDICTIONS_PREFIX", "DEAD_LETTER_FILE"]
+__all__ = ["run", "build_parser", "PREDICTIONS_PREFIX", "DEAD_LETTER_FILE"]
 
 PREDICTIONS_PREFIX = "predictions"
 """The prediction files are ``<output>/predictions-SSSSS-of-NNNNN.parquet``."""
 DEAD_LETTER_FILE = "dead_letter.jsonl"
 
 
-def _parser() -> Parser:
+def build_parser() -> Parser:
+    """The command line of ``predict`` (:mod:`pipelines.cli`'s conventions)."""
     parser = Parser(prog=prog("predict"), description="Score a Parquet data set with an okl model (RunInference).")
     parser.add_argument("--model", required=True, help="model file written by pipelines.train")
     parser.add_argument("--input", required=True, help="data set directory or Parquet glob")
@@ -60,7 +61,7 @@ def run(argv=None):
     apache_beam.runners.runner.PipelineResult
     """
     configure_logging()
-    parser = _parser()
+    parser = build_parser()
     args, beam_argv = okl_and_beam_args(parser, argv)
     try:
         learner, _ = okl_core.model_from_bytes(read_bytes(args.model), source=args.model)

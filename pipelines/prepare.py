@@ -288,7 +288,8 @@ def _parse(argv) -> tuple[argparse.Namespace, list[str]]:
         unknown = unknown_to_beam(rest)
     else:
         unknown = rest
-    legacy = [token for token in unknown if not token.startswith("-")][:1]
+    after_flag = {i + 1 for i, token in enumerate(unknown) if token.startswith("-") and "=" not in token}
+    legacy = [token for i, token in enumerate(unknown) if not token.startswith("-") and i not in after_flag][:1]
     unknown = [token for token in unknown if token not in legacy]
     rest = [token for token in rest if token not in legacy]
     if unknown:

@@ -39,6 +39,7 @@ def _png_output(parser: Parser) -> None:
 
 
 def build_parser() -> Parser:
+    """The command line of ``report`` (:mod:`pipelines.cli`'s conventions)."""
     p = Parser(prog=prog("report"), description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("curves", help="online metric vs examples seen, from results / curve files")

@@ -25,6 +25,7 @@ __all__ = ["build_parser", "run"]
 
 
 def build_parser() -> Parser:
+    """The command line of ``reproduce`` (:mod:`pipelines.cli`'s conventions)."""
     p = Parser(prog=prog("reproduce"), description=__doc__.split("\n\n")[0])
     p.add_argument("--data_root", default=os.environ.get("OKL_SHARED_DATA", DEFAULT_DATA_ROOT),
                    help="directory holding a9a/ and mnist/ (default ../shared/data or $OKL_SHARED_DATA)")

@@ -33,6 +33,7 @@ __all__ = ["build_parser", "run"]
 
 
 def build_parser() -> Parser:
+    """The command line of ``sweep`` (:mod:`pipelines.cli`'s conventions)."""
     p = Parser(prog=prog("sweep"), description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--input", required=True, help="okl data set (directory with dataset.json, Parquet file or glob)")
     p.add_argument("--learner", required=True, help=f"learner name ({', '.join(learner_names())})")

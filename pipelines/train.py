@@ -41,10 +41,11 @@ from pipelines.common import UsageError, configure_logging, make_pipeline, okl_a
 from pipelines.job import DEMO_LEARNER, SYNTHETIC_TRAIN_ROWS, TrainResult, build_graph, counters, read_metrics, resolve_job
 from pipelines.stream import add_streaming_flags, run_streaming
 
-__all__ = ["run", "parse_args"]
+__all__ = ["run", "parse_args", "build_parser"]
 
 
-def _parser() -> Parser:
+def build_parser() -> Parser:
+    """The command line of ``train`` (:mod:`pipelines.cli`'s conventions)."""
     parser = Parser(
         prog=prog("train"),
         description="Train an okl learner over sharded Parquet with Apache Beam. Other arguments must be Beam pipeline options.",
@@ -82,7 +83,7 @@ def _parser() -> Parser:
 def parse_args(argv=None, parser: Parser | None = None) -> tuple[argparse.Namespace, list[str]]:
     """Split ``argv`` into okl's arguments and Beam's pipeline options; exit (status 2) on an
     argument that neither defines."""
-    return okl_and_beam_args(parser or _parser(), argv)
+    return okl_and_beam_args(parser or build_parser(), argv)
 
 
 def _print_summary(result: TrainResult) -> None:
@@ -109,7 +110,7 @@ def run(argv=None) -> TrainResult:
     """
     configure_logging()
     launched_at = time.time()
-    parser = _parser()
+    parser = build_parser()
     args, beam_argv = parse_args(argv, parser)
     try:
         job = resolve_job(args)
