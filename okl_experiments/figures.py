@@ -10,7 +10,7 @@
 Curve inputs (:func:`read_curves`):
 
 * a sweep's ``results.parquet``: the mean curve of its ``--top`` best points;
-* ``reproduce.json`` (``pipelines.reproduce --out``): each setting that ran;
+* ``reproduce.json`` (``pipelines.reproduce --output``): each setting that ran;
 * a curve JSON: ``{"label": str, "metric": str, "curve": {"n": [...], "value": [...]}}``
   or a list of them (:func:`curve_record` writes one from an
   :class:`okl_core.evaluation.OnlineRun`);

@@ -23,15 +23,15 @@ How it runs
   Dask: debugging, references).
 * Results stream back with ``distributed.as_completed``; a progress line per finished run
   goes to stderr. When all runs of a point are in, the point's mean +- std (sample std,
-  ddof = 1) lands in ``OUT/results.parquet`` (rewritten atomically after every point, so an
+  ddof = 1) lands in ``OUTPUT/results.parquet`` (rewritten atomically after every point, so an
   interrupted sweep keeps what it finished) and a Markdown table is printed at the end.
 * A run that raises (invalid parameters, a learner/task mismatch, a dead worker) marks its
   point ``error`` with the message; the sweep goes on.
-* ``resume`` keeps the points of ``OUT/results.parquet`` whose status is ``ok`` and runs
+* ``resume`` keeps the points of ``OUTPUT/results.parquet`` whose status is ``ok`` and runs
   the rest (failed points are retried). The settings that change the numbers (learner,
   data, test data, repeats, order, seeds, batch rows) must match the file's.
 * The best point by ``metric`` (lower is better; ties: lower point index) is written to
-  ``OUT/best.json`` as ``{"learner": name, "params": {...}}`` with the learner's complete
+  ``OUTPUT/best.json`` as ``{"learner": name, "params": {...}}`` with the learner's complete
   configuration: the format ``pipelines.train --config`` reads, and ``make_learner(name,
   **params)`` accepts.
 
@@ -355,7 +355,7 @@ def _finished_rows(results_path: str, settings: SweepSettings, progress) -> dict
     mismatched = sorted(k for k, v in settings.identity().items() if meta["settings"].get(k) != v)
     if mismatched:
         raise ValueError(f"--resume: {results_path} was made with other settings ({', '.join(mismatched)} differ); "
-                         "use another --out or the same settings")
+                         "use another --output or the same settings")
     return {r["params"]: r for r in old_rows if r["status"] == "ok"}
 
 

@@ -149,7 +149,7 @@ def _rows_per_shard(args, n_rows: int | None) -> int:
         return max(1, math.ceil(n_rows / args.shards))
     rows = args.rows_per_shard if args.rows_per_shard is not None else DEFAULT_ROWS_PER_SHARD
     if rows < 1:
-        raise ValueError("--rows-per-shard must be >= 1")
+        raise ValueError("--rows_per_shard must be >= 1")
     return rows
 
 
@@ -230,7 +230,7 @@ def _base_rows(text):
     try:
         return int(start or 0), (int(stop) if stop else None)
     except ValueError:
-        raise ValueError(f"--base-rows must be START:STOP, got {text!r}") from None
+        raise ValueError(f"--base_rows must be START:STOP, got {text!r}") from None
 
 
 def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:

@@ -8,7 +8,7 @@ Example::
 
 The command line of :mod:`okl_experiments.reproduction` (the settings table, tuning, how
 a setting runs): every setting whose learner exists and whose data files are under
-``--data-root`` (default ``../shared/data``, or ``$OKL_SHARED_DATA``) runs on a
+``--data_root`` (default ``../shared/data``, or ``$OKL_SHARED_DATA``) runs on a
 LocalCluster (or ``--scheduler``); the table prints ours next to the paper's number.
 """
 

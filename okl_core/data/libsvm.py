@@ -407,7 +407,7 @@ def _plan(path, n_features, task, classes, like, feature_scaling, target_scaling
         assert scan is not None  # no n_features: scanned
         d = scan.max_index
     if d < 1:
-        raise DataFormatError(f"{path}: no features found (pass --n-features)")
+        raise DataFormatError(f"{path}: no features found (pass --n_features)")
     fscale = Scaling.fit(feature_scaling, scan.feature_stats if scan else None)
     tscale = Scaling.fit(target_scaling, scan.target_stats if scan else None)
     return label_map, d, fscale, tscale, scan
