@@ -88,7 +88,7 @@ def write_curves(path: str, curves: list[Curve]) -> str:
 
 def _curves_from_results(path: str, top: int, metric: str | None) -> list[Curve]:
     rows, meta = read_results(path)
-    metric = metric or meta["metrics"][0]
+    metric = metric or meta.get("rank_by", meta["metrics"][0])
     swept = [k[len("param_"):] for k in (rows[0] if rows else {}) if k.startswith("param_")]
     curves = []
     for row in ranked(rows, metric)[:top]:
@@ -198,7 +198,7 @@ def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tupl
     or a scatter coloured by the metric for a random search.
     """
     rows, meta = read_results(path)
-    metric = metric or meta["metrics"][0]
+    metric = metric or meta.get("rank_by", meta["metrics"][0])
     if metric not in meta["metrics"]:
         raise ValueError(f"--metric {metric!r} is not in {path} (it has {meta['metrics']})")
     ok = [r for r in rows if r["status"] == "ok" and r.get(f"{metric}_mean") is not None and not math.isnan(r[f"{metric}_mean"])]
@@ -245,7 +245,7 @@ def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tupl
             ax.set_xticks(range(len(categories)), [json.loads(c) if isinstance(json.loads(c), str) else c for c in categories])
         ax.set_xlabel(name)
         ax.set_ylabel(ylabel + " (mean ± std)")
-        ax.set_title(f"{ok[0]['learner']}: {metric} against {name}")
+        ax.set_title(f"{ok[0]['learner']}: {metric} against {name}{_ranked_note(metric, meta)}")
         ax.grid(True, alpha=0.3)
         if any(groups):
             ax.legend(fontsize=7)
@@ -258,6 +258,14 @@ def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tupl
     if pair:
         written.append(_heatmap(plt, params, ok, pair, metric, scale, ylabel, out_dir))
     return written
+
+
+def _ranked_note(metric: str, meta: dict) -> str:
+    """Title note: whether the plotted metric is the one the sweep ranked (and chose best.json) by."""
+    rank_by = meta.get("rank_by")
+    if rank_by is None:
+        return ""
+    return " (the ranking metric)" if metric == rank_by else f" (ranked by {rank_by})"
 
 
 def _heatmap(plt, params, rows, pair, metric, scale, ylabel, out_dir) -> str:

@@ -39,7 +39,8 @@ Metrics: ``online_error`` / ``online_mse`` / ``online_mae`` (prequential, over t
 stream) and, with a test set, ``test_error`` / ``test_mse`` / ``test_mae``
 (:func:`okl_experiments.metrics.experiment_metrics`). Every metric of the task is
 recorded; ``metric`` picks the ranking one (default
-:func:`okl_experiments.metrics.ranking_metric`).
+:func:`okl_experiments.metrics.ranking_metric`: the online metric, never the test set),
+recorded in the table's metadata (``rank_by``) and in ``best.json``.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ class SweepSettings:
         return experiment_metrics(self.task, self.test is not None)
 
     def default_metric(self) -> str:
-        return ranking_metric(self.task, self.test is not None)
+        return ranking_metric(self.task)
 
     def batch_rows_of(self, point: Point) -> int:
         """Rows per update for ``point``: :attr:`batch_rows`, rounded for a mini-batch learner."""
@@ -174,7 +175,7 @@ def _row(settings: SweepSettings, point: Point, results: list[dict]) -> dict:
     return row
 
 
-def _schema(settings: SweepSettings, swept_types: dict[str, pa.DataType], space: dict) -> pa.Schema:
+def _schema(settings: SweepSettings, swept_types: dict[str, pa.DataType], space: dict, rank_by: str | None) -> pa.Schema:
     fields = [
         ("point", pa.int64()), ("learner", pa.string()), ("params", pa.string()), ("status", pa.string()),
         ("error", pa.string()), ("runs", pa.int64()), ("seconds", pa.float64()),
@@ -183,7 +184,8 @@ def _schema(settings: SweepSettings, swept_types: dict[str, pa.DataType], space:
         fields += [(f"{name}_mean", pa.float64()), (f"{name}_std", pa.float64()), (f"{name}_runs", pa.list_(pa.float64()))]
     fields += [("curve_n", pa.list_(pa.int64())), ("curve_value", pa.list_(pa.float64()))]
     fields += [(f"param_{name}", t) for name, t in swept_types.items()]
-    meta = {"version": _RESULTS_VERSION, "settings": settings.identity(), "space": space, "metrics": settings.metric_names()}
+    meta = {"version": _RESULTS_VERSION, "settings": settings.identity(), "space": space, "metrics": settings.metric_names(),
+            "rank_by": rank_by or settings.default_metric()}
     return pa.schema(fields, metadata={_METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
 
 
@@ -198,11 +200,12 @@ def _param_cell(value, dtype):
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def write_results(path: str, rows: list[dict], settings: SweepSettings, space: dict, swept: list[str]) -> None:
-    """Write the results table atomically (rows sorted by point)."""
+def write_results(path: str, rows: list[dict], settings: SweepSettings, space: dict, swept: list[str],
+                  rank_by: str | None = None) -> None:
+    """Write the results table atomically (rows sorted by point); its metadata names the ranking metric."""
     rows = sorted(rows, key=lambda r: r["point"])
     swept_types = {name: _param_type([r[f"param_{name}"] for r in rows if f"param_{name}" in r]) for name in swept}
-    schema = _schema(settings, swept_types, space)
+    schema = _schema(settings, swept_types, space, rank_by)
     columns = {}
     for field in schema:
         if field.name.startswith("param_"):
@@ -250,11 +253,13 @@ def markdown_table(rows: list[dict], metric: str, swept: list[str]) -> str:
 
 
 def best_config(rows: list[dict], metric: str) -> dict | None:
-    """``{"learner", "params"}`` of the best ``ok`` point, with the complete learner config."""
+    """``{"learner", "params", "rank_by"}`` of the best ``ok`` point: the complete learner
+    config, and the metric it was chosen by with its mean and std (``rank_by``)."""
     best = ranked(rows, metric)
     if not best or best[0]["status"] != "ok" or math.isnan(best[0].get(f"{metric}_mean", math.nan)):
         return None
-    return learner_config(make_learner(best[0]["learner"], **json.loads(best[0]["params"])))
+    chosen = {"metric": metric, "mean": best[0][f"{metric}_mean"], "std": best[0].get(f"{metric}_std")}
+    return {**learner_config(make_learner(best[0]["learner"], **json.loads(best[0]["params"]))), "rank_by": chosen}
 
 
 @dataclasses.dataclass
@@ -303,7 +308,7 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
     if settings.reseed and "seed" not in {f.name for f in dataclasses.fields(learner_class(settings.learner).config_class)}:
         raise ValueError(f"--reseed: learner {settings.learner} has no seed parameter (its runs differ only by the order of the rows)")
     if metric not in settings.metric_names():
-        raise ValueError(f"--metric {metric!r} is not available here; choose from {settings.metric_names()}"
+        raise ValueError(f"--rank_by {metric!r} is not available here; choose from {settings.metric_names()}"
                          + ("" if settings.test is not None else " (test_* metrics need --test)"))
     swept = list(swept) if swept is not None else list(dict.fromkeys(k for p in points for k in p.swept))
     space = space or {}
@@ -330,10 +335,10 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
             rows.append(_row(settings, point, pending.pop(point.index)))
             tracker.point_done()
             if results_path:
-                write_results(results_path, rows, settings, space, swept)
+                write_results(results_path, rows, settings, space, swept, metric)
         tracker.run_done(result, point.index, point.swept)
     if results_path and not todo:
-        write_results(results_path, rows, settings, space, swept)
+        write_results(results_path, rows, settings, space, swept, metric)
     rows = sorted(rows, key=lambda r: r["point"])
     best = best_config(rows, metric)
     best_path = None

@@ -47,8 +47,10 @@ def build_parser() -> Parser:
     p.add_argument("--shuffle_seed", type=int, default=0, help="run r uses permutation (shuffle_seed, r) (default 0)")
     p.add_argument("--order", choices=["shuffled", "file"], default="shuffled", help="permute rows per run, or keep the stored order")
     p.add_argument("--reseed", action="store_true", help="run r uses model seed = seed + r (new features per run)")
-    p.add_argument("--test", help="held-out okl data set: adds test_* metrics (the default ranking metric then)")
-    p.add_argument("--metric", help="ranking metric: online_error|online_mse|online_mae|test_error|test_mse|test_mae")
+    p.add_argument("--test", help="held-out okl data set: adds test_* metrics (reported; ranked by only with --rank_by test_...)")
+    p.add_argument("--rank_by", metavar="METRIC",
+                   help="ranking metric, lower is better: online_error|online_mse|online_mae|test_error|test_mse|test_mae "
+                        "(default: online_error, or online_mse for regression; never the test set unless given)")
     p.add_argument("--batch_rows", type=int, default=DEFAULT_BATCH_ROWS,
                    help=f"rows per learner update call (default {DEFAULT_BATCH_ROWS}, rounded up to a multiple of a mini-batch learner's batch_size)")
     p.add_argument("--curve_points", type=int, default=64, help="online curve checkpoints per run: this many log-spaced plus as many evenly spaced (default 64)")
@@ -59,6 +61,7 @@ def build_parser() -> Parser:
     p.add_argument("--resume", action="store_true", help="skip points already ok in OUTPUT/results.parquet")
     deprecate(p, "--out", "--output")
     deprecate(p, "--workers", "--num_workers")
+    deprecate(p, "--metric", "--rank_by")
     return p
 
 
@@ -86,7 +89,7 @@ def _run(args) -> SweepResult:
                              batch_rows=args.batch_rows, curve_points=args.curve_points)
     print(f"sweep: {args.learner} on {args.input} ({train.n_rows} rows), {len(points)} points x {args.repeats} runs", file=sys.stderr)
     with dask_client(args.scheduler, args.num_workers, args.dashboard) as client:
-        result = sweep(settings, points, out_dir=args.output, metric=args.metric, resume=args.resume, client=client,
+        result = sweep(settings, points, out_dir=args.output, metric=args.rank_by, resume=args.resume, client=client,
                        space=space.describe(), swept=space.swept, progress=sys.stderr)
     print(markdown_table(result.rows, result.metric, result.swept))
     workers = {r["worker"] for r in result.task_results}
@@ -96,7 +99,7 @@ def _run(args) -> SweepResult:
         print(f"{result.ran} points run, {result.skipped} skipped (already in {result.results_path})")
     print(f"\nresults: {result.results_path}")
     if result.best is not None:
-        print(f"best ({result.metric}): {json.dumps(result.best['params'], sort_keys=True)} -> {result.best_path}")
+        print(f"best by {result.metric}: {json.dumps(result.best['params'], sort_keys=True)} -> {result.best_path}")
     if not any(row["status"] == "ok" for row in result.rows):
         raise SystemExit(f"{prog('sweep')}: error: no point succeeded (first error: {_first_error(result.rows)}); no best config written")
     return result
