@@ -77,10 +77,18 @@ def test_predict_cli_binary_labels_and_errors(tmp_path, capsys):
     X, y = binary_data(600)
     write_dataset(tmp_path / "b", X, y, "binary", row_group_rows=200)
     result = train.run(["--input", str(tmp_path / "b"), "--learner", "fogd", "--param", "n_components=8", "--output", str(tmp_path / "m")])
+    capsys.readouterr()
     predict.run(["--model", result.model_path, "--input", str(tmp_path / "b"), "--output", str(tmp_path / "p"), "--batch_rows", "64"])
     table = pq.read_table(glob.glob(str(tmp_path / "p" / "predictions-*-of-*.parquet"))).sort_by("row")
     learner, state = okl_core.load_model(result.model_path)
-    scores = learner.predict(state, open_dataset(tmp_path / "b").read_all().X)
+    data = open_dataset(tmp_path / "b").read_all()
+    scores = learner.predict(state, data.X)
+    # The labels give the mistake rate: printed with the row count, and in metrics.json (a fraction).
+    mistakes = int(np.sum(learner.to_labels(scores) != data.y))
+    written = json.loads((tmp_path / "p" / "metrics.json").read_text())
+    assert written["rows_scored"] == 600 and written["metrics"]["mistakes"] == mistakes
+    assert written["metrics"]["mistake_rate"] == pytest.approx(mistakes / 600, abs=1e-12)
+    assert f"600 rows scored, 0 rejected; mistake_rate {mistakes / 600:.5g}" in capsys.readouterr().out
     np.testing.assert_allclose(table.column("score").to_numpy(), scores, rtol=1e-6, atol=1e-9)
     np.testing.assert_array_equal(table.column("label").to_numpy(), learner.to_labels(scores))
     with pytest.raises(SystemExit):
