@@ -1,7 +1,8 @@
 """Learner parameters from a data set: the one place values are derived from data.
 
 Every command that builds a learner for a data set -- ``pipelines.train``, the sweeps,
-the reproductions, ``pipelines.report run`` -- goes through :func:`learner_params`:
+the reproductions, ``pipelines.report run`` -- goes through :func:`learner_params`
+(``pipelines.predict``, whose model is built, checks the data with :func:`check_data_fits`):
 
 * ``n_inputs`` (and ``n_classes`` for multiclass data) come from the data; a value given
   for them must agree;
@@ -55,6 +56,7 @@ __all__ = [
     "build_learner",
     "check_fit",
     "check_task",
+    "check_data_fits",
     "batch_rows_for",
     "minibatch_rows",
     "learner_config",
@@ -200,6 +202,19 @@ def check_task(learner: okl_core.Learner, facts: DataFacts) -> None:
     """Refuse a learner set up for another task than the data's (e.g. ``dsg`` with a regression loss)."""
     if learner.task != facts.task:
         raise _task_mismatch(learner.name, learner.task, facts)
+
+
+def check_data_fits(learner: okl_core.Learner, facts: DataFacts) -> None:
+    """Refuse data a built model cannot score: another feature count or task (``pipelines.predict``).
+
+    Raises
+    ------
+    ValueError
+    """
+    if facts.n_features != learner.config.n_inputs:
+        raise ValueError(f"the model takes {learner.config.n_inputs} features, {facts.name} has {facts.n_features}")
+    if learner.task != facts.task:
+        raise ValueError(f"the model ({learner.name}) predicts {learner.task} labels but {facts.name} holds {facts.task} data")
 
 
 def build_learner(name: str, values: dict, facts: DataFacts) -> okl_core.Learner:

@@ -30,9 +30,10 @@ import apache_beam as beam
 import okl_core
 from okl_core.data.plan import StreamPlan
 from okl_core.metrics import Prequential
+from okl_experiments.params import check_data_fits
 from pipelines.cli import Parser, main, prog
-from pipelines.common import UsageError, configure_logging, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
-from pipelines.job import counters
+from pipelines.common import configure_logging, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
+from pipelines.job import counters, data_facts
 from transforms.evaluate import ScoreMetrics
 from transforms.inference import WritePredictions, read_bytes
 from transforms.outputs import WriteDeadLetterFile, local_dir, write_bytes
@@ -59,8 +60,7 @@ def build_parser() -> Parser:
 def _source(path: str, learner: okl_core.Learner) -> DatasetSource:
     """The data set, checked against the model (multiclass: the model's classes)."""
     source = DatasetSource.open(path)
-    if source.n_features != learner.config.n_inputs:
-        raise UsageError(f"the model takes {learner.config.n_inputs} features, the data has {source.n_features}")
+    check_data_fits(learner, data_facts(source))
     if learner.task == "multiclass":
         source = dataclasses.replace(source, n_classes=learner.config.n_classes)
     return source

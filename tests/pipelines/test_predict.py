@@ -94,3 +94,11 @@ def test_predict_cli_binary_labels_and_errors(tmp_path, capsys):
     with pytest.raises(SystemExit):
         predict.run(["--model", str(tmp_path / "nope.npz"), "--input", str(tmp_path / "b"), "--output", str(tmp_path / "q")])
     assert "nope.npz" in capsys.readouterr().err
+    # Data the model cannot score is refused before the pipeline, in one line.
+    write_dataset(tmp_path / "r", data.X, data.X[:, 0].astype(np.float32), "regression")
+    write_dataset(tmp_path / "w", np.hstack([data.X, data.X]), data.y, "binary")
+    for name, message in (("r", "predicts binary labels but"), ("w", f"the model takes {data.X.shape[1]} features")):
+        with pytest.raises(SystemExit):
+            predict.run(["--model", result.model_path, "--input", str(tmp_path / name), "--output", str(tmp_path / "q")])
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith(f"python -m pipelines.predict: error: --input {tmp_path / name}: ") and message in line
