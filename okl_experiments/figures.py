@@ -153,18 +153,17 @@ def plot_curves(curves: list[Curve], out: str, title: str = "", log_x: bool = Fa
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     metrics = {c.metric for c in curves}
-    percent = metrics == {"error"}
     for curve, (line, marker) in zip(curves, itertools.cycle(_STYLES)):
         keep = curve.n >= (1 if log_x else max(1.0, curve.n[-1] / 50))  # skip the noisy first rows
-        n, value = curve.n[keep], curve.value[keep] * (100 if percent else 1)
+        n, value = curve.n[keep], curve.value[keep]  # fractions, as every okl output states them
         every = max(1, len(n) // 8)
         ax.plot(n, value, linestyle=line, marker=marker, markevery=every, markersize=4, linewidth=1.4,
-                label=f"{curve.label} ({value[-1]:.2f}{'%' if percent else ''})")
+                label=f"{curve.label} ({value[-1]:.4g})")
     if log_x:
         ax.set_xscale("log")
     ax.set_xlabel("number of examples seen")
     ylabel = metric_label(metrics.pop()) if len(metrics) == 1 else "online metric"
-    ax.set_ylabel(ylabel + (" (%)" if percent else ""))
+    ax.set_ylabel(ylabel)
     ax.set_title(title or "online performance (predict, then learn)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
@@ -210,9 +209,8 @@ def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tupl
     swept = [k for k in dict.fromkeys(names) if len({json.dumps(p.get(k)) for p in params}) > 1]
     if not swept:
         raise ValueError(f"{path}: no parameter varies between the successful points")
-    percent = metric_of(metric) == "error"
-    scale = 100.0 if percent else 1.0
-    ylabel = f"{metric}{' (%)' if percent else ''}"
+    scale = 1.0  # fractions, as every okl output states them
+    ylabel = metric
     plt = _pyplot()
     written = []
     for name in swept:

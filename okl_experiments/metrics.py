@@ -39,8 +39,6 @@ class Headline:
         Axis label of the online curve.
     short : str
         Short name in titles (``error`` or ``MSE``).
-    percent : bool
-        Whether it reads best in percent.
     """
 
     metric: str
@@ -48,12 +46,11 @@ class Headline:
     batch_sum: str
     label: str
     short: str
-    percent: bool
 
 
 _HEADLINES = {
-    "error": Headline("error", "mistake_rate", "mistakes", "online mistake rate", "error", True),
-    "mse": Headline("mse", "mse", "sum_squared_error", "online mean squared error", "MSE", False),
+    "error": Headline("error", "mistake_rate", "mistakes", "online mistake rate", "error"),
+    "mse": Headline("mse", "mse", "sum_squared_error", "online mean squared error", "MSE"),
 }
 _LABELS = {"error": "online mistake rate", "mse": "online mean squared error", "mae": "online mean absolute error"}
 
