@@ -25,12 +25,13 @@ The ``okl`` console script (:mod:`pipelines.okl`) names its commands ``okl train
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
 from typing import Callable, Sequence
 
-__all__ = ["Parser", "deprecate", "prog", "warn", "main", "INTERRUPTED_STATUS"]
+__all__ = ["Parser", "deprecate", "prog", "okl_names", "warn", "main", "INTERRUPTED_STATUS"]
 
 INTERRUPTED_STATUS = 130
 """Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
@@ -43,9 +44,15 @@ def prog(command: str) -> str:
     return f"okl {command}" if _PROG_STYLE["okl"] else f"python -m pipelines.{command}"
 
 
-def use_okl_names() -> None:
-    """Name the commands ``okl <command>`` from now on (called by the ``okl`` console script)."""
+@contextlib.contextmanager
+def okl_names():
+    """Name the commands ``okl <command>`` while this lasts (the ``okl`` console script)."""
+    before = _PROG_STYLE["okl"]
     _PROG_STYLE["okl"] = True
+    try:
+        yield
+    finally:
+        _PROG_STYLE["okl"] = before
 
 
 def warn(program: str, message: str) -> None:

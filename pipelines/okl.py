@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from pipelines.cli import main as run_command, use_okl_names
+from pipelines.cli import main as run_command, okl_names
 
 __all__ = ["COMMANDS", "main"]
 
@@ -47,9 +47,9 @@ def main(argv: list[str] | None = None) -> None:
     if command not in COMMANDS:
         print(f"okl: error: unknown command {command!r}; choose one of {', '.join(COMMANDS)}", file=sys.stderr)
         sys.exit(2)
-    use_okl_names()
     function = getattr(importlib.import_module(f"pipelines.{command}"), COMMANDS[command][0])
-    run_command(function, command, rest)
+    with okl_names():
+        run_command(function, command, rest)
 
 
 if __name__ == "__main__":

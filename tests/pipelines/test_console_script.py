@@ -85,3 +85,14 @@ def test_license_file_is_apache_2_and_goes_into_the_distribution():
     assert metadata["License-File"] == "LICENSE"
     files = [str(f) for f in importlib.metadata.distribution("okl").files or []]
     assert any(f == "LICENSE" or f.endswith("/LICENSE") for f in files), files
+
+
+def test_okl_names_its_commands_only_while_it_runs(capsys):
+    from pipelines.okl import main
+
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    assert capsys.readouterr().out.startswith("usage: okl sweep")
+    from pipelines import sweep
+
+    assert sweep.build_parser().prog == "python -m pipelines.sweep"
