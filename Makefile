@@ -47,7 +47,7 @@ $(FLINK_STAMP): pyproject.toml pipelines/local_runners.py
 ## run: train the default model on the built-in synthetic data set (no download); installs only
 ## what the run needs (`make setup` / `make test` add the dev and molecules extras)
 run: $(RUN_STAMP)
-	$(VENV)/bin/okl train --runner=DirectRunner
+	$(VENV)/bin/okl train --runner=DirectRunner --overwrite
 
 # The Beam-facing tests, run again in .venv-flink: apache-beam's lower bound (pyproject.toml).
 LOWER_BOUND_TESTS := tests/transforms tests/pipelines/test_train.py tests/pipelines/test_runners.py \

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from okl_core.divergence import diverged
 from okl_core.learners.base import Learner
 from okl_core.metrics import Prequential
 from okl_core.random import permutation
@@ -93,6 +94,10 @@ class OnlineRun:
         examples.
     seconds : float
         Wall time of the updates.
+    diverged_at : int or None
+        Rows learned before the first batch whose online scores, resulting state or
+        accumulated errors hold NaN or inf (:func:`okl_core.divergence.diverged`); None
+        when the run stayed finite. A diverged run still folds every batch.
     """
 
     state: Any
@@ -100,6 +105,12 @@ class OnlineRun:
     curve_n: np.ndarray
     curve_value: np.ndarray
     seconds: float
+    diverged_at: int | None = None
+
+    @property
+    def diverged(self) -> bool:
+        """Whether the run diverged (see :attr:`diverged_at`)."""
+        return self.diverged_at is not None
 
 
 def curve_checkpoints(n: int, points: int) -> np.ndarray:
@@ -153,6 +164,12 @@ def run_online(learner: Learner, X, y, batch_rows: int = 4096, state=None, curve
     Returns
     -------
     OnlineRun
+
+    Raises
+    ------
+    ValueError
+        A stream the learner refuses up front (:meth:`~okl_core.learners.base.Learner.check_stream`:
+        the exact kernel ridge learners past ``max_rows``).
     """
     X = np.asarray(X)
     y = np.asarray(y)
@@ -160,10 +177,12 @@ def run_online(learner: Learner, X, y, batch_rows: int = 4096, state=None, curve
         raise ValueError(f"X has {len(X)} rows but y has {len(y)}")
     batch_rows = effective_batch_rows(learner, batch_rows)
     state = learner.init() if state is None else state
+    learner.check_stream(int(state.n_seen) + len(y))  # a state that would outgrow its cap: refused before the first row
     metrics = Prequential(task=learner.task)
     checkpoints = curve_checkpoints(len(y), curve_points)
     curve = []
     next_cp = 0
+    diverged_at = None
     start_time = time.perf_counter()
     for start in range(0, len(y), batch_rows):
         stop = min(start + batch_rows, len(y))
@@ -178,6 +197,8 @@ def run_online(learner: Learner, X, y, batch_rows: int = 4096, state=None, curve
             next_cp += 1
         if lo < stop:
             metrics.add(scores[lo - start :], y[lo:stop])
+        if diverged_at is None and diverged(state, scores, metrics):
+            diverged_at = start
     seconds = time.perf_counter() - start_time
     return OnlineRun(
         state=state,
@@ -185,6 +206,7 @@ def run_online(learner: Learner, X, y, batch_rows: int = 4096, state=None, curve
         curve_n=checkpoints[: len(curve)].astype(np.int64),
         curve_value=np.asarray(curve, dtype=np.float64),
         seconds=seconds,
+        diverged_at=diverged_at,
     )
 
 

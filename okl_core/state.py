@@ -18,22 +18,29 @@ import dataclasses
 import io
 import json
 import os
+import math
 import re
+import stat
 import tempfile
+import typing
 import zipfile
 
 import numpy as np
 
+from okl_core.divergence import non_finite_fields
 from okl_core.learners.base import Learner
 from okl_core.random import GENERATOR_VERSION
-from okl_core.registry import make_learner
+from okl_core.registry import learner_class, make_learner
 
 __all__ = [
     "FORMAT_VERSION", "ModelFileError", "save_model", "load_model", "model_bytes", "model_from_bytes", "atomic_write_bytes",
-    "version_file_name", "parse_version", "model_versions", "write_new_file",
+    "version_file_name", "parse_version", "model_versions", "write_new_file", "MAX_MODEL_BYTES",
+    "read_model_file",
 ]
 
 FORMAT_VERSION = 1
+MAX_MODEL_BYTES = 16 << 30
+"""Default limit on a model file's size and on its arrays' total size (16 GiB)."""
 _HEADER_KEY = "__header__"
 _VERSION_RE = re.compile(r"model-v(\d{6,})\.npz")
 
@@ -109,82 +116,233 @@ def save_model(path: str | os.PathLike, learner: Learner, state) -> None:
     atomic_write_bytes(path, model_bytes(learner, state))
 
 
-def model_from_bytes(data: bytes, source: str = "<bytes>"):
-    """Parse model-file bytes into ``(learner, state)``; errors name ``source``."""
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as err:
-        raise ModelFileError(f"{source}: not a readable okl model file ({err})") from None
-    if _HEADER_KEY not in arrays:
-        raise ModelFileError(f"{source}: not an okl model file (no header)")
-    try:
-        header = json.loads(arrays.pop(_HEADER_KEY).tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ModelFileError(f"{source}: corrupt model header ({err})") from None
-    if not isinstance(header, dict) or header.get("format") != "okl-model":
-        raise ModelFileError(f"{source}: not an okl model file")
-    if header.get("format_version") != FORMAT_VERSION:
-        raise ModelFileError(f"{source}: model format version {header.get('format_version')} is not supported (this okl reads {FORMAT_VERSION})")
-    if header.get("generator_version") != GENERATOR_VERSION:
-        raise ModelFileError(
-            f"{source}: written with feature-generator version {header.get('generator_version')}, this okl has "
-            f"version {GENERATOR_VERSION}; its random features would differ, so it cannot be loaded"
-        )
-    try:
-        learner = make_learner(header["learner"], **header["config"])
-    except (KeyError, ValueError, TypeError) as err:
-        raise ModelFileError(f"{source}: cannot rebuild the learner ({err})") from None
-    spec = learner.feature_spec()
-    if (spec.to_dict() if spec is not None else None) != header.get("feature_spec"):
-        raise ModelFileError(f"{source}: feature spec in the header does not match the learner's config")
-    fields = learner.state_class._fields
-    if sorted(arrays) != sorted(fields):
-        raise ModelFileError(f"{source}: arrays {sorted(arrays)} do not match {learner.name} state fields {sorted(fields)}")
-    for name, meta in header.get("arrays", {}).items():
-        a = arrays.get(name)
-        if a is None or str(a.dtype) != meta["dtype"] or list(a.shape) != meta["shape"]:
-            raise ModelFileError(f"{source}: array {name!r} does not match its header entry")
-    state = learner.state_class(**{k: arrays[k] for k in fields})
-    if int(state.n_seen) != header.get("n_seen"):
-        raise ModelFileError(f"{source}: n_seen in header and state disagree")
-    _check_shapes(learner, state, source)
-    return learner, state
+def model_from_bytes(data: bytes, source: str = "<bytes>", *, max_bytes: int | None = None, allow_non_finite: bool = False):
+    """Parse model-file bytes into ``(learner, state)``; errors name ``source``.
 
+    Nothing is allocated for an array before its ``.npy`` header has been checked: its
+    dtype must be numeric, its declared size must equal the bytes the member holds, and
+    all arrays together must fit ``max_bytes`` (default :data:`MAX_MODEL_BYTES`).
+    Compressed members are refused (okl writes model files uncompressed), so a small file
+    can never inflate into a large allocation.
 
-def _check_shapes(learner: Learner, state, source: str) -> None:
-    """Compare dtypes and shapes with a fresh state.
-
-    In ``growing_fields`` axis 0 may differ, and so may every axis that is empty in the
-    fresh state (a ``(0, 0)`` matrix that grows into ``(t, t)``).
-    """
-    fresh = learner.init()
-    for name in learner.state_class._fields:
-        a, b = getattr(state, name), getattr(fresh, name)
-        if name in learner.growing_fields:
-            fixed = [i for i in range(1, b.ndim) if b.shape[i] > 0]
-        else:
-            fixed = list(range(b.ndim))
-        if a.dtype != b.dtype or a.ndim != b.ndim or any(a.shape[i] != b.shape[i] for i in fixed):
-            raise ModelFileError(f"{source}: array {name!r} has dtype/shape {a.dtype}{a.shape}, expected {b.dtype}{b.shape}")
-
-
-def load_model(path: str | os.PathLike):
-    """Load ``(learner, state)`` from a model file.
+    Parameters
+    ----------
+    data : bytes
+    source : str
+        What the error messages call the file.
+    max_bytes : int, optional
+        Limit on the arrays' total size.
+    allow_non_finite : bool
+        Accept NaN or inf in the arrays. The training pipelines pass True for the states
+        they produce themselves (a diverged shard must still merge and be reported);
+        every model a user hands to okl is refused.
 
     Raises
     ------
     ModelFileError
-        Missing, corrupt or foreign file, another format or generator version, or arrays
-        that do not fit the learner.
+        One line naming ``source`` and what is wrong.
+    """
+    limit = MAX_MODEL_BYTES if max_bytes is None else int(max_bytes)
+    arrays = _read_arrays(data, source, limit)
+    if _HEADER_KEY not in arrays:
+        raise ModelFileError(f"{source}: not an okl model file (no header)")
+    header = _parse_header(arrays.pop(_HEADER_KEY), source)
+    learner = _rebuild(header, source)
+    fields = learner.state_class._fields
+    if sorted(arrays) != sorted(fields):
+        raise ModelFileError(f"{source}: arrays {sorted(arrays)} do not match {learner.name} state fields {sorted(fields)}")
+    if sorted(header["arrays"]) != sorted(arrays):
+        raise ModelFileError(f"{source}: header lists arrays {sorted(header['arrays'])}, the file holds {sorted(arrays)}")
+    for name, meta in header["arrays"].items():
+        a = arrays[name]
+        if str(a.dtype) != meta["dtype"] or list(a.shape) != meta["shape"]:
+            raise ModelFileError(f"{source}: array {name!r} is {a.dtype}{list(a.shape)}, its header entry says {meta['dtype']}{meta['shape']}")
+    state = learner.state_class(**{k: arrays[k] for k in fields})
+    _check_shapes(learner, state, source)
+    if int(state.n_seen) != header["n_seen"]:
+        raise ModelFileError(f"{source}: n_seen in header ({header['n_seen']}) and state ({int(state.n_seen)}) disagree")
+    if not allow_non_finite:
+        bad = non_finite_fields(state)
+        if bad:
+            raise ModelFileError(f"{source}: array {bad[0]!r} holds NaN or inf values (the run that wrote it diverged); "
+                                 "a non-finite model cannot be used")
+    return learner, state
+
+
+def _read_arrays(data: bytes, source: str, limit: int) -> dict[str, np.ndarray]:
+    """The arrays of an npz, each checked from its ``.npy`` header before it is read."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            members = zf.infolist()
+            if len({m.filename for m in members}) != len(members):
+                raise ModelFileError(f"{source}: not an okl model file (a member name repeats)")
+            declared = [(m, _npy_header(zf, m, source)) for m in members]
+            total = sum(nbytes for _, (_, _, _, nbytes) in declared)
+            if total > limit:
+                raise ModelFileError(f"{source}: its arrays declare {total} bytes, more than the limit of {limit} bytes")
+            return {m.filename[: -len(".npy")]: _read_npy(zf, m, meta, source) for m, meta in declared}
+    except ModelFileError:
+        raise
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError, KeyError, NotImplementedError, RuntimeError) as err:
+        raise ModelFileError(f"{source}: not a readable okl model file ({_one_line(err)})") from None
+
+
+def _npy_header(zf: zipfile.ZipFile, member: zipfile.ZipInfo, source: str):
+    """``(dtype, shape, fortran, nbytes)`` of a member, from its .npy header only."""
+    name = member.filename
+    if not name.endswith(".npy"):
+        raise ModelFileError(f"{source}: not an okl model file (member {name!r} is not a .npy array)")
+    if member.compress_type != zipfile.ZIP_STORED:
+        raise ModelFileError(f"{source}: member {name!r} is compressed; okl model files are written uncompressed")
+    with zf.open(member) as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise ModelFileError(f"{source}: array {name!r} has .npy format version {version}, okl reads 1.0 and 2.0")
+        offset = f.tell()
+    if dtype.hasobject or dtype.fields is not None or dtype.kind not in "biufc" or dtype.itemsize == 0:
+        raise ModelFileError(f"{source}: array {name!r} has dtype {dtype.str!r}; model arrays are numbers")
+    if any(d < 0 for d in shape):
+        raise ModelFileError(f"{source}: array {name!r} has a negative dimension {list(shape)}")
+    nbytes = math.prod(shape) * dtype.itemsize  # Python ints: no overflow
+    if nbytes != member.file_size - offset:
+        raise ModelFileError(f"{source}: array {name!r} declares {list(shape)} {dtype} ({nbytes} bytes) "
+                             f"but holds {member.file_size - offset} bytes")
+    return dtype, shape, fortran, nbytes
+
+
+def _read_npy(zf: zipfile.ZipFile, member: zipfile.ZipInfo, meta, source: str) -> np.ndarray:
+    """Read a checked member into a fresh array (its size is known to match the member)."""
+    dtype, shape, fortran, nbytes = meta
+    flat = np.empty(nbytes, dtype=np.uint8)
+    with zf.open(member) as f:
+        f.read(member.file_size - nbytes)  # the .npy header, already checked
+        if typing.cast(io.BufferedIOBase, f).readinto(flat.data) != nbytes or f.read(1):  # ZipExtFile has readinto
+            raise ModelFileError(f"{source}: array {member.filename!r} is shorter than its header says")
+    return flat.view(dtype).reshape(shape, order="F" if fortran else "C")
+
+
+_HEADER_TYPES: dict[str, tuple[type, ...]] = {
+    "format": (str,), "format_version": (int,), "generator_version": (int,), "learner": (str,),
+    "config": (dict,), "feature_spec": (dict, type(None)), "n_seen": (int,), "arrays": (dict,),
+}
+_MAX_HEADER_BYTES = 1 << 20
+
+
+def _json_type(value) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _parse_header(raw: np.ndarray, source: str) -> dict:
+    """The JSON header, its fields of the right JSON types (ModelFileError otherwise)."""
+    if raw.dtype != np.uint8 or raw.ndim != 1 or raw.size > _MAX_HEADER_BYTES:
+        raise ModelFileError(f"{source}: corrupt model header (not a 1-D uint8 array of at most {_MAX_HEADER_BYTES} bytes)")
+    try:
+        header = json.loads(raw.tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        reason = "nested too deeply" if isinstance(err, RecursionError) else _one_line(err)
+        raise ModelFileError(f"{source}: corrupt model header ({reason})") from None
+    if not isinstance(header, dict) or header.get("format") != "okl-model":
+        raise ModelFileError(f"{source}: not an okl model file")
+    for key, types in _HEADER_TYPES.items():
+        value = header.get(key)
+        if key not in header or not isinstance(value, types) or isinstance(value, bool):
+            raise ModelFileError(f"{source}: header field {key!r} must be {' or '.join(_json_type(t()) for t in types)}, "
+                                 f"got {'nothing' if key not in header else _json_type(value)}")
+    if header["format_version"] != FORMAT_VERSION:
+        raise ModelFileError(f"{source}: model format version {header['format_version']} is not supported (this okl reads {FORMAT_VERSION})")
+    if header["generator_version"] != GENERATOR_VERSION:
+        raise ModelFileError(
+            f"{source}: written with feature-generator version {header['generator_version']}, this okl has "
+            f"version {GENERATOR_VERSION}; its random features would differ, so it cannot be loaded"
+        )
+    if header["n_seen"] < 0:
+        raise ModelFileError(f"{source}: header field 'n_seen' is negative ({header['n_seen']})")
+    for name, meta in header["arrays"].items():
+        ok = (isinstance(meta, dict) and isinstance(meta.get("dtype"), str) and isinstance(meta.get("shape"), list)
+              and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in meta["shape"]))
+        if not ok:
+            raise ModelFileError(f"{source}: header entry of array {name!r} must be "
+                                 '{"dtype": string, "shape": list of non-negative integers}')
+    return header
+
+
+def _rebuild(header: dict, source: str) -> Learner:
+    """The learner of the header's name and config; its feature spec must match the header's."""
+    try:
+        config = {**learner_class(header["learner"]).legacy_config, **header["config"]}  # fields newer than the file
+        learner = make_learner(header["learner"], **config)
+    except Exception as err:  # any failure of a foreign config is a bad file, whatever the learner raises
+        raise ModelFileError(f"{source}: cannot rebuild the learner ({type(err).__name__}: {_one_line(err)})") from None
+    spec = learner.feature_spec()
+    if (spec.to_dict() if spec is not None else None) != header["feature_spec"]:
+        raise ModelFileError(f"{source}: feature spec in the header does not match the learner's config")
+    return learner
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
+
+
+def _check_shapes(learner: Learner, state, source: str) -> None:
+    """Compare dtypes and shapes with those of a fresh state (:meth:`Learner.state_layout`).
+
+    In ``growing_fields`` axis 0 may differ, and so may every axis that is empty in the
+    fresh state (a ``(0, 0)`` matrix that grows into ``(t, t)``). A config whose fresh
+    state cannot even be laid out (too large for memory) is a bad file too.
+    """
+    try:
+        layout = learner.state_layout()
+    except Exception as err:  # MemoryError included: the config, not the arrays, asks for too much
+        raise ModelFileError(f"{source}: its config asks for a state that cannot be built ({type(err).__name__}: {_one_line(err)})") from None
+    for name in learner.state_class._fields:
+        a, (dtype, shape) = getattr(state, name), layout[name]
+        if name in learner.growing_fields:
+            fixed = [i for i in range(1, len(shape)) if shape[i] > 0]
+        else:
+            fixed = list(range(len(shape)))
+        if a.dtype != dtype or a.ndim != len(shape) or any(a.shape[i] != shape[i] for i in fixed):
+            raise ModelFileError(f"{source}: array {name!r} has dtype/shape {a.dtype}{a.shape}, expected {dtype}{shape}")
+
+
+def load_model(path: str | os.PathLike, *, max_bytes: int | None = None):
+    """Load ``(learner, state)`` from a model file.
+
+    Only a regular file is read, and at most ``max_bytes`` (default
+    :data:`MAX_MODEL_BYTES`) of it: a device, a FIFO or a path that never ends is refused
+    before anything is read.
+
+    Raises
+    ------
+    ModelFileError
+        Missing, unreadable, oversized, corrupt or foreign file, another format or
+        generator version, arrays that do not fit the learner, or NaN / inf in the arrays.
     """
     path = os.fspath(path)
+    limit = MAX_MODEL_BYTES if max_bytes is None else int(max_bytes)
+    return model_from_bytes(read_model_file(path, limit), source=path, max_bytes=limit)
+
+
+def read_model_file(path: str, max_bytes: int) -> bytes:
+    """The bytes of a local model file: a regular file of at most ``max_bytes``, read with a bound."""
     try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ModelFileError(f"{path}: not a regular file; a model file must be one")
+        if info.st_size > max_bytes:
+            raise ModelFileError(f"{path}: {info.st_size} bytes, more than the limit of {max_bytes} bytes for a model file")
         with open(path, "rb") as f:
-            data = f.read()
+            # At most the size stat saw (+1 to see growth): read(n) reserves n bytes up front.
+            data = f.read(min(info.st_size, max_bytes) + 1)
     except OSError as err:
         raise ModelFileError(f"{path}: cannot read model file ({err.strerror})") from None
-    return model_from_bytes(data, source=path)
+    if len(data) > max_bytes:
+        raise ModelFileError(f"{path}: more than the limit of {max_bytes} bytes for a model file")
+    return data
 
 
 def version_file_name(version: int) -> str:

@@ -130,6 +130,8 @@ class RunProgress:
         eta = elapsed / self.runs * (self.total_runs - self.runs)
         values = ", ".join(f"{k}={format_value(v)}" for k, v in swept.items()) or "-"
         outcome = (f"{self.metric} {result['metrics'].get(self.metric, math.nan):.4f}" if result["ok"] else f"FAILED {result['error']}")
+        if result.get("diverged"):
+            outcome += f", DIVERGED {result['diverged']}"
         print(f"[{bar(self.runs / max(self.total_runs, 1), self.width, empty='.')}] {self.runs}/{self.total_runs} runs, "
               f"{self.points}/{self.total_points} points, {elapsed:.1f} s, ~{eta:.0f} s left | "
               f"point {point_index} ({values}) run {result['run']}: {outcome} ({result['seconds']:.2f} s)",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import signal
 import socket
@@ -66,7 +67,7 @@ def _run_params(task: RunTask) -> dict:
 
 def _result(task: RunTask, **fields) -> dict:
     """A run's result record (JSON-ready); ``fields`` override the failed-run defaults."""
-    return {"point": task.point, "run": task.run, "ok": False, "error": None, "metrics": {}, "curve_n": [],
+    return {"point": task.point, "run": task.run, "ok": False, "error": None, "diverged": None, "metrics": {}, "curve_n": [],
             "curve_value": [], "seconds": 0.0, "worker": "", "loaded": False, **fields}
 
 
@@ -90,10 +91,20 @@ def _learn(task: RunTask) -> tuple[dict, Any]:
     return metrics, online
 
 
+def _divergence(online, metrics: dict) -> str | None:
+    """Why a finished run counts as diverged (one line), or None."""
+    if online.diverged_at is not None:
+        return f"diverged at row {online.diverged_at} (NaN or inf in the scores, model or errors)"
+    bad = sorted(name for name, value in metrics.items() if not math.isfinite(value))
+    return f"diverged: {', '.join(bad)} not finite" if bad else None
+
+
 def run_task(task: RunTask) -> dict:
     """Run one (point, run): learner fold over the run's permutation, then test scoring.
 
     Never raises for a failing learner: the result then has ``ok`` False and ``error``.
+    A run that diverges (:attr:`okl_core.evaluation.OnlineRun.diverged_at`, or a metric
+    that is NaN or inf) finishes: ``ok`` True, and ``diverged`` says where.
     """
     started, loads_before = time.perf_counter(), loads_done()
     where = {"worker": f"{socket.gethostname()}:{os.getpid()}"}
@@ -102,7 +113,7 @@ def run_task(task: RunTask) -> dict:
     except Exception as err:  # a failing point is a result, not a crash of the sweep
         logger.debug("point %d run %d failed:\n%s", task.point, task.run, traceback.format_exc())
         return _failed(task, err, seconds=time.perf_counter() - started, loaded=loads_done() > loads_before, **where)
-    return _result(task, ok=True, metrics=metrics, curve_n=online.curve_n.tolist(), curve_value=online.curve_value.tolist(),
+    return _result(task, ok=True, diverged=_divergence(online, metrics), metrics=metrics, curve_n=online.curve_n.tolist(), curve_value=online.curve_value.tolist(),
                    seconds=time.perf_counter() - started, loaded=loads_done() > loads_before, **where)
 
 

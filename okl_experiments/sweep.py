@@ -26,9 +26,11 @@ How it runs
   ddof = 1) lands in ``OUTPUT/results.parquet`` (rewritten atomically after every point, so an
   interrupted sweep keeps what it finished) and a Markdown table is printed at the end.
 * A run that raises (invalid parameters, a learner/task mismatch, a dead worker) marks its
-  point ``error`` with the message; the sweep goes on.
-* ``resume`` keeps the points of ``OUTPUT/results.parquet`` whose status is ``ok`` and runs
-  the rest (failed points are retried). The settings that change the numbers (learner,
+  point ``error`` with the message; the sweep goes on. A run whose scores, model or metrics
+  turn NaN or inf (a step size too large) finishes and marks its point ``diverged``, with
+  the row it diverged at in ``error``; such a point is never ranked or chosen as best.
+* ``resume`` keeps the points of ``OUTPUT/results.parquet`` whose status is ``ok`` or
+  ``diverged`` and runs the rest (failed points are retried). The settings that change the numbers (learner,
   data, test data, repeats, order, seeds, batch rows) must match the file's.
 * The best point by ``metric`` (lower is better; ties: lower point index) is written to
   ``OUTPUT/best.json`` as ``{"learner": name, "params": {...}}`` with the learner's complete
@@ -85,6 +87,7 @@ BEST_FILE = "best.json"
 MARKDOWN_FILE = "results.md"
 _METADATA_KEY = b"okl_sweep"
 _RESULTS_VERSION = 1
+_FINISHED = ("ok", "diverged")  # statuses --resume keeps: a diverged point would diverge again
 
 
 # -- points, settings, results -----------------------------------------------------------
@@ -154,12 +157,13 @@ def _row(settings: SweepSettings, point: Point, results: list[dict]) -> dict:
     """One results-table row from the runs of a point."""
     results = sorted(results, key=lambda r: r["run"])
     errors = [r["error"] for r in results if not r["ok"]]
+    diverged = [f"run {r['run']} {r['diverged']}" for r in results if r["ok"] and r.get("diverged")]
     row = {
         "point": point.index,
         "learner": settings.learner,
         "params": point.key,
-        "status": "error" if errors else "ok",
-        "error": errors[0] if errors else None,
+        "status": "error" if errors else "diverged" if diverged else "ok",
+        "error": errors[0] if errors else diverged[0] if diverged else None,
         "runs": sum(r["ok"] for r in results),
         "seconds": float(sum(r["seconds"] for r in results)),
     }
@@ -246,7 +250,7 @@ def markdown_table(rows: list[dict], metric: str, swept: list[str]) -> str:
     cells = []
     for rank, r in enumerate(ranked(rows, metric), 1):
         params = json.loads(r["params"])
-        status = "ok" if r["status"] == "ok" else f"error: {r['error']}"
+        status = "ok" if r["status"] == "ok" else f"{r['status']}: {r['error']}"
         cells.append([str(rank), str(r["point"]), *(format_value(params.get(n)) for n in swept),
                       mean_std_text(r.get(f"{metric}_mean"), r.get(f"{metric}_std")), str(r["runs"]), f"{r['seconds']:.1f}", status])
     return _markdown(head, cells)
@@ -361,7 +365,7 @@ def _finished_rows(results_path: str, settings: SweepSettings, progress) -> dict
     if mismatched:
         raise ValueError(f"--resume: {results_path} was made with other settings ({', '.join(mismatched)} differ); "
                          "use another --output or the same settings")
-    return {r["params"]: r for r in old_rows if r["status"] == "ok"}
+    return {r["params"]: r for r in old_rows if r["status"] in _FINISHED}
 
 
 def _kept_rows(points: list[Point], done_rows: dict[str, dict]) -> list[dict]:

@@ -22,15 +22,17 @@ import json
 import os
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
 import okl_core
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
+from okl_core.publish import StagedDirectory
 from okl_experiments.params import MEDIAN_ROWS, DataFacts, batch_rows_for, build_learner, minibatch_rows, read_learner_config
 from pipelines.common import UsageError
 from transforms.evaluate import Evaluate
-from transforms.outputs import WriteRunOutputs, local_dir
+from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, local_dir, run_id
 from transforms.read import METRICS_NAMESPACE, DatasetSource, ReadShards, is_remote
 from transforms.train import LearnerSpec, MergeBySeed, TrainOnline
 
@@ -47,7 +49,7 @@ DEMO_PARAMS = {
     "dsg": {"loss": "square", "sigma": "0.2*median", "block_size": 512, "batch_size": 1024, "theta": 8.0, "step_offset": 16.0, "nu": 1e-6},
 }
 OUTPUT_FILES = {"model": "model.npz", "metrics": "metrics.json", "plot": "online_error.png", "dead_letter": "dead_letter.jsonl"}
-"""What a run writes into its output directory."""
+"""What a run writes into its output directory (and ``run.json``, :data:`transforms.outputs.MANIFEST_FILE`, last)."""
 
 
 @dataclasses.dataclass
@@ -63,6 +65,29 @@ class TrainJob:
     files: dict
     read_order_seed: int | None
     shuffle_rows: bool = False
+    staging: StagedDirectory | None = None
+    """Local outputs: the hidden directory the run's files are written into, renamed to
+    ``output`` by :meth:`publish` (None: remote outputs, written in place, ``run.json`` last)."""
+
+    def write_path(self, key: str) -> str:
+        """Where the step that writes output ``key`` puts it (the staging directory when local)."""
+        return self.files[key] if self.staging is None else os.path.join(self.staging.tmp, OUTPUT_FILES[key])
+
+    def final_path(self, path: str) -> str:
+        """``path`` as it reads after publishing (the demo data set is built in the staging directory)."""
+        if self.staging is not None and path.startswith(self.staging.tmp):
+            return self.output.rstrip("/") + path[len(self.staging.tmp):]
+        return path
+
+    def publish(self) -> None:
+        """Put the finished run's files in place together (one rename; nothing for remote outputs)."""
+        if self.staging is not None:
+            self.staging.commit()
+
+    def abandon(self) -> None:
+        """Drop a failed or interrupted run's files; the output keeps what it held before."""
+        if self.staging is not None:
+            self.staging.abort()
 
 
 @dataclasses.dataclass
@@ -138,16 +163,40 @@ def _open(path: str, flag: str) -> DatasetSource:
         raise UsageError(f"{flag} {path}: {err}") from None
 
 
-def _demo_data(args, name: str) -> tuple[DatasetSource, str]:
-    """Write the built-in synthetic data sets into ``<output>/data``; the training source and the output."""
-    if args.output and is_remote(args.output):
-        raise UsageError("the built-in demo data set is written locally: give a local --output, or --input")
-    output = args.output or os.path.join("runs", f"synthetic-{name}")
-    train_path, test_path = os.path.join(output, "data", "train"), os.path.join(output, "data", "test")
+def _demo_data(args, directory: str) -> DatasetSource:
+    """Write the built-in synthetic data sets into ``<directory>/data``; the training source."""
+    train_path, test_path = os.path.join(directory, "data", "train"), os.path.join(directory, "data", "test")
     write_synthetic(train_path, args.synthetic_rows, seed=args.synthetic_seed, rows_per_shard=16384, overwrite=True)
     write_synthetic(test_path, SYNTHETIC_TEST_ROWS, seed=args.synthetic_seed + 1, overwrite=True, name="dsg_synthetic_test")
     args.test = args.test or test_path
-    return _open(train_path, "--input"), output
+    return _open(train_path, "--input")
+
+
+def _not_a_run(path: str) -> str | None:
+    """Why ``--overwrite`` must not replace ``path`` (None: it holds an okl run)."""
+    if any(os.path.exists(os.path.join(path, f)) for f in (MANIFEST_FILE, OUTPUT_FILES["model"], OUTPUT_FILES["metrics"])):
+        return None
+    return f"not an okl run folder (no {MANIFEST_FILE}, {OUTPUT_FILES['model']} or {OUTPUT_FILES['metrics']})"
+
+
+def _stage_output(output: str, overwrite: bool) -> StagedDirectory | None:
+    """Refuse a used ``--output`` without ``--overwrite``; the staging directory of a local one.
+
+    Remote file systems cannot rename directories: a remote run's files are written in
+    place and ``run.json``, written last, names the run and the checksum of each.
+    """
+    if is_remote(output):
+        try:
+            used = [f for f in (MANIFEST_FILE, *OUTPUT_FILES.values()) if FileSystems.exists(FileSystems.join(output, f))]
+        except ValueError as err:  # a scheme no installed file system serves
+            raise UsageError(f"--output {output}: {err}") from None
+        if used and not overwrite:
+            raise UsageError(f"--output {output} already holds a run ({', '.join(used)}); pass --overwrite to replace it")
+        return None
+    try:
+        return StagedDirectory(output, replace=overwrite, may_replace=_not_a_run)
+    except FileExistsError as err:
+        raise UsageError(f"--output {err}") from None
 
 
 def _test_source(path: str, source: DatasetSource) -> DatasetSource:
@@ -168,22 +217,40 @@ def resolve_job(args) -> TrainJob:
     """
     source = None if args.input is None else _open(args.input, "--input")
     name, params = _learner_choice(args)
-    if source is None:
-        source, output = _demo_data(args, name)
+    if source is None and args.output and is_remote(args.output):
+        raise UsageError("the built-in demo data set is written locally: give a local --output, or --input")
+    output = args.output or os.path.join("runs", f"synthetic-{name}" if source is None else f"{source.name}-{name}")
+    if getattr(args, "streaming", False):  # a streaming job adds model versions to its output, and restarts from them
+        local_dir(output)
+        staging = None
     else:
-        output = args.output or os.path.join("runs", f"{source.name}-{name}")
+        staging = _stage_output(output, getattr(args, "overwrite", False))
+    try:
+        if source is None:
+            source = _demo_data(args, staging.tmp if staging is not None else output)
+        files = {key: f"{output.rstrip('/')}/{file}" for key, file in OUTPUT_FILES.items()}
+        job = _resolve_learning(args, source, name, params, output, files)
+    except BaseException:
+        if staging is not None:
+            staging.abort()
+        raise
+    job.staging = staging
+    return job
+
+
+def _resolve_learning(args, source: DatasetSource, name: str, params: dict, output: str, files: dict) -> TrainJob:
+    """The learner, plan and test set of the job (every check that needs the training data)."""
     if source.n_rows == 0:
         raise UsageError(f"--input {source.path}: the data set has no rows")
     try:
         learner = build_learner(name, params, data_facts(source))
+        learner.check_stream(source.n_rows)  # a state that grows with the stream: refused before the job
         plan = StreamPlan(source.n_rows, args.num_shards, args.rounds, batch_rows_for(learner, args.batch_rows), align=minibatch_rows(learner))
     except ValueError as err:
         raise UsageError(str(err)) from None
     test_source = _test_source(args.test, source) if args.test else None
     if plan.num_shards > 1:
         _check_mergeable(learner)
-    local_dir(output)
-    files = {key: f"{output.rstrip('/')}/{file}" for key, file in OUTPUT_FILES.items()}
     return TrainJob(source, test_source, learner, learner.describe()["config"], plan, output, files, args.read_order_seed, args.shuffle_rows)
 
 
@@ -211,9 +278,11 @@ def build_graph(pipeline: beam.Pipeline, job: TrainJob, launched_at: float) -> N
         "learner": job.learner.describe(),
         "task": job.learner.task,
         "plan": job.plan.to_dict(),
-        "train": {"name": job.source.name, "path": job.source.path, "n_rows": job.source.n_rows},
-        "test": None if job.test_source is None else {"name": job.test_source.name, "path": job.test_source.path, "n_rows": job.test_source.n_rows},
+        "train": {"name": job.source.name, "path": job.final_path(job.source.path), "n_rows": job.source.n_rows},
+        "test": None if job.test_source is None else {"name": job.test_source.name, "path": job.final_path(job.test_source.path), "n_rows": job.test_source.n_rows},
         "files": job.files,
+        "write_to": {key: job.write_path(key) for key in OUTPUT_FILES},
+        "run_id": run_id(launched_at),
         "launched_at": launched_at,
     }
     pipeline | "WriteRunOutputs" >> WriteRunOutputs(

@@ -96,7 +96,9 @@ def _print_snapshot(record: str, key: str) -> None:
     """One line per snapshot: shard, interval, rows and the interval's online metric ``key``."""
     r = json.loads(record)
     metric = f"{key} {r['online'][key]:.5g}" if key in r["online"] else ""
-    print(f"shard {r['shard']} snapshot {r['interval']}: {sum(b['rows'] for b in r['batches'])} rows ({r['n_seen']} in all), online {metric}", flush=True)
+    diverged = r.get("diverged_at")
+    note = f"; DIVERGED from {diverged['file']} batch {diverged['seq']} (row {diverged['row']})" if diverged else ""
+    print(f"shard {r['shard']} snapshot {r['interval']}: {sum(b['rows'] for b in r['batches'])} rows ({r['n_seen']} in all), online {metric}{note}", flush=True)
 
 
 def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:

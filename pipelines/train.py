@@ -25,7 +25,12 @@ Dataflow and Flink options, ...): an argument that neither okl nor Beam defines 
 (:mod:`pipelines.cli`: flags, aliases, Ctrl-C).
 
 Outputs in ``--output`` (default ``runs/<data>-<learner>``): ``model.npz``, ``metrics.json``,
-``online_error.png`` and ``dead_letter.jsonl``.
+``online_error.png``, ``dead_letter.jsonl`` and, last, ``run.json`` (the run id and each
+file's checksum). A local output is built in a hidden sibling folder and renamed into
+place when the job has finished, so its files always belong to one run; an output that
+already holds a run is refused unless ``--overwrite``, and two runs into one output at
+once are refused (the second at launch). A remote output (``gs://...``) is written in
+place; ``run.json`` tells which run its files are from.
 """
 
 from __future__ import annotations
@@ -75,7 +80,8 @@ def build_parser() -> Parser:
     )
     dist.add_argument("--read_order_seed", type=int, help=argparse.SUPPRESS)  # tests: permute the read tasks
     out = parser.add_argument_group("output")
-    out.add_argument("--output", help="output directory (default runs/<data>-<learner>)")
+    out.add_argument("--output", help="output directory (default runs/<data>-<learner>); must be new or empty unless --overwrite")
+    out.add_argument("--overwrite", action="store_true", help="replace the run already in --output (once this one has finished)")
     add_streaming_flags(parser)
     return parser
 
@@ -97,6 +103,18 @@ def _print_summary(result: TrainResult) -> None:
     if m.get("test"):
         line += f", test {key} {m['test'][key]:.5g}"
     print(line + f"; {m['timing']['wall_seconds']:.1f} s")
+    if m.get("diverged"):
+        print(diverged_line(m["diverged"]))
+
+
+def diverged_line(diverged: dict) -> str:
+    """The summary line of a diverged run (``metrics.json``'s ``diverged``)."""
+    first = diverged["merged"]
+    where = ("the merge" if first["batch"] is None
+             else f"shard {first['shard']} round {first['round']} batch {first['batch']} (row {first['row']})")
+    shards = ", ".join(f"shard {d['shard']} from round {d['round']} batch {d['batch']}" for d in diverged["per_shard"])
+    return (f"DIVERGED from {where}: NaN or inf in the online scores, model or errors"
+            + (f" ({shards})" if shards else "") + "; the model cannot be used for predictions, try a smaller step size or scaled targets")
 
 
 def run(argv=None) -> TrainResult:
@@ -118,9 +136,14 @@ def run(argv=None) -> TrainResult:
             return run_streaming(args, job, beam_argv)
     except UsageError as err:
         parser.error(str(err))
-    pipeline = make_pipeline(pipeline_options(beam_argv))
-    build_graph(pipeline, job, launched_at)
-    pipeline_result = run_pipeline(pipeline)
+    try:
+        pipeline = make_pipeline(pipeline_options(beam_argv))
+        build_graph(pipeline, job, launched_at)
+        pipeline_result = run_pipeline(pipeline)
+        job.publish()
+    except BaseException:
+        job.abandon()
+        raise
     result = TrainResult(pipeline_result, job.output, job.files, read_metrics(job), counters(pipeline_result))
     _print_summary(result)
     return result

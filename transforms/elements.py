@@ -156,7 +156,11 @@ coders.registry.register_coder(PieceRef, PieceRefCoder)
 
 
 class ModelCache:
-    """Parse model-file bytes once per distinct value (a side input repeats per element)."""
+    """Parse model-file bytes once per distinct value (a side input repeats per element).
+
+    The bytes are models this job produced (its initial model, a round's merge, a shard's
+    state), so NaN or inf are accepted: a diverged shard is reported, it does not kill the job.
+    """
 
     def __init__(self):
         self._data, self._parsed = None, None
@@ -164,7 +168,7 @@ class ModelCache:
     def get(self, data: bytes, source: str):
         """``(learner, state)`` of ``data``; errors name ``source``."""
         if data is not self._data and data != self._data:
-            self._parsed = okl_core.model_from_bytes(data, source=source)
+            self._parsed = okl_core.model_from_bytes(data, source=source, allow_non_finite=True)
             self._data = data
         return self._parsed
 

@@ -6,32 +6,54 @@ inputs) and writes, next to each other:
 
 * the model file (okl_core format, written atomically);
 * ``metrics.json``: online error per shard and merged (per round too), test metrics,
-  rows read / trained / rejected (by reason), timing, and the per-batch records;
+  rows read / trained / rejected (by reason), where the run diverged (``diverged``: null,
+  or the first batch of each shard whose scores, state or errors turned NaN or inf, and of
+  the merged model), timing, and the per-batch records (NaN and inf are written as
+  Python's ``json`` writes them: ``NaN``, ``Infinity``);
 * the online-error plot (PNG, matplotlib's Agg backend): the headline metric and its
   curve are :mod:`okl_experiments.metrics`'s;
-* the dead letters (JSON lines sorted by split and stream position).
+* the dead letters (JSON lines sorted by split and stream position);
+* last, ``run.json``: the run id (also in ``metrics.json``) and each file's size and
+  SHA-256, so the files of one run can be told from another's.
 
-Local paths are written atomically (temporary file + rename); other schemes go through
-Beam's FileSystems (object stores write whole objects on close).
+Where the files go is ``info["write_to"]``: for a local output, a hidden staging
+directory that the launcher renames into place after the job (all files appear
+together: :class:`okl_core.publish.StagedDirectory`); for a remote output (``gs://``,
+which cannot rename directories) the final paths, where ``run.json`` written last is what
+ties them together. Local files are written atomically (temporary file + rename); other
+schemes go through Beam's FileSystems (object stores write whole objects on close).
 """
 
 from __future__ import annotations
 
 import collections
+import hashlib
 import io
 import json
 import os
+import secrets
 import time
+import typing
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from okl_core.divergence import non_finite_fields
 from okl_core.metrics import Prequential
-from okl_core.state import atomic_write_bytes
+from okl_core.state import atomic_write_bytes, model_from_bytes
 from okl_experiments.metrics import headline, online_curve, parallel_order
 from transforms.read import is_remote
 
-__all__ = ["WriteRunOutputs", "WriteDeadLetterFile", "write_bytes", "build_report", "plot_online_error", "local_dir"]
+__all__ = ["WriteRunOutputs", "WriteDeadLetterFile", "write_bytes", "build_report", "divergence_report", "plot_online_error", "local_dir", "run_id",
+           "MANIFEST_FILE"]
+
+MANIFEST_FILE = "run.json"
+"""Written last into a run's output: ``{"run_id", "files": {key: {"file", "bytes", "sha256"}}}``."""
+
+
+def run_id(launched_at: float) -> str:
+    """A new run's id: its launch time (UTC) and 8 random hex digits."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(launched_at)) + "-" + secrets.token_hex(4)
 
 
 def write_bytes(path: str, data: bytes) -> None:
@@ -50,7 +72,24 @@ def _merge_all(task: str, parts: list[dict]) -> Prequential:
     return total
 
 
-def build_report(info: dict, summaries: list[dict], batches: list[dict], test: dict | None, dead: list[dict]) -> dict:
+def divergence_report(summaries: list[dict], model_non_finite: list[str]) -> dict | None:
+    """Where the run diverged: the first batch of each shard that did, and of the merged model.
+
+    The merged model diverged from the first (round, batch, shard) at which any shard did (a
+    NaN in one shard reaches the merge); ``non_finite_arrays`` names the merged model's
+    arrays that hold NaN or inf. None when every shard and the model stayed finite.
+    """
+    per_shard = sorted((s["diverged_at"] for s in summaries if s.get("diverged_at")),
+                       key=lambda d: (d["round"], d["shard"]))
+    if not per_shard and not model_non_finite:
+        return None
+    first = min(per_shard, key=lambda d: (d["round"], d["batch"], d["shard"])) if per_shard else None
+    return {"per_shard": per_shard, "merged": {**(first or {"shard": None, "round": None, "batch": None, "row": None}),
+                                              "non_finite_arrays": list(model_non_finite)}}
+
+
+def build_report(info: dict, summaries: list[dict], batches: list[dict], test: dict | None, dead: list[dict],
+                 model_non_finite: typing.Sequence[str] = ()) -> dict:
     """The content of ``metrics.json`` (see the module docstring).
 
     Parameters
@@ -66,6 +105,8 @@ def build_report(info: dict, summaries: list[dict], batches: list[dict], test: d
         Test-set Prequential fields.
     dead : list of dict
         Dead-letter records.
+    model_non_finite : list of str
+        The merged model's arrays that hold NaN or inf.
     """
     task = info["task"]
     summaries = sorted(summaries, key=lambda s: (s["round"], s["shard"]))
@@ -82,6 +123,7 @@ def build_report(info: dict, summaries: list[dict], batches: list[dict], test: d
 
     wall = time.time() - info["launched_at"]
     return {
+        "run_id": info.get("run_id"),
         "learner": info["learner"],
         "plan": info["plan"],
         "data": {"train": info["train"], "test": info.get("test")},
@@ -98,6 +140,7 @@ def build_report(info: dict, summaries: list[dict], batches: list[dict], test: d
             "per_round": [{"round": r, **per_round[r].summary()} for r in rounds],
         },
         "test": Prequential(**test).summary() if test else None,
+        "diverged": divergence_report(summaries, list(model_non_finite)),
         "timing": {
             "wall_seconds": wall,
             "rows_per_second": merged.n / wall if wall > 0 else None,
@@ -150,15 +193,32 @@ class _WriteOutputs(beam.DoFn):
         self.info = info
 
     def process(self, _, model: bytes, summaries: list, batches: list, test: list, dead: list):
-        files = self.info["files"]
-        write_bytes(files["model"], model)
         dead_records = sorted((json.loads(d) for d in dead), key=lambda d: (d["split"], d["position"]))
-        write_bytes(files["dead_letter"], "".join(json.dumps(d, sort_keys=True) + "\n" for d in dead_records).encode())
         test_fields = json.loads(test[0]) if test else None
-        report = build_report(self.info, [json.loads(s) for s in summaries], [json.loads(b) for b in batches], test_fields, dead_records)
-        write_bytes(files["plot"], plot_online_error(report, self.info["task"]))
-        write_bytes(files["metrics"], (json.dumps(report, indent=1, sort_keys=True) + "\n").encode())
-        yield files["metrics"]
+        _, state = model_from_bytes(model, source="merged model", allow_non_finite=True)
+        report = build_report(self.info, [json.loads(s) for s in summaries], [json.loads(b) for b in batches], test_fields, dead_records,
+                              non_finite_fields(state))
+        contents = {
+            "model": model,
+            "dead_letter": "".join(json.dumps(d, sort_keys=True) + "\n" for d in dead_records).encode(),
+            "plot": plot_online_error(report, self.info["task"]),
+            "metrics": (json.dumps(report, indent=1, sort_keys=True) + "\n").encode(),
+        }
+        write_to = self.info.get("write_to", self.info["files"])
+        for key, data in contents.items():
+            write_bytes(write_to[key], data)
+        manifest = {
+            "run_id": self.info.get("run_id"),
+            "files": {key: {"file": os.path.basename(self.info["files"][key]), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                      for key, data in contents.items()},
+        }
+        write_bytes(_beside(write_to["metrics"], MANIFEST_FILE), (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+        yield self.info["files"]["metrics"]
+
+
+def _beside(path: str, name: str) -> str:
+    """The path of ``name`` in the directory of ``path`` (local or remote)."""
+    return path[: path.rstrip("/").rfind("/") + 1] + name
 
 
 class WriteRunOutputs(beam.PTransform):

@@ -9,7 +9,10 @@ sequence numbers come from positions, so they do not depend on which worker read
 in which order, or on how the data set is split into files and row groups.
 
 Bad rows go to the ``dead_letter`` output as JSON lines (row, position, shard, round,
-file, reason); they never reach a learner.
+file, reason); they never reach a learner. So do the rows of a row group that cannot be
+read or decoded (a corrupt page: reason ``unreadable row group``, row -1): what can be
+checked before the job -- the schema, and each file's rows against ``dataset.json`` -- is
+checked when the data set is opened (:func:`okl_core.data.layout.check_shard`).
 """
 
 from __future__ import annotations
@@ -25,14 +28,15 @@ import typing
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from okl_core.data.layout import INFO_FILE, DatasetInfo, open_dataset
+from okl_core.data.layout import INFO_FILE, DatasetInfo, check_listing, check_shard, one_line, open_dataset
 from okl_core.data.plan import StreamPlan
-from okl_core.data.validate import check_rows
+from okl_core.data.validate import check_rows, unreadable_rows
 from transforms.elements import BatchPiece, PieceRef
 
 __all__ = ["DatasetSource", "ReadShards", "RowGroupReader", "piece_refs", "is_remote", "open_binary", "METRICS_NAMESPACE"]
@@ -108,17 +112,22 @@ class DatasetSource:
             Missing or unreadable data, naming the path.
         """
         path = str(path)
-        if is_remote(path):
+        remote = is_remote(path)
+        if remote:  # a local data set is checked by open_dataset; a remote one here, file by file
             info, files = _remote_dataset(path)
+            check_listing(info, FileSystems.join(path, INFO_FILE))
         else:
             dataset = open_dataset(path)
             info, files = dataset.info, [shard.path for shard in dataset.shards]
         groups, position = [], 0
-        for file in files:
+        for k, file in enumerate(files):
             try:
-                metadata = pq.ParquetFile(open_binary(file)).metadata
+                parquet = pq.ParquetFile(open_binary(file))
             except Exception as err:  # pyarrow and the file systems raise several types
-                raise ValueError(f"{file}: not a readable Parquet file ({err})") from None
+                raise ValueError(f"{file}: not a readable Parquet file ({one_line(err)})") from None
+            metadata = parquet.metadata
+            if remote:
+                check_shard(file, metadata, parquet.schema_arrow, info, int(info.shards[k]["n_rows"]))
             for g in range(metadata.num_row_groups):
                 rows = metadata.row_group(g).num_rows
                 if rows:
@@ -215,13 +224,19 @@ class RowGroupReader:
         if path not in self._files:
             if len(self._files) >= 8:
                 self._files.clear()
-            self._files[path] = pq.ParquetFile(open_binary(path))
+            self._files[path] = pq.ParquetFile(open_binary(path), page_checksum_verification=True)
         return self._files[path]
 
     def _load(self, path: str, group: int, rows: int):
         """Read and check one row group (on the calling thread)."""
-        # One decoding thread: the reading DoFns run several in parallel already.
-        table = self._file(path).read_row_group(group, columns=["x", "y", "row"], use_threads=False)
+        try:
+            # One decoding thread: the reading DoFns run several in parallel already.
+            table = self._file(path).read_row_group(group, columns=["x", "y", "row"], use_threads=False)
+        except (OSError, pa.ArrowException) as err:
+            # A corrupt page or a group that cannot be decoded: found only now, so its rows
+            # are dead-lettered (counted, with the reason) and the job goes on.
+            checked = unreadable_rows(rows, self.source.n_features, self.source.task, f"unreadable row group: row group {group} ({one_line(err)})")
+            return checked, np.zeros(rows + 1, np.int64), np.arange(1, rows + 1)
         if table.num_rows != rows:
             raise ValueError(f"{path}: row group {group} has {table.num_rows} rows, the listing said {rows}; was the data set rewritten?")
         checked = check_rows(table, self.source.n_features, self.source.task, self.source.n_classes)

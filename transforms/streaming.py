@@ -57,6 +57,7 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 
 import okl_core
 from okl_core.data.validate import check_rows
+from okl_core.divergence import diverged as is_diverged
 from okl_core.merge import check_mergeable, mix_states
 from okl_core.metrics import Prequential
 from okl_core.state import model_versions, parse_version, version_file_name, write_new_file
@@ -157,8 +158,11 @@ class _StreamShard(beam.DoFn):
             began = time.perf_counter()
             state, scores = self.learner.update(state, piece.X, piece.y)
             self.micros.inc(int((time.perf_counter() - began) * 1e6))
-            meta["metrics"] = Prequential(**meta["metrics"]).add(scores, piece.y).to_dict()
+            batch = Prequential(self.learner.task).add(scores, piece.y)
+            meta["metrics"] = Prequential(**meta["metrics"]).merge(batch).to_dict()
             self.rows.inc(len(piece.y))
+            if meta.get("diverged_at") is None and is_diverged(state, scores, batch):  # reported, never raised
+                meta["diverged_at"] = {"file": event.path, "seq": event.seq, "row": piece.start}
         meta["learned"].append({"file": event.path, "seq": event.seq, "start": piece.start, "stop": piece.stop, "rows": len(piece.y), "mixed_version": meta["mixed_version"]})
         if not meta["end_timer"]:
             end.set(_SHARDS_END)  # fires once the input ends: the last snapshot
@@ -192,6 +196,7 @@ class _StreamShard(beam.DoFn):
         record = {
             "shard": int(shard), "interval": meta["interval"], "n_seen": int(state.n_seen), "mixed_version": meta["mixed_version"],
             "online": Prequential(**meta["metrics"]).summary(), "batches": meta["learned"], "time": _now(),
+            "diverged_at": meta.get("diverged_at"),  # the shard's first batch whose numbers turned NaN or inf
         }
         out = (int(shard), meta["interval"], okl_core.model_bytes(self.learner, state), json.dumps(record, sort_keys=True))
         meta.update(interval=meta["interval"] + 1, learned=[], metrics=Prequential(self.learner.task).to_dict())
@@ -312,7 +317,7 @@ class _MergeWindows(beam.DoFn):
         newest.clear()
         for shard, (interval, data) in sorted(latest.items()):
             newest.add((shard, interval, data))
-        parsed = [okl_core.model_from_bytes(data, source=f"snapshot {interval} of shard {shard}") for shard, (interval, data) in sorted(latest.items())]
+        parsed = [okl_core.model_from_bytes(data, source=f"snapshot {interval} of shard {shard}", allow_non_finite=True) for shard, (interval, data) in sorted(latest.items())]
         merged = okl_core.merge_states(self.learner, [state for _, state in parsed], [lrn for lrn, _ in parsed])
         meta.update(version=meta["version"] + 1, dirty=False)
         meta_state.write(json.dumps(meta, sort_keys=True))

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import time
 import typing
 
@@ -42,6 +43,7 @@ from apache_beam.metrics import Metrics
 
 import okl_core
 from okl_core.data.plan import StreamPlan
+from okl_core.divergence import diverged as is_diverged
 from okl_core.merge import check_mergeable
 from okl_core.metrics import Prequential
 from okl_experiments.metrics import headline
@@ -49,6 +51,8 @@ from transforms.elements import BatchPiece, ModelCache, PieceRef
 from transforms.read import METRICS_NAMESPACE, DatasetSource, RowGroupReader
 
 __all__ = ["LearnerSpec", "TrainOnline", "MergeBySeed", "CollectStatesFn", "ShardResult"]
+
+_INT64_LIMIT = 2.0**63 - 2.0**10  # the largest float below 2**63, with margin for rounding
 
 ShardResult = typing.Tuple[int, bytes, str]
 """``(shard, model-file bytes, JSON summary)`` emitted by TrainOnline for each shard."""
@@ -75,6 +79,7 @@ class _FoldShard(beam.DoFn):
         self.batch_rows = Metrics.distribution(METRICS_NAMESPACE, "batch_rows")
         self.pending_max = Metrics.distribution(METRICS_NAMESPACE, "batches_waiting_for_order")
         self.batch_error = Metrics.distribution(METRICS_NAMESPACE, "batch_online_error_ppm")
+        self.diverged_batches = Metrics.counter(METRICS_NAMESPACE, "batches_diverged")
 
     def setup(self):
         self.learner = self.spec.build()
@@ -93,7 +98,7 @@ class _FoldShard(beam.DoFn):
         expected = self.plan.batches(shard, self.round)
         total = Prequential(self.learner.task)
         pending: dict[int, list[BatchPiece | PieceRef]] = {}
-        next_seq, seconds, read_seconds, most_waiting = 0, 0.0, 0.0, 0
+        next_seq, seconds, read_seconds, most_waiting, diverged_at = 0, 0.0, 0.0, 0, None
         started = time.time()
         for piece in pieces:
             if piece.shard != shard or piece.round != self.round or not 0 <= piece.seq < len(expected):
@@ -112,6 +117,8 @@ class _FoldShard(beam.DoFn):
                     ready.append(part)
                 state, batch, record = self._learn(state, ready, expected[next_seq])
                 total = total.merge(batch)
+                if record["diverged"] and diverged_at is None:
+                    diverged_at = {"shard": shard, "round": self.round, "batch": next_seq, "row": record["start"]}
                 seconds += record["seconds"]
                 next_seq += 1
                 yield beam.pvalue.TaggedOutput("metrics", json.dumps(record, sort_keys=True))
@@ -125,7 +132,7 @@ class _FoldShard(beam.DoFn):
         summary = {
             "shard": shard, "round": self.round, "batches": len(expected), "rows": total.n,
             "train_seconds": seconds, "read_seconds": read_seconds, "started": started, "finished": time.time(),
-            "online": total.to_dict(),
+            "online": total.to_dict(), "diverged_at": diverged_at,
         }
         yield shard, okl_core.model_bytes(self.learner, state), json.dumps(summary, sort_keys=True)
 
@@ -140,27 +147,33 @@ class _FoldShard(beam.DoFn):
         X = pieces[0].X if len(pieces) == 1 else np.concatenate([p.X for p in pieces])
         y = pieces[0].y if len(pieces) == 1 else np.concatenate([p.y for p in pieces])
         batch = Prequential(self.learner.task)
-        took = 0.0
+        took, diverged = 0.0, False
         if len(y):
             began = time.perf_counter()
             state, scores = self.learner.update(state, X, y)
             took = time.perf_counter() - began
             batch.add(scores, y)
-        self._count(batch, took)
+            diverged = is_diverged(state, scores, batch)
+        self._count(batch, took, diverged)
         record = {
             "shard": bounds.shard, "round": bounds.round, "seq": bounds.seq, "start": bounds.start, "stop": bounds.stop,
             "rows": batch.n, "n_seen": int(state.n_seen), "seconds": took, "mistakes": batch.mistakes,
-            "sum_squared_error": batch.sum_squared_error, "sum_absolute_error": batch.sum_absolute_error,
+            "sum_squared_error": batch.sum_squared_error, "sum_absolute_error": batch.sum_absolute_error, "diverged": diverged,
         }
         return state, batch, record
 
-    def _count(self, batch: Prequential, took: float) -> None:
+    def _count(self, batch: Prequential, took: float, diverged: bool) -> None:
         self.rows.inc(batch.n)
         self.batches.inc()
         self.micros.inc(int(took * 1e6))
         self.batch_rows.update(batch.n)
-        if batch.n:
-            self.batch_error.update(int(round(getattr(batch, headline(batch.task).summary_key) * 1e6)))
+        if diverged:
+            self.diverged_batches.inc()
+        ppm = getattr(batch, headline(batch.task).summary_key) * 1e6 if batch.n else math.nan
+        # Beam distributions hold int64: an error too large for it (an MSE above 9.2e12, unscaled
+        # targets) or not finite is left out of the distribution; metrics.json has every batch.
+        if math.isfinite(ppm) and abs(ppm) < _INT64_LIMIT:
+            self.batch_error.update(int(round(ppm)))
 
 
 def _plan_reads(pieces, reader: RowGroupReader | None):
@@ -258,7 +271,7 @@ class _MergeWithBase(beam.DoFn):
 
     def process(self, items, base: bytes):
         base_learner, base_state = self.models.get(base, source="model the round started from")
-        parsed = [okl_core.model_from_bytes(data, source=f"shard {s}") for s, data in items]
+        parsed = [okl_core.model_from_bytes(data, source=f"shard {s}", allow_non_finite=True) for s, data in items]
         merged = okl_core.merge_states(
             self.learner, [state for _, state in parsed], [base_learner] + [lrn for lrn, _ in parsed], base=base_state
         )

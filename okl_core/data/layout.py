@@ -27,8 +27,6 @@ import dataclasses
 import glob as globlib
 import json
 import os
-import shutil
-import tempfile
 from typing import Iterator
 
 import numpy as np
@@ -37,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from okl_core.labels import check_task
+from okl_core.publish import StagedDirectory
 
 __all__ = [
     "LAYOUT_VERSION",
@@ -54,6 +53,9 @@ __all__ = [
     "x_width",
     "x_matrix",
     "as_array",
+    "schema_problem",
+    "check_shard",
+    "check_listing",
     "X_ENCODING",
     "COMPRESSIONS",
     "DEFAULT_COMPRESSION",
@@ -236,41 +238,45 @@ class Batch:
 
 
 class StagedDataset:
-    """A data set directory being built: a temporary sibling directory, renamed when complete.
+    """A data set directory being built: a hidden sibling directory, renamed when complete.
 
     Writers (the streaming :class:`DatasetWriter`, or parallel workers each writing one
     shard with :func:`write_shard_file`) put files into :attr:`tmp`; :meth:`commit` writes
     ``dataset.json`` and renames the directory into place, :meth:`abort` deletes it. A
-    reader therefore never sees a half-written data set.
+    reader therefore never sees a half-written data set. The target is locked while it
+    is built (a second writer of the same path fails at once), the directory gets the
+    umask's permissions, an existing data set is moved aside before the new one takes its
+    name, and leftovers of killed writers are cleaned (:class:`okl_core.publish.StagedDirectory`).
 
     Parameters
     ----------
     path : str
         Final directory. Must not exist unless ``overwrite``.
     overwrite : bool
-        Replace an existing directory at ``path`` (after completion).
+        Replace an existing data set (or empty directory) at ``path`` (after completion).
     """
 
     def __init__(self, path, overwrite=False):
-        self.path = os.path.abspath(os.fspath(path))
-        if os.path.exists(self.path) and not overwrite:
-            raise FileExistsError(f"{self.path} already exists (pass overwrite to replace it)")
-        parent = os.path.dirname(self.path)
-        os.makedirs(parent, exist_ok=True)
-        self.tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(self.path)}.tmp-", dir=parent)
+        self._staged = StagedDirectory(path, replace=overwrite, may_replace=_not_a_dataset)
+        self.path, self.tmp = self._staged.path, self._staged.tmp
 
     def commit(self, info: DatasetInfo) -> DatasetInfo:
         """Write ``dataset.json`` and move the directory into place."""
         with open(os.path.join(self.tmp, INFO_FILE), "w") as f:
             f.write(info.to_json())
-        if os.path.exists(self.path):
-            shutil.rmtree(self.path)
-        os.replace(self.tmp, self.path)
+        self._staged.commit()
         return info
 
     def abort(self) -> None:
         """Drop everything written so far."""
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        self._staged.abort()
+
+
+def _not_a_dataset(path: str) -> str | None:
+    """Why ``path`` must not be replaced by a data set (None: it is one, or an empty directory)."""
+    if os.path.isdir(path) and (not os.listdir(path) or os.path.exists(os.path.join(path, INFO_FILE))):
+        return None
+    return f"not an okl data set (no {INFO_FILE})"
 
 
 class _ShardWriter:
@@ -282,7 +288,9 @@ class _ShardWriter:
         self.n_rows = 0  # rows accepted (written or pending)
         # Dictionary encoding only for labels: float features and unique row numbers
         # overflow the dictionary anyway (trying costs ~3x the write time, files grow).
-        self._writer = pq.ParquetWriter(path, schema, use_dictionary=["y"], compression=_check_compression(compression))
+        # Page checksums (CRC32, verified by every okl reader): a page damaged on disk is
+        # then an error naming its row group, never silently different numbers.
+        self._writer = pq.ParquetWriter(path, schema, use_dictionary=["y"], compression=_check_compression(compression), write_page_checksum=True)
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []
         self._pending_rows = 0
 
@@ -321,10 +329,24 @@ def _check_xy(X, y, n_features, task):
     return X, y
 
 
+MAX_FEATURES = (2**31 - 1) // 4
+"""The most features a row can hold: ``x`` is one Parquet binary value of 4 bytes each."""
+ROW_GROUP_BYTES = 128 << 20
+"""Row groups hold at most this many bytes of ``x`` (fewer rows than ``row_group_rows`` for
+rows wider than 8192 features): the writer buffers a row group in memory."""
+
+
 def _check_shape_args(n_features, task, rows, row_group_rows):
     check_task(task)
     if int(n_features) < 1 or int(rows) < 1 or int(row_group_rows) < 1:
         raise ValueError("n_features, rows_per_shard and row_group_rows must be >= 1")
+    if int(n_features) > MAX_FEATURES:
+        raise ValueError(f"n_features {int(n_features):,} is more than a row can hold ({MAX_FEATURES:,} float32 features)")
+
+
+def _row_group_rows(row_group_rows: int, n_features: int) -> int:
+    """``row_group_rows``, fewer for rows so wide that a group would pass :data:`ROW_GROUP_BYTES`."""
+    return max(1, min(int(row_group_rows), ROW_GROUP_BYTES // (4 * int(n_features))))
 
 
 def write_shard_file(path, n_features, task, batches, first_row, row_group_rows=4096, compression=DEFAULT_COMPRESSION) -> int:
@@ -383,7 +405,7 @@ class DatasetWriter:
         _check_shape_args(n_features, task, rows_per_shard, row_group_rows)
         self.compression = _check_compression(compression)
         self.n_features, self.task = int(n_features), task
-        self.rows_per_shard, self.row_group_rows = int(rows_per_shard), int(row_group_rows)
+        self.rows_per_shard, self.row_group_rows = int(rows_per_shard), _row_group_rows(row_group_rows, self.n_features)
         self.schema = schema_for(self.n_features, task)
         self._staged = StagedDataset(path, overwrite)
         self.path = self._staged.path
@@ -480,6 +502,81 @@ def write_dataset(path, X, y, task, n_shards=1, row_group_rows=4096, overwrite=F
     return DatasetInfo.from_file(os.path.join(os.fspath(path), INFO_FILE))
 
 
+def schema_problem(schema: pa.Schema, n_features: int | None, task: str | None) -> str | None:
+    """What makes ``schema`` unreadable as okl rows of ``n_features`` features for ``task`` (None: nothing).
+
+    Checked at launch, from the Parquet footer alone: the columns exist; ``x`` is float32
+    bytes whose width is a whole number of features (4 bytes each), or a list of numbers
+    (a fixed-size list must have ``n_features`` items; a variable-length list is checked
+    row by row, :mod:`okl_core.data.validate`); ``y`` and ``row`` are numbers.
+    """
+    missing = [c for c in ("x", "y", "row") if c not in schema.names]
+    if missing:
+        return f"no column {', '.join(missing)} (an okl data set has columns x, y and row)"
+    field = schema.field("x")
+    x_type = field.type
+    if pa.types.is_fixed_size_binary(x_type):
+        encoding = (field.metadata or {}).get(b"okl.encoding", X_ENCODING.encode()).decode(errors="replace")
+        if encoding != X_ENCODING:
+            return f"column x is encoded as {encoding!r}; okl reads {X_ENCODING!r} bytes"
+        if x_type.byte_width % 4:
+            return f"column x is {x_type}: {x_type.byte_width} bytes is not a whole number of float32 features (4 bytes each)"
+    elif pa.types.is_fixed_size_list(x_type) or pa.types.is_list(x_type) or pa.types.is_large_list(x_type):
+        item = x_type.value_type
+        if not (pa.types.is_floating(item) or pa.types.is_integer(item)):
+            return f"column x is {x_type}, not a list of numbers"
+    else:
+        return f"column x is {x_type}, not float32 bytes (fixed_size_binary[4 d]) or a list of numbers"
+    width = x_width(x_type)
+    if n_features is not None and width is not None and width != n_features:
+        return f"column x holds {width} features per row ({x_type}), the data set {n_features}"
+    y_type = schema.field("y").type
+    if not (pa.types.is_integer(y_type) or pa.types.is_floating(y_type)):
+        needs = "numeric targets" if task == "regression" else "integer labels"
+        return f"column y is {y_type}; {'a ' + task if task else 'an okl'} data set needs {needs}"
+    row_type = schema.field("row").type
+    if not (pa.types.is_integer(row_type) or pa.types.is_floating(row_type)):
+        return f"column row is {row_type}, not row numbers"
+    return None
+
+
+def check_shard(path: str, metadata: pq.FileMetaData, schema: pa.Schema, info: DatasetInfo, recorded_rows: int | None) -> None:
+    """Check one Parquet file of a data set at launch: its schema, and its rows against ``dataset.json``.
+
+    Raises
+    ------
+    ValueError
+        One line naming ``path`` and what is wrong (both row counts when they differ).
+    """
+    problem = schema_problem(schema, info.n_features, info.task)
+    if problem is None and recorded_rows is not None and metadata.num_rows != recorded_rows:
+        problem = f"{INFO_FILE} records {recorded_rows} rows, the file holds {metadata.num_rows}"
+    if problem:
+        raise ValueError(f"{path}: {problem}")
+
+
+def check_listing(info: DatasetInfo, info_path: str) -> None:
+    """Check the shard list of ``dataset.json``: no file twice, rows numbered consecutively, the total.
+
+    Raises
+    ------
+    ValueError
+        One line naming the file (or ``info_path``) and both counts.
+    """
+    seen: dict[str, int] = {}
+    first = 0
+    for i, shard in enumerate(info.shards):
+        name = os.path.normpath(str(shard["file"]))
+        if name in seen:
+            raise ValueError(f"{info_path}: {shard['file']} is listed twice (shards {seen[name]} and {i})")
+        seen[name] = i
+        if int(shard["first_row"]) != first:
+            raise ValueError(f"{info_path}: {shard['file']} starts at row {shard['first_row']}, the shards before it hold {first} rows")
+        first += int(shard["n_rows"])
+    if first != info.n_rows:
+        raise ValueError(f"{info_path}: n_rows is {info.n_rows} but the shards record {first}")
+
+
 @dataclasses.dataclass(frozen=True)
 class ShardFile:
     """One Parquet file of a data set: path, index in the data set, rows, first global row."""
@@ -536,12 +633,22 @@ def _batch_from_table(table: pa.Table, n_features: int, source: str) -> Batch:
     return Batch(X, y, row)
 
 
+def _parquet_file(path) -> pq.ParquetFile:
+    """Open a Parquet file (its footer); errors name the file, on one line."""
+    try:
+        return pq.ParquetFile(path, page_checksum_verification=True)
+    except (OSError, pa.ArrowException) as err:
+        raise ValueError(f"{path}: not a readable Parquet file ({one_line(err)})") from None
+
+
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line (Arrow's can span several)."""
+    return " ".join(str(err).split())
+
+
 def read_shard(path: str, n_features: int, batch_rows: int | None = None) -> Iterator[Batch]:
     """Yield the rows of one shard file in order, by row group or by ``batch_rows``."""
-    try:
-        pf = pq.ParquetFile(path)
-    except (OSError, pa.ArrowInvalid) as err:
-        raise ValueError(f"{path}: not a readable Parquet file ({err})") from None
+    pf = _parquet_file(path)
     if batch_rows is None:
         for g in range(pf.num_row_groups):
             yield _batch_from_table(pf.read_row_group(g, columns=["x", "y", "row"]), n_features, path)
@@ -563,10 +670,13 @@ def open_dataset(path: str) -> Dataset:
         if not os.path.exists(info_path):
             raise FileNotFoundError(f"{path}: not an okl data set (no {INFO_FILE}); run `python -m pipelines.prepare` first")
         info = DatasetInfo.from_file(info_path)
+        check_listing(info, info_path)
         shards = [ShardFile(os.path.join(path, s["file"]), i, s["n_rows"], s["first_row"]) for i, s in enumerate(info.shards)]
         for sf in shards:
             if not os.path.exists(sf.path):
-                raise FileNotFoundError(f"{sf.path}: shard listed in {info_path} is missing")
+                raise FileNotFoundError(f"{sf.path}: listed in {info_path} with {sf.n_rows} rows, but the file is missing")
+            pf = _parquet_file(sf.path)
+            check_shard(sf.path, pf.metadata, pf.schema_arrow, info, sf.n_rows)
         return Dataset(info, shards)
     files = sorted(globlib.glob(path)) if any(c in path for c in "*?[") else ([path] if os.path.exists(path) else [])
     if not files:
@@ -575,19 +685,17 @@ def open_dataset(path: str) -> Dataset:
 
 
 def _dataset_from_files(files: list[str], source: str) -> Dataset:
-    metas = []
+    metas: list[tuple[int, str, int, pa.Schema]] = []
     for f in files:
-        try:
-            pf = pq.ParquetFile(f)
-        except (OSError, pa.ArrowInvalid) as err:
-            raise ValueError(f"{f}: not a readable Parquet file ({err})") from None
+        pf = _parquet_file(f)
         schema = pf.schema_arrow
-        try:
-            width = x_width(schema.field("x").type) if {"x", "y", "row"} <= set(schema.names) else None
-        except ValueError:
-            width = None
-        if width is None:
-            raise ValueError(f"{f}: not in the okl layout (needs columns x (float32 bytes or a fixed-size float list), y, row)")
+        problem = schema_problem(schema, None, None)
+        if problem is None and x_width(schema.field("x").type) is None:
+            problem = "column x is a variable-length list; without dataset.json the width must be fixed (float32 bytes or a fixed-size list)"
+        if problem:
+            raise ValueError(f"{f}: not in the okl layout: {problem}")
+        if metas and x_width(schema.field("x").type) != x_width(metas[0][3].field("x").type):
+            raise ValueError(f"{f}: column x holds {x_width(schema.field('x').type)} features per row, {metas[0][1]} {x_width(metas[0][3].field('x').type)}")
         first = pq.read_table(f, columns=["row"]).column("row")
         metas.append((int(first[0].as_py()) if len(first) else 0, f, pf.metadata.num_rows, schema))
     metas.sort()

@@ -35,9 +35,15 @@ from okl_core.data.scaling import ColumnStats, ScaledRows, Scaling
 from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source, parse_finite
 from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
 
-__all__ = ["LibsvmBlock", "LibsvmScan", "iter_libsvm", "scan_libsvm", "read_libsvm", "convert_libsvm"]
+__all__ = ["LibsvmBlock", "LibsvmScan", "iter_libsvm", "scan_libsvm", "read_libsvm", "convert_libsvm", "MAX_INFERRED_FEATURES"]
 
 BLOCK_BYTES = 4 << 20
+MAX_INFERRED_FEATURES = 1_000_000
+"""The most features inferred from the largest index (a dense float32 row of 4 MB): a
+larger index is a bad row (an absurd ``99999999999`` would otherwise ask for terabytes)
+unless ``n_features`` is given."""
+DENSE_BYTES = 64 << 20
+"""Largest dense array a block is expanded to at once (wide rows go in slices of rows)."""
 # A line is structurally suspect if: its first token has a colon, a colon has an empty
 # side, a token has two colons, or an index contains a non-digit (also catches qid:).
 _SUSPECT = r"^\s*\S*:|\s:|:\s|:$|:[^\s:]*:|[^\s:0-9][0-9]*:"
@@ -79,6 +85,17 @@ class LibsvmBlock:
         X[rows, self.indices] = self.values
         return X
 
+    def slices(self, n_features: int, max_bytes: int = DENSE_BYTES) -> Iterator["LibsvmBlock"]:
+        """Consecutive parts of the block whose dense float64 form takes at most ``max_bytes``."""
+        step = max(1, max_bytes // (8 * max(1, n_features)))
+        if len(self) <= step:
+            yield self
+            return
+        for i in range(0, len(self), step):
+            j = min(i + step, len(self))
+            a, b = self.indptr[i], self.indptr[j]
+            yield LibsvmBlock(self.labels[i:j], self.indptr[i : j + 1] - a, self.indices[a:b], self.values[a:b], self.lines[i:j])
+
     def select(self, keep: np.ndarray) -> "LibsvmBlock":
         """The examples where ``keep`` is True."""
         if keep.all():
@@ -114,7 +131,11 @@ def _line_batches(path: str, block_bytes: int, position: list) -> Iterator[tuple
 
 
 def _parse_fast(lines: pa.Array, first_line: int, n_features: int | None) -> LibsvmBlock | None:
-    """Vectorised parse of well-formed lines; None when anything looks wrong."""
+    """Vectorised parse of well-formed lines; None when anything looks wrong.
+
+    ``n_features`` None: indices up to :data:`MAX_INFERRED_FEATURES`.
+    """
+    limit = MAX_INFERRED_FEATURES if n_features is None else n_features
     if pc.any(pc.match_substring(lines, "#")).as_py():
         lines = pc.replace_substring_regex(lines, "#.*", "")
     if pc.any(pc.match_substring_regex(lines, _SUSPECT)).as_py():
@@ -141,7 +162,7 @@ def _parse_fast(lines: pa.Array, first_line: int, n_features: int | None) -> Lib
     n = len(labels)
     if not (np.isfinite(labels).all() and np.isfinite(values).all()):
         return None
-    if len(index1) and (index1.min() < 1 or (n_features is not None and index1.max() > n_features) or index1.max() >= 2**53):
+    if len(index1) and (index1.min() < 1 or index1.max() > limit):
         return None
     indices = index1.astype(np.int64) - 1
     # Keys increase strictly iff every line's indices are strictly increasing (sorted,
@@ -155,8 +176,12 @@ def _parse_fast(lines: pa.Array, first_line: int, n_features: int | None) -> Lib
     return LibsvmBlock(labels, indptr, indices, values, line_numbers)
 
 
-def _parse_line(text: str, n_features: int | None) -> tuple[float, list[int], list[float]] | str | None:
-    """Parse one line: ``(label, indices0, values)``, None if blank, or an error message."""
+def _parse_line(text: str, n_features: int | None, inferred: bool = False) -> tuple[float, list[int], list[float]] | str | None:
+    """Parse one line: ``(label, indices0, values)``, None if blank, or an error message.
+
+    ``inferred``: ``n_features`` was inferred from the file (an index above
+    :data:`MAX_INFERRED_FEATURES` then reads as such, not as "exceeds n_features").
+    """
     tokens = text.split("#", 1)[0].split()
     if not tokens:
         return None
@@ -179,6 +204,9 @@ def _parse_line(text: str, n_features: int | None) -> tuple[float, list[int], li
         index = int(head)
         if index < 1:
             return f"feature index {index} (indices are 1-based)"
+        if (n_features is None or inferred) and index > MAX_INFERRED_FEATURES:
+            return (f"feature index {index} is above {MAX_INFERRED_FEATURES:,}, the most features okl infers; "
+                    "pass --n_features if the rows really are that wide")
         if n_features is not None and index > n_features:
             return f"feature index {index} exceeds n_features = {n_features}"
         if index in seen:
@@ -192,13 +220,13 @@ def _parse_line(text: str, n_features: int | None) -> tuple[float, list[int], li
     return label, indices, values
 
 
-def _parse_slow(lines: list, first_line: int, n_features: int | None, path: str, rejects) -> tuple[LibsvmBlock, int]:
+def _parse_slow(lines: list, first_line: int, n_features: int | None, path: str, rejects, inferred: bool = False) -> tuple[LibsvmBlock, int]:
     """Line-by-line parse: the exact error, or bad lines skipped into ``rejects``."""
     labels, indptr, indices, values, line_numbers = [], [0], [], [], []
     n_bad = 0
     for j, text in enumerate(lines):
         line = first_line + j
-        parsed = _parse_line(text, n_features)
+        parsed = _parse_line(text, n_features, inferred)
         if parsed is None:
             continue
         if isinstance(parsed, str):
@@ -221,13 +249,17 @@ def _parse_slow(lines: list, first_line: int, n_features: int | None, path: str,
     return block, n_bad
 
 
-def iter_libsvm(path, *, n_features: int | None = None, rejects=None, block_bytes: int = BLOCK_BYTES, position: list | None = None) -> Iterator[tuple[LibsvmBlock, int]]:
+def iter_libsvm(path, *, n_features: int | None = None, rejects=None, block_bytes: int = BLOCK_BYTES, position: list | None = None,
+                inferred: bool = False) -> Iterator[tuple[LibsvmBlock, int]]:
     """Yield ``(block, n_bad)`` for consecutive blocks of ``path``.
 
     Parameters
     ----------
     n_features : int, optional
-        Indices beyond it are errors (None: any index).
+        Indices beyond it are errors (None: beyond :data:`MAX_INFERRED_FEATURES`).
+    inferred : bool
+        ``n_features`` was inferred by a first pass (indices beyond the inference cap are
+        reported as such).
     rejects : RejectLog, True or None
         None: a bad line raises :class:`DataFormatError` naming the file and line. A
         :class:`RejectLog`: bad lines are recorded there and skipped. True: skipped and
@@ -242,7 +274,7 @@ def iter_libsvm(path, *, n_features: int | None = None, rejects=None, block_byte
         if block is not None:
             yield block, 0
         else:
-            yield _parse_slow(lines.to_pylist(), first_line, n_features, path, rejects)
+            yield _parse_slow(lines.to_pylist(), first_line, n_features, path, rejects, inferred)
 
 
 @dataclasses.dataclass
@@ -280,7 +312,8 @@ def scan_libsvm(path, *, n_features=None, feature_stats=False, target_stats=Fals
         if fstats is not None:
             width = n_features or max(max_index, fstats.min.shape[0])
             fstats.grow(width)
-            fstats.add(block.dense(width, np.float64))
+            for part in block.slices(width):
+                fstats.add(part.dense(width, np.float64))
         if tstats is not None:
             tstats.add(block.labels[:, None])
         progress.update(position[0])
@@ -351,12 +384,17 @@ def convert_libsvm(
     progress.start(os.path.getsize(path), "B", "convert")
     with DatasetWriter(out, d, label_map.task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, compression=compression, **info) as writer:
         rejects = RejectLog(writer.staging_dir, ("line", "reason", "text")) if skip_bad_rows else None
-        for block, _ in iter_libsvm(path, n_features=d, rejects=rejects, block_bytes=block_bytes, position=position):
+        inferred = n_features is None and like is None
+        for block, _ in iter_libsvm(path, n_features=d, rejects=rejects, block_bytes=block_bytes, position=position, inferred=inferred):
             y, ok = label_map.encode(block.labels)
             if not ok.all():
                 block, y = _drop_unknown_labels(block, y, ok, label_map, path, rejects)
             # Dense float64 only when scaling, so values are rounded to float32 once.
-            writer.write(*scaled(block.dense(d, np.float32 if fscale.method == "none" else np.float64), y))
+            dtype = np.float32 if fscale.method == "none" else np.float64
+            start = 0
+            for part in block.slices(d):
+                writer.write(*scaled(part.dense(d, dtype), y[start : start + len(part)]))
+                start += len(part)
             progress.update(position[0])
         rejected = rejects.close() if rejects is not None else None
         writer.set_info(extra={"rejects": rejected} if rejected else {}, target_range=scaled.target_range)

@@ -25,10 +25,12 @@ import pyarrow.compute as pc
 from okl_core.data.layout import as_array, x_matrix, x_width
 from okl_core.labels import bad_labels, label_reason
 
-__all__ = ["CheckedRows", "check_rows", "REASONS"]
+__all__ = ["CheckedRows", "check_rows", "unreadable_rows", "REASONS", "UNREADABLE"]
 
 REASONS = ("missing x", "wrong width", "non-finite feature", "missing y", "bad label")
 """Reason prefixes, in the order they are tested (a row gets the first that applies)."""
+UNREADABLE = "unreadable row group"
+"""Reason prefix of every row of a row group that could not be read or decoded (:func:`unreadable_rows`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,6 +119,16 @@ def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | Non
         good=good,
         bad_row=rows[~good],
         reasons=[str(r) for r in reasons[~good]],
+    )
+
+
+def unreadable_rows(n: int, n_features: int, task: str, reason: str) -> CheckedRows:
+    """``n`` rows that could not be read: all bad, with ``reason`` (prefixed :data:`UNREADABLE`), row numbers unknown (-1)."""
+    if not reason.startswith(UNREADABLE):
+        raise ValueError(f"reason must start with {UNREADABLE!r}, got {reason!r}")
+    return CheckedRows(
+        X=np.zeros((0, n_features), np.float32), y=np.zeros(0, np.float32 if task == "regression" else np.int32), row=np.zeros(0, np.int64),
+        good=np.zeros(n, dtype=bool), bad_row=np.full(n, -1, np.int64), reasons=[reason] * n,
     )
 
 

@@ -214,6 +214,9 @@ class Learner(Generic[StateT]):
         loosely on load.
     runtime_fields : tuple of str
         Config fields that do not change the model (cache sizes); ignored by merge checks.
+    legacy_config : dict
+        Values of config fields added after model files were first written: what a file
+        without the field implicitly used (a new default may differ), filled in on load.
     conformance_params : dict
         Small parameters that keep the common conformance tests fast.
     merge_semantics : {'average', 'sum', 'none'}
@@ -237,6 +240,7 @@ class Learner(Generic[StateT]):
     minibatch_defined: ClassVar[bool] = False
     growing_fields: ClassVar[tuple[str, ...]] = ()
     runtime_fields: ClassVar[tuple[str, ...]] = ()
+    legacy_config: ClassVar[dict[str, Any]] = {}
     conformance_params: ClassVar[dict[str, Any]] = {}
     merge_semantics: ClassVar[str] = "average"
     averaged_fields: ClassVar[tuple[str, ...]] = ()
@@ -282,6 +286,15 @@ class Learner(Generic[StateT]):
     def init(self) -> StateT:
         """Return the initial state (the model before any example)."""
         raise NotImplementedError
+
+    def state_layout(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        """Dtype and shape of every field of the initial state: what a model file must hold.
+
+        The default builds :meth:`init`; a learner whose initial state is large and filled
+        (not lazily zeroed) overrides it, so that a model file is checked against its config
+        without allocating the state first.
+        """
+        return {k: (np.asarray(v).dtype, np.shape(v)) for k, v in self.init()._asdict().items()}
 
     def update(self, state: StateT, X: ArrayLike, y: ArrayLike) -> tuple[StateT, np.ndarray]:
         """Learn from a batch in order: returns ``(new_state, online_scores)``.
@@ -381,6 +394,17 @@ class Learner(Generic[StateT]):
                 "counted_fields, maximum_fields) nor produced by merge_special / mix_special"
             )
         return self.state_class(**{f: fields[f] for f in self.state_class._fields})
+
+    # -- streams ----------------------------------------------------------------------------
+    def check_stream(self, n_rows: int) -> None:
+        """Refuse, before any row is learned, a stream of ``n_rows`` examples that would exceed a cap.
+
+        Learners whose state grows with every example (the exact kernel ridge learners)
+        raise a ValueError saying how much memory the state would need and which parameter
+        to change; the others accept any length (the default does nothing). Called by
+        :func:`okl_core.evaluation.run_online` and at the launch of the training pipeline,
+        where the data set's row count is known.
+        """
 
     # -- mix ------------------------------------------------------------------------------
     def mix_refusal_reason(self) -> str:

@@ -159,15 +159,24 @@ class ExactRidgeConfig(RidgeConfig):
     kernel : {'gaussian', 'laplacian', 'cauchy'}
     block_rows : int
         Rows bordered into the inverse at once (runtime: changes only rounding).
+    max_rows : int
+        The most examples the state may hold (runtime). The state keeps every example and
+        the t x t inverse, ``t (4 d + 16) + 8 t^2`` bytes (763 MiB at the default 10,000
+        rows; an update or a merge needs about three times that). A longer stream is
+        refused before it starts (:meth:`~okl_core.learners.base.Learner.check_stream`) and
+        an update that would pass the cap raises, both with a ValueError naming
+        ``max_rows`` and the memory.
     """
 
     kernel: str = "gaussian"
     block_rows: int = 128
+    max_rows: int = 10_000
 
     def __post_init__(self):
         super().__post_init__()
         check_choice("kernel", self.kernel, set(KERNELS))
         check_int("block_rows", self.block_rows, 1)
+        check_int("max_rows", self.max_rows, 1)
 
 
 class ExactRidgeState(NamedTuple):
@@ -200,13 +209,32 @@ class _ExactRidge(Learner[ExactRidgeState]):
     state_class = ExactRidgeState
     growing_fields = ("inputs", "targets", "inverse")
     merge_semantics = "sum"
-    runtime_fields = ("block_rows",)
+    runtime_fields = ("block_rows", "max_rows")
     ordering = ""
     conformance_params = {"sigma": 1.0, "lam": 0.1}
 
     def __init__(self, config: ExactRidgeConfig):
         super().__init__(config)
         self.kernel = Kernel.of(config)
+
+    def state_bytes(self, n_rows: int) -> int:
+        """Bytes of a state holding ``n_rows`` examples: float32 inputs, targets, the inverse."""
+        return n_rows * (4 * self.config.n_inputs + 8) + 8 * n_rows * n_rows + 8
+
+    def _refuse_rows(self, n_rows: int, what: str) -> None:
+        """ValueError (:func:`cap_error`) when a state of ``n_rows`` examples would pass ``max_rows``."""
+        if n_rows > self.config.max_rows:
+            raise cap_error(
+                self.name, "max_rows", self.config.max_rows,
+                f"{what} ({n_rows} rows: a {self.state_bytes(n_rows) / 2**20:,.0f} MiB state holding every example "
+                f"and a {n_rows} x {n_rows} inverse)",
+                "raise max_rows if about three times that fits in memory (updates and merges copy the inverse), "
+                "or use pkawv_taylor or pkawv_nystrom, whose state does not grow with the stream",
+            )
+
+    def check_stream(self, n_rows: int) -> None:
+        """Refuse a stream of ``n_rows`` examples over ``max_rows``, with the memory it would need."""
+        self._refuse_rows(int(n_rows), "a stream")
 
     def init(self) -> ExactRidgeState:
         return ExactRidgeState(
@@ -232,6 +260,7 @@ class _ExactRidge(Learner[ExactRidgeState]):
     def update(self, state: ExactRidgeState, X: ArrayLike, y: ArrayLike) -> tuple[ExactRidgeState, np.ndarray]:
         X, y = validate_xy(self, X, y)
         t0, n = len(state.targets), len(y)
+        self._refuse_rows(t0 + n, f"the state after row {t0 + n}")  # before the (t0 + n)^2 allocation
         lam = self.config.lam
         inputs = np.concatenate([state.inputs, X])
         targets = np.concatenate([state.targets, y])
@@ -284,6 +313,7 @@ class _ExactRidge(Learner[ExactRidgeState]):
                 if not np.array_equal(s.inputs[:skip], base.inputs):
                     raise NotMergeableError(f"{self.name}: a state did not start from the given base")
         heads = [] if base is None else [base]
+        self._refuse_rows(skip + sum(len(s.targets) - skip for s in states), "the merged state")
         inputs = np.concatenate([h.inputs for h in heads] + [s.inputs[skip:] for s in states])
         targets = np.concatenate([h.targets for h in heads] + [s.targets[skip:] for s in states])
         K = self.kernel.gram(inputs, inputs) + self.config.lam * np.eye(len(targets))
@@ -433,6 +463,11 @@ class PKAWVTaylor(Learner[TaylorState]):
     def init(self) -> TaylorState:
         r = self.features.n_outputs
         return TaylorState(gram=np.zeros((r, r)), b=np.zeros(r), a_inv=np.eye(r) / self.config.lam, n_seen=np.asarray(0, dtype=np.int64))
+
+    def state_layout(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        """:meth:`init`'s layout without building its r x r identity (filled, up to 763 MiB)."""
+        r, f8 = self.features.n_outputs, np.dtype(np.float64)
+        return {"gram": (f8, (r, r)), "b": (f8, (r,)), "a_inv": (f8, (r, r)), "n_seen": (np.dtype(np.int64), ())}
 
     def predict(self, state: TaylorState, X: ArrayLike) -> np.ndarray:
         """Each row's prediction as if it were the next example (its online score).

@@ -111,20 +111,72 @@ def test_averaged_iterate_equals_the_explicit_average():
     np.testing.assert_allclose(learner.predict(state, X), plain.predict(state._replace(coef=state.avg_coef, scale=np.asarray(1.0)), X))
 
 
-def test_prediction_in_chunks_matches_one_shot(monkeypatch):
+@pytest.mark.parametrize("precision, tol", [("float64", 1e-12), ("float32", 2e-6)])
+def test_prediction_in_chunks_matches_one_shot(monkeypatch, precision, tol):
     X, y = tiny_problem("binary", 3, n=200)
-    learner = okl_core.make_learner("dsg", n_inputs=3, block_size=8, batch_size=5, theta=5.0)
+    learner = okl_core.make_learner("dsg", n_inputs=3, block_size=8, batch_size=5, theta=5.0, precision=precision)
     state, _ = learner.update(learner.init(), X, y)
     whole = learner.predict(state, X)
     import okl_core.learners.dsg as dsg_module
 
     monkeypatch.setattr(dsg_module, "_PREDICT_CHUNK_FLOATS", 50)  # forces many chunks
-    np.testing.assert_allclose(learner.predict(state, X), whole, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(learner.predict(state, X), whole, rtol=tol, atol=tol)
+
+
+def _golden_case(**params):
+    rng = np.random.default_rng(7)
+    X = rng.random((640, 20), dtype=np.float32)
+    y = np.where(X[:, :10].sum(1) > X[:, 10:].sum(1), 1, -1)
+    learner = okl_core.make_learner("dsg", n_inputs=20, loss="hinge", block_size=16, batch_size=32, theta=4.0,
+                                    nu=1e-3, sigma=1.5, seed=3, **params)
+    state, scores = learner.update(learner.init(), X[:512], y[:512])
+    return learner, state, scores, X[512:]
+
+
+def test_float64_precision_keeps_the_bytes_of_okl_0_1():
+    """Coefficients, online scores and predictions hashed with okl 0.1 (before ``precision``)."""
+    import hashlib
+
+    learner, state, scores, X_test = _golden_case(precision="float64")
+    parts = [state.coef, np.asarray(state.scale), scores, learner.predict(state, X_test)]
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(p).tobytes() for p in parts)).hexdigest()
+    assert digest == "2c241bb2259ef8b6ec6af5c31bfaa0661873a15e022c3c8215f2cf1fd7f7092d"
+
+
+def test_float32_precision_is_within_float32_rounding_of_float64():
+    learner32, state32, scores32, X_test = _golden_case()
+    learner64, state64, scores64, _ = _golden_case(precision="float64")
+    assert learner32.config.precision == "float32"
+    np.testing.assert_allclose(scores32, scores64, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(state32.coef * state32.scale, state64.coef * state64.scale, rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(learner32.predict(state32, X_test), learner64.predict(state64, X_test), rtol=1e-5, atol=1e-6)
+
+
+def test_model_files_without_precision_load_with_the_old_arithmetic():
+    import io
+    import json
+
+    learner, state, _, X_test = _golden_case(precision="float64")
+    with np.load(io.BytesIO(okl_core.model_bytes(learner, state))) as npz:
+        arrays = dict(npz)
+    header = json.loads(arrays["__header__"].tobytes())
+    del header["config"]["precision"]  # as okl 0.1 wrote it
+    arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    old = io.BytesIO()
+    np.savez(old, **arrays)
+    loaded, loaded_state = okl_core.model_from_bytes(old.getvalue())
+    assert loaded.config.precision == "float64"
+    np.testing.assert_array_equal(loaded.predict(loaded_state, X_test), learner.predict(state, X_test))
+
+
+def test_precision_is_validated():
+    with pytest.raises(ValueError, match="precision must be one of float32, float64, got 'float16'"):
+        okl_core.make_learner("dsg", n_inputs=3, precision="float16")
 
 
 def test_merge_is_blockwise_weighted_average():
     X, y = tiny_problem("binary", 3, n=90)
-    learner = okl_core.make_learner("dsg", n_inputs=3, block_size=4, batch_size=10, theta=2.0)
+    learner = okl_core.make_learner("dsg", n_inputs=3, block_size=4, batch_size=10, theta=2.0, precision="float64")
     a, _ = learner.update(learner.init(), X[:60], y[:60])  # 6 blocks
     b, _ = learner.update(learner.init(), X[60:], y[60:])  # 3 blocks
     merged = okl_core.merge_states(learner, [a, b])

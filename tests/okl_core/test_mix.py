@@ -81,7 +81,7 @@ def test_dsg_mixes_true_coefficients_of_a_merged_model():
     same history length. Blending the raw arrays was off by a few percent at nu = 1e-3 and
     far more at nu = 0.05; mixing the true coefficients is exact."""
     for nu in (1e-3, 0.05):
-        learner = okl_core.make_learner("dsg", n_inputs=3, block_size=16, batch_size=8, theta=20.0, nu=nu)
+        learner = okl_core.make_learner("dsg", n_inputs=3, block_size=16, batch_size=8, theta=20.0, nu=nu, precision="float64")
         rng = np.random.default_rng(2)
         X = rng.normal(size=(192, 3)).astype(np.float32)
         y = np.where(X[:, 0] * X[:, 1] > 0, 1, -1)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import okl_core
+import okl_core.evaluation
 from okl_core.features import TaylorFeatures, exact_kernel
 from okl_core.learners.base import NotMergeableError
 from okl_core.learners.pkawv import _kors_uniforms
@@ -336,3 +337,56 @@ def test_pkawv_taylor_on_a9a_is_at_least_as_accurate_as_fogd_1000():
     fogd = min(_online_error("fogd", X, y, n_components=1000, sigma=8.0, eta=eta) for eta in (2e-3, 2e-4, 2e-5))
     print(f"a9a raw, 3000 rows: pkawv_taylor M=2 {100 * pkawv:.2f} %, best fogd D=1000 {100 * fogd:.2f} %")
     assert pkawv <= fogd + 0.002
+
+
+# -- exact learners: a state that grows with the stream is refused up front (issue 17, class 7)
+_GROWTH_HINT = ("raise max_rows if about three times that fits in memory (updates and merges copy the inverse), "
+                "or use pkawv_taylor or pkawv_nystrom, whose state does not grow with the stream")
+
+
+@pytest.mark.parametrize("name", ["krr", "kernel_awv"])
+@pytest.mark.parametrize("n_rows, max_rows, n_inputs, size", [
+    (20_000, 10_000, 123, "3,061 MiB"),  # the issue's 20,000-row stream: refused, not run out of memory
+    (10_001, 10_000, 8, "763 MiB"),
+    (5_000, 4_999, 1, "191 MiB"),
+    (101, 100, 3, "0 MiB"),
+])
+def test_exact_learners_refuse_a_stream_over_max_rows_with_its_memory(name, n_rows, max_rows, n_inputs, size):
+    learner = okl_core.make_learner(name, n_inputs=n_inputs, max_rows=max_rows)
+    with pytest.raises(ValueError) as info:
+        learner.check_stream(n_rows)
+    assert str(info.value) == (f"{name}: a stream ({n_rows} rows: a {size} state holding every example and a {n_rows} x {n_rows} "
+                               f"inverse) would exceed max_rows={max_rows}; {_GROWTH_HINT}")
+    learner.check_stream(max_rows)  # at the cap: accepted
+    assert learner.state_bytes(n_rows) == n_rows * (4 * n_inputs + 8) + 8 * n_rows**2 + 8
+
+
+def test_the_default_cap_is_ten_thousand_rows_and_changes_no_number():
+    learner = okl_core.make_learner("krr", n_inputs=3)
+    assert learner.config.max_rows == 10_000 and "max_rows" in learner.runtime_fields
+    X, y = _stream(300, 3)
+    a = okl_core.evaluation.run_online(learner, X, y, batch_rows=64)
+    b = okl_core.evaluation.run_online(okl_core.make_learner("krr", n_inputs=3, max_rows=300), X, y, batch_rows=64)
+    assert okl_core.model_bytes(learner, a.state) == okl_core.model_bytes(learner, b.state)  # max_rows is a runtime field
+
+
+def test_run_online_refuses_before_learning_and_update_refuses_growth_past_the_cap():
+    learner = okl_core.make_learner("krr", n_inputs=3, max_rows=100)
+    X, y = _stream(150, 3)
+    with pytest.raises(ValueError, match=r"^krr: a stream \(150 rows: .* would exceed max_rows=100; raise max_rows"):
+        okl_core.evaluation.run_online(learner, X, y)
+    state, _ = learner.update(learner.init(), X[:80], y[:80])
+    with pytest.raises(ValueError, match=r"^krr: the state after row 150 \(150 rows: .* would exceed max_rows=100"):
+        learner.update(state, X[80:], y[80:])
+    with pytest.raises(ValueError, match=r"^krr: a stream \(160 rows"):  # a state already holding 80 rows, 80 more
+        okl_core.evaluation.run_online(learner, X[:80], y[:80], state=state)
+
+
+def test_a_merge_past_the_cap_is_refused():
+    learner = okl_core.make_learner("kernel_awv", n_inputs=3, max_rows=100)
+    X, y = _stream(120, 3)
+    base = learner.init()
+    a, _ = learner.update(base, X[:60], y[:60])
+    b, _ = learner.update(base, X[60:], y[60:])
+    with pytest.raises(ValueError, match=r"^kernel_awv: the merged state \(120 rows: .* would exceed max_rows=100"):
+        okl_core.merge_states(learner, [a, b], base=base)

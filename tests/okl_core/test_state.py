@@ -3,10 +3,13 @@
 import io
 import json
 import os
+import tracemalloc
 import zipfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import okl_core
 from okl_core.state import ModelFileError, model_bytes
@@ -118,3 +121,301 @@ def test_wrong_state_type_is_rejected():
     dsg = okl_core.make_learner("dsg", n_inputs=4)
     with pytest.raises(TypeError):
         model_bytes(learner, dsg.init())
+
+
+# -- hostile model files: every one ends in ModelFileError, one line naming the file ---------
+def _members(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        return {name: zf.read(name) for name in zf.namelist()}
+
+
+def _zip(members: dict[str, bytes], compression=zipfile.ZIP_STORED) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=compression) as zf:
+        for name, body in members.items():
+            zf.writestr(name, body, compress_type=compression)
+    return out.getvalue()
+
+
+def _npy(array) -> bytes:
+    out = io.BytesIO()
+    np.lib.format.write_array(out, np.asarray(array), allow_pickle=False)
+    return out.getvalue()
+
+
+def _raw_npy(header: str, payload: bytes = b"", version: bytes = b"\x01\x00") -> bytes:
+    """A .npy member with a hand-written header dict (anything it claims)."""
+    text = header.encode("latin1")
+    text += b" " * (-(10 + len(text) + 1) % 64) + b"\n"
+    size = len(text).to_bytes(2 if version == b"\x01\x00" else 4, "little")
+    return b"\x93NUMPY" + version + size + text + payload
+
+
+def _good() -> bytes:
+    learner, state = _trained()
+    return model_bytes(learner, state)
+
+
+def _header_of(data: bytes) -> dict:
+    return json.loads(np.load(io.BytesIO(_members(data)["__header__.npy"]), allow_pickle=False).tobytes())
+
+
+def _set_header(data: bytes, header) -> bytes:
+    """Replace the header with ``header`` (a dict, or raw bytes), keeping the arrays' members."""
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return _zip({**_members(data), "__header__.npy": _npy(np.frombuffer(raw, dtype=np.uint8))})
+
+
+def _header_with(**changes):
+    def mutate(data):
+        header = _header_of(data)
+        for key, value in changes.items():
+            if value is _DELETE:
+                del header[key]
+            else:
+                header[key] = value
+        return _set_header(data, header)
+
+    return mutate
+
+
+def _entry(name, value):
+    def mutate(data):
+        header = _header_of(data)
+        if value is _DELETE:
+            del header["arrays"][name]
+        else:
+            header["arrays"][name] = value
+        return _set_header(data, header)
+
+    return mutate
+
+
+def _member(name, body):
+    return lambda data: _zip({**_members(data), name: body})
+
+
+_DELETE = object()
+_W = "{'descr': '<f8', 'fortran_order': False, 'shape': (32,), }"
+
+HOSTILE = [
+    # header fields of the wrong JSON types, or missing
+    ("format_version string", _header_with(format_version="1"), "header field 'format_version' must be an integer, got a string"),
+    ("format_version boolean", _header_with(format_version=True), "header field 'format_version' must be an integer, got a boolean"),
+    ("generator_version null", _header_with(generator_version=None), "header field 'generator_version' must be an integer, got null"),
+    ("learner number", _header_with(learner=5), "header field 'learner' must be a string, got an integer"),
+    ("learner missing", _header_with(learner=_DELETE), "header field 'learner' must be a string, got nothing"),
+    ("config list", _header_with(config=[1, 2]), "header field 'config' must be an object, got a list"),
+    ("config wrong values", _header_with(config={"n_inputs": "four"}), "cannot rebuild the learner ("),
+    ("config unknown key", _header_with(config={"no_such_parameter": 1}), "cannot rebuild the learner (ValueError: fogd: unknown parameter(s) ['no_such_parameter']; valid:"),
+    ("feature_spec number", _header_with(feature_spec=3), "header field 'feature_spec' must be an object or null, got an integer"),
+    ("feature_spec foreign", _header_with(feature_spec={"seed": 99}), "feature spec in the header does not match"),
+    ("n_seen vector", _header_with(n_seen=[50, 50]), "header field 'n_seen' must be an integer, got a list"),
+    ("n_seen float", _header_with(n_seen=50.0), "header field 'n_seen' must be an integer, got a number"),
+    ("n_seen negative", _header_with(n_seen=-1), "header field 'n_seen' is negative (-1)"),
+    ("n_seen disagrees", _header_with(n_seen=3), "n_seen in header (3) and state (50) disagree"),
+    ("arrays list", _header_with(arrays=[]), "header field 'arrays' must be an object, got a list"),
+    ("arrays entry without dtype", _entry("w", {"shape": [32]}), "header entry of array 'w' must be {\"dtype\": string"),
+    ("arrays entry without shape", _entry("w", {"dtype": "float64"}), "header entry of array 'w' must be"),
+    ("arrays entry shape string", _entry("w", {"dtype": "float64", "shape": "32"}), "header entry of array 'w' must be"),
+    ("arrays entry negative", _entry("w", {"dtype": "float64", "shape": [-32]}), "header entry of array 'w' must be"),
+    ("arrays entry not an object", _entry("w", "float64"), "header entry of array 'w' must be"),
+    ("arrays entry missing", _entry("w", _DELETE), "header lists arrays ['n_seen'], the file holds ['n_seen', 'w']"),
+    ("arrays entry wrong dtype", _entry("w", {"dtype": "float32", "shape": [32]}), "array 'w' is float64[32], its header entry says float32[32]"),
+    ("header not an object", lambda d: _set_header(d, b"[1, 2]"), "not an okl model file"),
+    ("header not JSON", lambda d: _set_header(d, b"{nope"), "corrupt model header (Expecting property name"),
+    ("header not UTF-8", lambda d: _set_header(d, b"\xff\xfe{}"), "corrupt model header ('utf-8' codec"),
+    ("header deeply nested", lambda d: _set_header(d, b'{"config": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"), "corrupt model header (nested too deeply)"),
+    ("header of floats", _member("__header__.npy", _npy(np.zeros(4))), "corrupt model header (not a 1-D uint8 array"),
+    # arrays: what the .npy header declares is checked before anything is read
+    ("n_seen array a vector", _member("n_seen.npy", _npy(np.array([50, 50]))), "array 'n_seen' is int64[2], its header entry says int64[]"),
+    ("object dtype", _member("w.npy", _raw_npy("{'descr': '|O', 'fortran_order': False, 'shape': (32,), }", b"\0" * 256)), "array 'w.npy' has dtype '|O'; model arrays are numbers"),
+    ("text dtype", _member("w.npy", _raw_npy("{'descr': '<U4', 'fortran_order': False, 'shape': (32,), }", b"\0" * 512)), "array 'w.npy' has dtype '<U4'; model arrays are numbers"),
+    ("structured dtype", _member("w.npy", _raw_npy("{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (32,), }", b"\0" * 256)), "array 'w.npy' has dtype"),
+    ("unknown dtype", _member("w.npy", _raw_npy("{'descr': '<q9', 'fortran_order': False, 'shape': (32,), }", b"\0" * 256)), "not a readable okl model file (descr is not a valid dtype"),
+    ("npy header not a dict", _member("w.npy", _raw_npy("[1, 2, 3]", b"\0" * 256)), "not a readable okl model file (Header is not a dictionary"),
+    ("npy version 3", _member("w.npy", _raw_npy(_W, b"\0" * 256, version=b"\x03\x00")), "array 'w.npy' has .npy format version (3, 0), okl reads 1.0 and 2.0"),
+    ("npy negative dimension", _member("w.npy", _raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (-32,), }", b"")), "array 'w.npy' has a negative dimension [-32]"),
+    ("shape larger than data", _member("w.npy", _raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (1000,), }", b"\0" * 256)), "array 'w.npy' declares [1000] float64 (8000 bytes) but holds 256 bytes"),
+    ("shape smaller than data", _member("w.npy", _raw_npy(_W, b"\0" * 300)), "array 'w.npy' declares [32] float64 (256 bytes) but holds 300 bytes"),
+    ("declares 2 GiB, holds 256 bytes", _member("w.npy", _raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (268435456,), }", b"\0" * 256)), "declares [268435456] float64 (2147483648 bytes) but holds 256 bytes"),
+    ("declares 10^30 bytes", _member("w.npy", _raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000000, 1000000000000000), }", b"")), "(8000000000000000000000000000000 bytes) but holds 0 bytes"),
+    ("compressed member", lambda d: _zip(_members(d), zipfile.ZIP_DEFLATED), "is compressed; okl model files are written uncompressed"),
+    ("member not .npy", _member("notes.txt", b"hello"), "member 'notes.txt' is not a .npy array"),
+    ("extra array", _member("evil.npy", _npy(np.zeros(2))), "arrays ['evil', 'n_seen', 'w'] do not match fogd state fields ['n_seen', 'w']"),
+    ("no header", lambda d: _zip({k: v for k, v in _members(d).items() if k != "__header__.npy"}), "not an okl model file (no header)"),
+    ("NaN coefficient", _member("w.npy", _npy(np.r_[np.nan, np.zeros(31)])), "array 'w' holds NaN or inf values (the run that wrote it diverged)"),
+    ("inf coefficient", _member("w.npy", _npy(np.r_[np.zeros(31), -np.inf])), "array 'w' holds NaN or inf values"),
+    ("w float32", _member("w.npy", _npy(np.zeros(32, np.float32))), "array 'w' is float32[32], its header entry says float64[32]"),
+    # damaged files
+    ("truncated", lambda d: d[: len(d) // 2], "not a readable okl model file (File is not a zip file)"),
+    ("truncated end", lambda d: d[:-1], "not a readable okl model file ("),
+    ("empty", lambda d: b"", "not a readable okl model file (File is not a zip file)"),
+    ("garbage", lambda d: b"garbage" * 10, "not a readable okl model file (File is not a zip file)"),
+    ("header byte changed", lambda d: d.replace(b"okl-model", b"okl-modem"), "not a readable okl model file (Bad CRC-32 for file '__header__.npy')"),
+]
+
+
+@pytest.mark.parametrize("mutate, message", [pytest.param(m, msg, id=name) for name, m, msg in HOSTILE])
+def test_hostile_model_files_end_in_model_file_error(tmp_path, mutate, message):
+    path = tmp_path / "hostile.npz"
+    path.write_bytes(mutate(_good()))
+    with pytest.raises(ModelFileError) as info:
+        okl_core.load_model(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: ") and "\n" not in text
+    assert message in text
+
+
+def test_a_corrupted_data_byte_fails_its_crc(tmp_path):
+    data = bytearray(_good())
+    body = _members(bytes(data))["w.npy"]
+    at = bytes(data).index(body) + len(body) - 1  # last byte of w, inside the stored member
+    data[at] ^= 0xFF
+    path = tmp_path / "crc.npz"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match=r"not a readable okl model file \(Bad CRC-32 for file 'w.npy'\)"):
+        okl_core.load_model(path)
+
+
+def test_a_model_over_the_size_limit_is_refused_before_reading(tmp_path):
+    path = tmp_path / "m.npz"
+    path.write_bytes(_good())
+    size = path.stat().st_size
+    with pytest.raises(ModelFileError, match=f"{size} bytes, more than the limit of 1000 bytes for a model file"):
+        okl_core.load_model(path, max_bytes=1000)
+    with pytest.raises(ModelFileError, match="its arrays declare 766 bytes, more than the limit of 300 bytes"):
+        okl_core.model_from_bytes(path.read_bytes(), source="m", max_bytes=300)
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "directory"])
+def test_paths_that_are_not_regular_files_are_refused_without_reading(tmp_path, kind):
+    if kind == "device":
+        path = "/dev/zero"  # a read of it never ends
+    elif kind == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)  # opening it would block until a writer comes
+    else:
+        path = str(tmp_path)
+    with pytest.raises(ModelFileError, match="not a regular file; a model file must be one") as info:
+        okl_core.load_model(path)
+    assert str(info.value).startswith(f"{path}: ")
+
+
+def _peak_while_refused(path, match: str) -> int:
+    """Peak Python memory (tracemalloc) while load_model refuses ``path`` with ``match``."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelFileError, match=match):
+            okl_core.load_model(path)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_compressed_bomb_is_refused_from_its_headers_without_inflating(tmp_path):
+    """256 MiB of zeros deflated into ~256 KB: refused before a byte is inflated."""
+    learner, state = _trained()
+    members = _members(model_bytes(learner, state))
+    inflated = 256 << 20
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, body in members.items():
+            zf.writestr(zipfile.ZipInfo(name), body, compress_type=zipfile.ZIP_STORED)
+        with zf.open("bomb.npy", "w", force_zip64=True) as f:
+            f.write(_raw_npy(f"{{'descr': '|u1', 'fortran_order': False, 'shape': ({inflated},), }}"))
+            chunk = bytes(1 << 20)
+            for _ in range(inflated >> 20):
+                f.write(chunk)
+    path = tmp_path / "bomb.npz"
+    path.write_bytes(out.getvalue())
+    assert path.stat().st_size < inflated // 100
+    peak = _peak_while_refused(path, "member 'bomb.npy' is compressed; okl model files are written uncompressed")
+    assert peak < 8 << 20  # the file itself (~256 KB) and the headers; never the 256 MiB
+
+
+def test_a_declared_size_bomb_allocates_nothing(tmp_path):
+    """A stored member whose .npy header declares 2 GiB: refused from the header."""
+    path = tmp_path / "bomb.npz"
+    path.write_bytes(_member("w.npy", _raw_npy("{'descr': '<f8', 'fortran_order': False, 'shape': (268435456,), }"))(_good()))
+    assert _peak_while_refused(path, r"declares \[268435456\] float64 \(2147483648 bytes\) but holds 0 bytes") < 1 << 20
+
+
+def test_non_finite_models_load_only_when_allowed():
+    learner, state = _trained()
+    data = model_bytes(learner, state._replace(w=np.full_like(state.w, np.nan)))
+    with pytest.raises(ModelFileError, match="m: array 'w' holds NaN or inf values"):
+        okl_core.model_from_bytes(data, source="m")
+    _, loaded = okl_core.model_from_bytes(data, source="m", allow_non_finite=True)
+    assert np.isnan(loaded.w).all()
+
+
+def test_loaded_arrays_are_writable_copies(tmp_path):
+    learner, state = _trained()
+    _, loaded = okl_core.model_from_bytes(model_bytes(learner, state))
+    assert loaded.w.flags.writeable and loaded.w.flags.c_contiguous
+    np.testing.assert_array_equal(loaded.w, state.w)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_damage_never_escapes_as_another_exception(data):
+    """Byte flips, truncations and insertions anywhere: a model or a ModelFileError, nothing else."""
+    good = _good()
+    damaged = bytearray(good)
+    for _ in range(data.draw(st.integers(1, 4))):
+        action = data.draw(st.sampled_from(["flip", "cut", "insert"]))
+        at = data.draw(st.integers(0, max(0, len(damaged) - 1)))
+        if action == "flip" and damaged:
+            damaged[at] ^= data.draw(st.integers(1, 255))
+        elif action == "cut":
+            del damaged[at : at + data.draw(st.integers(1, 64))]
+        else:
+            damaged[at:at] = data.draw(st.binary(min_size=1, max_size=16))
+    try:
+        learner, state = okl_core.model_from_bytes(bytes(damaged), source="damaged")
+    except ModelFileError as err:
+        assert str(err).startswith("damaged: ") and "\n" not in str(err)
+    else:
+        assert learner.name == "fogd" and np.isfinite(state.w).all()
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=st.sampled_from(["format", "format_version", "generator_version", "learner", "config", "feature_spec", "n_seen", "arrays"]),
+       value=_JSON)
+def test_any_json_in_any_header_field_ends_in_model_file_error(key, value):
+    good = _good()
+    header = _header_of(good)
+    if value == header[key]:
+        return
+    header[key] = value
+    with pytest.raises(ModelFileError) as info:
+        okl_core.model_from_bytes(_set_header(good, header), source="h")
+    assert str(info.value).startswith("h: ") and "\n" not in str(info.value)
+
+
+def test_a_config_asking_for_an_impossible_state_is_refused():
+    header = _header_of(_good())
+    header["config"]["n_components"] = header["feature_spec"]["n_components"] = 10**13  # w of 146 TiB
+    with pytest.raises(ModelFileError, match=r"^m: its config asks for a state that cannot be built \(MemoryError: "):
+        okl_core.model_from_bytes(_set_header(_good(), header), source="m")
+
+
+def test_a_config_inflating_a_filled_state_is_refused_without_building_it(tmp_path):
+    """pkawv_taylor's fresh state holds an r x r identity: a header raising r to 230,230 allocates nothing."""
+    learner = okl_core.make_learner("pkawv_taylor", n_inputs=3, degree=2)
+    data = model_bytes(learner, learner.init())
+    header = _header_of(data)
+    header["config"].update(n_inputs=20, degree=6, max_basis=10**9)
+    header["feature_spec"] = None
+    path = tmp_path / "taylor.npz"
+    path.write_bytes(_set_header(data, header))
+    peak = _peak_while_refused(path, r"array 'gram' has dtype/shape float64\(10, 10\), expected float64\(230230, 230230\)")
+    assert peak < 64 << 20  # the basis's exponent table (r x d, ~18 MB); the identity would be 424 GB

@@ -157,6 +157,35 @@ def test_serial_scheduler_gives_the_same_table_as_the_cluster(client, tmp_path):
     assert strip(on_cluster.rows) == strip(here.rows)
 
 
+def test_a_diverging_point_is_marked_diverged_never_ok(tmp_path):
+    """eta=10 makes fogd_r's weights NaN from the first batch: the point reads 'diverged', is never best."""
+    import numpy as np
+
+    from okl_experiments.sweep import markdown_table
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3)).astype(np.float32)
+    write_dataset(tmp_path / "train", X, np.sin(X[:, 0]) + 0.5 * X[:, 1], "regression", n_shards=1)
+    train = okl_source(str(tmp_path / "train"))
+    points = make_points("fogd_r", SearchSpace.from_tokens(["sigma=1", "eta=0.05,10", "n_components=16"]), train)
+    settings = SweepSettings("fogd_r", train, repeats=2, batch_rows=200)
+    with np.errstate(all="ignore"):
+        result = sweep(settings, points, out_dir=str(tmp_path / "out"), client=None)
+    status = {json.loads(r["params"])["eta"]: r for r in result.rows}
+    assert status[0.05]["status"] == "ok" and status[0.05]["error"] is None
+    assert status[10]["status"] == "diverged" and status[10]["runs"] == 2
+    assert status[10]["error"] == "run 0 diverged at row 0 (NaN or inf in the scores, model or errors)"
+    assert np.isnan(status[10]["online_mse_mean"])
+    assert [r["diverged"] for r in result.task_results if r["point"] == 1] == [status[10]["error"][6:]] * 2
+    assert result.best["params"]["eta"] == 0.05
+    table = markdown_table(result.rows, "online_mse", ["eta"]).splitlines()
+    assert table[2].startswith("| 1 | 0 | 0.05 |") and table[3].endswith("| diverged: run 0 diverged at row 0 (NaN or inf in the scores, model or errors) |")
+    # A diverged point is a result: --resume keeps it, as it keeps ok points.
+    with np.errstate(all="ignore"):
+        again = sweep(settings, points, out_dir=str(tmp_path / "out"), client=None, resume=True)
+    assert again.ran == 0 and [r["status"] for r in again.rows] == ["ok", "diverged"]
+
+
 def test_with_a_test_set_the_default_ranking_is_still_the_online_metric(tmp_path):
     sweep_binary_data(tmp_path / "train")
     sweep_binary_data(tmp_path / "test", n=300, seed=1)

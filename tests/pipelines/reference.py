@@ -29,7 +29,7 @@ def reference_model(learner, X, y, plan: StreamPlan, good=None) -> bytes:
                     state, _ = learner.update(state, X[keep], y[keep])
             states.append(state)
         model = okl_core.merge_states(learner, states, base=model)
-        model = okl_core.model_from_bytes(okl_core.model_bytes(learner, model))[1]
+        model = okl_core.model_from_bytes(okl_core.model_bytes(learner, model), allow_non_finite=True)[1]
     return okl_core.model_bytes(learner, model)
 
 

@@ -14,10 +14,11 @@ from pipelines import train
 from tests.pipelines.reference import binary_data, reference_model
 
 
-def _write(path, X, y, first_row, row_group_rows=256):
+def _write(path, X, y, first_row, row_group_rows=256, fixed=True):
     d = X.shape[1]
     rows = np.arange(first_row, first_row + len(y), dtype=np.int64)
-    x = pa.FixedSizeListArray.from_arrays(pa.array(X.reshape(-1), type=pa.float32()), d)
+    values = pa.array(X.reshape(-1), type=pa.float32())
+    x = pa.FixedSizeListArray.from_arrays(values, d) if fixed else pa.ListArray.from_arrays(pa.array(np.arange(0, X.size + 1, d, dtype=np.int32)), values)
     pq.write_table(pa.table({"x": x, "y": pa.array(y, type=pa.int32()), "row": pa.array(rows)}), path, row_group_size=row_group_rows)
 
 
@@ -29,8 +30,9 @@ def test_planted_bad_rows_are_reported_and_skipped(tmp_path, mode):
     y[300], y[999], y[2002] = 0, 3, -2
     (tmp_path / "data").mkdir()
     _write(tmp_path / "data" / "a.parquet", X[:1000], y[:1000], 0)
-    # Rows 1000..1002 have 6 features instead of 5: the whole file is the wrong width.
-    _write(tmp_path / "data" / "b.parquet", np.ones((3, 6), np.float32), np.ones(3, np.int32), 1000)
+    # Rows 1000..1002 have 6 features instead of 5, in a variable-length list column (a
+    # fixed-size list of 6 is refused at launch: tests/okl_core/data/test_launch_checks.py).
+    _write(tmp_path / "data" / "b.parquet", np.ones((3, 6), np.float32), np.ones(3, np.int32), 1000, fixed=False)
     _write(tmp_path / "data" / "c.parquet", X[1003:], y[1003:], 1003)
     planted.update({1000: "wrong width", 1001: "wrong width", 1002: "wrong width"})
     shards = [{"file": f, "n_rows": n, "first_row": r} for f, n, r in (("a.parquet", 1000, 0), ("b.parquet", 3, 1000), ("c.parquet", 1000, 1003))]

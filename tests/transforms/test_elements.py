@@ -27,7 +27,7 @@ def test_model_cache_parses_once_per_value(monkeypatch):
     data = okl_core.model_bytes(learner, learner.init())
     calls = []
     original = okl_core.model_from_bytes
-    monkeypatch.setattr(okl_core, "model_from_bytes", lambda d, source: calls.append(source) or original(d, source))
+    monkeypatch.setattr(okl_core, "model_from_bytes", lambda d, source, **kw: calls.append(source) or original(d, source, **kw))
     cache = ModelCache()
     first = cache.get(data, "a")
     assert cache.get(bytes(data), "b") is first and calls == ["a"]

@@ -76,21 +76,21 @@ def _zero():
     return 0.0
 
 
-def _run_shards(events, tmp_path=None, snapshot_batches=2, mix_weight=0.0, initial=None, first_version=1, merge_seconds=1000.0):
+def _run_shards(events, tmp_path=None, snapshot_batches=2, mix_weight=0.0, initial=None, first_version=1, merge_seconds=1000.0, spec=SPEC):
     """Snapshots (sorted by shard, interval) and written versions of a scripted stream.
 
     TestStream's processing-time clock starts at 0 and the steps are told so (clock=_zero):
     with the default ``merge_seconds`` no window ends during the stream, so the only merge
     is the one at its end.
     """
-    learner = SPEC.build()
+    learner = spec.build()
     initial = okl_core.model_bytes(learner, learner.init()) if initial is None else initial
     snaps, versions = [], []
     with _streaming_pipeline() as p:
-        snapshots = p | _stream(events) | StreamTrainOnline(SPEC, initial, snapshot_batches=snapshot_batches, mix_weight=mix_weight, clock=_zero)
+        snapshots = p | _stream(events) | StreamTrainOnline(spec, initial, snapshot_batches=snapshot_batches, mix_weight=mix_weight, clock=_zero)
         _collect(snapshots, snaps)
         if tmp_path is not None:
-            merged = snapshots | MergeSnapshots(SPEC, merge_seconds, first_version, clock=_zero)
+            merged = snapshots | MergeSnapshots(spec, merge_seconds, first_version, clock=_zero)
             _collect(merged | WriteModelVersions(str(tmp_path)), versions, "CollectVersions")
     return sorted(snaps, key=lambda s: (s[0], s[1])), versions
 
@@ -131,6 +131,19 @@ def test_prequential_metrics_of_an_interval_match_the_fold():
         state, scores = learner.update(state, X[seq * BATCH : (seq + 1) * BATCH], y[seq * BATCH : (seq + 1) * BATCH])
         mistakes += int((np.where(scores >= 0, 1, -1) != y[seq * BATCH : (seq + 1) * BATCH]).sum())
     assert json.loads(snaps[0][3])["online"]["mistakes"] == mistakes
+
+
+def test_a_diverging_shard_keeps_streaming_and_its_snapshots_say_from_which_batch(tmp_path):
+    """A step of 1e308 overflows FOGD's weights: snapshots and versions keep coming, NaN and all."""
+    spec = LearnerSpec("fogd", {**PARAMS, "eta": 1e308})
+    learner = spec.build()
+    X, y = binary_data(400)
+    with np.errstate(all="ignore"):
+        snaps, versions = _run_shards([[p] for p in _pieces(X, y, 0, 0, 4)], tmp_path, snapshot_batches=2, spec=spec)
+        fold = _fold(learner, X, y, 0, 4)
+    # the first batch already overflows; every later snapshot of the shard still names it
+    assert [json.loads(s[3])["diverged_at"] for s in snaps] == [{"file": "file.parquet", "seq": 0, "row": 0}] * 2
+    assert snaps[-1][2] == okl_core.model_bytes(learner, fold) and [v for v, _ in versions] == [1]
 
 
 def test_a_merge_per_window_takes_the_newest_snapshot_of_every_shard_and_an_idle_shard_blocks_nothing(tmp_path):
