@@ -31,7 +31,7 @@ def _train(tmp_path, X, y, task, *args, shards=2, rounds=1):
     write_dataset(tmp_path / "data", X, y, task, n_shards=2, row_group_rows=250)
     result = train.run(["--input", str(tmp_path / "data"), *args, "--num_shards", str(shards), "--rounds", str(rounds),
                         "--output", str(tmp_path / "out"), "--runner=DirectRunner"])
-    assert sorted(os.listdir(result.output)) == ["dead_letter.jsonl", "metrics.json", "model.npz", "online_error.png"]
+    assert sorted(os.listdir(result.output)) == ["dead_letter.jsonl", "metrics.json", "model.npz", "online_error.png", "run.json"]
     with open(result.files["metrics"]) as f:
         assert json.load(f) == json.loads(json.dumps(result.metrics))  # NaN-tolerant: both sides parse NaN the same
     return result
