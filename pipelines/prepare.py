@@ -4,7 +4,9 @@ Kinds (each writes Parquet shards + ``dataset.json``, DESIGN.md "Data layout"):
 
 * ``mnist``      an IDX image/label pair (gzip or raw) -> pixels / 255, labels 0..9
 * ``libsvm``     LIBSVM/svmlight text (plain, .gz, .bz2), streamed -> dense float32
-* ``csv``        a CSV with a header and ``--target COLUMN``, optional scaling
+* ``csv``        a CSV with one column per feature and ``--target COLUMN`` (``--no_header``:
+                 columns 0..k-1), optional scaling, missing values, categorical columns
+* ``parquet``    Parquet with one column per feature and ``--target COLUMN``, as ``csv``
 * ``mnist8m``    the infinite-MNIST generator: deformed base digits, a Beam pipeline over
                  shard ids (any runner; ``--num_workers N`` for local processes)
 * ``molecular``  SMILES + target CSV -> randomly sorted Coulomb matrices (or Morgan bits)
@@ -31,6 +33,7 @@ from okl_core.data import download as dl
 from okl_core.data.layout import COMPRESSIONS, DEFAULT_COMPRESSION, open_dataset
 from okl_core.data.scaling import SCALING_METHODS
 from okl_core.data.sources import ConversionSummary, DataFormatError
+from okl_core.data.table import MISSING_POLICIES
 from okl_core.data.targets import parse_classes
 from okl_experiments.progress import ProgressBar
 from pipelines.cli import Parser, deprecate, prog, warn
@@ -67,6 +70,16 @@ def _labels_and_scaling(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip_bad_rows", action="store_true", help="skip bad rows into rejects.csv instead of stopping")
 
 
+def _table_columns(parser: argparse.ArgumentParser) -> None:
+    """Options of the kinds that read one column per feature (csv, parquet)."""
+    parser.add_argument("--features", help="feature columns, comma separated: names, FIRST:LAST ranges (file order), globs such as 'pixel*' (default: all others)")
+    parser.add_argument("--drop", help="columns to leave out, comma separated (names, ranges, globs)")
+    parser.add_argument("--categorical", metavar="COL,...", help="text columns to one-hot encode (categories recorded for --like)")
+    parser.add_argument("--missing", action="append", metavar="VALUE", help="a value meaning 'missing' (repeat for several: --missing NA --missing '?' --missing ''); Parquet nulls are always missing")
+    parser.add_argument("--missing_policy", "--missing-policy", dest="missing_policy", choices=MISSING_POLICIES,
+                        help="a missing feature: drop the row into rejects.csv (default), or impute the training mean (recorded for --like)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (one sub-command per kind)."""
     parser = Parser(prog=prog("prepare"), description="Build an okl data set directory (Parquet shards + dataset.json).")
@@ -88,12 +101,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache_dir", help="download cache (default $OKL_CACHE or ~/.cache/okl)")
     _common(p)
 
-    p = kinds.add_parser("csv", help="CSV with a header and a target column -> data set")
+    p = kinds.add_parser("csv", help="CSV with one column per feature and a target column -> data set")
     p.add_argument("input", help="CSV file (plain/.gz/.bz2)")
-    p.add_argument("--target", required=True, help="target column")
-    p.add_argument("--features", help="feature columns, comma separated (default: all others)")
-    p.add_argument("--drop", help="columns to leave out, comma separated")
+    p.add_argument("--target", required=True, help="target column (a number with --no_header)")
+    _table_columns(p)
     p.add_argument("--delimiter", default=",", help="field delimiter (default ',')")
+    p.add_argument("--no_header", "--no-header", dest="no_header", action="store_true", help="the first line is data; columns are named 0..k-1")
+    _labels_and_scaling(p)
+    _common(p)
+
+    p = kinds.add_parser("parquet", help="Parquet with one column per feature and a target column -> data set")
+    p.add_argument("input", help="Parquet file, directory of *.parquet files, or glob")
+    p.add_argument("--target", required=True, help="target column")
+    _table_columns(p)
     _labels_and_scaling(p)
     _common(p)
 
@@ -205,7 +225,20 @@ def _run_csv(args, progress) -> ConversionSummary:
         args.input, args.out, target=args.target, features=_split_list(args.features), drop=_split_list(args.drop),
         task=args.task, classes=_split_list(args.classes), like=_like(args), feature_scaling=args.feature_scaling,
         target_scaling=args.target_scaling, delimiter=args.delimiter, skip_bad_rows=args.skip_bad_rows,
-        n_shards=args.shards, progress=progress, **_writer_args(args, rows_per_shard),
+        n_shards=args.shards, progress=progress, no_header=args.no_header, missing=args.missing, missing_policy=args.missing_policy,
+        categorical=_split_list(args.categorical), **_writer_args(args, rows_per_shard),
+    )
+
+
+def _run_parquet(args, progress) -> ConversionSummary:
+    from okl_core.data.table import convert_parquet
+
+    rows_per_shard = _rows_per_shard(args, None) if args.shards is None else None
+    return convert_parquet(
+        args.input, args.out, target=args.target, features=_split_list(args.features), drop=_split_list(args.drop),
+        categorical=_split_list(args.categorical), missing=args.missing, missing_policy=args.missing_policy, like=_like(args),
+        task=args.task, classes=_split_list(args.classes), feature_scaling=args.feature_scaling, target_scaling=args.target_scaling,
+        skip_bad_rows=args.skip_bad_rows, n_shards=args.shards, progress=progress, **_writer_args(args, rows_per_shard),
     )
 
 
@@ -270,7 +303,7 @@ def _beam_options(beam_argv, num_workers) -> list:
     return options
 
 
-_RUNNERS = {"mnist": _run_mnist, "libsvm": _run_libsvm, "csv": _run_csv, "molecular": _run_molecular}
+_RUNNERS = {"mnist": _run_mnist, "libsvm": _run_libsvm, "csv": _run_csv, "parquet": _run_parquet, "molecular": _run_molecular}
 
 
 def _parse(argv) -> tuple[argparse.Namespace, list[str]]:

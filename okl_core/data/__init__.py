@@ -12,7 +12,7 @@ In-memory readers for tests and reproductions::
     X, y = read_libsvm(path, n_features=None)   # X float32 dense, y float64 as in the file
 
 Converters writing a data set directory (used by ``python -m pipelines.prepare``):
-:func:`convert_mnist`, :func:`convert_libsvm`, :func:`convert_csv`,
+:func:`convert_mnist`, :func:`convert_libsvm`, :func:`convert_csv`, :func:`convert_parquet`,
 :func:`convert_molecules`, and :class:`Mnist8mGenerator` for the infinite-MNIST rows.
 """
 
@@ -31,6 +31,7 @@ _EXPORTS = {
     "MolecularConfig": "molecular", "convert_molecules": "molecular",
     "SCALING_METHODS": "scaling", "Scaling": "scaling",
     "ConversionSummary": "sources", "DataFormatError": "sources",
+    "convert_parquet": "table",
 }
 
 

@@ -84,7 +84,7 @@ def _row_problem(fields: list, cols: _Columns) -> str | None:
     for i in cols.features:
         _, problem = parse_finite(fields[i].strip(), f"column {cols.header[i]!r}")
         if problem:
-            return problem
+            return problem + (f" (a category? pass --categorical {cols.header[i]})" if problem.endswith("is not a number") else "")
     target = fields[cols.target].strip()
     if not target or _is_number(target):  # a non-numeric target is a class name
         _, problem = parse_finite(target, f"target {cols.header[cols.target]!r}")
@@ -227,6 +227,7 @@ def convert_csv(
     path, out, *, target, features=None, drop=None, task=None, classes=None, like=None, feature_scaling="none",
     target_scaling="none", delimiter=",", skip_bad_rows=False, rows_per_shard=65536, n_shards=None,
     row_group_rows=4096, overwrite=False, name=None, progress=None, batch_rows=8192, compression=DEFAULT_COMPRESSION,
+    no_header=False, missing=None, missing_policy=None, categorical=None,
 ) -> ConversionSummary:
     """Convert a CSV file into a data set at ``out`` (see the module docstring).
 
@@ -246,11 +247,26 @@ def convert_csv(
         Record bad rows in ``rejects.csv`` instead of stopping at the first.
     rows_per_shard, n_shards : int
         Shard size, or the number of equal shards.
+    no_header, missing, missing_policy, categorical : optional
+        Header-less file (columns ``0..k-1``), missing-value markers, ``drop`` or ``mean``,
+        one-hot columns: :mod:`okl_core.data.table` converts such files (and ``features``
+        or ``drop`` given as ranges or globs, and test sets ``like`` one of them).
     """
     started = time.perf_counter()
     path = os.fspath(path)
     progress = progress or NullProgress()
     like_info = getattr(like, "info", like)
+    if _needs_table_path(features, drop, no_header, missing, missing_policy, categorical, like_info):
+        from okl_core.data.table import CsvColumns, convert_table
+
+        if like_info is not None and features is None:
+            features = (like_info.extra or {}).get("columns")
+        table = CsvColumns(path, target, features=features, drop=drop, categorical=categorical, markers=missing, delimiter=delimiter, no_header=no_header, batch_rows=batch_rows)
+        return convert_table(
+            table, out, task=task, classes=classes, like=like_info, feature_scaling=feature_scaling, target_scaling=target_scaling,
+            missing_policy=missing_policy, categorical=categorical, markers=missing, skip_bad_rows=skip_bad_rows, rows_per_shard=rows_per_shard,
+            n_shards=n_shards, row_group_rows=row_group_rows, overwrite=overwrite, name=name, progress=progress, compression=compression, kind="csv",
+        )
     if like_info is not None:
         recorded_columns = (like_info.extra or {}).get("columns")
         if not recorded_columns:
@@ -297,22 +313,40 @@ def convert_csv(
     return ConversionSummary(writer.info, writer.path, n_rejected=rejected["count"] if rejected else 0, seconds=time.perf_counter() - started, bytes_read=os.path.getsize(path))
 
 
+def _needs_table_path(features, drop, no_header, missing, missing_policy, categorical, like_info) -> bool:
+    """Whether a conversion needs :mod:`okl_core.data.table` (this module's path reads plain numeric CSVs fastest)."""
+    patterns = any(":" in item or any(c in item for c in "*?[") for item in [*(features or ()), *(drop or ())])
+    recorded = like_info is not None and "encoding" in (like_info.extra or {})
+    return bool(no_header or missing is not None or missing_policy or categorical or patterns or recorded)
+
+
 def _decide(path, scan, task, classes, like_info, feature_scaling, target_scaling):
-    d = len(scan.columns.features)
+    return decide_labels_and_scaling(
+        path, len(scan.columns.features), scan.numeric if scan.all_numeric else scan.strings, scan.all_numeric, scan.feature_stats,
+        scan.target_stats, task, classes, like_info, feature_scaling, target_scaling,
+    )
+
+
+def decide_labels_and_scaling(path, d, labels, all_numeric, feature_stats, target_stats, task, classes, like_info, feature_scaling, target_scaling):
+    """The label map and feature/target scalings of a table: the reference's, or from the scan.
+
+    ``labels`` is the :class:`LabelCollector` of the targets (as numbers when
+    ``all_numeric``, else as text); ``feature_stats`` may be None when not scaling.
+    """
     if like_info is not None:
         recorded = like_info.feature_scaling or {}
         fscale = Scaling.from_json(recorded.get("features", {"method": "none"}), d, like_info.name)
         tscale = Scaling.from_json(recorded.get("target", {"method": "none"}), 1, like_info.name)
         return LabelMap.from_info(like_info.task, like_info.classes), fscale, tscale
     if classes is not None:
-        classes = _typed_classes(path, classes, scan.all_numeric)
+        classes = _typed_classes(path, classes, all_numeric)
         label_map = LabelMap(task or ("binary" if len(classes) == 2 else "multiclass"), classes)
     else:
-        label_map = infer_label_map(scan.numeric if scan.all_numeric else scan.strings, task, source=path)
+        label_map = infer_label_map(labels, task, source=path)
     if label_map.task != "regression" and target_scaling != "none":
         raise ValueError(f"{path}: target scaling applies to regression targets only (the task is {label_map.task})")
-    fscale = Scaling.fit(feature_scaling, scan.feature_stats if feature_scaling != "none" else None)
-    tscale = Scaling.fit(target_scaling, scan.target_stats if target_scaling != "none" else None)
+    fscale = Scaling.fit(feature_scaling, feature_stats if feature_scaling != "none" else None)
+    tscale = Scaling.fit(target_scaling, target_stats if target_scaling != "none" else None)
     return label_map, fscale, tscale
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "schema_for",
     "x_width",
     "x_matrix",
+    "x_shape_problem",
     "as_array",
     "schema_problem",
     "check_shard",
@@ -113,13 +114,39 @@ def x_width(x_type: pa.DataType) -> int | None:
         ``x_type`` is neither a list of numbers nor float32 bytes (a fixed-size binary
         whose width is a multiple of 4).
     """
-    if pa.types.is_fixed_size_list(x_type):
-        return x_type.list_size
-    if pa.types.is_list(x_type) or pa.types.is_large_list(x_type):
-        return None
+    is_list = pa.types.is_list(x_type) or pa.types.is_large_list(x_type)
+    if (is_list or pa.types.is_fixed_size_list(x_type)) and _is_number_type(x_type.value_type):
+        return None if is_list else x_type.list_size
     if pa.types.is_fixed_size_binary(x_type) and x_type.byte_width % 4 == 0:
         return x_type.byte_width // 4
     raise ValueError(f"column x must be float32 bytes (fixed_size_binary[4 d]) or a list of floats, got {x_type}")
+
+
+def _is_number_type(value_type: pa.DataType) -> bool:
+    return pa.types.is_floating(value_type) or pa.types.is_integer(value_type)
+
+
+def x_shape_problem(x: pa.Array, n_features: int) -> tuple[int, str] | None:
+    """``(index, problem)`` of the first row of ``x`` that is not ``n_features`` numbers, or None.
+
+    A problem reads ``"column x is null"``, ``"column x holds 3 values, expected 4"`` or
+    ``"column x has a null value at feature 2"``; readers put the file and row in front.
+    """
+    x = as_array(x)
+    if x.null_count:
+        return int(np.flatnonzero(x.is_null().to_numpy(zero_copy_only=False))[0]), "column x is null"
+    if x_width(x.type) is None:
+        lengths = pc.list_value_length(x).to_numpy(zero_copy_only=False)
+        ragged = np.flatnonzero(lengths != n_features)
+        if len(ragged):
+            return int(ragged[0]), f"column x holds {int(lengths[ragged[0]])} values, expected {n_features}"
+    if pa.types.is_fixed_size_binary(x.type):
+        return None
+    values = pc.list_flatten(x)
+    if values.null_count:
+        first = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+        return first // n_features, f"column x has a null value at feature {first % n_features}"
+    return None
 
 
 def as_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -623,14 +650,15 @@ class Dataset:
 def _batch_from_table(table: pa.Table, n_features: int, source: str) -> Batch:
     try:
         width = x_width(table.schema.field("x").type)
-        if width != n_features:
-            raise ValueError(f"column x must hold {n_features} features per row, got {table.schema.field('x').type}")
-        X = x_matrix(table.column("x"), n_features)
     except ValueError as err:
         raise ValueError(f"{source}: {err}") from None
-    y = table.column("y").to_numpy()
+    if width not in (None, n_features):
+        raise ValueError(f"{source}: column x must hold {n_features} features per row, got {table.schema.field('x').type}")
     row = table.column("row").to_numpy().astype(np.int64, copy=False)
-    return Batch(X, y, row)
+    problem = x_shape_problem(table.column("x"), n_features)
+    if problem is not None:  # a pipeline dead-letters such rows; reading into memory cannot
+        raise ValueError(f"{source}, row {row[problem[0]]}: {problem[1]}")
+    return Batch(x_matrix(table.column("x"), n_features), table.column("y").to_numpy(), row)
 
 
 def _parquet_file(path) -> pq.ParquetFile:
@@ -690,17 +718,12 @@ def _dataset_from_files(files: list[str], source: str) -> Dataset:
         pf = _parquet_file(f)
         schema = pf.schema_arrow
         problem = schema_problem(schema, None, None)
-        if problem is None and x_width(schema.field("x").type) is None:
-            problem = "column x is a variable-length list; without dataset.json the width must be fixed (float32 bytes or a fixed-size list)"
         if problem:
             raise ValueError(f"{f}: not in the okl layout: {problem}")
-        if metas and x_width(schema.field("x").type) != x_width(metas[0][3].field("x").type):
-            raise ValueError(f"{f}: column x holds {x_width(schema.field('x').type)} features per row, {metas[0][1]} {x_width(metas[0][3].field('x').type)}")
         first = pq.read_table(f, columns=["row"]).column("row")
         metas.append((int(first[0].as_py()) if len(first) else 0, f, pf.metadata.num_rows, schema))
     metas.sort()
-    d = x_width(metas[0][3].field("x").type)
-    assert d is not None  # every file's width was checked above
+    d = _files_width([(f, schema) for _, f, _, schema in metas])
     y_type = metas[0][3].field("y").type
     if pa.types.is_floating(y_type):
         task, classes = "regression", None
@@ -715,3 +738,26 @@ def _dataset_from_files(files: list[str], source: str) -> Dataset:
         shards=[{"file": s.path, "n_rows": s.n_rows, "first_row": s.first_row} for s in shards],
     )
     return Dataset(info, shards)
+
+
+def _files_width(files: list[tuple[str, pa.Schema]]) -> int:
+    """Features per row of Parquet files without ``dataset.json``, the same in every file.
+
+    A fixed width (binary or fixed-size list) is the type's; variable-length lists take
+    the length of the first non-null ``x`` in row order (rows of another length are then
+    bad rows: dead letters in a pipeline, an error naming the row in :meth:`Dataset.read_all`).
+    """
+    widths = [(f, x_width(schema.field("x").type)) for f, schema in files]
+    fixed = [(f, w) for f, w in widths if w is not None]
+    if fixed:
+        d = fixed[0][1]
+        for f, w in fixed[1:]:
+            if w != d:
+                raise ValueError(f"{f}: column x holds {w} features per row, {fixed[0][0]} holds {d}")
+        return d
+    for f, _ in widths:
+        for batch in _parquet_file(f).iter_batches(batch_size=4096, columns=["x"]):
+            lengths = pc.list_value_length(batch.column(0)).drop_null()
+            if len(lengths):
+                return int(lengths[0].as_py())
+    raise ValueError(f"{files[0][0]}: column x is null or empty in every row; cannot tell the number of features")

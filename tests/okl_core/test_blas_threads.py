@@ -53,6 +53,18 @@ CASES = {
     "ioks": (dict(MULTI, horizon=256), "mnist", 256),
     "rf_oks_pp": (dict(MULTI, n_components=400), "mnist", 256),
     "rf_ioks": (dict(MULTI, n_components=400, horizon=256), "mnist", 256),
+    "rbp": (dict(MNIST, budget=400), "mnist", 1200),
+    "mrbp": (dict(MNIST, budget=400, n_classes=10), "mnist", 1200),
+    "rbp_r": (dict(MNIST, budget=400), "mnist", 1200),
+    "forgetron": (dict(MNIST, budget=400), "mnist", 1200),
+    "projectron": (dict(MNIST, budget=400, eta=0.01), "mnist", 1200),
+    "projectron_pp": (dict(MNIST, budget=400, eta=0.01), "mnist", 1200),
+    "mprojectron": (dict(MNIST, budget=400, eta=0.01, n_classes=10), "mnist", 1200),
+    "bpa_s": (dict(MNIST, budget=400), "mnist", 1200),
+    "bogd": (dict(MNIST, budget=400), "mnist", 1200),
+    "mbogd": (dict(MNIST, budget=400, n_classes=10), "mnist", 1200),
+    "bogd_r": (dict(MNIST, budget=400), "mnist", 1200),
+    "norma_r": (dict(MNIST, budget=400), "mnist", 1200),
 }
 N_TEST = 512
 

@@ -126,7 +126,7 @@ def test_missing_target_column(tmp_path):
 
 
 BAD_ROWS = [
-    (["1.0", "abc", "1"], "column 'b': 'abc' is not a number"),
+    (["1.0", "abc", "1"], "column 'b': 'abc' is not a number (a category? pass --categorical b)"),
     (["1.0", "nan", "1"], "column 'b': 'nan' is not finite"),
     (["inf", "2", "1"], "column 'a': 'inf' is not finite"),
     (["1.0", "", "1"], "column 'b': missing value"),

@@ -1,0 +1,870 @@
+"""Budget online kernel learners: the FOGD/NOGD paper's baselines (Lu, Hoi et al. 2016, Sec. 7).
+
+Every learner here keeps a kernel expansion ``f(x) = sum_i alpha_i k(x_i, x)`` over at most
+``budget`` (``B``) support vectors and follows the papers' online protocol (predict, score,
+then learn). They differ in when they update and in how they keep the budget:
+
+=================  ==============================  ==================================================  =======
+registry name      paper                           update / budget maintenance                         cost
+=================  ==============================  ==================================================  =======
+``rbp``            Cavallanti et al. 2007          Perceptron; when full, remove a uniformly random SV  O(B)
+``forgetron``      Dekel, Shalev-Shwartz & Singer  Perceptron; when full, remove the oldest SV after    O(B)
+                   2005/2008                       shrinking every coefficient by the self-tuned phi
+``projectron``     Orabona, Keshet & Caputo 2009   Perceptron; project the new SV onto the span of the  O(B^2)
+                                                   support set when close to it (or the set is full)
+``projectron_pp``  idem (Projectron++)             as ``projectron``, plus projected updates on margin  O(B^2)
+                                                   errors
+``bpa_s``          Wang & Vucetic 2010             PA-I on the hinge loss; when full, remove the SV     O(B)
+                                                   whose removal costs least, the new SV absorbing its
+                                                   projection
+``bogd``           Zhao, Wang, Wu, Jin & Hoi 2012  OGD on the regularised hinge loss; when full, remove O(B)
+                                                   a uniformly random SV and rescale the rest by
+                                                   B / (B - 1) (unbiased)
+``norma_r``        Kivinen, Smola & Williamson     regularised OGD on the nu-adaptive eps-insensitive   O(B)
+                   2004 (NORMA)                    loss; truncation: the oldest SV goes when full
+=================  ==============================  ==================================================  =======
+
+Multiclass (labels 0..C-1, coefficients ``(B, C)``, scores ``(C,)``): ``mrbp`` and
+``mprojectron`` use the multiclass Perceptron (on a mistake, ``e_y - e_p`` with ``p`` the
+predicted class, first argmax), ``mbogd`` the multiclass hinge of NOGD/FOGD (``+eta`` at
+``y``, ``-eta`` at the best wrong class ``s`` when ``f_y - f_s < 1``): only two classes'
+coefficients change per update, as the FOGD paper describes its multiclass baselines. The
+Forgetron's shrinking, BPA-S's removal and Projectron++'s step are derived for binary labels
+and have no multiclass version here.
+
+Regression: ``norma_r``, and ``rbp_r`` / ``bogd_r`` with the FOGD-R rule of
+:class:`~okl_core.learners.rules.RegressionRule` (add ``x`` with ``eta (y - f)`` when
+``|y - f| > eps``, or ``(y - f)^2 > eps`` with ``threshold='squared'``) in place of the
+Perceptron / hinge step; the paper runs RBP, Forgetron, Projectron and BOGD on regression
+with "a learning rate of about 0.1" and does not give their rules.
+
+The cost column is the paper's Table 1 (per example, besides the O(B d) kernel row every
+learner computes to predict); ``bench/bench_budget.py`` measures it against ``B``.
+
+Conventions shared by all:
+
+* A Perceptron mistake is ``sign(f) != y`` with ``sign(0) = +1``
+  (:class:`~okl_core.learners.rules.PerceptronRule`, like ``kernel_perceptron``); the hinge
+  loss fires when ``y f < 1`` (strict). ``k(x, x) = 1`` for every kernel of okl.
+* "Full" means ``B`` support vectors: the next insertion first removes one, and the new
+  vector takes the freed slot (slot order is not age; ``stamp`` records the index of the
+  example each vector came from, which is what "oldest" means).
+* Randomness (RBP's and BOGD's removal) is keyed by ``(seed, example index)``: example ``t``
+  of the stream (``n_seen`` before the batch, plus its row) reads the uniform ``u`` of
+  :func:`okl_core.random.row_uniforms` ``(seed, t)`` and removes slot ``floor(u B)``. Runs
+  are bit-identical whatever the batching and on every runner.
+* States have fixed shapes (``B`` rows whatever the stream), so a model file has the same
+  layout at every point.
+* Merge: none (:class:`~okl_core.learners.base.NotMergeableError`). Averaging two budgeted
+  expansions concatenates their support sets, which breaks the budget that defines the
+  learner; each shard's choice of support vectors is its own. Train with one shard, or use
+  ``fogd`` (which averages by seed).
+
+Readings chosen where the papers leave room (each documented at its learner):
+
+* Projectron's ``eta`` bounds the *squared* RKHS distance ``delta^2`` of the new vector to
+  the span of the support set (Orabona's own code; a bound ``e`` on the distance is
+  ``eta = e^2``). The Projectron has no hard budget in its paper (``eta`` bounds the set);
+  here ``budget`` is a hard cap: once the set is full every update projects.
+* The Forgetron follows the published self-tuned rule (``M`` counts the current mistake);
+  ``shrinking=False`` removes the oldest vector without shrinking, the simpler removal the
+  FOGD paper's related work describes. On a9a the paper's 27.8% lies between the two.
+* BPA-S's removal minimises the PA-I objective over the candidate ``r``, which reduces to
+  ``alpha_r^2 (1 - k(x_r, x)^2)`` (derivation at :class:`BPAS`).
+* BOGD's regulariser decays the coefficients at every example (``decay='every_example'``,
+  the gradient of ``lam/2 ||f||^2`` exists at every step) or only on updates
+  (``'on_update'``).
+* NORMA's coefficient is ``eta sign(y - f)`` (the eps-insensitive loss), with the threshold
+  ``eps`` adapted by the nu rule of the authors' code (spec/fogd_nogd.md); no offset ``b``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from okl_core.kernels import Kernel
+from okl_core.learners.base import (
+    CheckedConfig,
+    Learner,
+    NotMergeableError,
+    check_bool,
+    check_choice,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    validate_xy,
+)
+from okl_core.learners.kernel_ogd import KernelConfig
+from okl_core.learners.rules import MulticlassHingeRule, PerceptronRule, RegressionRule, RegressionRuleConfig
+from okl_core.random import row_uniforms
+
+__all__ = [
+    "SupportBudgetConfig",
+    "RBPConfig",
+    "ForgetronConfig",
+    "ProjectronConfig",
+    "BPASConfig",
+    "BOGDConfig",
+    "NORMARConfig",
+    "BudgetState",
+    "ForgetronState",
+    "ProjectronState",
+    "NORMAState",
+    "BudgetSet",
+    "RBP",
+    "Forgetron",
+    "Projectron",
+    "ProjectronPlusPlus",
+    "BPAS",
+    "BOGD",
+    "NORMARegressor",
+    "MRBPConfig",
+    "MProjectronConfig",
+    "MBOGDConfig",
+    "MRBP",
+    "MProjectron",
+    "MBOGD",
+    "RBPRConfig",
+    "BOGDRConfig",
+    "RBPRegressor",
+    "BOGDRegressor",
+    "multiclass_mistake",
+    "forgetron_shrink",
+    "FORGETRON_RATIO",
+]
+
+FORGETRON_RATIO = 15.0 / 32.0
+"""The Forgetron's bound on the removal damage: ``Q_t + Psi_t <= (15/32) M_t``."""
+
+
+# -- configs ------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SupportBudgetConfig(KernelConfig):
+    """Kernel parameters and the budget ``B`` (most support vectors held; default 100, the paper's)."""
+
+    budget: int = 100
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("budget", self.budget, 1)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _SeededConfig(SupportBudgetConfig):
+    """A budget learner that removes at random: ``seed`` keys the draws (with the example index)."""
+
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("seed", self.seed, 0)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RBPConfig(_SeededConfig):
+    """Randomized Budget Perceptron: kernel, ``budget`` and ``seed`` (the rule has no step)."""
+
+    task = "binary"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ForgetronConfig(SupportBudgetConfig):
+    """Forgetron: kernel, ``budget`` (the paper's mistake bound needs B >= 84) and ``shrinking``:
+    the self-tuned shrinking of the published algorithm (True, default) or none (False: the
+    oldest vector is simply removed, "the Forgetron that discards the oldest SV" as the FOGD
+    paper's related work describes it)."""
+
+    shrinking: bool = True
+    task = "binary"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_bool("shrinking", self.shrinking)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProjectronConfig(SupportBudgetConfig):
+    """Projectron and Projectron++: ``eta`` (> 0) bounds the squared distance ``delta^2`` of a
+    projected vector to the span of the support set (0.1, the default of Orabona's code)."""
+
+    eta: float = 0.1
+    task = "binary"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("eta", self.eta)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BPASConfig(SupportBudgetConfig):
+    """Budget Passive-Aggressive (simple removal): the PA-I aggressiveness ``C`` (> 0, default 1)."""
+
+    C: float = 1.0
+    task = "binary"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("C", self.C)
+
+
+DECAYS = ("every_example", "on_update")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BOGDConfig(_SeededConfig):
+    """Bounded OGD (uniform sampling): step ``eta`` (0.2), regulariser ``lam`` (0.05, >= 0; with
+    ``(1 - eta lam) B / (B - 1) > 1`` the rescaling outgrows the decay and old coefficients grow
+    without bound -- at the defaults the two cancel),
+    ``decay`` (when ``1 - eta lam`` applies: ``'every_example'`` or ``'on_update'``), ``budget``
+    (>= 2: the rescaling is ``B / (B - 1)``) and ``seed``."""
+
+    eta: float = 0.2
+    lam: float = 0.05
+    decay: str = "every_example"
+    task = "binary"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("budget", self.budget, 2)
+        check_positive("eta", self.eta)
+        check_nonnegative("lam", self.lam)
+        check_choice("decay", self.decay, set(DECAYS))
+        if self.eta * self.lam >= 1:
+            raise ValueError(f"eta * lam must be < 1 (the decay factor is 1 - eta lam), got {self.eta * self.lam!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NORMARConfig(SupportBudgetConfig):
+    """NORMA regression: step ``eta`` (0.03), regulariser ``lam`` (0.03), ``nu`` in (0, 1] (0.4; the
+    fraction of examples that end up updating), the initial threshold ``eps`` (0.1, the paper's
+    fixed eps of the other learners) and the truncation ``budget``; defaults of the authors' code."""
+
+    eta: float = 0.03
+    lam: float = 0.03
+    nu: float = 0.4
+    eps: float = 0.1
+    task = "regression"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("eta", self.eta)
+        check_nonnegative("lam", self.lam)
+        check_positive("nu", self.nu)
+        if self.nu > 1:
+            raise ValueError(f"nu must be in (0, 1], got {self.nu!r}")
+        check_nonnegative("eps", self.eps)
+        if self.eta * self.lam >= 1:
+            raise ValueError(f"eta * lam must be < 1 (the decay factor is 1 - eta lam), got {self.eta * self.lam!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _ClassesConfig(CheckedConfig):
+    """``n_classes`` (>= 2) of a multiclass budget learner (labels 0..C-1)."""
+
+    n_classes: int
+    task = "multiclass"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("n_classes", self.n_classes, 2)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MRBPConfig(_ClassesConfig, _SeededConfig):
+    """Multiclass RBP: ``n_classes``, kernel, ``budget`` and ``seed``."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MProjectronConfig(_ClassesConfig, ProjectronConfig):
+    """Multiclass Projectron: ``n_classes``, kernel, ``budget`` and the threshold ``eta``."""
+
+    task = "multiclass"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MBOGDConfig(_ClassesConfig, BOGDConfig):
+    """Multiclass BOGD: ``n_classes`` and BOGD's ``eta``, ``lam``, ``decay``, ``budget``, ``seed``."""
+
+    task = "multiclass"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RBPRConfig(RegressionRuleConfig, _SeededConfig):
+    """RBP regression: the FOGD-R rule's step ``eta`` (0.1, "about 0.1" in the paper), ``eps`` and
+    ``threshold``, with kernel, ``budget`` and ``seed``."""
+
+    eta: float = 0.1
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BOGDRConfig(RegressionRuleConfig, BOGDConfig):
+    """BOGD regression: the FOGD-R rule (``eta`` 0.1, ``eps``, ``threshold``) and BOGD's ``lam``,
+    ``decay``, ``budget``, ``seed``."""
+
+    eta: float = 0.1
+    task = "regression"
+
+
+# -- states -------------------------------------------------------------------------------
+class BudgetState(NamedTuple):
+    """A budgeted support set (fixed shapes: ``B`` slots, the first ``n_support`` in use).
+
+    Attributes
+    ----------
+    support : (B, d) float32, the support vectors
+    alpha : (B,) float64, or (B, C) for multiclass, their coefficients (0 in unused slots)
+    stamp : (B,) int64, index in the stream of the example each vector came from (-1 unused)
+    n_support : () int64, slots in use
+    n_seen : () int64, examples learned
+    """
+
+    support: np.ndarray
+    alpha: np.ndarray
+    stamp: np.ndarray
+    n_support: np.ndarray
+    n_seen: np.ndarray
+
+
+class ForgetronState(NamedTuple):
+    """:class:`BudgetState` plus the Forgetron's ``mistakes`` ``M`` (() int64) and ``damage``
+    ``Q`` (() float64, the sum of the removals' ``Psi``)."""
+
+    support: np.ndarray
+    alpha: np.ndarray
+    stamp: np.ndarray
+    n_support: np.ndarray
+    n_seen: np.ndarray
+    mistakes: np.ndarray
+    damage: np.ndarray
+
+
+class ProjectronState(NamedTuple):
+    """:class:`BudgetState` plus ``gram_inverse`` ((B, B) float64): the inverse kernel matrix
+    of the support set in its upper-left ``n_support`` block."""
+
+    support: np.ndarray
+    alpha: np.ndarray
+    stamp: np.ndarray
+    n_support: np.ndarray
+    n_seen: np.ndarray
+    gram_inverse: np.ndarray
+
+
+class NORMAState(NamedTuple):
+    """:class:`BudgetState` plus NORMA's adaptive threshold ``eps`` (() float64)."""
+
+    support: np.ndarray
+    alpha: np.ndarray
+    stamp: np.ndarray
+    n_support: np.ndarray
+    n_seen: np.ndarray
+    eps: np.ndarray
+
+
+_BASE_FIELDS = BudgetState._fields
+
+
+# -- the working support set ----------------------------------------------------------------
+def squared_norms(rows: np.ndarray) -> np.ndarray:
+    """``||r||^2`` of C-ordered float64 rows, by one expression whether one row or many: a vector
+    stored during an update and the same vector read back from a state at the next update get
+    the same bits, so a model does not depend on where the stream is cut into batches."""
+    return np.einsum("ij,ij->i", rows, rows)
+
+
+
+class BudgetSet:
+    """A state's support set while an update runs: copies of its arrays, changed in place.
+
+    The vectors are also held as float64 columns with their squared norms, so that a row's
+    kernel values come from :meth:`okl_core.kernels.Kernel.row_against_buffer` (a fixed
+    summation order, and only the row's non-zero coordinates are read: a9a rows have 14 of
+    123). ``extra`` holds copies of the state's other fields (learner bookkeeping).
+    """
+
+    def __init__(self, kernel: Kernel, state: Any):
+        self.kernel = kernel
+        self.rows = state.support.copy()
+        self.alpha = state.alpha.copy()
+        self.stamp = state.stamp.copy()
+        self.n = int(state.n_support)
+        self.columns = np.ascontiguousarray(self.rows.T, dtype=np.float64)
+        self.sq_norms = squared_norms(self.rows.astype(np.float64))
+        self.extra = {name: np.array(value, copy=True) for name, value in state._asdict().items() if name not in _BASE_FIELDS}
+
+    @property
+    def full(self) -> bool:
+        """Whether all ``B`` slots hold a vector."""
+        return self.n == len(self.alpha)
+
+    def kernel_row(self, x: np.ndarray) -> np.ndarray:
+        """``k(s_j, x)`` for the ``n`` support vectors (float64 ``x``)."""
+        return self.kernel.row_against_buffer(x, self.columns[:, : self.n], self.sq_norms[: self.n])
+
+    def score(self, k: np.ndarray) -> np.ndarray:
+        """``f(x) = k . alpha`` from a kernel row (0-d, or ``(C,)`` for multiclass)."""
+        return k @ self.alpha[: self.n]
+
+    def put(self, slot: int, x32: np.ndarray, x64: np.ndarray, coef, stamp: int) -> None:
+        """Store ``x`` with ``coef`` in ``slot`` (``n``: a new slot; below: replace that vector)."""
+        self.rows[slot] = x32
+        self.columns[:, slot] = x64
+        self.sq_norms[slot] = squared_norms(x64[None, :])[0]
+        self.alpha[slot] = coef
+        self.stamp[slot] = stamp
+        if slot == self.n:
+            self.n += 1
+
+    def oldest(self) -> int:
+        """The slot holding the vector of the earliest example."""
+        return int(np.argmin(self.stamp[: self.n]))
+
+    def state(self, state_class: type, n_seen: int) -> Any:
+        """The learner's state of these arrays (they are not copied again)."""
+        return state_class(
+            support=self.rows,
+            alpha=self.alpha,
+            stamp=self.stamp,
+            n_support=np.asarray(self.n, dtype=np.int64),
+            n_seen=np.asarray(n_seen, dtype=np.int64),
+            **self.extra,
+        )
+
+
+def random_slot(u: float, n: int) -> int:
+    """Slot ``floor(u n)`` for a uniform ``u`` in (0, 1): each of the ``n`` slots with probability 1/n."""
+    return min(int(u * n), n - 1)
+
+
+# -- the learners ---------------------------------------------------------------------------
+class _BudgetLearner(Learner[Any]):
+    """Shared parts: fixed-shape state, prediction, the per-row loop, no merge.
+
+    A subclass implements :meth:`_learn` (what one scored row does to the support set) and,
+    for extra state fields, :meth:`_extra_init`.
+    """
+
+    state_class: ClassVar[type] = BudgetState
+    merge_semantics = "none"
+    mix_refusal = (
+        "its model is a budgeted support set chosen by each shard; averaging would concatenate the sets "
+        "beyond the budget, so states are neither merged nor mixed"
+    )
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.kernel = Kernel.of(config)
+
+    def _extra_init(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def init(self) -> Any:
+        B, d = self.config.budget, self.config.n_inputs
+        return self.state_class(
+            support=np.zeros((B, d), dtype=np.float32),
+            alpha=np.zeros((B,) if self.task != "multiclass" else (B, self.config.n_classes)),
+            stamp=np.full(B, -1, dtype=np.int64),
+            n_support=np.asarray(0, dtype=np.int64),
+            n_seen=np.asarray(0, dtype=np.int64),
+            **self._extra_init(),
+        )
+
+    def predict(self, state: Any, X: ArrayLike) -> np.ndarray:
+        X, _ = validate_xy(self, X)
+        n = int(state.n_support)
+        return self.kernel.gram(X, state.support[:n]) @ state.alpha[:n]
+
+    def _draws(self, start: int, stop: int) -> np.ndarray | None:
+        """Uniforms of examples ``start..stop-1`` for learners that draw (None otherwise)."""
+        return None
+
+    def update(self, state: Any, X: ArrayLike, y: ArrayLike) -> tuple[Any, np.ndarray]:
+        X, y = validate_xy(self, X, y)
+        work = BudgetSet(self.kernel, state)
+        start = int(state.n_seen)
+        draws = self._draws(start, start + len(y))
+        scores = np.zeros((len(y),) + work.alpha.shape[1:])
+        labels = y.tolist()  # floats, or class indices for multiclass
+        for i in range(len(y)):
+            x64 = X[i].astype(np.float64)
+            k = work.kernel_row(x64)
+            raw = work.score(k)
+            f: Any = float(raw) if raw.ndim == 0 else raw
+            scores[i] = f
+            u = 0.0 if draws is None else float(draws[i])
+            self._learn(work, X[i], x64, labels[i], k, f, start + i, u)
+        return work.state(self.state_class, start + len(y)), scores
+
+    def _learn(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, y: Any, k: np.ndarray, f: Any, t: int, u: float) -> None:
+        """Learn example ``t`` (``x``, label ``y``) scored ``f`` (a float, or ``(C,)`` scores) with
+        kernel row ``k``; ``u`` is its uniform."""
+        raise NotImplementedError
+
+    def merge(self, states: Sequence[Any], weights: ArrayLike | None = None, base: Any = None) -> Any:
+        raise NotMergeableError(
+            f"{self.name} states cannot be merged: each shard keeps its own budget of {self.config.budget} support "
+            "vectors and averaging would exceed it (train with one shard, or use fogd)"
+        )
+
+
+class _SeededLearner(_BudgetLearner):
+    def _draws(self, start: int, stop: int) -> np.ndarray:
+        return row_uniforms(self.config.seed, start, stop, 1)[:, 0]
+
+
+class RBP(_SeededLearner):
+    """Randomized Budget Perceptron (Cavallanti, Cesa-Bianchi & Gentile 2007; registry ``rbp``).
+
+    On a mistake add ``x`` with ``alpha = y``; when the set is full, first remove the vector
+    in slot ``floor(u B)`` (``u`` the example's uniform), which the new one replaces.
+    """
+
+    name = "rbp"
+    config_class = RBPConfig
+    conformance_params = {"sigma": 0.5, "budget": 30}
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.rule = PerceptronRule(config)
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        coef = self.rule(f, y)
+        if coef is None:
+            return
+        slot = random_slot(u, work.n) if work.full else work.n
+        work.put(slot, x32, x64, coef, t)
+
+
+def forgetron_shrink(sigma: float, mu: float, damage: float, mistakes: int) -> float:
+    """The Forgetron's self-tuned shrinking coefficient.
+
+    The largest ``phi`` in (0, 1] with ``Psi(phi sigma, phi mu) + Q <= (15/32) M``, where
+    ``Psi(lam, m) = lam^2 + 2 lam - 2 lam m``, ``sigma`` is the oldest vector's weight
+    ``|alpha_r|``, ``mu = y_r f'(x_r)`` its margin under the model with the new example added,
+    ``Q`` (``damage``) the sum of the earlier removals' ``Psi`` and ``M`` the mistakes so far
+    (this one included). ``g(phi) = (sigma^2 - 2 sigma mu) phi^2 + 2 sigma phi + Q - 15 M / 32``
+    is at most 0 at ``phi = 0`` (``Q <= 15 (M - 1) / 32`` by induction), so the answer is 1 when
+    ``g(1) <= 0`` and otherwise the root of ``g`` in (0, 1): ``-2 c / (b + sqrt(b^2 - 4 a c))``
+    for both signs of ``a`` (the form without cancellation).
+    """
+    a = sigma * sigma - 2.0 * sigma * mu
+    b = 2.0 * sigma
+    c = min(damage - FORGETRON_RATIO * mistakes, 0.0)
+    if a + b + c <= 0.0:
+        return 1.0
+    return -2.0 * c / (b + np.sqrt(max(b * b - 4.0 * a * c, 0.0)))
+
+
+class Forgetron(_BudgetLearner):
+    """The Forgetron (Dekel, Shalev-Shwartz & Singer 2008), self-tuned (registry ``forgetron``).
+
+    On a mistake (``M += 1``): while the set has room, add ``x`` with ``alpha = y``. When full,
+    with ``r`` the oldest vector (weight ``sigma = |alpha_r|``, label ``y_r = sign(alpha_r)``):
+    ``f' = f + y k(x, .)``, ``mu = y_r f'(x_r)``, ``phi`` = :func:`forgetron_shrink`, then every
+    coefficient (the new ``y`` too) is multiplied by ``phi``, ``r`` is removed and
+    ``Q += Psi(phi sigma, phi mu)``. Cost O(B): one more kernel row (of ``x_r``) per removal.
+    With ``shrinking=False``, ``phi = 1`` (``Q`` is still recorded). On a9a + a9a.t (B = 100,
+    sigma = 8, one permutation) the self-tuned rule makes 30.0% mistakes, no shrinking 27.0%;
+    the FOGD paper reports 27.8 +- 0.4%.
+    """
+
+    name = "forgetron"
+    config_class = ForgetronConfig
+    state_class = ForgetronState
+    conformance_params = {"sigma": 0.5, "budget": 30}
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.rule = PerceptronRule(config)
+
+    def _extra_init(self):
+        return {"mistakes": np.asarray(0, dtype=np.int64), "damage": np.asarray(0.0)}
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        if self.rule(f, y) is None:
+            return
+        extra = work.extra
+        mistakes = int(extra["mistakes"]) + 1
+        extra["mistakes"] = np.asarray(mistakes, dtype=np.int64)
+        if not work.full:
+            work.put(work.n, x32, x64, y, t)
+            return
+        r = work.oldest()
+        alpha_r = float(work.alpha[r])
+        sigma, y_r = abs(alpha_r), (1.0 if alpha_r >= 0 else -1.0)
+        f_r = float(work.score(work.kernel_row(work.columns[:, r].copy())))
+        mu = y_r * (f_r + y * float(k[r]))
+        damage = float(extra["damage"])
+        phi = forgetron_shrink(sigma, mu, damage, mistakes) if self.config.shrinking else 1.0
+        lam = phi * sigma
+        extra["damage"] = np.asarray(damage + lam * lam + 2.0 * lam - 2.0 * lam * (phi * mu))
+        work.alpha[: work.n] *= phi
+        work.put(r, x32, x64, phi * y, t)
+
+
+class Projectron(_BudgetLearner):
+    """The Projectron (Orabona, Keshet & Caputo 2009; registry ``projectron``).
+
+    On a mistake: ``d = K^{-1} k`` (``K`` the support set's kernel matrix, ``k`` the row of
+    ``x``), ``delta^2 = k(x, x) - k . d`` (the squared distance of ``k(x, .)`` to the span). If
+    ``delta^2 <= eta`` or the set is full, project: ``alpha += y d`` (the set is unchanged);
+    otherwise add ``x`` with ``alpha = y`` and grow ``K^{-1}`` by the block (Schur complement)
+    update ``[[K^{-1} + d d^T / delta^2, -d / delta^2], [-d^T / delta^2, 1 / delta^2]]``.
+    Cost O(B^2) per update (the product ``K^{-1} k``), memory O(B^2).
+    """
+
+    name = "projectron"
+    config_class: ClassVar[type[Any]] = ProjectronConfig
+    state_class = ProjectronState
+    conformance_params = {"sigma": 0.5, "budget": 30, "eta": 0.1}
+    margin_updates: ClassVar[bool] = False
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.rule = PerceptronRule(config)
+
+    def _extra_init(self):
+        B = self.config.budget
+        return {"gram_inverse": np.zeros((B, B))}
+
+    def _projection(self, work: BudgetSet, k: np.ndarray) -> tuple[np.ndarray, float]:
+        """``d = K^{-1} k`` and ``delta^2`` (clipped at 0 against rounding)."""
+        n = work.n
+        d = work.extra["gram_inverse"][:n, :n] @ k
+        return d, max(1.0 - float(k @ d), 0.0)
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        if self.rule(f, y) is not None:
+            self._mistake(work, x32, x64, y, k, t)
+        elif self.margin_updates and y * f < 1.0:
+            self._margin_update(work, y, k, 1.0 - y * f)
+
+    def _mistake(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, coef: Any, k: np.ndarray, t: int) -> None:
+        """Add ``x`` with ``coef`` (a float, or a ``(C,)`` vector), or project it."""
+        if work.n == 0:
+            work.put(0, x32, x64, coef, t)
+            work.extra["gram_inverse"][0, 0] = 1.0  # 1 / k(x, x)
+            return
+        d, delta2 = self._projection(work, k)
+        if delta2 <= self.config.eta or work.full:
+            work.alpha[: work.n] += np.multiply.outer(d, coef)
+            return
+        n, inverse = work.n, work.extra["gram_inverse"]
+        inverse[:n, :n] += np.outer(d, d) / delta2
+        inverse[:n, n] = inverse[n, :n] = -d / delta2
+        inverse[n, n] = 1.0 / delta2
+        work.put(n, x32, x64, coef, t)
+
+    def _margin_update(self, work: BudgetSet, y: float, k: np.ndarray, loss: float) -> None:
+        """Projectron++ on a margin error (``0 < loss = 1 - y f``, no mistake): if
+        ``loss - delta^2 / eta > 0``, ``alpha += tau y d`` with
+        ``tau = min(loss / |P k|^2, 1, 2 (loss - delta^2 / eta) / |P k|^2)`` and
+        ``|P k|^2 = k . d`` (the projection's squared norm). The set never grows here."""
+        if work.n == 0:
+            return
+        d, delta2 = self._projection(work, k)
+        norm2 = 1.0 - delta2
+        gain = loss - delta2 / self.config.eta
+        if norm2 <= 0.0 or gain <= 0.0:
+            return
+        tau = min(loss / norm2, 1.0, 2.0 * gain / norm2)
+        work.alpha[: work.n] += tau * y * d
+
+
+class ProjectronPlusPlus(Projectron):
+    """Projectron++ (Orabona, Keshet & Caputo 2009; registry ``projectron_pp``): the Projectron,
+    plus projected updates on margin errors (``y f < 1`` without a mistake; ``f = 0`` with
+    ``y = +1`` is one, loss 1) -- see :meth:`Projectron._margin_update`."""
+
+    name = "projectron_pp"
+    margin_updates = True
+
+
+class BPAS(_BudgetLearner):
+    """Budget Passive-Aggressive, simple removal (Wang & Vucetic 2010; registry ``bpa_s``).
+
+    On a hinge loss ``l = 1 - y f > 0``: ``tau = min(C, l / k(x, x)) = min(C, l)`` (PA-I). While
+    the set has room, add ``x`` with ``alpha = tau y``. When full, BPA-S solves the PA-I
+    problem with one vector ``r`` removed and only the new vector's coefficient free: the
+    new coefficient is ``beta = alpha_r k(x_r, x) + tau y`` (``alpha_r k(x_r, .)`` projected on
+    ``k(x, .)``, plus the PA step; the prediction at ``x`` is the same with or without ``r``, so
+    ``tau`` does not depend on ``r``) and ``r`` minimises the resulting objective, i.e.
+    ``alpha_r^2 (1 - k(x_r, x)^2)`` (first slot on ties). Cost O(B).
+    """
+
+    name = "bpa_s"
+    config_class = BPASConfig
+    conformance_params = {"sigma": 0.5, "budget": 30}
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        loss = 1.0 - y * f
+        if loss <= 0.0:
+            return
+        tau = min(self.config.C, loss)
+        if not work.full:
+            work.put(work.n, x32, x64, tau * y, t)
+            return
+        alpha = work.alpha[: work.n]
+        r = int(np.argmin(alpha * alpha * (1.0 - k * k)))
+        work.put(r, x32, x64, float(alpha[r]) * float(k[r]) + tau * y, t)
+
+
+class BOGD(_SeededLearner):
+    """Bounded Online Gradient Descent, uniform sampling (Zhao et al. 2012; registry ``bogd``).
+
+    OGD on ``lam/2 ||f||^2 + hinge``: the coefficients decay by ``1 - eta lam`` (at every
+    example, or only on updates: ``decay``) and on ``y f < 1`` the example is added with
+    ``alpha = eta y``. When full, the vector in slot ``floor(u B)`` is removed and the other
+    ``B - 1`` are multiplied by ``B / (B - 1)`` (each kept with probability ``(B-1)/B``: the
+    expected model is unchanged), then the new vector takes the freed slot.
+    """
+
+    name = "bogd"
+    config_class: ClassVar[type[Any]] = BOGDConfig
+    conformance_params = {"sigma": 0.5, "budget": 30, "eta": 0.5, "lam": 0.05}
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        self._step(work, x32, x64, self.config.eta * y if y * f < 1.0 else None, t, u)
+
+    def _step(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, coef: Any, t: int, u: float) -> None:
+        """Decay, and add ``x`` with ``coef`` unless None (removing and rescaling when full)."""
+        cfg = self.config
+        if cfg.decay == "every_example" or coef is not None:
+            work.alpha[: work.n] *= 1.0 - cfg.eta * cfg.lam
+        if coef is None:
+            return
+        if not work.full:
+            work.put(work.n, x32, x64, coef, t)
+            return
+        B = work.n
+        work.alpha[:B] *= B / (B - 1.0)
+        work.put(random_slot(u, B), x32, x64, coef, t)
+
+
+class NORMARegressor(_BudgetLearner):
+    """NORMA for regression (Kivinen, Smola & Williamson 2004; registry ``norma_r``).
+
+    At every example the coefficients decay by ``1 - eta lam``; if ``|y - f| > eps`` the
+    example is added with ``alpha = eta sign(y - f)`` and ``eps += (1 - nu) eta``, otherwise
+    ``eps -= nu eta`` (the nu-adaptive eps-insensitive loss, with the authors' code's
+    defaults, spec/fogd_nogd.md). Truncation: when ``budget`` vectors are held, the oldest
+    goes (its coefficient has decayed by ``(1 - eta lam)^age``). The paper runs NORMA without
+    a budget: pass a budget at least the stream's length for that.
+    """
+
+    name = "norma_r"
+    config_class = NORMARConfig
+    state_class = NORMAState
+    conformance_params = {"sigma": 1.0, "budget": 40, "eta": 0.3, "lam": 0.01, "nu": 0.3, "eps": 0.05}
+
+    def _extra_init(self):
+        return {"eps": np.asarray(float(self.config.eps))}
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        cfg = self.config
+        work.alpha[: work.n] *= 1.0 - cfg.eta * cfg.lam
+        residual, eps = y - f, float(work.extra["eps"])
+        if abs(residual) <= eps:
+            work.extra["eps"] = np.asarray(eps - cfg.nu * cfg.eta)
+            return
+        work.extra["eps"] = np.asarray(eps + (1.0 - cfg.nu) * cfg.eta)
+        slot = work.oldest() if work.full else work.n
+        work.put(slot, x32, x64, cfg.eta * (1.0 if residual > 0 else -1.0), t)
+
+
+# -- multiclass -------------------------------------------------------------------------------
+def multiclass_mistake(f: np.ndarray, y: int) -> np.ndarray | None:
+    """The multiclass Perceptron's coefficient: ``e_y - e_p`` when the prediction ``p`` (first
+    argmax of ``f``) is not ``y``, else None."""
+    p = int(np.argmax(f))
+    if p == y:
+        return None
+    coef = np.zeros(len(f))
+    coef[y], coef[p] = 1.0, -1.0
+    return coef
+
+
+class MRBP(_SeededLearner):
+    """Multiclass RBP (registry ``mrbp``): :class:`RBP` with the multiclass Perceptron's
+    coefficient ``e_y - e_p`` on a mistake (``p`` the predicted class)."""
+
+    name = "mrbp"
+    config_class = MRBPConfig
+    conformance_params = {"sigma": 0.5, "budget": 30, "n_classes": 3}
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        coef = multiclass_mistake(f, y)
+        if coef is not None:
+            work.put(random_slot(u, work.n) if work.full else work.n, x32, x64, coef, t)
+
+
+class MProjectron(Projectron):
+    """Multiclass Projectron (Orabona, Keshet & Caputo 2009; registry ``mprojectron``): on a
+    mistake the coefficient vector ``c = e_y - e_p`` is added with ``x``, or projected --
+    ``alpha += d c^T`` with ``d = K^{-1} k`` -- under the same rule as :class:`Projectron`."""
+
+    name = "mprojectron"
+    config_class = MProjectronConfig
+    conformance_params = {"sigma": 0.5, "budget": 30, "eta": 0.1, "n_classes": 3}
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        coef = multiclass_mistake(f, y)
+        if coef is not None:
+            self._mistake(work, x32, x64, coef, k, t)
+
+
+class MBOGD(BOGD):
+    """Multiclass BOGD (registry ``mbogd``): :class:`BOGD` with the multiclass hinge of
+    :class:`~okl_core.learners.rules.MulticlassHingeRule` (``+eta`` at ``y``, ``-eta`` at the
+    best wrong class when ``f_y - f_s < 1``)."""
+
+    name = "mbogd"
+    config_class = MBOGDConfig
+    conformance_params = {"sigma": 0.5, "budget": 30, "eta": 0.5, "lam": 0.05, "n_classes": 3}
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.rule = MulticlassHingeRule(config)
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        self._step(work, x32, x64, self.rule(f, y), t, u)
+
+
+# -- regression -------------------------------------------------------------------------------
+class RBPRegressor(_SeededLearner):
+    """RBP for regression (registry ``rbp_r``): add ``x`` with the FOGD-R coefficient
+    ``eta (y - f)`` when the ``eps`` threshold fires; random removal as :class:`RBP`."""
+
+    name = "rbp_r"
+    config_class = RBPRConfig
+    conformance_params = {"sigma": 0.5, "budget": 40, "eta": 0.3, "eps": 0.05}
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.rule = RegressionRule(config)
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        coef = self.rule(f, y)
+        if coef is not None:
+            work.put(random_slot(u, work.n) if work.full else work.n, x32, x64, coef, t)
+
+
+class BOGDRegressor(BOGD):
+    """BOGD for regression (registry ``bogd_r``): :class:`BOGD` with the FOGD-R coefficient
+    ``eta (y - f)`` when the ``eps`` threshold fires."""
+
+    name = "bogd_r"
+    config_class = BOGDRConfig
+    conformance_params = {"sigma": 0.5, "budget": 40, "eta": 0.3, "lam": 0.05, "eps": 0.05}
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.rule = RegressionRule(config)
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        self._step(work, x32, x64, self.rule(f, y), t, u)
