@@ -76,7 +76,7 @@ def _table_columns(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drop", help="columns to leave out, comma separated (names, ranges, globs)")
     parser.add_argument("--categorical", metavar="COL,...", help="text columns to one-hot encode (categories recorded for --like)")
     parser.add_argument("--missing", action="append", metavar="VALUE", help="a value meaning 'missing' (repeat for several: --missing NA --missing '?' --missing ''); Parquet nulls are always missing")
-    parser.add_argument("--missing_policy", "--missing-policy", dest="missing_policy", choices=MISSING_POLICIES,
+    parser.add_argument("--missing_policy", choices=MISSING_POLICIES,
                         help="a missing feature: drop the row into rejects.csv (default), or impute the training mean (recorded for --like)")
 
 
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", required=True, help="target column (a number with --no_header)")
     _table_columns(p)
     p.add_argument("--delimiter", default=",", help="field delimiter (default ',')")
-    p.add_argument("--no_header", "--no-header", dest="no_header", action="store_true", help="the first line is data; columns are named 0..k-1")
+    p.add_argument("--no_header", action="store_true", help="the first line is data; columns are named 0..k-1")
     _labels_and_scaling(p)
     _common(p)
 
