@@ -27,7 +27,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import okl_core
-from bench.common import best_of, mnist_shaped
+from common import best_of, mnist_shaped
 
 BLOCK, BATCH = 256, 1024
 

@@ -31,7 +31,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import okl_core
-from bench.common import SHARED_DATA, mnist_shaped
+from common import SHARED_DATA, mnist_shaped
 
 D, SIGMA, ETA, BATCH = 400, 8.0, 0.005, 1000
 

@@ -64,9 +64,15 @@ def _check_kernel(kernel: str) -> None:
         raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {kernel!r}")
 
 
-def squared_distances(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """``||X_i - Y_j||^2`` of float64 rows, from norms and a product (clipped at 0)."""
-    sq = (X * X).sum(1)[:, None] + (Y * Y).sum(1)[None, :] - 2.0 * X @ Y.T
+def squared_distances(X: np.ndarray, Y: np.ndarray, Y_sq: np.ndarray | None = None) -> np.ndarray:
+    """``||X_i - Y_j||^2`` of float64 rows, from norms and a product (clipped at 0).
+
+    ``Y_sq``: ``(Y * Y).sum(1)`` when the caller keeps it (a growing support set: the same
+    numbers, not recomputed at every row).
+    """
+    if Y_sq is None:
+        Y_sq = (Y * Y).sum(1)
+    sq = (X * X).sum(1)[:, None] + Y_sq[None, :] - 2.0 * X @ Y.T
     return np.maximum(sq, 0.0)
 
 
@@ -75,12 +81,16 @@ def _absolute_differences(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return np.abs(X[:, None, :] - Y[None, :, :])
 
 
-def exact_kernel(kernel: str, X: ArrayLike, Y: ArrayLike, sigma: float) -> np.ndarray:
-    """Exact kernel matrix ``k(X_i, Y_j)`` (float64) for the kernels in :data:`KERNELS`."""
+def exact_kernel(kernel: str, X: ArrayLike, Y: ArrayLike, sigma: float, Y_sq: np.ndarray | None = None) -> np.ndarray:
+    """Exact kernel matrix ``k(X_i, Y_j)`` (float64) for the kernels in :data:`KERNELS`.
+
+    ``Y_sq``: the rows' ``(Y * Y).sum(1)`` in float64 when already known (the Gaussian's;
+    the others ignore it), see :func:`squared_distances`.
+    """
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
     if kernel == "gaussian":
-        return np.exp(-squared_distances(X, Y) / (2.0 * sigma**2))
+        return np.exp(-squared_distances(X, Y, Y_sq) / (2.0 * sigma**2))
     _check_kernel(kernel)
     diff = _absolute_differences(X, Y)
     if kernel == "laplacian":
@@ -142,9 +152,9 @@ class Kernel:
         """The kernel of a config with ``kernel`` and ``sigma`` fields."""
         return cls(config.kernel, config.sigma)
 
-    def gram(self, X: ArrayLike, Y: ArrayLike) -> np.ndarray:
-        """``k(X_i, Y_j)`` (float64), see :func:`exact_kernel`."""
-        return exact_kernel(self.name, X, Y, self.sigma)
+    def gram(self, X: ArrayLike, Y: ArrayLike, Y_sq: np.ndarray | None = None) -> np.ndarray:
+        """``k(X_i, Y_j)`` (float64), see :func:`exact_kernel` (``Y_sq``: known squared norms)."""
+        return exact_kernel(self.name, X, Y, self.sigma, Y_sq)
 
     def diagonal(self, X: ArrayLike) -> np.ndarray:
         """``k(x, x)`` of each row (all 1)."""

@@ -68,7 +68,7 @@ import threading
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-__all__ = ["single_threaded_blas", "pinned", "blas_libraries"]
+__all__ = ["single_threaded_blas", "pinned", "blas_libraries", "pin_new_libraries"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -143,6 +143,27 @@ def _pin_this_thread() -> None:
                     (mine if _per_thread(lib) else _restore).append((lib, n))
         _local.restore = mine
         _depth += 1
+
+
+def pin_new_libraries() -> None:
+    """Pin the BLAS libraries loaded since this thread entered the pin (no-op outside it).
+
+    A library that an import loads inside a pinned call (scipy's OpenBLAS, which the
+    compiled folds of :mod:`okl_core.learners.compiled` call, comes with their first use)
+    would otherwise keep its default thread count until the next outermost entry. Any
+    library found inside the pin with a count other than 1 is new: it is set to 1 and
+    restored on leaving, like the others.
+    """
+    if not getattr(_local, "depth", 0):
+        return
+    with _lock:
+        if not _enabled:
+            return
+        for lib in blas_libraries():
+            n = lib.get_num_threads()
+            if n is not None and n != 1:
+                _set_threads(lib, 1)
+                (_local.restore if _per_thread(lib) else _restore).append((lib, n))
 
 
 def _exit() -> None:

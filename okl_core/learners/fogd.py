@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -30,6 +31,7 @@ from numpy.typing import ArrayLike
 from okl_core.features import FourierFeatures
 from okl_core.learners.base import Learner, RandomFeatureConfig, validate_xy
 from okl_core.learners.rules import (
+    MULTICLASS,
     BinaryHingeRule,
     HingeRuleConfig,
     LinearRows,
@@ -38,6 +40,7 @@ from okl_core.learners.rules import (
     RegressionRule,
     RegressionRuleConfig,
     Rule,
+    RuleCode,
     RowModel,
     fold,
 )
@@ -188,6 +191,12 @@ class _ClassRows:
         self.W[self.y[i]] += step
         self.W[rival] -= step
         return False
+
+    def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
+        """:func:`~okl_core.learners.rules.fold` of this model in compiled code (same bytes)."""
+        if code[0] != MULTICLASS or not all(a.dtype == np.float64 and a.flags.c_contiguous for a in (self.W, scores)):
+            return None
+        return int(jit.fold_multiclass(self.eta, self.Z, self.W, True, y, scores, start))
 
 
 class FOGDRegressor(_FourierLinear):

@@ -53,7 +53,7 @@ from okl_core.learners.rules import (
     fold,
     output_shape,
 )
-from okl_core.learners.support import SupportBuffer, SupportCap, SupportCapConfig
+from okl_core.learners.support import GrowingArray, SupportBuffer, SupportCap, SupportCapConfig
 
 __all__ = [
     "KernelConfig",
@@ -221,21 +221,32 @@ class _KernelExpansion(Learner[SupportState]):
 class _GrowingExpansion:
     """A kernel expansion learning a batch, for :func:`~okl_core.learners.rules.fold`: row
     ``i`` scores ``base[i]`` (the support set before the batch, in one product) plus the
-    support vectors the batch added so far; an update appends the row."""
+    support vectors the batch added so far; an update appends the row.
+
+    The added rows are also kept in float64 with their squared norms, so that scoring a
+    row does not convert and square every added row again: the same kernel values (the
+    same products, the norms computed once; tested bit for bit). MNIST digits, 1,000 -> 2,000
+    support vectors: 126 -> 56 us per row (bench/bench_folds.py).
+    """
 
     def __init__(self, kernel: Kernel, X: np.ndarray, base: np.ndarray, support: SupportBuffer):
         self.kernel, self.X, self.base, self.support = kernel, X, base, support
         self.start = len(support)
+        self.added = GrowingArray(np.zeros((0, X.shape[1])))
+        self.added_sq = GrowingArray(np.zeros(0))
 
     def score(self, i: int):
         start, stop = self.start, len(self.support)
         if stop == start:
             return self.base[i]
-        added = self.support.rows()[start:stop]
-        return self.base[i] + self.kernel.gram(self.X[i : i + 1], added)[0] @ self.support.alpha.view()[start:stop]
+        gram = self.kernel.gram(self.X[i : i + 1], self.added.view(), self.added_sq.view())
+        return self.base[i] + gram[0] @ self.support.alpha.view()[start:stop]
 
     def add(self, i: int, coef) -> bool:
         self.support.append(self.X[i], coef)
+        row = self.X[i : i + 1].astype(np.float64)
+        self.added.append(row[0])
+        self.added_sq.append((row * row).sum(1)[0])  # as squared_distances sums a row
         return False
 
 

@@ -11,17 +11,23 @@ so the papers' rules are written once, here.
 with the current model, record the score, let the rule decide, and add the coefficient
 before the next row. What "score" and "add" mean is the model's (a :class:`RowModel`):
 weights on precomputed features, a growing support set, NOGD's budgeted expansion.
+
+A model may also offer the same fold compiled (a ``compiled_fold`` method, as
+:class:`LinearRows` does): :func:`fold` then runs it for the rules of this module, with
+the same bytes (:mod:`okl_core.learners.compiled`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from okl_core.learners.base import CheckedConfig, check_choice, check_int, check_nonnegative, check_positive
+from okl_core.learners.compiled import kernels
 
 __all__ = [
     "HingeRuleConfig",
@@ -35,6 +41,7 @@ __all__ = [
     "RowModel",
     "LinearRows",
     "fold",
+    "rule_code",
     "output_shape",
 ]
 
@@ -63,11 +70,23 @@ def fold(decide: Callable[[Any, Any], CoefT | None], model: RowModel[CoefT], y: 
     model that takes another form of the decision, a method of one such as
     :meth:`MulticlassHingeRule.rival`).
 
+    When the model has a ``compiled_fold(kernels, code, y, scores, start)`` and ``decide``
+    is one of this module's rules (:func:`rule_code`), that compiled loop learns the rows
+    instead (the same arithmetic, so the same bytes; ``OKL_NO_JIT=1`` forces the loop
+    below); it may decline by returning None.
+
     Returns
     -------
     int
         The row after the last one learned: ``len(y)``, or earlier when ``add`` asked to stop.
     """
+    compiled = getattr(model, "compiled_fold", None)
+    if compiled is not None:
+        code = rule_code(decide)
+        jit = kernels() if code is not None else None
+        stop = None if jit is None else compiled(jit, code, y, scores, start)
+        if stop is not None:
+            return stop
     score, add = model.score, model.add
     for i in range(start, len(y)):
         f = score(i)
@@ -82,7 +101,8 @@ class LinearRows:
     """Weights ``w`` on precomputed feature rows ``Z``: ``f = z . w``, learning ``w += z (x) coef``.
 
     ``w`` is ``(k,)`` or ``(k, C)`` float64 and is updated in place; ``Z`` rows (float32 or
-    float64) are widened to float64 one at a time, as they are learned.
+    float64) are widened to float64 one at a time, as they are learned. Compiled: a scalar
+    rule on ``(k,)`` weights, the multiclass rule on ``(k, C)``.
     """
 
     __slots__ = ("w", "Z", "_z")
@@ -102,6 +122,23 @@ class LinearRows:
         else:
             w += coef * self._z
         return False
+
+    def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
+        """:func:`fold` of this model in compiled code (None: not this shape, use the loop)."""
+        kind, eta, eps = code
+        w, Z = self.w, self.Z
+        if not (_float64_c(w) and _float64_c(scores) and Z.ndim == 2):
+            return None
+        if w.ndim == 1 and kind != MULTICLASS:
+            return int(jit.fold_weights(kind, eta, eps, Z, w, y, scores, start))
+        if w.ndim == 2 and kind == MULTICLASS:
+            return int(jit.fold_multiclass(eta, Z, w, False, y, scores, start))
+        return None
+
+
+def _float64_c(a: np.ndarray) -> bool:
+    """True for a C-contiguous writable float64 array (what the compiled folds update)."""
+    return a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -148,6 +185,15 @@ class RegressionRuleConfig(CheckedConfig):
         check_choice("threshold", self.threshold, {"absolute", "squared"})
 
 
+# numba's on-disk cache is keyed by _jit_folds.py alone and freezes these values into the
+# machine code: changing them needs a change there too (the compiled-vs-rule tests notice).
+HINGE, PERCEPTRON, ABSOLUTE, SQUARED, MULTICLASS = 0, 1, 2, 3, 4
+"""Kinds of :data:`RuleCode` (the compiled folds' encoding of a rule)."""
+
+RuleCode = tuple[int, float, float]
+"""A rule as the compiled folds take it: ``(kind, eta, eps)``."""
+
+
 class BinaryHingeRule:
     """Hinge loss: ``eta y`` when ``y f < 1`` (strict)."""
 
@@ -155,6 +201,7 @@ class BinaryHingeRule:
 
     def __init__(self, config):
         self.eta = float(config.eta)
+        self.code: RuleCode = (HINGE, self.eta, 0.0)
 
     def __call__(self, f, y):
         return self.eta * y if y * f < 1.0 else None
@@ -166,7 +213,7 @@ class PerceptronRule:
     n_outputs = None
 
     def __init__(self, config):
-        pass
+        self.code: RuleCode = (PERCEPTRON, 0.0, 0.0)
 
     def __call__(self, f, y):
         return y if (1.0 if f >= 0 else -1.0) != y else None
@@ -179,6 +226,7 @@ class MulticlassHingeRule:
     def __init__(self, config):
         self.eta = float(config.eta)
         self.n_outputs = int(config.n_classes)
+        self.code: RuleCode = (MULTICLASS, self.eta, 0.0)
 
     def rival(self, f, y) -> int | None:
         """The class ``s`` whose coefficient drops by ``eta`` (None: no update).
@@ -213,6 +261,7 @@ class RegressionRule:
     def __init__(self, config):
         self.eta, self.eps = float(config.eta), float(config.eps)
         self.squared = config.threshold == "squared"
+        self.code: RuleCode = (SQUARED if self.squared else ABSOLUTE, self.eta, self.eps)
 
     def __call__(self, f, y):
         residual = y - f
@@ -222,6 +271,20 @@ class RegressionRule:
 
 Rule = BinaryHingeRule | PerceptronRule | MulticlassHingeRule | RegressionRule
 """The rules of this module (each maps ``(f, y)`` to a coefficient or None)."""
+
+_RULE_CLASSES = (BinaryHingeRule, PerceptronRule, MulticlassHingeRule, RegressionRule)
+
+
+def rule_code(decide: Callable[[Any, Any], Any]) -> RuleCode | None:
+    """The code of ``decide`` for the compiled folds: a rule of this module (its exact class,
+    so a subclass that changes the decision runs the numpy fold) or
+    :meth:`MulticlassHingeRule.rival`; None for anything else."""
+    if type(decide) in _RULE_CLASSES:
+        return decide.code  # type: ignore[attr-defined]
+    owner = getattr(decide, "__self__", None)
+    if type(owner) is MulticlassHingeRule and getattr(decide, "__func__", None) is MulticlassHingeRule.rival:
+        return owner.code
+    return None
 
 
 def output_shape(rule: Rule, n: int) -> tuple[int, ...]:

@@ -181,7 +181,10 @@ SLOW_UNPINNED = ("kernel_awv", "krr", "pkawv_nystrom", "pkawv_taylor")
 # are einsum sums over the non-zero coordinates in a fixed order (okl_core/kernels.py), and their
 # predictions are GEMMs, which OpenBLAS splits over blocks of the output, never over the summed
 # dimension. Before kernels.py (kernel rows as BLAS matrix-vector products) they did differ.
-INVARIANT_UNPINNED = ("ioks", "kernel_ogd", "kernel_ogd_r", "kernel_perceptron", "mkernel_ogd", "oks", "oks_pp")
+# The budget learners (okl_core/learners/budget.py) score with the same einsum rows, and their
+# small solves (Projectron's inverse kernel matrix, at most budget x budget) do not thread.
+BUDGET = ("bogd", "bogd_r", "bpa_s", "forgetron", "mbogd", "mprojectron", "mrbp", "norma_r", "projectron", "projectron_pp", "rbp", "rbp_r")
+INVARIANT_UNPINNED = ("ioks", "kernel_ogd", "kernel_ogd_r", "kernel_perceptron", "mkernel_ogd", "oks", "oks_pp") + BUDGET
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_UNPINNED else n for n in sorted(CASES)])

@@ -145,3 +145,26 @@ def test_a_model_file_from_before_max_support_loads_with_the_default(monkeypatch
     loaded, loaded_state = okl_core.model_from_bytes(old)
     assert loaded.config.max_support == 100_000
     assert okl_core.model_bytes(loaded, loaded_state) == data
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "laplacian", "cauchy"])
+@pytest.mark.parametrize("n_inputs", [3, 37, 130])
+def test_batch_fold_has_the_kernel_rows_bits_of_a_fresh_gram(kernel, n_inputs):
+    # The fold keeps the added rows in float64 with their squared norms instead of
+    # recomputing them per row: the scores must keep the bits of exact_kernel on the
+    # support rows as stored (odd dimensions: numpy's pairwise sums in blocks of 8).
+    rng = np.random.default_rng(n_inputs)
+    X = (np.round(rng.random((160, n_inputs)) * 255) / 255).astype(np.float32)
+    y = np.where(rng.random(160) < 0.5, 1.0, -1.0)
+    sigma = 0.5 * np.sqrt(n_inputs)
+    learner = okl_core.make_learner("kernel_ogd", n_inputs=n_inputs, kernel=kernel, sigma=sigma, eta=0.3)
+    state, scores = learner.update(learner.init(), X, y)
+    support, alpha, expected = np.zeros((0, n_inputs), np.float32), np.zeros(0), []
+    for x, label in zip(X, y):
+        f = exact_kernel(kernel, x[None], support, sigma)[0] @ alpha if len(alpha) else 0.0
+        expected.append(f)
+        if label * f < 1:
+            support, alpha = np.vstack([support, x]), np.append(alpha, 0.3 * label)
+    assert len(alpha) > 20
+    np.testing.assert_array_equal(scores, expected)
+    np.testing.assert_array_equal(state.alpha, alpha)

@@ -1,0 +1,166 @@
+"""Compiled per-row folds against the numpy fold, in one process (okl_core.learners.compiled).
+
+For each learner, the same batches are learned with the numpy fold (``OKL_NO_JIT=1``) and
+with the compiled fold, and the benchmark prints
+
+    feature map / update   the time of the batch's feature map alone over the update's
+                           (the issue's target: >= 0.8 for fogd and mfogd at D = 400 and
+                           4,096 on MNIST digits)
+    fold us/row            (update - feature map) per row: the per-row loop's cost (the two
+                           are timed apart, so a fold cheaper than the noise may print < 0)
+
+before (numpy) and after (compiled), and whether both gave the same model bytes. The
+feature map is ``z(x)`` for the FOGD family and, for NOGD's linear phase, ``z(x) = M k_x``
+(kernel row against the landmarks, times the projection); kernel OGD has none (its fold
+is its kernel rows), so only its per-row time is printed. Rows: the MNIST test digits
+(../shared/data/mnist; random pixels without them), 784 inputs, batches of 1,000. Times
+are the best of ``--repeats`` runs of this process's CPU time (``time.process_time``; BLAS
+pinned to one thread, as in the learners).
+
+It also prints what a fresh process pays on the first compiled update: the import of
+numba and the loading of the cached machine code (measured in a subprocess; the first run
+after an okl install or upgrade compiles instead, which it prints when it happens).
+
+Run: ``python bench/bench_folds.py [--rows 10000] [--repeats 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import okl_core
+from bench.common import best_of, mnist_shaped
+from okl_core.numerics import single_threaded_blas
+
+BATCH = 1000
+MNIST = dict(n_inputs=784, sigma=8.0)
+CASES = [
+    ("fogd", dict(MNIST, n_components=400)),
+    ("mfogd", dict(MNIST, n_components=400, n_classes=10)),
+    ("fogd", dict(MNIST, n_components=4096)),
+    ("mfogd", dict(MNIST, n_components=4096, n_classes=10)),
+    ("nogd", dict(MNIST, budget=100, rank=20)),
+    ("mnogd", dict(MNIST, budget=100, rank=20, n_classes=10)),
+    ("kernel_ogd", dict(MNIST)),
+]
+
+
+def labels_for(learner, digits):
+    if learner.task == "binary":
+        return np.where(digits % 2 == 0, 1.0, -1.0)
+    return digits
+
+
+def batches(n):
+    return [slice(i, min(i + BATCH, n)) for i in range(0, n, BATCH)]
+
+
+def start_state(learner, X, y):
+    """NOGD: a state already in its linear phase; kernel OGD: 1,000 rows' support set."""
+    if learner.name in ("nogd", "mnogd"):
+        state, _ = learner.update(learner.init(), X[-2000:], y[-2000:])
+        assert int(state.phase) == 1
+        return state
+    if learner.name == "kernel_ogd":
+        return learner.update(learner.init(), X[-1000:], y[-1000:])[0]
+    return learner.init()
+
+
+def feature_map(learner, state):
+    """The batch's feature map, as the update computes it (None: the learner has none)."""
+    if hasattr(learner, "features"):
+        return learner.features.transform
+    if learner.name in ("nogd", "mnogd"):
+        return lambda Xb: learner.kernel.gram(Xb, state.landmarks) @ state.projection.T
+    return None
+
+
+def measure(name, params, X, digits, repeats):
+    learner = okl_core.make_learner(name, **params)
+    y = labels_for(learner, digits)
+    if learner.name == "kernel_ogd":  # O(support) per row: fewer rows
+        X, y = X[:2000], y[:2000]
+    state0 = start_state(learner, X, y)
+    transform = feature_map(learner, state0)
+    if hasattr(learner, "features"):
+        learner.features.frequencies()  # generated once, outside the timing
+    out = {}
+
+    def learn():
+        state = state0
+        for part in batches(len(y)):
+            state, _ = learner.update(state, X[part], y[part])
+        out["bytes"] = okl_core.model_bytes(learner, state)
+
+    def features_only():
+        with single_threaded_blas():
+            for part in batches(len(y)):
+                transform(X[part])
+
+    feature_s = best_of(features_only, repeats, time.process_time) if transform else 0.0
+    result = {}
+    for mode in ("numpy", "compiled"):
+        os.environ["OKL_NO_JIT"] = "1" if mode == "numpy" else "0"
+        learn()  # warm (the compiled fold's first call loads numba and its code)
+        update_s = best_of(learn, repeats, time.process_time)
+        result[mode] = (feature_s / update_s if transform else None, (update_s - feature_s) / len(y) * 1e6, out["bytes"])
+    os.environ.pop("OKL_NO_JIT")
+    return learner, len(y), result
+
+
+FIRST_USE = """
+import time, numpy as np
+t0 = time.perf_counter()
+import okl_core
+learner = okl_core.make_learner("{name}", n_inputs=784, n_components=400{extra})
+X = np.random.default_rng(0).random((1000, 784), dtype=np.float32)
+y = {labels}
+state = learner.init()
+t1 = time.perf_counter()
+learner.update(state, X, y)
+t2 = time.perf_counter()
+learner.update(state, X, y)
+t3 = time.perf_counter()
+print(t1 - t0, t2 - t1, t3 - t2)
+"""
+
+
+def first_use(name, no_jit):
+    """Seconds of import, first update and second update in a fresh process."""
+    extra, labels = (", n_classes=10", "np.arange(1000) % 10") if name == "mfogd" else ("", "np.where(np.arange(1000) % 2 == 0, 1.0, -1.0)")
+    env = dict(os.environ, OKL_NO_JIT="1" if no_jit else "0")
+    code = FIRST_USE.format(name=name, extra=extra, labels=labels)
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return [float(v) for v in result.stdout.split()]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    X, digits = mnist_shaped(args.rows)
+    print(f"MNIST digits, d = 784, batch {BATCH}; best of {args.repeats}, process CPU time")
+    print(f"{'learner':<22}{'rows':>7}   {'feature map / update':>22}   {'fold us/row':>17}   same bytes")
+    print(f"{'':<22}{'':>7}   {'numpy':>10} {'compiled':>11}   {'numpy':>8} {'compiled':>8}")
+    for name, params in CASES:
+        learner, n, r = measure(name, params, X, digits, args.repeats)
+        label = name + (f" D={params['n_components']}" if "n_components" in params else "")
+        ratios = "".join(f"{'-' if r[m][0] is None else f'{r[m][0]:.2f}':>11}" for m in ("numpy", "compiled"))
+        print(f"{label:<22}{n:>7}  {ratios}   {r['numpy'][1]:8.2f} {r['compiled'][1]:8.2f}   {r['numpy'][2] == r['compiled'][2]}")
+    print("\nfirst use in a fresh process (wall s): import okl_core, 1st update, 2nd update of 1,000 rows, D = 400")
+    for name in ("fogd", "mfogd"):
+        for no_jit in (True, False):
+            runs = [first_use(name, no_jit) for _ in range(2)]
+            label = f"{name} {'numpy' if no_jit else 'compiled'}"
+            print(f"  {label:<18}" + "   ".join(" / ".join(f"{v:.3f}" for v in run) for run in runs) + "   (two fresh processes)")
+
+
+if __name__ == "__main__":
+    main()

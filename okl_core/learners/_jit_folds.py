@@ -1,0 +1,122 @@
+"""The numba kernels behind :mod:`okl_core.learners.compiled` (imported only through it).
+
+Each kernel is :func:`okl_core.learners.rules.fold` for one model shape, with the rule
+passed as its code ``(kind, eta, eps)`` (:func:`okl_core.learners.rules.rule_code`). The
+arithmetic is the numpy fold's, operation for operation, so the bytes are the same:
+
+* scores are ``np.dot`` products, which numba hands to BLAS (``ddot``; ``dgemv`` for the
+  multiclass shapes) -- the same routines numpy's ``@`` calls, here through scipy's
+  OpenBLAS build (the compiled fold pins it to one thread, see
+  :func:`okl_core.numerics.pin_new_libraries`);
+* the learning step is elementwise (``w[j] += coef * z[j]``: one rounded product, one
+  rounded sum, as numpy's ``w += coef * z``); no fastmath, so no fused multiply-adds and no
+  reassociation, and no parallel loops, so nothing depends on threads;
+* the rules' comparisons are written as in :mod:`~okl_core.learners.rules` (strict
+  ``y f < 1``; the multiclass rival is the first maximum with NaN first, as ``argmax``).
+
+``cache=True`` keeps the machine code next to this file (``__pycache__``, or
+``NUMBA_CACHE_DIR``), so a fresh process loads it instead of compiling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from okl_core.learners.rules import HINGE, PERCEPTRON, SQUARED
+
+
+@njit(cache=True)
+def scalar_coefficient(kind, eta, eps, f, y):
+    """``(update, coefficient)`` of a scalar rule (hinge, perceptron, regression)."""
+    if kind == HINGE:
+        if y * f < 1.0:
+            return True, eta * y
+    elif kind == PERCEPTRON:
+        if (1.0 if f >= 0 else -1.0) != y:
+            return True, 1.0 * y
+    else:
+        residual = y - f
+        size = residual * residual if kind == SQUARED else abs(residual)
+        if size > eps:
+            return True, eta * residual
+    return False, 0.0
+
+
+@njit(cache=True)
+def rival(f, y):
+    """The multiclass rule's rival class of scores ``f`` and label ``y``, or -1 (no update)."""
+    s = 0
+    best = -np.inf if y == 0 else f[0]
+    if not np.isnan(best):
+        for c in range(1, f.shape[0]):
+            v = -np.inf if c == y else f[c]
+            if np.isnan(v):
+                s, best = c, v
+                break
+            if v > best:
+                s, best = c, v
+    if f[y] - best >= 1.0:
+        return -1
+    return s
+
+
+@njit(cache=True)
+def widen_row(Z, i, z):
+    """``z[:] = Z[i]`` in float64 (exact from float32), without allocating per row."""
+    for j in range(z.shape[0]):
+        z[j] = Z[i, j]
+
+
+@njit(cache=True)
+def fold_weights(kind, eta, eps, Z, w, y, scores, start):
+    """Weights ``w`` (k,) on feature rows ``Z``: ``f = z . w``, ``w += coef z`` (a scalar rule)."""
+    k = Z.shape[1]
+    z = np.empty(k)
+    for i in range(start, y.shape[0]):
+        widen_row(Z, i, z)
+        f = np.dot(z, w)
+        scores[i] = f
+        update, coef = scalar_coefficient(kind, eta, eps, f, y[i])
+        if update:
+            for j in range(k):
+                w[j] += coef * z[j]
+    return y.shape[0]
+
+
+@njit(cache=True)
+def fold_multiclass(eta, Z, W, class_rows, y, scores, start):
+    """The multiclass rule on weights ``W``, as either model of it takes the decision.
+
+    ``class_rows``: ``W`` is (C, k), one row per class (MFOGD): ``f = W z``; an update adds
+    ``eta z`` to ``W[y]`` and subtracts it from ``W[rival]``. Otherwise ``W`` is (k, C)
+    (NOGD's linear phase): ``f = z W``; an update adds ``z (x) coef`` with the rule's dense
+    coefficient (``+eta`` at ``y``, ``-eta`` at the rival), zeros included, as numpy does.
+    """
+    k = W.shape[1] if class_rows else W.shape[0]
+    z = np.empty(k)
+    step = np.empty(k)
+    coef = np.empty(scores.shape[1])
+    for i in range(start, y.shape[0]):
+        widen_row(Z, i, z)
+        f = np.dot(W, z) if class_rows else np.dot(z, W)
+        scores[i, :] = f
+        s = rival(f, y[i])
+        if s < 0:
+            continue
+        t = y[i]
+        if class_rows:
+            for j in range(k):
+                step[j] = eta * z[j]
+            for j in range(k):
+                W[t, j] += step[j]
+            for j in range(k):
+                W[s, j] -= step[j]
+        else:
+            coef[:] = 0.0
+            coef[t] = eta
+            coef[s] = -eta
+            for j in range(k):
+                for c in range(coef.shape[0]):
+                    W[j, c] += z[j] * coef[c]
+    return y.shape[0]

@@ -1,0 +1,224 @@
+"""The compiled per-row folds (okl_core.learners.compiled) give the numpy fold's bytes.
+
+Every learner whose fold is compiled is trained with the compiled fold and with the numpy
+fold (``OKL_NO_JIT=1``) over several configurations and batch splits; states, online
+scores and predictions must be byte-identical. While the compiled fold runs, the numpy
+fold's per-row ``score`` raises, so a comparison cannot pass by running numpy twice.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import okl_core
+from okl_core.learners import compiled, rules
+from okl_core.learners.fogd import _ClassRows
+from okl_core.learners.nogd import _BudgetedExpansion
+from okl_core.learners.rules import LinearRows, MulticlassHingeRule, RegressionRule, RegressionRuleConfig, rule_code
+
+numba = pytest.importorskip("numba", reason="numba is not installed: only the numpy folds run")
+
+from okl_core.learners import _jit_folds  # noqa: E402  (needs numba)
+
+# (learner, parameters): every learner with a compiled fold, over several configurations.
+CASES = [
+    ("fogd", dict(n_components=40, sigma=1.0, eta=0.2)),
+    ("fogd", dict(n_components=400, sigma=4.0, eta=0.002, seed=3)),
+    ("mfogd", dict(n_components=40, sigma=1.0, eta=0.2, n_classes=3)),
+    ("mfogd", dict(n_components=400, sigma=4.0, eta=0.005, n_classes=10, seed=7)),
+    ("fogd_r", dict(n_components=40, sigma=1.0, eta=0.05, eps=0.01)),
+    ("fogd_r", dict(n_components=200, sigma=2.0, eta=0.01, eps=0.01, threshold="squared")),
+    ("nogd", dict(sigma=2.0, budget=20, rank=10, eta=0.5)),
+    ("nogd", dict(sigma=2.0, budget=20, rank=20, eta=0.5, switch="next_update")),
+    ("mnogd", dict(sigma=2.0, budget=20, rank=8, eta=0.5, n_classes=10)),
+    ("mnogd", dict(sigma=2.0, budget=15, rank=15, eta=0.5, n_classes=3, switch="next_update")),
+    ("nogd_r", dict(sigma=2.0, budget=20, rank=10, eta=0.3, eps=0.01)),
+    ("nogd_r", dict(sigma=2.0, budget=20, rank=5, eta=0.3, eps=0.001, threshold="squared", switch="next_update")),
+]
+D_IN = 64
+
+
+def pixels(n, d=D_IN, seed=0):
+    """Pixel-like rows (k/255, ~70% zero) and digit labels from a linear map."""
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d), dtype=np.float32)
+    X[rng.random((n, d)) < 0.7] = 0.0
+    X = (np.round(X * 255.0) / 255.0).astype(np.float32)
+    return X, np.argmax(X @ rng.standard_normal((d, 10)), axis=1)
+
+
+def labels(learner, digits):
+    if learner.task == "binary":
+        return np.where(digits % 2 == 0, 1.0, -1.0)
+    if learner.task == "regression":
+        return digits / 9.0
+    return digits % learner.config.n_classes
+
+
+def train_bytes(learner, X, y, splits):
+    """States after each batch, online scores and final predictions, as bytes."""
+    state, out = learner.init(), []
+    for part in np.array_split(np.arange(len(y)), splits):
+        state, scores = learner.update(state, X[part], y[part])
+        out += [okl_core.model_bytes(learner, state), scores.tobytes()]
+    return out + [np.ascontiguousarray(learner.predict(state, X[:50])).tobytes()]
+
+
+def _forbid(monkeypatch):
+    """Make the numpy fold's per-row scoring fail (the compiled fold must do the work)."""
+
+    def fail(self, i):
+        raise AssertionError("the numpy per-row fold ran where the compiled fold should have")
+
+    for model in (LinearRows, _ClassRows):
+        monkeypatch.setattr(model, "score", fail)
+
+
+def both_folds(monkeypatch, name, params, n=600, splits=3, seed=0):
+    learner = okl_core.make_learner(name, n_inputs=D_IN, **params)
+    X, digits = pixels(n, seed=seed)
+    y = labels(learner, digits)
+    monkeypatch.setenv("OKL_NO_JIT", "1")
+    reference = train_bytes(learner, X, y, splits)
+    monkeypatch.delenv("OKL_NO_JIT")
+    return reference, learner, X, y
+
+
+@pytest.mark.parametrize(("name", "params"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+@pytest.mark.parametrize("splits", [1, 4])
+def test_compiled_fold_gives_the_numpy_folds_bytes(monkeypatch, name, params, splits):
+    reference, learner, X, y = both_folds(monkeypatch, name, params, splits=splits)
+    _forbid(monkeypatch)
+    assert train_bytes(learner, X, y, splits) == reference
+
+
+def test_nogd_kernel_phase_stays_numpy_and_the_linear_phase_is_compiled(monkeypatch):
+    # The kernel phase (at most `budget` landmarks, then an eigendecomposition) has no
+    # compiled fold; the long linear phase after it has.
+    learner = okl_core.make_learner("nogd", n_inputs=D_IN, sigma=2.0, budget=10, rank=5)
+    X, digits = pixels(400)
+    y = labels(learner, digits)
+    calls = []
+    original = _BudgetedExpansion.score
+    monkeypatch.setattr(_BudgetedExpansion, "score", lambda self, i: calls.append(i) or original(self, i))
+    _forbid(monkeypatch)
+    state, _ = learner.update(learner.init(), X, y)
+    assert int(state.phase) == 1 and 10 <= len(calls) < 400
+
+
+def test_numpy_fold_is_forced_by_okl_no_jit(monkeypatch):
+    monkeypatch.setenv("OKL_NO_JIT", "1")
+    assert compiled.kernels() is None
+    _forbid(monkeypatch)
+    learner = okl_core.make_learner("fogd", n_inputs=D_IN, n_components=20)
+    X, digits = pixels(20)
+    with pytest.raises(AssertionError, match="numpy per-row fold ran"):
+        learner.update(learner.init(), X, labels(learner, digits))
+
+
+def test_without_numba_the_numpy_fold_runs_after_one_warning(monkeypatch):
+    learner = okl_core.make_learner("mfogd", n_inputs=D_IN, n_components=50, n_classes=10, eta=0.05)
+    X, digits = pixels(300)
+    monkeypatch.setenv("OKL_NO_JIT", "1")
+    reference = train_bytes(learner, X, digits, 2)
+    monkeypatch.delenv("OKL_NO_JIT")
+    monkeypatch.setattr(compiled, "_loaded", [])
+    monkeypatch.setitem(sys.modules, "okl_core.learners._jit_folds", None)  # import fails
+    monkeypatch.delattr(okl_core.learners, "_jit_folds")
+    with pytest.warns(RuntimeWarning, match="compiled folds unavailable.*numpy folds"):
+        first = train_bytes(learner, X, digits, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = train_bytes(learner, X, digits, 2)
+    assert first == again == reference
+
+
+def test_rule_codes_cover_the_rules_and_only_them():
+    rule = MulticlassHingeRule(type("C", (), {"eta": 0.5, "n_classes": 4})())
+    assert rule_code(rule) == rule_code(rule.rival) == (rules.MULTICLASS, 0.5, 0.0)
+    config = RegressionRuleConfig(eta=0.1, eps=0.2, threshold="squared")
+    assert rule_code(RegressionRule(config)) == (rules.SQUARED, 0.1, 0.2)
+
+    class Shifted(RegressionRule):  # changes the decision: must not be compiled as the parent
+        def __call__(self, f, y):
+            return super().__call__(f + 1.0, y)
+
+    assert rule_code(Shifted(config)) is None
+    assert rule_code(lambda f, y: None) is None
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_compiled_rival_is_the_rules_rival_with_ties_nan_and_inf(seed):
+    rng = np.random.default_rng(seed)
+    rule = MulticlassHingeRule(type("C", (), {"eta": 0.1, "n_classes": 5})())
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, 1.0, 0.5])
+    for _ in range(400):
+        f = rng.integers(-2, 3, 5).astype(np.float64) / 2.0  # ties and margins of exactly 1
+        hit = rng.random(5) < 0.15
+        f[hit] = rng.choice(specials, hit.sum())
+        label = int(rng.integers(0, 5))
+        with np.errstate(invalid="ignore"):
+            expected = rule.rival(f.copy(), label)
+        assert _jit_folds.rival(f, label) == (-1 if expected is None else expected), (f, label)
+
+
+@pytest.mark.parametrize("kind", [rules.HINGE, rules.PERCEPTRON, rules.ABSOLUTE, rules.SQUARED])
+def test_compiled_scalar_rules_match_the_rules_at_the_thresholds(kind):
+    config = type("C", (), {"eta": 0.25, "eps": 0.25, "threshold": "squared" if kind == rules.SQUARED else "absolute"})()
+    rule = {rules.HINGE: rules.BinaryHingeRule, rules.PERCEPTRON: rules.PerceptronRule}.get(kind, RegressionRule)(config)
+    for f in [-1.5, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0, 1.25, np.nan]:
+        for y in ([-1.0, 1.0] if kind in (rules.HINGE, rules.PERCEPTRON) else [0.0, 0.5, 1.0]):
+            expected = rule(np.float64(f), np.float64(y))
+            update, coef = _jit_folds.scalar_coefficient(*rule.code, f, y)
+            assert update == (expected is not None) and (not update or coef == expected), (f, y)
+
+
+FRESH_PROCESS = """
+import json, os, sys, numpy as np, okl_core
+from okl_core.learners import compiled
+if sys.argv[1] == "unpinned":
+    compiled.pin_new_libraries = lambda: None
+rng = np.random.default_rng(0)
+X = rng.random((300, 784), dtype=np.float32)
+X[rng.random((300, 784)) < 0.8] = 0.0
+X = (np.round(X * 255) / 255).astype(np.float32)
+digits = np.argmax(X @ rng.standard_normal((784, 10)), axis=1)
+out = {}
+for name in ("fogd", "mfogd"):
+    learner = okl_core.make_learner(name, n_inputs=784, n_components=8192, eta=0.5, **({"n_classes": 10} if name == "mfogd" else {}))
+    y = digits if name == "mfogd" else np.where(digits % 2 == 0, 1.0, -1.0)
+    for mode in ("compiled", "numpy"):  # the compiled fold first: it loads scipy's BLAS inside the pin
+        os.environ["OKL_NO_JIT"] = "1" if mode == "numpy" else "0"
+        state, scores = learner.update(learner.init(), X, y)
+        out[name + "/" + mode] = okl_core.model_bytes(learner, state).hex()[-64:] + scores.tobytes().hex()[-64:]
+print(json.dumps(out))
+"""
+
+
+def _fresh_process(mode):
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS") and k != "OKL_NO_JIT"}
+    result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, mode], env=env, capture_output=True, text=True, check=True)
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    return {name: (out[name + "/compiled"], out[name + "/numpy"]) for name in ("fogd", "mfogd")}
+
+
+@pytest.mark.slow
+def test_first_use_in_a_fresh_process_pins_scipys_blas():
+    # 2 x 8,192 features: OpenBLAS threads a ddot this long (and mfogd's dgemv), so a scipy
+    # BLAS loaded by the compiled fold's first call and left at its default thread count
+    # would round differently from numpy's pinned one.
+    for name, (compiled_bytes, numpy_bytes) in _fresh_process("pinned").items():
+        assert compiled_bytes == numpy_bytes, name
+
+
+@pytest.mark.slow
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS runs one thread on one core: nothing to pin")
+def test_without_pinning_the_new_blas_the_first_use_would_differ():
+    # The control of the test above: it is large enough to fail without the pin.
+    results = _fresh_process("unpinned")
+    assert any(c != n for c, n in results.values())
