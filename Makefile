@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-okl
+# What `make run` needs: okl and its runtime dependencies only (no test or molecule extras).
+RUN_STAMP := $(VENV)/.installed-okl-run
 # The Flink job server's Beam version is older than .venv's: its jobs are submitted from a
 # second environment with that apache-beam (pipelines/local_runners.py, FLINK_BEAM_VERSION).
 FLINK_VENV ?= .venv-flink
@@ -16,14 +18,20 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[dev,molecules]"
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $(RUN_STAMP)
 
 ## runners: Prism (needs Go) and a Flink job server (needs Java + Maven) in ~/.cache/okl/runners
 ## (or $$OKL_CACHE/runners), and .venv-flink to submit Flink jobs; a part whose tools are
 ## missing is skipped with a note (its tests then skip)
 runners: setup
-	$(PY) -m pipelines.engines install prism --if-available
-	$(PY) -m pipelines.engines install flink --if-available
+	$(PY) -m pipelines.engines install prism --if_available
+	$(PY) -m pipelines.engines install flink --if_available
 	@if $(PY) -m pipelines.engines path flink >/dev/null 2>&1; then $(MAKE) --no-print-directory flink-venv; \
 	else echo "runners: no Flink job server, so no $(FLINK_VENV) (the Flink tests skip)"; fi
 
@@ -36,9 +44,10 @@ $(FLINK_STAMP): pyproject.toml pipelines/local_runners.py
 	    "apache-beam==$$($(PY) -c 'from pipelines.local_runners import FLINK_BEAM_VERSION; print(FLINK_BEAM_VERSION)')"
 	touch $(FLINK_STAMP)
 
-## run: train the default model on the built-in synthetic data set (no download)
-run: setup
-	$(PY) -m pipelines.train --runner=DirectRunner --overwrite
+## run: train the default model on the built-in synthetic data set (no download); installs only
+## what the run needs (`make setup` / `make test` add the dev and molecules extras)
+run: $(RUN_STAMP)
+	$(VENV)/bin/okl train --runner=DirectRunner --overwrite
 
 # The Beam-facing tests, run again in .venv-flink: apache-beam's lower bound (pyproject.toml).
 LOWER_BOUND_TESTS := tests/transforms tests/pipelines/test_train.py tests/pipelines/test_runners.py \

@@ -58,7 +58,7 @@ def child_mnist8m(rows: int, out: str, images: str, labels: str) -> None:
     from pipelines import prepare
 
     wall, cpu = time.perf_counter(), _cpu_seconds()
-    prepare.run(["mnist8m", "--images", images, "--labels", labels, "--base-rows", "0:8000", "--rows", str(rows), "--quiet", out])
+    prepare.run(["mnist8m", "--images", images, "--labels", labels, "--base_rows", "0:8000", "--rows", str(rows), "--quiet", "--output", out])
     wall, cpu = time.perf_counter() - wall, _cpu_seconds() - cpu
     print(json.dumps({"rows": rows, "wall": wall, "cpu": cpu, "peak_mb": _peak_mb()}))
 

@@ -10,7 +10,7 @@
 Curve inputs (:func:`read_curves`):
 
 * a sweep's ``results.parquet``: the mean curve of its ``--top`` best points;
-* ``reproduce.json`` (``pipelines.reproduce --out``): each setting that ran;
+* ``reproduce.json`` (``pipelines.reproduce --output``): each setting that ran;
 * a curve JSON: ``{"label": str, "metric": str, "curve": {"n": [...], "value": [...]}}``
   or a list of them (:func:`curve_record` writes one from an
   :class:`okl_core.evaluation.OnlineRun`);
@@ -88,7 +88,7 @@ def write_curves(path: str, curves: list[Curve]) -> str:
 
 def _curves_from_results(path: str, top: int, metric: str | None) -> list[Curve]:
     rows, meta = read_results(path)
-    metric = metric or meta["metrics"][0]
+    metric = metric or meta.get("rank_by", meta["metrics"][0])
     swept = [k[len("param_"):] for k in (rows[0] if rows else {}) if k.startswith("param_")]
     curves = []
     for row in ranked(rows, metric)[:top]:
@@ -153,18 +153,17 @@ def plot_curves(curves: list[Curve], out: str, title: str = "", log_x: bool = Fa
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     metrics = {c.metric for c in curves}
-    percent = metrics == {"error"}
     for curve, (line, marker) in zip(curves, itertools.cycle(_STYLES)):
         keep = curve.n >= (1 if log_x else max(1.0, curve.n[-1] / 50))  # skip the noisy first rows
-        n, value = curve.n[keep], curve.value[keep] * (100 if percent else 1)
+        n, value = curve.n[keep], curve.value[keep]  # fractions, as every okl output states them
         every = max(1, len(n) // 8)
         ax.plot(n, value, linestyle=line, marker=marker, markevery=every, markersize=4, linewidth=1.4,
-                label=f"{curve.label} ({value[-1]:.2f}{'%' if percent else ''})")
+                label=f"{curve.label} ({value[-1]:.4g})")
     if log_x:
         ax.set_xscale("log")
     ax.set_xlabel("number of examples seen")
     ylabel = metric_label(metrics.pop()) if len(metrics) == 1 else "online metric"
-    ax.set_ylabel(ylabel + (" (%)" if percent else ""))
+    ax.set_ylabel(ylabel)
     ax.set_title(title or "online performance (predict, then learn)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
@@ -198,7 +197,7 @@ def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tupl
     or a scatter coloured by the metric for a random search.
     """
     rows, meta = read_results(path)
-    metric = metric or meta["metrics"][0]
+    metric = metric or meta.get("rank_by", meta["metrics"][0])
     if metric not in meta["metrics"]:
         raise ValueError(f"--metric {metric!r} is not in {path} (it has {meta['metrics']})")
     ok = [r for r in rows if r["status"] == "ok" and r.get(f"{metric}_mean") is not None and not math.isnan(r[f"{metric}_mean"])]
@@ -210,9 +209,8 @@ def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tupl
     swept = [k for k in dict.fromkeys(names) if len({json.dumps(p.get(k)) for p in params}) > 1]
     if not swept:
         raise ValueError(f"{path}: no parameter varies between the successful points")
-    percent = metric_of(metric) == "error"
-    scale = 100.0 if percent else 1.0
-    ylabel = f"{metric}{' (%)' if percent else ''}"
+    scale = 1.0  # fractions, as every okl output states them
+    ylabel = metric
     plt = _pyplot()
     written = []
     for name in swept:
@@ -245,7 +243,7 @@ def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tupl
             ax.set_xticks(range(len(categories)), [json.loads(c) if isinstance(json.loads(c), str) else c for c in categories])
         ax.set_xlabel(name)
         ax.set_ylabel(ylabel + " (mean ± std)")
-        ax.set_title(f"{ok[0]['learner']}: {metric} against {name}")
+        ax.set_title(f"{ok[0]['learner']}: {metric} against {name}{_ranked_note(metric, meta)}")
         ax.grid(True, alpha=0.3)
         if any(groups):
             ax.legend(fontsize=7)
@@ -258,6 +256,14 @@ def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tupl
     if pair:
         written.append(_heatmap(plt, params, ok, pair, metric, scale, ylabel, out_dir))
     return written
+
+
+def _ranked_note(metric: str, meta: dict) -> str:
+    """Title note: whether the plotted metric is the one the sweep ranked (and chose best.json) by."""
+    rank_by = meta.get("rank_by")
+    if rank_by is None:
+        return ""
+    return " (the ranking metric)" if metric == rank_by else f" (ranked by {rank_by})"
 
 
 def _heatmap(plt, params, rows, pair, metric, scale, ylabel, out_dir) -> str:

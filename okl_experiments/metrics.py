@@ -7,7 +7,7 @@ the mistake rate for classification, the mean squared error for regression);
 label. Experiments (sweeps, reproductions) name their metrics ``online_<m>`` (prequential,
 over the stream) and ``test_<m>`` (held-out set) for every ``m`` of
 :func:`okl_core.evaluation.task_metrics` (:func:`experiment_metrics`), and rank by
-:func:`ranking_metric` unless told otherwise.
+:func:`ranking_metric` (the online metric, never the test set) unless told otherwise.
 
 :func:`online_curve` is the cumulative online metric of per-batch records (the training
 pipeline's ``metrics.json`` batches): its plot, ``pipelines.report curves`` on a
@@ -39,8 +39,6 @@ class Headline:
         Axis label of the online curve.
     short : str
         Short name in titles (``error`` or ``MSE``).
-    percent : bool
-        Whether it reads best in percent.
     """
 
     metric: str
@@ -48,12 +46,11 @@ class Headline:
     batch_sum: str
     label: str
     short: str
-    percent: bool
 
 
 _HEADLINES = {
-    "error": Headline("error", "mistake_rate", "mistakes", "online mistake rate", "error", True),
-    "mse": Headline("mse", "mse", "sum_squared_error", "online mean squared error", "MSE", False),
+    "error": Headline("error", "mistake_rate", "mistakes", "online mistake rate", "error"),
+    "mse": Headline("mse", "mse", "sum_squared_error", "online mean squared error", "MSE"),
 }
 _LABELS = {"error": "online mistake rate", "mse": "online mean squared error", "mae": "online mean absolute error"}
 
@@ -79,9 +76,13 @@ def experiment_metrics(task: str, with_test: bool) -> list[str]:
     return names + ([f"test_{m}" for m in task_metrics(task)] if with_test else [])
 
 
-def ranking_metric(task: str, with_test: bool) -> str:
-    """The metric experiments rank by by default: the headline, on the test set when there is one."""
-    return f"{'test' if with_test else 'online'}_{default_metric(task)}"
+def ranking_metric(task: str) -> str:
+    """The metric experiments rank by unless told otherwise: the online (prequential) headline.
+
+    Never the test set: a configuration chosen by its test error would make that test
+    error an optimistic estimate. Ranking by ``test_<m>`` has to be asked for.
+    """
+    return f"online_{default_metric(task)}"
 
 
 def online_curve(batches: list[dict], task: str) -> tuple[list[int], list[float]]:

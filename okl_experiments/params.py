@@ -1,10 +1,13 @@
 """Learner parameters from a data set: the one place values are derived from data.
 
 Every command that builds a learner for a data set -- ``pipelines.train``, the sweeps,
-the reproductions, ``pipelines.report run`` -- goes through :func:`learner_params`:
+the reproductions, ``pipelines.report run`` -- goes through :func:`learner_params`
+(``pipelines.predict``, whose model is built, checks the data with :func:`check_data_fits`):
 
 * ``n_inputs`` (and ``n_classes`` for multiclass data) come from the data; a value given
   for them must agree;
+* ``horizon`` (the ``T`` of the OKS family), when the learner has one and no value is
+  given, is the number of training rows (as ``"n"``);
 * a string value in the mini-language below is replaced by a number computed on the data
   (:func:`resolve_value`); any other string (a loss, a kernel) is left as it is.
 
@@ -51,6 +54,9 @@ __all__ = [
     "resolve_values",
     "learner_params",
     "build_learner",
+    "check_fit",
+    "check_task",
+    "check_data_fits",
     "batch_rows_for",
     "minibatch_rows",
     "learner_config",
@@ -144,7 +150,8 @@ def resolve_values(values: dict, facts: DataFacts) -> dict:
 def learner_params(learner: str, values: dict, facts: DataFacts) -> dict:
     """Parameters of ``learner`` for ``values`` on the data ``facts`` describes.
 
-    Adds ``n_inputs`` (and ``n_classes`` for multiclass data, when the learner has one) and
+    Adds ``n_inputs`` (and ``n_classes`` for multiclass data, when the learner has one), a
+    ``horizon`` of the number of rows when the learner needs one and none is given, and
     resolves data-derived values. Nothing is validated beyond that: :func:`build_learner`
     (or ``okl_core.make_learner``) does.
 
@@ -161,6 +168,8 @@ def learner_params(learner: str, values: dict, facts: DataFacts) -> dict:
     for name, value in derived.items():
         if name in values and values[name] != value:
             raise ValueError(f"{name}={values[name]!r} contradicts {facts.name} ({name} = {value})")
+    if "horizon" in fields and "horizon" not in values:
+        values = {**values, "horizon": "n"}
     return {**resolve_values(values, facts), **derived}
 
 
@@ -171,6 +180,43 @@ def _task_mismatch(name: str, task: str, facts: DataFacts) -> ValueError:
     )
 
 
+def check_fit(name: str, values: dict, facts: DataFacts) -> None:
+    """Refuse, before anything runs, parameters ``name`` does not have and a learner whose
+    task is fixed to another one than the data's (the messages :func:`build_learner` gives).
+
+    Raises
+    ------
+    ValueError
+    """
+    cls = okl_core.learner_class(name)
+    fields = {f.name for f in dataclasses.fields(cls.config_class)}
+    unknown = sorted(set(values) - fields)
+    if unknown:
+        raise ValueError(f"{name}: unknown parameter(s) {unknown}; valid: {sorted(fields)}")
+    fixed_task = getattr(cls.config_class, "task", None)  # a class attribute, or a property
+    if isinstance(fixed_task, str) and fixed_task != facts.task:
+        raise _task_mismatch(name, fixed_task, facts)
+
+
+def check_task(learner: okl_core.Learner, facts: DataFacts) -> None:
+    """Refuse a learner set up for another task than the data's (e.g. ``dsg`` with a regression loss)."""
+    if learner.task != facts.task:
+        raise _task_mismatch(learner.name, learner.task, facts)
+
+
+def check_data_fits(learner: okl_core.Learner, facts: DataFacts) -> None:
+    """Refuse data a built model cannot score: another feature count or task (``pipelines.predict``).
+
+    Raises
+    ------
+    ValueError
+    """
+    if facts.n_features != learner.config.n_inputs:
+        raise ValueError(f"the model takes {learner.config.n_inputs} features, {facts.name} has {facts.n_features}")
+    if learner.task != facts.task:
+        raise ValueError(f"the model ({learner.name}) predicts {learner.task} labels but {facts.name} holds {facts.task} data")
+
+
 def build_learner(name: str, values: dict, facts: DataFacts) -> okl_core.Learner:
     """The learner ``name`` with :func:`learner_params`, checked against the data's task.
 
@@ -179,12 +225,9 @@ def build_learner(name: str, values: dict, facts: DataFacts) -> okl_core.Learner
     ValueError
         Unknown parameters, invalid values, or a learner for another task than the data's.
     """
-    fixed_task = getattr(okl_core.learner_class(name).config_class, "task", None)  # a class attribute, or a property
-    if isinstance(fixed_task, str) and fixed_task != facts.task:
-        raise _task_mismatch(name, fixed_task, facts)
+    check_fit(name, values, facts)
     learner = okl_core.make_learner(name, **learner_params(name, values, facts))
-    if learner.task != facts.task:
-        raise _task_mismatch(name, learner.task, facts)
+    check_task(learner, facts)
     return learner
 
 

@@ -19,7 +19,9 @@ import dataclasses
 import logging
 import math
 import os
+import signal
 import socket
+import threading
 import time
 import traceback
 from typing import Any, Callable, Iterator
@@ -147,6 +149,22 @@ def execute(tasks: list[RunTask], client=None, func: Callable[[RunTask], dict] =
 
 
 @contextlib.contextmanager
+def _sigint_ignored_by_children():
+    """Processes started while this lasts ignore SIGINT (an ignored signal stays ignored across
+    exec, and Python then installs no KeyboardInterrupt handler). Ctrl-C in a terminal reaches
+    every process of the group; a LocalCluster's workers leave it to the client, which shuts
+    them down, instead of each printing its own traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
 def dask_client(scheduler: str | None = None, workers: int = 2, dashboard: bool = False):
     """A ``distributed.Client`` for ``scheduler`` (None: a new LocalCluster; ``"serial"``: None).
 
@@ -172,7 +190,7 @@ def dask_client(scheduler: str | None = None, workers: int = 2, dashboard: bool 
         return
     # The scheduler's HTTP server starts even without a dashboard: a random port (":0") keeps
     # it off :8787, which another cluster on the machine may hold.
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}), _sigint_ignored_by_children():
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                dashboard_address=":8787" if dashboard else ":0", silence_logs=logging.ERROR)
     client = Client(cluster)

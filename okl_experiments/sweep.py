@@ -23,17 +23,17 @@ How it runs
   Dask: debugging, references).
 * Results stream back with ``distributed.as_completed``; a progress line per finished run
   goes to stderr. When all runs of a point are in, the point's mean +- std (sample std,
-  ddof = 1) lands in ``OUT/results.parquet`` (rewritten atomically after every point, so an
+  ddof = 1) lands in ``OUTPUT/results.parquet`` (rewritten atomically after every point, so an
   interrupted sweep keeps what it finished) and a Markdown table is printed at the end.
 * A run that raises (invalid parameters, a learner/task mismatch, a dead worker) marks its
   point ``error`` with the message; the sweep goes on. A run whose scores, model or metrics
   turn NaN or inf (a step size too large) finishes and marks its point ``diverged``, with
   the row it diverged at in ``error``; such a point is never ranked or chosen as best.
-* ``resume`` keeps the points of ``OUT/results.parquet`` whose status is ``ok`` or
+* ``resume`` keeps the points of ``OUTPUT/results.parquet`` whose status is ``ok`` or
   ``diverged`` and runs the rest (failed points are retried). The settings that change the numbers (learner,
   data, test data, repeats, order, seeds, batch rows) must match the file's.
 * The best point by ``metric`` (lower is better; ties: lower point index) is written to
-  ``OUT/best.json`` as ``{"learner": name, "params": {...}}`` with the learner's complete
+  ``OUTPUT/best.json`` as ``{"learner": name, "params": {...}}`` with the learner's complete
   configuration: the format ``pipelines.train --config`` reads, and ``make_learner(name,
   **params)`` accepts.
 
@@ -41,7 +41,8 @@ Metrics: ``online_error`` / ``online_mse`` / ``online_mae`` (prequential, over t
 stream) and, with a test set, ``test_error`` / ``test_mse`` / ``test_mae``
 (:func:`okl_experiments.metrics.experiment_metrics`). Every metric of the task is
 recorded; ``metric`` picks the ranking one (default
-:func:`okl_experiments.metrics.ranking_metric`).
+:func:`okl_experiments.metrics.ranking_metric`: the online metric, never the test set),
+recorded in the table's metadata (``rank_by``) and in ``best.json``.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ from okl_core.state import atomic_write_bytes
 from okl_experiments.data import DataSource
 from okl_experiments.grid import SearchSpace, point_key
 from okl_experiments.metrics import experiment_metrics, ranking_metric
-from okl_experiments.params import DEFAULT_BATCH_ROWS, batch_rows_for, learner_config, learner_params
+from okl_experiments.params import DEFAULT_BATCH_ROWS, batch_rows_for, check_fit, check_task, learner_config, learner_params
 from okl_experiments.progress import RunProgress
 from okl_experiments.runs import RunTask, execute
 from okl_experiments.text import format_value, markdown_table as _markdown, mean_std_text, write_json, write_text
@@ -135,7 +136,7 @@ class SweepSettings:
         return experiment_metrics(self.task, self.test is not None)
 
     def default_metric(self) -> str:
-        return ranking_metric(self.task, self.test is not None)
+        return ranking_metric(self.task)
 
     def batch_rows_of(self, point: Point) -> int:
         """Rows per update for ``point``: :attr:`batch_rows`, rounded for a mini-batch learner."""
@@ -178,7 +179,7 @@ def _row(settings: SweepSettings, point: Point, results: list[dict]) -> dict:
     return row
 
 
-def _schema(settings: SweepSettings, swept_types: dict[str, pa.DataType], space: dict) -> pa.Schema:
+def _schema(settings: SweepSettings, swept_types: dict[str, pa.DataType], space: dict, rank_by: str | None) -> pa.Schema:
     fields = [
         ("point", pa.int64()), ("learner", pa.string()), ("params", pa.string()), ("status", pa.string()),
         ("error", pa.string()), ("runs", pa.int64()), ("seconds", pa.float64()),
@@ -187,7 +188,8 @@ def _schema(settings: SweepSettings, swept_types: dict[str, pa.DataType], space:
         fields += [(f"{name}_mean", pa.float64()), (f"{name}_std", pa.float64()), (f"{name}_runs", pa.list_(pa.float64()))]
     fields += [("curve_n", pa.list_(pa.int64())), ("curve_value", pa.list_(pa.float64()))]
     fields += [(f"param_{name}", t) for name, t in swept_types.items()]
-    meta = {"version": _RESULTS_VERSION, "settings": settings.identity(), "space": space, "metrics": settings.metric_names()}
+    meta = {"version": _RESULTS_VERSION, "settings": settings.identity(), "space": space, "metrics": settings.metric_names(),
+            "rank_by": rank_by or settings.default_metric()}
     return pa.schema(fields, metadata={_METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
 
 
@@ -202,11 +204,12 @@ def _param_cell(value, dtype):
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def write_results(path: str, rows: list[dict], settings: SweepSettings, space: dict, swept: list[str]) -> None:
-    """Write the results table atomically (rows sorted by point)."""
+def write_results(path: str, rows: list[dict], settings: SweepSettings, space: dict, swept: list[str],
+                  rank_by: str | None = None) -> None:
+    """Write the results table atomically (rows sorted by point); its metadata names the ranking metric."""
     rows = sorted(rows, key=lambda r: r["point"])
     swept_types = {name: _param_type([r[f"param_{name}"] for r in rows if f"param_{name}" in r]) for name in swept}
-    schema = _schema(settings, swept_types, space)
+    schema = _schema(settings, swept_types, space, rank_by)
     columns = {}
     for field in schema:
         if field.name.startswith("param_"):
@@ -254,11 +257,13 @@ def markdown_table(rows: list[dict], metric: str, swept: list[str]) -> str:
 
 
 def best_config(rows: list[dict], metric: str) -> dict | None:
-    """``{"learner", "params"}`` of the best ``ok`` point, with the complete learner config."""
+    """``{"learner", "params", "rank_by"}`` of the best ``ok`` point: the complete learner
+    config, and the metric it was chosen by with its mean and std (``rank_by``)."""
     best = ranked(rows, metric)
     if not best or best[0]["status"] != "ok" or math.isnan(best[0].get(f"{metric}_mean", math.nan)):
         return None
-    return learner_config(make_learner(best[0]["learner"], **json.loads(best[0]["params"])))
+    chosen = {"metric": metric, "mean": best[0][f"{metric}_mean"], "std": best[0].get(f"{metric}_std")}
+    return {**learner_config(make_learner(best[0]["learner"], **json.loads(best[0]["params"]))), "rank_by": chosen}
 
 
 @dataclasses.dataclass
@@ -304,8 +309,10 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
         Called with each run's raw result as it arrives.
     """
     metric = metric or settings.default_metric()
+    if settings.reseed and "seed" not in {f.name for f in dataclasses.fields(learner_class(settings.learner).config_class)}:
+        raise ValueError(f"--reseed: learner {settings.learner} has no seed parameter (its runs differ only by the order of the rows)")
     if metric not in settings.metric_names():
-        raise ValueError(f"--metric {metric!r} is not available here; choose from {settings.metric_names()}"
+        raise ValueError(f"--rank_by {metric!r} is not available here; choose from {settings.metric_names()}"
                          + ("" if settings.test is not None else " (test_* metrics need --test)"))
     swept = list(swept) if swept is not None else list(dict.fromkeys(k for p in points for k in p.swept))
     space = space or {}
@@ -332,10 +339,10 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
             rows.append(_row(settings, point, pending.pop(point.index)))
             tracker.point_done()
             if results_path:
-                write_results(results_path, rows, settings, space, swept)
+                write_results(results_path, rows, settings, space, swept, metric)
         tracker.run_done(result, point.index, point.swept)
     if results_path and not todo:
-        write_results(results_path, rows, settings, space, swept)
+        write_results(results_path, rows, settings, space, swept, metric)
     rows = sorted(rows, key=lambda r: r["point"])
     best = best_config(rows, metric)
     best_path = None
@@ -357,7 +364,7 @@ def _finished_rows(results_path: str, settings: SweepSettings, progress) -> dict
     mismatched = sorted(k for k, v in settings.identity().items() if meta["settings"].get(k) != v)
     if mismatched:
         raise ValueError(f"--resume: {results_path} was made with other settings ({', '.join(mismatched)} differ); "
-                         "use another --out or the same settings")
+                         "use another --output or the same settings")
     return {r["params"]: r for r in old_rows if r["status"] in _FINISHED}
 
 
@@ -371,9 +378,25 @@ def _kept_rows(points: list[Point], done_rows: dict[str, dict]) -> list[dict]:
 
 def make_points(learner: str, space: SearchSpace, source: DataSource, samples: int | None = None, search_seed: int = 0) -> list[Point]:
     """Grid (or ``samples`` random) points of ``space``, parameters derived from the data added
-    and resolved (:func:`okl_experiments.params.learner_params`: ``n_inputs``, ``"median"`` ...)."""
+    and resolved (:func:`okl_experiments.params.learner_params`: ``n_inputs``, ``"median"`` ...).
+
+    Raises
+    ------
+    ValueError
+        Before anything runs: a parameter the learner does not have, or a learner (or a point
+        of it) for another task than the data's -- the messages of ``pipelines.train``.
+    """
     config_fields = dataclasses.fields(learner_class(learner).config_class)
     space = space.with_integers({f.name for f in config_fields if f.type in (int, "int")})
     values = space.sample(samples, search_seed) if samples else space.grid()
     swept, facts = space.swept, source.facts()
-    return [Point(i, {k: v[k] for k in swept}, learner_params(learner, v, facts)) for i, v in enumerate(values)]
+    for v in values:
+        check_fit(learner, v, facts)
+    points = [Point(i, {k: v[k] for k in swept}, learner_params(learner, v, facts)) for i, v in enumerate(values)]
+    for point in points:
+        try:
+            built = make_learner(learner, **point.params)
+        except (TypeError, ValueError):  # an invalid value fails that point's runs, where it is recorded
+            continue
+        check_task(built, facts)
+    return points

@@ -71,7 +71,7 @@ with _without_beam_noise():  # the CLIs import Beam here first (pipelines.common
     import apache_beam as beam
     from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, PortableOptions, StandardOptions
 
-__all__ = ["UsageError", "pipeline_options", "make_pipeline", "run_pipeline", "configure_logging"]
+__all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "run_pipeline", "configure_logging"]
 
 _DIRECT_NAMES = {"directrunner", "direct"}
 _PRISM_NAMES = {"prismrunner", "prism"}
@@ -109,6 +109,39 @@ def configure_logging() -> None:
         logging.getLogger(name).setLevel(logging.INFO)
     for name, level in _QUIET_LOGGERS.items():
         logging.getLogger(name).setLevel(level)
+
+
+def unknown_to_beam(beam_argv: list[str]) -> list[str]:
+    """The arguments of ``beam_argv`` that no Beam pipeline option defines (abbreviations included).
+
+    Raises UsageError for a Beam option with a bad value.
+
+    Beam's ``PipelineOptions`` keeps such arguments and drops them with a warning when the
+    pipeline runs; the okl CLIs refuse them instead. The parser is Beam's own, with every
+    registered ``PipelineOptions`` subclass (``get_all_options``'s ``add_extra_args_fn`` hands it out).
+    """
+    parsers = []
+    PipelineOptions([]).get_all_options(add_extra_args_fn=parsers.append)  # [] : nothing to warn about
+    parser = parsers[0]
+
+    def refuse(message):  # a bad value of a Beam option: one line, not Beam's usage of every option
+        raise UsageError(f"Beam pipeline option: {message}")
+
+    parser.error = refuse
+    return parser.parse_known_args(beam_argv)[1]
+
+
+def okl_and_beam_args(parser, argv: list[str] | None):
+    """``(okl's arguments, Beam's)`` of ``argv``: ``parser``'s, and the rest, which must all be
+    Beam pipeline options (otherwise ``parser.error``: one line, exit status 2)."""
+    args, beam_argv = parser.parse_known_args(argv)
+    try:
+        unknown = unknown_to_beam(beam_argv)
+    except UsageError as err:
+        parser.error(str(err))
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)} (neither okl nor Beam's pipeline options define them)")
+    return args, beam_argv
 
 
 def pipeline_options(beam_argv: list[str]) -> PipelineOptions:

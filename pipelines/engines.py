@@ -11,29 +11,34 @@ Flink job server from Maven Central).
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 
+from pipelines.cli import Parser, main as command_main, prog
 from pipelines.local_runners import RUNNERS, EngineUnavailable
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> Parser:
+    """The command line of ``engines`` (:mod:`pipelines.cli`'s conventions)."""
+    parser = Parser(prog=prog("engines"), description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["install", "path"])
+    parser.add_argument("engine", choices=[*RUNNERS, "all"])
+    parser.add_argument("--if_available", action="store_true",
+                        help="skip (exit 0) when a needed tool is not on the PATH")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m pipelines.engines {install,path} {prism,flink,all}``; returns the exit code.
 
-    ``install`` builds what is missing and prints each path; ``--if-available`` turns a
+    ``install`` builds what is missing and prints each path; ``--if_available`` turns a
     missing tool (``go``, ``java``, ``mvn``) into a one-line note and exit code 0, so that
     ``make runners`` goes on without that runner. ``path`` prints the cached path, or
     exits with 1 when it is not built.
     """
-    parser = argparse.ArgumentParser(prog="python -m pipelines.engines", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["install", "path"])
-    parser.add_argument("engine", choices=[*RUNNERS, "all"])
-    parser.add_argument("--if-available", "--if_available", dest="if_available", action="store_true",
-                        help="skip (exit 0) when a needed tool is not on the PATH")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     code = 0
     for name in list(RUNNERS) if args.engine == "all" else [args.engine]:
@@ -56,4 +61,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    command_main(main, "engines")

@@ -36,7 +36,7 @@ from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, local_dir, run_id
 from transforms.read import METRICS_NAMESPACE, DatasetSource, ReadShards, is_remote
 from transforms.train import LearnerSpec, MergeBySeed, TrainOnline
 
-__all__ = ["TrainJob", "TrainResult", "resolve_job", "build_graph", "counters", "read_metrics", "DEMO_LEARNER",
+__all__ = ["TrainJob", "TrainResult", "resolve_job", "build_graph", "counters", "read_metrics", "data_facts", "DEMO_LEARNER",
            "SYNTHETIC_TRAIN_ROWS", "SYNTHETIC_TEST_ROWS", "OUTPUT_FILES"]
 
 SYNTHETIC_TRAIN_ROWS = 65536
@@ -141,7 +141,7 @@ def _learner_choice(args) -> tuple[str, dict]:
     return name, params
 
 
-def _facts(source: DatasetSource) -> DataFacts:
+def data_facts(source: DatasetSource) -> DataFacts:
     """What parameters are derived from: the data set's description, its first rows for the median."""
     return DataFacts(source.n_features, source.task, source.n_classes, source.n_rows,
                      rows=lambda: source.read_rows(MEDIAN_ROWS), name=source.path)
@@ -243,7 +243,7 @@ def _resolve_learning(args, source: DatasetSource, name: str, params: dict, outp
     if source.n_rows == 0:
         raise UsageError(f"--input {source.path}: the data set has no rows")
     try:
-        learner = build_learner(name, params, _facts(source))
+        learner = build_learner(name, params, data_facts(source))
         learner.check_stream(source.n_rows)  # a state that grows with the stream: refused before the job
         plan = StreamPlan(source.n_rows, args.num_shards, args.rounds, batch_rows_for(learner, args.batch_rows), align=minibatch_rows(learner))
     except ValueError as err:

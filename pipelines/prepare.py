@@ -8,16 +8,17 @@ Kinds (each writes Parquet shards + ``dataset.json``, DESIGN.md "Data layout"):
                  columns 0..k-1), optional scaling, missing values, categorical columns
 * ``parquet``    Parquet with one column per feature and ``--target COLUMN``, as ``csv``
 * ``mnist8m``    the infinite-MNIST generator: deformed base digits, a Beam pipeline over
-                 shard ids (any runner; ``--num-workers N`` for local processes)
+                 shard ids (any runner; ``--num_workers N`` for local processes)
 * ``molecular``  SMILES + target CSV -> randomly sorted Coulomb matrices (or Morgan bits)
 
 A progress bar is drawn on stderr when it is a terminal (``--progress``/``--quiet`` force
 it on/off); a one-line summary is printed at the end. Bad input stops with a message naming
-the file and line, unless ``--skip-bad-rows`` (then ``rejects.csv`` in the data set lists
+the file and line, unless ``--skip_bad_rows`` (then ``rejects.csv`` in the data set lists
 each skipped row and why). Nothing is left behind by a failed run.
 
 ``run(argv)`` returns the :class:`okl_core.data.sources.ConversionSummary` and raises on
-errors; the command line prints ``prepare: error: ...`` and exits with status 2.
+errors; the command line prints ``<prog>: error: ...`` and exits with status 2. Flags and the
+deprecated spellings (the output directory as the last argument): :mod:`pipelines.cli`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from okl_core.data.sources import ConversionSummary, DataFormatError
 from okl_core.data.table import MISSING_POLICIES
 from okl_core.data.targets import parse_classes
 from okl_experiments.progress import ProgressBar
+from pipelines.cli import Parser, deprecate, prog, warn
 
 __all__ = ["run", "main", "build_parser"]
 
@@ -43,13 +45,13 @@ TASK_CHOICES = ("binary", "multiclass", "regression")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("out", help="output data set directory (must not exist unless --overwrite)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing data set at OUT (after success)")
+    parser.add_argument("--output", help="output data set directory (must not exist unless --overwrite)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing data set at --output (after success)")
     parser.add_argument("--name", help="data set name recorded in dataset.json (default: the directory name)")
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--rows-per-shard", type=int, help=f"rows per Parquet shard (default {DEFAULT_ROWS_PER_SHARD})")
-    size.add_argument("--shards", type=int, help="number of equal shards (instead of --rows-per-shard)")
-    parser.add_argument("--row-group-rows", type=int, default=4096, help="Parquet row group size (default 4096)")
+    size.add_argument("--rows_per_shard", type=int, help=f"rows per Parquet shard (default {DEFAULT_ROWS_PER_SHARD})")
+    size.add_argument("--shards", type=int, help="number of equal shards (instead of --rows_per_shard)")
+    parser.add_argument("--row_group_rows", type=int, default=4096, help="Parquet row group size (default 4096)")
     parser.add_argument(
         "--compression", choices=COMPRESSIONS, default=DEFAULT_COMPRESSION,
         help="Parquet codec (default %(default)s: the fastest to decode; zstd writes smaller files, none decodes fastest)",
@@ -63,9 +65,9 @@ def _labels_and_scaling(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=TASK_CHOICES, help="force the task (default: inferred from the labels)")
     parser.add_argument("--classes", help="original labels in class order, comma separated (binary: negative,positive; write --classes=-1,1 when the first starts with -)")
     parser.add_argument("--like", metavar="DATASET", help="label and scale like this data set (e.g. the training set of a test set)")
-    parser.add_argument("--feature-scaling", choices=SCALING_METHODS, default="none", help="per-feature scaling (statistics from a first pass)")
-    parser.add_argument("--target-scaling", choices=SCALING_METHODS, default="none", help="regression target scaling")
-    parser.add_argument("--skip-bad-rows", action="store_true", help="skip bad rows into rejects.csv instead of stopping")
+    parser.add_argument("--feature_scaling", choices=SCALING_METHODS, default="none", help="per-feature scaling (statistics from a first pass)")
+    parser.add_argument("--target_scaling", choices=SCALING_METHODS, default="none", help="regression target scaling")
+    parser.add_argument("--skip_bad_rows", action="store_true", help="skip bad rows into rejects.csv instead of stopping")
 
 
 def _table_columns(parser: argparse.ArgumentParser) -> None:
@@ -74,13 +76,13 @@ def _table_columns(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drop", help="columns to leave out, comma separated (names, ranges, globs)")
     parser.add_argument("--categorical", metavar="COL,...", help="text columns to one-hot encode (categories recorded for --like)")
     parser.add_argument("--missing", action="append", metavar="VALUE", help="a value meaning 'missing' (repeat for several: --missing NA --missing '?' --missing ''); Parquet nulls are always missing")
-    parser.add_argument("--missing_policy", "--missing-policy", dest="missing_policy", choices=MISSING_POLICIES,
+    parser.add_argument("--missing_policy", choices=MISSING_POLICIES,
                         help="a missing feature: drop the row into rejects.csv (default), or impute the training mean (recorded for --like)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (one sub-command per kind)."""
-    parser = argparse.ArgumentParser(prog="python -m pipelines.prepare", description="Build an okl data set directory (Parquet shards + dataset.json).")
+    parser = Parser(prog=prog("prepare"), description="Build an okl data set directory (Parquet shards + dataset.json).")
     kinds = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
 
     p = kinds.add_parser("mnist", help="IDX image/label pair -> data set")
@@ -88,15 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--labels", help="IDX labels file (gzip or raw)")
     p.add_argument("--download", action="store_true", help="download the official MNIST files of --split into the cache")
     p.add_argument("--split", choices=sorted(dl.MNIST_SPLITS), default="train", help="with --download (default train)")
-    p.add_argument("--cache-dir", help="download cache (default $OKL_CACHE or ~/.cache/okl)")
+    p.add_argument("--cache_dir", help="download cache (default $OKL_CACHE or ~/.cache/okl)")
     _common(p)
 
     p = kinds.add_parser("libsvm", help="LIBSVM/svmlight text -> data set")
     p.add_argument("input", help=f"LIBSVM file (plain/.gz/.bz2); with --download a name ({', '.join(sorted(dl.LIBSVM_NAMES))}) or URL")
-    p.add_argument("--n-features", type=int, help="number of features (default: the largest index, first pass)")
+    p.add_argument("--n_features", type=int, help="number of features (default: the largest index, first pass)")
     _labels_and_scaling(p)
     p.add_argument("--download", action="store_true", help="INPUT is a known data set name or URL to download")
-    p.add_argument("--cache-dir", help="download cache (default $OKL_CACHE or ~/.cache/okl)")
+    p.add_argument("--cache_dir", help="download cache (default $OKL_CACHE or ~/.cache/okl)")
     _common(p)
 
     p = kinds.add_parser("csv", help="CSV with one column per feature and a target column -> data set")
@@ -104,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", required=True, help="target column (a number with --no_header)")
     _table_columns(p)
     p.add_argument("--delimiter", default=",", help="field delimiter (default ',')")
-    p.add_argument("--no_header", "--no-header", dest="no_header", action="store_true", help="the first line is data; columns are named 0..k-1")
+    p.add_argument("--no_header", action="store_true", help="the first line is data; columns are named 0..k-1")
     _labels_and_scaling(p)
     _common(p)
 
@@ -119,36 +121,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--images", help="base IDX images (e.g. the MNIST training images)")
     p.add_argument("--labels", help="base IDX labels")
     p.add_argument("--download", action="store_true", help="use the official MNIST training split as the base")
-    p.add_argument("--cache-dir", help="download cache (default $OKL_CACHE or ~/.cache/okl)")
-    p.add_argument("--base-rows", default=None, metavar="START:STOP", help="use base digits [START, STOP) only (e.g. 0:8000)")
+    p.add_argument("--cache_dir", help="download cache (default $OKL_CACHE or ~/.cache/okl)")
+    p.add_argument("--base_rows", default=None, metavar="START:STOP", help="use base digits [START, STOP) only (e.g. 0:8000)")
     p.add_argument("--rows", type=int, default=8_100_000, help="rows to generate (default 8,100,000)")
     p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
-    p.add_argument("--elastic-alpha", type=float, default=12.0, help="elastic displacement scale, pixels (default 12)")
-    p.add_argument("--elastic-sigma", type=float, default=4.0, help="elastic field smoothing, pixels (default 4)")
+    p.add_argument("--elastic_alpha", type=float, default=12.0, help="elastic displacement scale, pixels (default 12)")
+    p.add_argument("--elastic_sigma", type=float, default=4.0, help="elastic field smoothing, pixels (default 4)")
     p.add_argument("--rotation", type=float, default=5.0, help="largest rotation, degrees (default 5)")
     p.add_argument("--scale", type=float, default=0.05, help="largest relative scale change (default 0.05)")
     p.add_argument("--translation", type=float, default=0.75, help="largest shift, pixels (default 0.75)")
     p.add_argument("--thickness", type=float, default=0.4, help="largest stroke thickness change in [0, 1] (default 0.4)")
     p.add_argument("--originals", action="store_true", help="rows 0..n_base-1 are the undeformed base digits (as infimnist starts)")
-    p.add_argument("--num-workers", type=int, default=1, help="local worker processes for the DirectRunner (default 1: in-process)")
-    p.add_argument("--batch-rows", type=int, default=1024, help="rows generated per vectorised batch (default 1024)")
+    p.add_argument("--num_workers", type=int, default=1, help="local worker processes for the DirectRunner (default 1: in-process)")
+    p.add_argument("--batch_rows", type=int, default=1024, help="rows generated per vectorised batch (default 1024)")
     _common(p)
 
     p = kinds.add_parser("molecular", help="SMILES + target CSV -> Coulomb matrix / Morgan features (needs RDKit)")
     p.add_argument("input", help="CSV with a SMILES column and a numeric target (e.g. cep-processed.csv)")
-    p.add_argument("--smiles-column", default="smiles", help="SMILES column (default smiles)")
+    p.add_argument("--smiles_column", default="smiles", help="SMILES column (default smiles)")
     p.add_argument("--target", default="PCE", help="target column (default PCE)")
     p.add_argument("--representation", choices=("coulomb", "morgan"), default="coulomb", help="features (default coulomb)")
-    p.add_argument("--max-atoms", type=int, default=75, help="Coulomb matrix atom budget incl. hydrogens (default 75: 2850 features)")
-    p.add_argument("--sort-noise", type=float, default=1.0, help="std of the noise added to row norms before sorting (default 1)")
+    p.add_argument("--max_atoms", type=int, default=75, help="Coulomb matrix atom budget incl. hydrogens (default 75: 2850 features)")
+    p.add_argument("--sort_noise", type=float, default=1.0, help="std of the noise added to row norms before sorting (default 1)")
     p.add_argument("--permutations", type=int, default=1, help="randomly sorted matrices (rows) per molecule (default 1)")
     p.add_argument("--units", choices=("bohr", "angstrom"), default="bohr", help="distance unit (default bohr)")
     p.add_argument("--steps", help="step-predicate thresholds, comma separated (default: raw Coulomb values)")
-    p.add_argument("--morgan-radius", type=int, default=2)
-    p.add_argument("--morgan-bits", type=int, default=2048)
+    p.add_argument("--morgan_radius", type=int, default=2)
+    p.add_argument("--morgan_bits", type=int, default=2048)
     p.add_argument("--seed", type=int, default=0, help="embedding and sorting seed (default 0)")
-    p.add_argument("--workers", type=int, default=1, help="featurizing processes (default 1)")
-    p.add_argument("--skip-bad-rows", action="store_true", help="skip rows with a bad target into rejects.csv instead of stopping")
+    p.add_argument("--num_workers", type=int, default=1, help="featurizing processes (default 1)")
+    deprecate(p, "--workers", "--num_workers")
+    p.add_argument("--skip_bad_rows", action="store_true", help="skip rows with a bad target into rejects.csv instead of stopping")
     _common(p)
     return parser
 
@@ -162,11 +165,11 @@ def _rows_per_shard(args, n_rows: int | None) -> int:
         if args.shards < 1:
             raise ValueError("--shards must be >= 1")
         if n_rows is None:
-            raise ValueError("--shards needs the row count in advance; use --rows-per-shard for this kind")
+            raise ValueError("--shards needs the row count in advance; use --rows_per_shard for this kind")
         return max(1, math.ceil(n_rows / args.shards))
     rows = args.rows_per_shard if args.rows_per_shard is not None else DEFAULT_ROWS_PER_SHARD
     if rows < 1:
-        raise ValueError("--rows-per-shard must be >= 1")
+        raise ValueError("--rows_per_shard must be >= 1")
     return rows
 
 
@@ -249,7 +252,7 @@ def _run_molecular(args, progress) -> ConversionSummary:
     )
     return convert_molecules(
         args.input, args.out, smiles_column=args.smiles_column, target=args.target, config=config, skip_bad_rows=args.skip_bad_rows,
-        workers=args.workers, progress=progress, **_writer_args(args, _rows_per_shard(args, None)),
+        workers=args.num_workers, progress=progress, **_writer_args(args, _rows_per_shard(args, None)),
     )
 
 
@@ -260,7 +263,7 @@ def _base_rows(text):
     try:
         return int(start or 0), (int(stop) if stop else None)
     except ValueError:
-        raise ValueError(f"--base-rows must be START:STOP, got {text!r}") from None
+        raise ValueError(f"--base_rows must be START:STOP, got {text!r}") from None
 
 
 def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
@@ -280,7 +283,7 @@ def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
     if args.rows < 1:
         raise ValueError("--rows must be >= 1")
     if args.num_workers < 1 or args.batch_rows < 1:
-        raise ValueError("--num-workers and --batch-rows must be >= 1")
+        raise ValueError("--num_workers and --batch_rows must be >= 1")
     pipeline = make_pipeline(PipelineOptions(_beam_options(beam_argv, args.num_workers)))
     return generate_mnist8m(pipeline, run_pipeline, args.out, base, args.seed, config, args.rows, _rows_per_shard(args, args.rows),
                             progress, overwrite=args.overwrite, name=args.name, row_group_rows=args.row_group_rows,
@@ -288,7 +291,7 @@ def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
 
 
 def _beam_options(beam_argv, num_workers) -> list:
-    """Beam flags: the caller's, DirectRunner by default, local processes for --num-workers."""
+    """Beam flags: the caller's, DirectRunner by default, local processes for --num_workers."""
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     options = list(beam_argv)
@@ -303,12 +306,40 @@ def _beam_options(beam_argv, num_workers) -> list:
 _RUNNERS = {"mnist": _run_mnist, "libsvm": _run_libsvm, "csv": _run_csv, "parquet": _run_parquet, "molecular": _run_molecular}
 
 
-def run(argv=None) -> ConversionSummary:
-    """Parse ``argv``, build the data set, print the summary line, return the summary."""
+def _parse(argv) -> tuple[argparse.Namespace, list[str]]:
+    """okl's arguments and (``mnist8m``) Beam's; anything neither defines is refused.
+
+    ``args.out`` is ``--output``, or the deprecated output directory given as the one extra
+    positional argument (with a warning; a positional declared with ``nargs="?"`` would take
+    the place of a leading ``input`` in argparse, so it is picked from what is left over).
+    """
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if rest and args.kind != "mnist8m":
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.kind == "mnist8m" and rest:
+        from pipelines.common import unknown_to_beam
+
+        unknown = unknown_to_beam(rest)
+    else:
+        unknown = rest
+    after_flag = {i + 1 for i, token in enumerate(unknown) if token.startswith("-") and "=" not in token}
+    legacy = [token for i, token in enumerate(unknown) if not token.startswith("-") and i not in after_flag][:1]
+    unknown = [token for token in unknown if token not in legacy]
+    rest = [token for token in rest if token not in legacy]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}" + (" (neither okl nor Beam's pipeline options define them)" if args.kind == "mnist8m" else ""))
+    if legacy and args.output is not None:
+        parser.error(f"give the output directory once: --output {args.output} or {legacy[0]}")
+    if legacy:
+        warn(parser.prog, "the output directory as the last argument is deprecated; use --output DIR")
+    args.out = args.output if args.output is not None else (legacy or [None])[0]
+    if args.out is None:
+        parser.error("the following arguments are required: --output")
+    return args, rest
+
+
+def run(argv=None) -> ConversionSummary:
+    """Parse ``argv``, build the data set, print the summary line, return the summary."""
+    args, rest = _parse(argv)
     progress = ProgressBar(enabled=False if args.quiet else (True if args.progress else None))
     if args.kind == "mnist8m":
         from pipelines.common import configure_logging
@@ -323,14 +354,14 @@ def run(argv=None) -> ConversionSummary:
 
 
 def main(argv=None) -> None:
-    """Command-line entry: errors become ``prepare: error: ...`` and exit status 2."""
+    """Command-line entry: errors become ``<prog>: error: ...`` and exit status 2."""
     try:
         run(argv)
     except (DataFormatError, ValueError, FileExistsError, FileNotFoundError, ImportError, OSError) as err:
-        print(f"prepare: error: {err}", file=sys.stderr)
+        print(f"{prog('prepare')}: error: {err}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
-        print("prepare: interrupted; nothing was written", file=sys.stderr)
+        print(f"{prog('prepare')}: interrupted; nothing was written", file=sys.stderr)
         sys.exit(130)
 
 

@@ -3,13 +3,15 @@
 Example::
 
     python -m pipelines.sweep --input data/a9a --learner fogd \\
-        --grid sigma=2,4,8 eta=0.002,0.02 n_components=400 --repeats 5 --workers 2
+        --grid sigma=2,4,8 eta=0.002,0.02 n_components=400 --repeats 5 --num_workers 2
 
 The command line of :mod:`okl_experiments.sweep` (what a sweep runs, the results table,
 ``--resume``, the best configuration): it parses the flags, runs the sweep on the client
-of ``--scheduler`` (unset: a new ``LocalCluster`` of ``--workers`` single-threaded
+of ``--scheduler`` (unset: a new ``LocalCluster`` of ``--num_workers`` single-threaded
 processes; ``serial``: this process, without Dask), prints the Markdown table and says
-where the files went.
+where the files went. A sweep in which no point succeeds exits with status 1; a grid the
+learner cannot take (a parameter it does not have, another task than the data's, ``--reseed``
+without a ``seed``) is refused before any point runs. Flags: :mod:`pipelines.cli`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+
+from pipelines.cli import Parser, deprecate, main, prog
 
 from okl_core.registry import learner_class, learner_names
 from okl_experiments.data import okl_sources
@@ -28,31 +32,36 @@ from okl_experiments.sweep import SweepResult, SweepSettings, make_points, markd
 __all__ = ["build_parser", "run"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m pipelines.sweep", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> Parser:
+    """The command line of ``sweep`` (:mod:`pipelines.cli`'s conventions)."""
+    p = Parser(prog=prog("sweep"), description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--input", required=True, help="okl data set (directory with dataset.json, Parquet file or glob)")
     p.add_argument("--learner", required=True, help=f"learner name ({', '.join(learner_names())})")
     p.add_argument("--grid", nargs="+", default=[], metavar="NAME=VALUES",
                    help="parameters: name=v1,v2 (list), name=lo:hi (log-uniform), name=lo..hi (uniform); "
                         'values may be derived from the data: "median", "0.5*median", "n", "1/n"')
-    p.add_argument("--grid-file", help="JSON (or YAML, with PyYAML) mapping of parameter -> values")
+    p.add_argument("--grid_file", help="JSON (or YAML, with PyYAML) mapping of parameter -> values")
     p.add_argument("--samples", type=int, help="random search: draw this many points from the space")
-    p.add_argument("--search-seed", type=int, default=0, help="seed of the random search (default 0)")
+    p.add_argument("--search_seed", type=int, default=0, help="seed of the random search (default 0)")
     p.add_argument("--repeats", type=int, default=1, help="runs per point, each on its own permutation (default 1)")
-    p.add_argument("--shuffle-seed", type=int, default=0, help="run r uses permutation (shuffle_seed, r) (default 0)")
+    p.add_argument("--shuffle_seed", type=int, default=0, help="run r uses permutation (shuffle_seed, r) (default 0)")
     p.add_argument("--order", choices=["shuffled", "file"], default="shuffled", help="permute rows per run, or keep the stored order")
     p.add_argument("--reseed", action="store_true", help="run r uses model seed = seed + r (new features per run)")
-    p.add_argument("--test", help="held-out okl data set: adds test_* metrics (the default ranking metric then)")
-    p.add_argument("--metric", help="ranking metric: online_error|online_mse|online_mae|test_error|test_mse|test_mae")
-    p.add_argument("--batch-rows", type=int, default=DEFAULT_BATCH_ROWS,
+    p.add_argument("--test", help="held-out okl data set: adds test_* metrics (reported; ranked by only with --rank_by test_...)")
+    p.add_argument("--rank_by", metavar="METRIC",
+                   help="ranking metric, lower is better: online_error|online_mse|online_mae|test_error|test_mse|test_mae "
+                        "(default: online_error, or online_mse for regression; never the test set unless given)")
+    p.add_argument("--batch_rows", type=int, default=DEFAULT_BATCH_ROWS,
                    help=f"rows per learner update call (default {DEFAULT_BATCH_ROWS}, rounded up to a multiple of a mini-batch learner's batch_size)")
-    p.add_argument("--curve-points", type=int, default=64, help="online curve checkpoints per run: this many log-spaced plus as many evenly spaced (default 64)")
+    p.add_argument("--curve_points", type=int, default=64, help="online curve checkpoints per run: this many log-spaced plus as many evenly spaced (default 64)")
     p.add_argument("--scheduler", help="scheduler address, or 'serial' (default: a new LocalCluster)")
-    p.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes, 1 thread each (default 2)")
+    p.add_argument("--num_workers", type=int, default=2, help="LocalCluster worker processes, 1 thread each (default 2)")
     p.add_argument("--dashboard", action="store_true", help="serve the LocalCluster's dashboard on :8787 (needs bokeh)")
-    p.add_argument("--out", default="sweep", help="output directory: results.parquet, results.md, best.json (default ./sweep)")
-    p.add_argument("--resume", action="store_true", help="skip points already ok in OUT/results.parquet")
+    p.add_argument("--output", default="sweep", help="output directory: results.parquet, results.md, best.json (default ./sweep)")
+    p.add_argument("--resume", action="store_true", help="skip points already ok in OUTPUT/results.parquet")
+    deprecate(p, "--out", "--output")
+    deprecate(p, "--workers", "--num_workers")
+    deprecate(p, "--metric", "--rank_by")
     return p
 
 
@@ -62,12 +71,12 @@ def run(argv: list[str] | None = None) -> SweepResult:
     try:
         return _run(args)
     except (ValueError, FileNotFoundError) as err:
-        raise SystemExit(f"pipelines.sweep: error: {err}") from None
+        raise SystemExit(f"{prog('sweep')}: error: {err}") from None
 
 
 def _run(args) -> SweepResult:
     learner_class(args.learner)  # unknown names fail before any work
-    for flag, value in (("--repeats", args.repeats), ("--workers", args.workers), ("--batch-rows", args.batch_rows)):
+    for flag, value in (("--repeats", args.repeats), ("--num_workers", args.num_workers), ("--batch_rows", args.batch_rows)):
         if value < 1:
             raise ValueError(f"{flag} must be >= 1, got {value}")
     space = SearchSpace.from_tokens(args.grid)
@@ -79,8 +88,8 @@ def _run(args) -> SweepResult:
                              shuffle_seed=None if args.order == "file" else args.shuffle_seed, reseed=args.reseed,
                              batch_rows=args.batch_rows, curve_points=args.curve_points)
     print(f"sweep: {args.learner} on {args.input} ({train.n_rows} rows), {len(points)} points x {args.repeats} runs", file=sys.stderr)
-    with dask_client(args.scheduler, args.workers, args.dashboard) as client:
-        result = sweep(settings, points, out_dir=args.out, metric=args.metric, resume=args.resume, client=client,
+    with dask_client(args.scheduler, args.num_workers, args.dashboard) as client:
+        result = sweep(settings, points, out_dir=args.output, metric=args.rank_by, resume=args.resume, client=client,
                        space=space.describe(), swept=space.swept, progress=sys.stderr)
     print(markdown_table(result.rows, result.metric, result.swept))
     workers = {r["worker"] for r in result.task_results}
@@ -90,11 +99,15 @@ def _run(args) -> SweepResult:
         print(f"{result.ran} points run, {result.skipped} skipped (already in {result.results_path})")
     print(f"\nresults: {result.results_path}")
     if result.best is not None:
-        print(f"best ({result.metric}): {json.dumps(result.best['params'], sort_keys=True)} -> {result.best_path}")
-    else:
-        print("no point succeeded: no best config written")
+        print(f"best by {result.metric}: {json.dumps(result.best['params'], sort_keys=True)} -> {result.best_path}")
+    if not any(row["status"] == "ok" for row in result.rows):
+        raise SystemExit(f"{prog('sweep')}: error: no point succeeded (first error: {_first_error(result.rows)}); no best config written")
     return result
 
 
+def _first_error(rows: list[dict]) -> str:
+    return next((row["error"] for row in sorted(rows, key=lambda r: r["point"]) if row.get("error")), "none recorded")
+
+
 if __name__ == "__main__":
-    run()
+    main(run, "sweep")

@@ -20,8 +20,9 @@ then the convenience flags (``--sigma``, ``--eta``, ``--n_components``, ``--seed
 are resolved on it (:mod:`okl_experiments.params`): ``--sigma median`` is the median
 distance between (up to) the first 1000 training rows (L1 for the Laplacian kernel),
 ``--sigma 0.1*median`` scales it, ``--param nu=1/n`` divides by the number of rows.
-Every other argument is a Beam pipeline option (``--runner``, ``--job_endpoint``,
-Dataflow and Flink options, ...).
+Every other argument must be a Beam pipeline option (``--runner``, ``--job_endpoint``,
+Dataflow and Flink options, ...): an argument that neither okl nor Beam defines is refused
+(:mod:`pipelines.cli`: flags, aliases, Ctrl-C).
 
 Outputs in ``--output`` (default ``runs/<data>-<learner>``): ``model.npz``, ``metrics.json``,
 ``online_error.png``, ``dead_letter.jsonl`` and, last, ``run.json`` (the run id and each
@@ -40,17 +41,19 @@ import time
 import okl_core
 from okl_experiments.metrics import headline
 from okl_experiments.params import DEFAULT_BATCH_ROWS
-from pipelines.common import UsageError, configure_logging, make_pipeline, pipeline_options, run_pipeline
+from pipelines.cli import Parser, main, prog
+from pipelines.common import UsageError, configure_logging, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
 from pipelines.job import DEMO_LEARNER, SYNTHETIC_TRAIN_ROWS, TrainResult, build_graph, counters, read_metrics, resolve_job
 from pipelines.stream import add_streaming_flags, run_streaming
 
-__all__ = ["run", "parse_args"]
+__all__ = ["run", "parse_args", "build_parser"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipelines.train",
-        description="Train an okl learner over sharded Parquet with Apache Beam. Unknown arguments are Beam pipeline options.",
+def build_parser() -> Parser:
+    """The command line of ``train`` (:mod:`pipelines.cli`'s conventions)."""
+    parser = Parser(
+        prog=prog("train"),
+        description="Train an okl learner over sharded Parquet with Apache Beam. Other arguments must be Beam pipeline options.",
     )
     data = parser.add_argument_group("data")
     data.add_argument("--input", help="data set directory or Parquet glob (default: built-in synthetic regression, generated from a seed)")
@@ -83,9 +86,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv=None) -> tuple[argparse.Namespace, list[str]]:
-    """Split ``argv`` into okl's arguments and Beam's pipeline options."""
-    return _parser().parse_known_args(argv)
+def parse_args(argv=None, parser: Parser | None = None) -> tuple[argparse.Namespace, list[str]]:
+    """Split ``argv`` into okl's arguments and Beam's pipeline options; exit (status 2) on an
+    argument that neither defines."""
+    return okl_and_beam_args(parser or build_parser(), argv)
 
 
 def _print_summary(result: TrainResult) -> None:
@@ -124,8 +128,8 @@ def run(argv=None) -> TrainResult:
     """
     configure_logging()
     launched_at = time.time()
-    parser = _parser()
-    args, beam_argv = parser.parse_known_args(argv)
+    parser = build_parser()
+    args, beam_argv = parse_args(argv, parser)
     try:
         job = resolve_job(args)
         if args.streaming:
@@ -146,4 +150,4 @@ def run(argv=None) -> TrainResult:
 
 
 if __name__ == "__main__":
-    run()
+    main(run, "train")

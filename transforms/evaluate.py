@@ -17,7 +17,7 @@ from okl_core.metrics import Prequential
 from transforms.elements import ModelCache
 from transforms.read import DatasetSource, ReadShards
 
-__all__ = ["Evaluate", "SumPrequentialFn"]
+__all__ = ["Evaluate", "ScoreMetrics", "SumPrequentialFn"]
 
 
 class _ScorePiece(beam.DoFn):
@@ -56,6 +56,32 @@ class SumPrequentialFn(beam.CombineFn):
         return json.dumps(total.to_dict() if total else None, sort_keys=True)
 
 
+class ScoreMetrics(beam.PTransform):
+    """Metrics of ``model`` on the ``batches`` of :class:`~transforms.read.ReadShards`.
+
+    Parameters
+    ----------
+    model : PCollection[bytes]
+        A single model file.
+
+    Returns
+    -------
+    PCollection[str]
+        One Prequential JSON (the sums over every row), none when there are no batches.
+    """
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def expand(self, batches):
+        return (
+            batches
+            | "Score" >> beam.ParDo(_ScorePiece(), beam.pvalue.AsSingleton(self.model))
+            | "SumMetrics" >> beam.CombineGlobally(SumPrequentialFn()).without_defaults()
+        )
+
+
 class Evaluate(beam.PTransform):
     """Test metrics of ``model`` on ``source``.
 
@@ -81,9 +107,5 @@ class Evaluate(beam.PTransform):
     def expand(self, pbegin):
         plan = StreamPlan(self.source.n_rows, 1, 1, self.batch_rows)
         read = pbegin | "ReadTest" >> ReadShards(self.source, plan, split="test")
-        metrics = (
-            read["batches"]
-            | "Score" >> beam.ParDo(_ScorePiece(), beam.pvalue.AsSingleton(self.model))
-            | "SumMetrics" >> beam.CombineGlobally(SumPrequentialFn()).without_defaults()
-        )
+        metrics = read["batches"] | "ScoreMetrics" >> ScoreMetrics(self.model)
         return {"metrics": metrics, "dead_letter": read["dead_letter"]}

@@ -206,7 +206,7 @@ def _parse_line(text: str, n_features: int | None, inferred: bool = False) -> tu
             return f"feature index {index} (indices are 1-based)"
         if (n_features is None or inferred) and index > MAX_INFERRED_FEATURES:
             return (f"feature index {index} is above {MAX_INFERRED_FEATURES:,}, the most features okl infers; "
-                    "pass --n-features if the rows really are that wide")
+                    "pass --n_features if the rows really are that wide")
         if n_features is not None and index > n_features:
             return f"feature index {index} exceeds n_features = {n_features}"
         if index in seen:
@@ -445,7 +445,7 @@ def _plan(path, n_features, task, classes, like, feature_scaling, target_scaling
         assert scan is not None  # no n_features: scanned
         d = scan.max_index
     if d < 1:
-        raise DataFormatError(f"{path}: no features found (pass --n-features)")
+        raise DataFormatError(f"{path}: no features found (pass --n_features)")
     fscale = Scaling.fit(feature_scaling, scan.feature_stats if scan else None)
     tscale = Scaling.fit(target_scaling, scan.target_stats if scan else None)
     return label_map, d, fscale, tscale, scan

@@ -9,7 +9,7 @@ import pytest
 import okl_core
 from okl_experiments.metrics import headline, online_curve, parallel_order
 from okl_experiments.params import (
-    DataFacts, batch_rows_for, build_learner, learner_config, learner_params, minibatch_rows, read_learner_config, resolve_values,
+    DataFacts, batch_rows_for, build_learner, check_fit, learner_config, learner_params, minibatch_rows, read_learner_config, resolve_values,
 )
 
 
@@ -46,6 +46,28 @@ def test_learner_params_add_what_the_data_determines():
         learner_params("mfogd", {"n_inputs": 5}, facts)
     with pytest.raises(ValueError, match="learner fogd is set up for binary data but toy holds multiclass data"):
         build_learner("fogd", {}, facts)
+
+
+@pytest.mark.parametrize("name", ["oks", "ioks", "rf_ioks"])
+def test_the_horizon_is_the_row_count_unless_given(name):
+    facts, _, calls = _facts(n=300)
+    assert learner_params(name, {}, facts)["horizon"] == 300
+    assert learner_params(name, {"horizon": 50}, facts)["horizon"] == 50
+    assert build_learner(name, {}, facts).config.horizon == 300 and calls == []
+    assert "horizon" not in learner_params("oks_pp", {}, facts)  # no horizon field: nothing added
+
+
+@pytest.mark.parametrize("name, values, message", [
+    ("fogd", {"sigmaa": 1.0}, r"fogd: unknown parameter\(s\) \['sigmaa'\]; valid: "),
+    ("fogd_r", {}, "learner fogd_r is set up for regression data but toy holds binary data"),
+])
+def test_check_fit_refuses_before_building(name, values, message):
+    facts, _, calls = _facts()
+    with pytest.raises(ValueError, match=message):
+        check_fit(name, values, facts)
+    with pytest.raises(ValueError, match=message):
+        build_learner(name, values, facts)
+    assert calls == []
 
 
 def test_batch_rows_are_rounded_in_one_place_with_a_warning(caplog):

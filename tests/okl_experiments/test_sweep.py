@@ -55,7 +55,7 @@ def test_sweep_numbers_equal_a_serial_run_and_data_is_loaded_once_per_worker(cli
     train, test = okl_source(str(tmp_path / "train")), okl_source(str(tmp_path / "test"))
     settings = SweepSettings("fogd", train, test, repeats=3)
     points = _points(train, ["sigma=0.5,1,2", "eta=0.05,0.2", "n_components=32"])
-    result = sweep(settings, points, out_dir=str(tmp_path / "out"), client=client)
+    result = sweep(settings, points, out_dir=str(tmp_path / "out"), client=client, metric="test_error")
     assert result.ran == 6 and result.skipped == 0 and result.metric == "test_error"
     for row, point in zip(result.rows, points):
         online, test_values = _serial(point.params, X, y, 3, Xt=Xt, yt=yt)
@@ -74,7 +74,7 @@ def test_sweep_numbers_equal_a_serial_run_and_data_is_loaded_once_per_worker(cli
     # Table on disk = rows in memory; the best point is the lowest test error.
     rows, meta = read_results(result.results_path)
     assert [r["test_error_mean"] for r in rows] == [r["test_error_mean"] for r in result.rows]
-    assert meta["settings"]["repeats"] == 3 and meta["metrics"] == ["online_error", "test_error"]
+    assert meta["settings"]["repeats"] == 3 and meta["metrics"] == ["online_error", "test_error"] and meta["rank_by"] == "test_error"
     best_row = min(result.rows, key=lambda r: (r["test_error_mean"], r["point"]))
     assert result.best["params"]["sigma"] == json.loads(best_row["params"])["sigma"]
 
@@ -86,7 +86,9 @@ def test_best_config_is_valid_for_make_learner_and_reproduces_the_point(client, 
                    out_dir=str(tmp_path / "out"), client=client)
     with open(result.best_path) as f:
         best = json.load(f)
-    assert set(best) == {"learner", "params"} and best["learner"] == "fogd"
+    assert set(best) == {"learner", "params", "rank_by"} and best["learner"] == "fogd"
+    best_row = min(result.rows, key=lambda r: (r["online_error_mean"], r["point"]))
+    assert best["rank_by"] == {"metric": "online_error", "mean": best_row["online_error_mean"], "std": best_row["online_error_std"]}
     learner = okl_core.make_learner(best["learner"], **best["params"])
     assert best["params"] == {"n_inputs": 5, "n_components": 32, "kernel": "gaussian", "sigma": best["params"]["sigma"],
                               "seed": 0, "block_size": 256, "scaled": False, "eta": 0.1}
@@ -182,3 +184,15 @@ def test_a_diverging_point_is_marked_diverged_never_ok(tmp_path):
     with np.errstate(all="ignore"):
         again = sweep(settings, points, out_dir=str(tmp_path / "out"), client=None, resume=True)
     assert again.ran == 0 and [r["status"] for r in again.rows] == ["ok", "diverged"]
+
+
+def test_with_a_test_set_the_default_ranking_is_still_the_online_metric(tmp_path):
+    sweep_binary_data(tmp_path / "train")
+    sweep_binary_data(tmp_path / "test", n=300, seed=1)
+    train, test = okl_source(str(tmp_path / "train")), okl_source(str(tmp_path / "test"))
+    points = _points(train, ["sigma=0.5,4", "eta=0.2", "n_components=16"])
+    result = sweep(SweepSettings("fogd", train, test), points, out_dir=str(tmp_path / "out"))
+    assert result.metric == "online_error" and result.best["rank_by"]["metric"] == "online_error"
+    best_row = min(result.rows, key=lambda r: (r["online_error_mean"], r["point"]))
+    assert result.best["params"]["sigma"] == json.loads(best_row["params"])["sigma"]
+    assert read_results(result.results_path)[1]["rank_by"] == "online_error"

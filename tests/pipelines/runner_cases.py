@@ -30,10 +30,10 @@ def prepare(python: str, kind: str, root) -> list[str]:
     out = os.path.join(str(root), kind)
     if kind == "a9a":
         source = shared_data("a9a")
-        steps = [["libsvm", str(source / "a9a"), out], ["libsvm", str(source / "a9a.t"), out + "-test", "--like", out]]
+        steps = [["libsvm", str(source / "a9a"), "--output", out], ["libsvm", str(source / "a9a.t"), "--output", out + "-test", "--like", out]]
     else:
         source = shared_data("mnist")
-        steps = [["mnist", "--images", str(source / "t10k-images-idx3-ubyte.gz"), "--labels", str(source / "t10k-labels-idx1-ubyte.gz"), out]]
+        steps = [["mnist", "--images", str(source / "t10k-images-idx3-ubyte.gz"), "--labels", str(source / "t10k-labels-idx1-ubyte.gz"), "--output", out]]
     if not os.path.exists(out):
         for args in steps:
             proc = subprocess.run([python, "-m", "pipelines.prepare", *args, "--quiet"], cwd=ROOT,

@@ -1,5 +1,6 @@
 """Every registered learner trains through the pipeline exactly as its plain okl_core fold."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -47,3 +48,37 @@ def test_pipeline_equals_the_fold(name, tmp_path):
     plan = StreamPlan(**result.metrics["plan"])
     y_typed = y.astype(np.float32) if learner.task == "regression" else y
     assert model == reference_model(learner, X, y_typed, plan)
+
+
+def _task_of(name):
+    """The task of ``name`` with its defaults (the fields the data fills given stand-in values)."""
+    fields = {f.name for f in dataclasses.fields(okl_core.learner_class(name).config_class)}
+    stand_ins = {"n_classes": 3, "horizon": 100}
+    return okl_core.make_learner(name, n_inputs=D, **{k: v for k, v in stand_ins.items() if k in fields}).task
+
+
+@pytest.fixture(scope="module")
+def task_data(tmp_path_factory):
+    """A small data set per task (200 rows, 4 features)."""
+    root = tmp_path_factory.mktemp("tasks")
+    for task in ("binary", "multiclass", "regression"):
+        X, y = _data(task)
+        classes = {"classes": [0, 1, 2]} if task == "multiclass" else {}
+        write_dataset(root / task, X[:200], y[:200], task, row_group_rows=64, **classes)
+    return root
+
+
+@pytest.mark.parametrize("name", okl_core.learner_names())
+def test_every_learner_trains_with_only_its_name(name, task_data, tmp_path):
+    """``pipelines.train --learner NAME``: every data-derived parameter (n_inputs, n_classes,
+    the OKS family's horizon) is filled from the data set by okl_experiments.params."""
+    task = _task_of(name)
+    result = train.run(["--input", str(task_data / task), "--learner", name, "--batch_rows", "64",
+                        "--output", str(tmp_path / "out"), "--runner=DirectRunner"])
+    learner, _ = okl_core.load_model(result.model_path)
+    config = dataclasses.asdict(learner.config)
+    assert learner.name == name and config["n_inputs"] == D
+    assert config.get("horizon", 200) == 200  # the row count of the data set
+    if task == "multiclass":
+        assert config["n_classes"] == 3
+    assert result.metrics["rows"]["trained"] == 200 and result.metrics["rows"]["rejected"] == 0

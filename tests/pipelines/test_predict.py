@@ -65,14 +65,14 @@ def test_run_inference_rows_and_blocks_match_okl_core(multiclass_model):
 def test_predict_cli_writes_okl_core_predictions(multiclass_model, tmp_path):
     root, model_path, Xt, yt = multiclass_model
     predict.run(["--model", model_path, "--input", str(root / "test"), "--output", str(tmp_path / "pred"), "--runner=DirectRunner"])
-    table = pq.read_table(glob.glob(str(tmp_path / "pred-*.parquet"))).sort_by("row")
+    table = pq.read_table(glob.glob(str(tmp_path / "pred" / "predictions-*-of-*.parquet"))).sort_by("row")
     learner, state = okl_core.load_model(model_path)
     good = np.delete(np.arange(700), 10)
     expected = learner.predict(state, Xt[good])
     np.testing.assert_array_equal(table.column("row").to_numpy(), good)
     np.testing.assert_allclose(np.stack(table.column("scores").to_numpy(zero_copy_only=False)), expected, rtol=1e-6, atol=1e-9)
     np.testing.assert_array_equal(table.column("label").to_numpy(), learner.to_labels(expected))
-    dead = [json.loads(line) for line in open(f"{tmp_path / 'pred'}.dead_letter.jsonl")]
+    dead = [json.loads(line) for line in open(tmp_path / "pred" / "dead_letter.jsonl")]
     assert [(d["row"], d["reason"]) for d in dead] == [(10, "non-finite feature")]
 
 
@@ -80,12 +80,28 @@ def test_predict_cli_binary_labels_and_errors(tmp_path, capsys):
     X, y = binary_data(600)
     write_dataset(tmp_path / "b", X, y, "binary", row_group_rows=200)
     result = train.run(["--input", str(tmp_path / "b"), "--learner", "fogd", "--param", "n_components=8", "--output", str(tmp_path / "m")])
+    capsys.readouterr()
     predict.run(["--model", result.model_path, "--input", str(tmp_path / "b"), "--output", str(tmp_path / "p"), "--batch_rows", "64"])
-    table = pq.read_table(glob.glob(str(tmp_path / "p-*.parquet"))).sort_by("row")
+    table = pq.read_table(glob.glob(str(tmp_path / "p" / "predictions-*-of-*.parquet"))).sort_by("row")
     learner, state = okl_core.load_model(result.model_path)
-    scores = learner.predict(state, open_dataset(tmp_path / "b").read_all().X)
+    data = open_dataset(tmp_path / "b").read_all()
+    scores = learner.predict(state, data.X)
+    # The labels give the mistake rate: printed with the row count, and in metrics.json (a fraction).
+    mistakes = int(np.sum(learner.to_labels(scores) != data.y))
+    written = json.loads((tmp_path / "p" / "metrics.json").read_text())
+    assert written["rows_scored"] == 600 and written["metrics"]["mistakes"] == mistakes
+    assert written["metrics"]["mistake_rate"] == pytest.approx(mistakes / 600, abs=1e-12)
+    assert f"600 rows scored, 0 rejected; mistake_rate {mistakes / 600:.5g}" in capsys.readouterr().out
     np.testing.assert_allclose(table.column("score").to_numpy(), scores, rtol=1e-6, atol=1e-9)
     np.testing.assert_array_equal(table.column("label").to_numpy(), learner.to_labels(scores))
     with pytest.raises(SystemExit):
         predict.run(["--model", str(tmp_path / "nope.npz"), "--input", str(tmp_path / "b"), "--output", str(tmp_path / "q")])
     assert "nope.npz" in capsys.readouterr().err
+    # Data the model cannot score is refused before the pipeline, in one line.
+    write_dataset(tmp_path / "r", data.X, data.X[:, 0].astype(np.float32), "regression")
+    write_dataset(tmp_path / "w", np.hstack([data.X, data.X]), data.y, "binary")
+    for name, message in (("r", "predicts binary labels but"), ("w", f"the model takes {data.X.shape[1]} features")):
+        with pytest.raises(SystemExit):
+            predict.run(["--model", result.model_path, "--input", str(tmp_path / name), "--output", str(tmp_path / "q")])
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith(f"python -m pipelines.predict: error: --input {tmp_path / name}: ") and message in line

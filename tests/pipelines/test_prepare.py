@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_mnist_kind(tmp_path, capsys):
     images, labels, raw, y = write_idx_pair(tmp_path, n=30)
-    summary = prepare.run(["mnist", "--images", images, "--labels", labels, str(tmp_path / "m"), "--shards", "4", "--quiet"])
+    summary = prepare.run(["mnist", "--images", images, "--labels", labels, "--output", str(tmp_path / "m"), "--shards", "4", "--quiet"])
     out = capsys.readouterr().out.strip()
     assert out.startswith(f"wrote {tmp_path / 'm'}: 30 rows x 784 features (multiclass, classes [0, 1") and "4 shards" in out
     ds = open_dataset(tmp_path / "m")
@@ -34,8 +34,8 @@ def test_libsvm_kind_with_like(tmp_path, capsys):
     y = np.where(rng.random(120) < 0.5, 2, 4)
     (tmp_path / "train.svm").write_text(libsvm_text(X, y))
     (tmp_path / "test.svm").write_text(libsvm_text(X[:20], y[:20]))
-    prepare.run(["libsvm", str(tmp_path / "train.svm"), str(tmp_path / "train"), "--feature-scaling", "minmax01", "--quiet"])
-    prepare.run(["libsvm", str(tmp_path / "test.svm"), str(tmp_path / "test"), "--like", str(tmp_path / "train"), "--quiet"])
+    prepare.run(["libsvm", str(tmp_path / "train.svm"), "--output", str(tmp_path / "train"), "--feature_scaling", "minmax01", "--quiet"])
+    prepare.run(["libsvm", str(tmp_path / "test.svm"), "--output", str(tmp_path / "test"), "--like", str(tmp_path / "train"), "--quiet"])
     train, test = open_dataset(tmp_path / "train"), open_dataset(tmp_path / "test")
     assert train.info.classes == [2, 4] and test.info.classes == [2, 4]
     np.testing.assert_array_equal(test.read_all().X, train.read_all().X[:20])
@@ -46,14 +46,14 @@ def test_libsvm_download_from_url_into_cache(tmp_path):
     source = tmp_path / "remote.svm"
     source.write_text("1 1:0.5\n-1 2:1\n")
     cache = tmp_path / "cache"
-    prepare.run(["libsvm", source.as_uri(), str(tmp_path / "d"), "--download", "--cache-dir", str(cache), "--quiet"])
+    prepare.run(["libsvm", source.as_uri(), "--output", str(tmp_path / "d"), "--download", "--cache_dir", str(cache), "--quiet"])
     assert (cache / "remote.svm").read_text() == source.read_text()
     assert open_dataset(tmp_path / "d").read_all().X.tolist() == [[0.5, 0.0], [0.0, 1.0]]
 
 
 def test_csv_kind(tmp_path):
     (tmp_path / "t.csv").write_text("a,b,label\n1,2,x\n3,4,y\n5,6,x\n")
-    prepare.run(["csv", str(tmp_path / "t.csv"), str(tmp_path / "c"), "--target", "label", "--feature-scaling", "standard", "--quiet"])
+    prepare.run(["csv", str(tmp_path / "t.csv"), "--output", str(tmp_path / "c"), "--target", "label", "--feature_scaling", "standard", "--quiet"])
     ds = open_dataset(tmp_path / "c")
     assert ds.task == "binary" and ds.info.classes == ["x", "y"]
     np.testing.assert_allclose(ds.read_all().X[:, 0], [-1.2247449, 0, 1.2247449], rtol=1e-6)
@@ -67,8 +67,8 @@ def test_compression_flag_reaches_every_shard(tmp_path, kind):
     else:
         images, labels, _, _ = write_idx_pair(tmp_path, n=30)
         argv = ["mnist", "--images", images, "--labels", labels]
-    prepare.run([*argv, str(tmp_path / "zstd"), "--shards", "2", "--compression", "zstd", "--quiet"])
-    prepare.run([*argv, str(tmp_path / "default"), "--shards", "2", "--quiet"])
+    prepare.run([*argv, "--output", str(tmp_path / "zstd"), "--shards", "2", "--compression", "zstd", "--quiet"])
+    prepare.run([*argv, "--output", str(tmp_path / "default"), "--shards", "2", "--quiet"])
     zstd, default = open_dataset(tmp_path / "zstd"), open_dataset(tmp_path / "default")
     codecs = {pq.ParquetFile(s.path).metadata.row_group(0).column(0).compression for s in zstd.shards}
     assert codecs == {"ZSTD"} and pq.ParquetFile(default.shards[0].path).metadata.row_group(0).column(0).compression == "LZ4"
@@ -78,7 +78,7 @@ def test_compression_flag_reaches_every_shard(tmp_path, kind):
 def test_molecular_kind(tmp_path, capsys):
     pytest.importorskip("rdkit")
     (tmp_path / "m.csv").write_text("smiles,PCE\nCCO,1.0\nnot-a-smiles,2.0\nO,3.0\n")
-    summary = prepare.run(["molecular", str(tmp_path / "m.csv"), str(tmp_path / "mol"), "--max-atoms", "9", "--steps", "1,5,25", "--quiet"])
+    summary = prepare.run(["molecular", str(tmp_path / "m.csv"), "--output", str(tmp_path / "mol"), "--max_atoms", "9", "--steps", "1,5,25", "--quiet"])
     assert summary.n_rejected == 1 and "1 rejected (rejects.csv)" in capsys.readouterr().out
     ds = open_dataset(tmp_path / "mol")
     assert ds.info.n_features == 45 * 3 and ds.read_all().y.tolist() == [1.0, 3.0]
@@ -87,14 +87,14 @@ def test_molecular_kind(tmp_path, capsys):
 def _mnist8m(tmp_path, name, *extra):
     images = str(shared_data("mnist", "t10k-images-idx3-ubyte.gz"))
     labels = str(shared_data("mnist", "t10k-labels-idx1-ubyte.gz"))
-    argv = ["mnist8m", "--images", images, "--labels", labels, "--base-rows", "0:8000", "--seed", "9", "--quiet", str(tmp_path / name), *extra]
+    argv = ["mnist8m", "--images", images, "--labels", labels, "--base_rows", "0:8000", "--seed", "9", "--quiet", "--output", str(tmp_path / name), *extra]
     return prepare.run(argv)
 
 
 def test_mnist8m_pipeline_independent_of_shards(tmp_path):
-    a = _mnist8m(tmp_path, "a", "--rows", "300", "--rows-per-shard", "300", "--batch-rows", "256", "--compression", "snappy")
-    b = _mnist8m(tmp_path, "b", "--rows", "300", "--shards", "7", "--batch-rows", "50")
-    c = _mnist8m(tmp_path, "c", "--rows", "300", "--rows-per-shard", "300", "--batch-rows", "256", "--compression", "snappy")
+    a = _mnist8m(tmp_path, "a", "--rows", "300", "--rows_per_shard", "300", "--batch_rows", "256", "--compression", "snappy")
+    b = _mnist8m(tmp_path, "b", "--rows", "300", "--shards", "7", "--batch_rows", "50")
+    c = _mnist8m(tmp_path, "c", "--rows", "300", "--rows_per_shard", "300", "--batch_rows", "256", "--compression", "snappy")
     da, db = open_dataset(a.path), open_dataset(b.path)
     assert len(da.shards) == 1 and len(db.shards) == 7
     ra, rb = da.read_all(), db.read_all()
@@ -111,15 +111,15 @@ def test_mnist8m_pipeline_independent_of_shards(tmp_path):
 
 @pytest.mark.slow
 def test_mnist8m_multiprocess_workers_give_the_same_rows(tmp_path):
-    one = _mnist8m(tmp_path, "one", "--rows", "2000", "--rows-per-shard", "500")
-    two = _mnist8m(tmp_path, "two", "--rows", "2000", "--rows-per-shard", "300", "--num-workers", "2")
+    one = _mnist8m(tmp_path, "one", "--rows", "2000", "--rows_per_shard", "500")
+    two = _mnist8m(tmp_path, "two", "--rows", "2000", "--rows_per_shard", "300", "--num_workers", "2")
     assert open_dataset(one.path).read_all().X.tobytes() == open_dataset(two.path).read_all().X.tobytes()
 
 
 def test_errors_exit_cleanly(tmp_path):
     (tmp_path / "t.csv").write_text("a,b\n1,2\n")
     result = subprocess.run(
-        [sys.executable, "-m", "pipelines.prepare", "csv", str(tmp_path / "t.csv"), str(tmp_path / "o"), "--target", "y"],
+        [sys.executable, "-m", "pipelines.prepare", "csv", str(tmp_path / "t.csv"), "--output", str(tmp_path / "o"), "--target", "y"],
         capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
     )
     assert result.returncode == 2
@@ -128,7 +128,7 @@ def test_errors_exit_cleanly(tmp_path):
     with pytest.raises(SystemExit):
         prepare.run(["libsvm", "x", str(tmp_path / "o"), "--bogus-flag"])
     with pytest.raises(ValueError, match="--images and --labels"):
-        prepare.run(["mnist", str(tmp_path / "o")])
+        prepare.run(["mnist", "--output", str(tmp_path / "o")])
 
 
 def test_progress_bar_draws_without_tqdm(monkeypatch):

@@ -29,7 +29,7 @@ def _svm(tmp_path, name, n_rows, seed):
 
 
 def _prepare(tmp_path, source, *flags, env=None, umask=None, wait=True):
-    argv = [sys.executable, "-m", "pipelines.prepare", "libsvm", source, str(tmp_path / "out"), "--quiet", *flags]
+    argv = [sys.executable, "-m", "pipelines.prepare", "libsvm", source, "--output", str(tmp_path / "out"), "--quiet", *flags]
     environment = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
     preexec = (lambda: os.umask(umask)) if umask is not None else None
     proc = subprocess.Popen(argv, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
@@ -69,7 +69,7 @@ def test_second_writer_of_a_locked_out_is_refused(tmp_path, second_flags):
     first.communicate()
     out = tmp_path / "out"
     assert second.returncode == 2 and second.stdout == ""
-    assert second.stderr == (f"prepare: error: {out} is being written by pid {first.pid} on {socket.gethostname()} "
+    assert second.stderr == (f"python -m pipelines.prepare: error: {out} is being written by pid {first.pid} on {socket.gethostname()} "
                              f"(lock {tmp_path / '.out.lock'}); wait for it or choose another path\n")
     assert first.returncode == 0 and _rows(tmp_path) == 10
     assert _listing(tmp_path) == ["a.svm", "b.svm", "out"]
@@ -83,9 +83,9 @@ def test_two_racing_writers_exactly_one_succeeds(tmp_path):
     assert len(winners) == 1
     code, err = results[1 - winners[0]]
     out = tmp_path / "out"
-    busy = (f"prepare: error: {out} is being written by pid {procs[winners[0]].pid} on {socket.gethostname()} "
+    busy = (f"python -m pipelines.prepare: error: {out} is being written by pid {procs[winners[0]].pid} on {socket.gethostname()} "
             f"(lock {tmp_path / '.out.lock'}); wait for it or choose another path\n")
-    assert code == 2 and err in (busy, f"prepare: error: {out} already exists (pass --overwrite to replace it)\n")
+    assert code == 2 and err in (busy, f"python -m pipelines.prepare: error: {out} already exists (pass --overwrite to replace it)\n")
     assert _rows(tmp_path) == 200 + winners[0]
     assert _listing(tmp_path) == ["0.svm", "1.svm", "out"]
 
@@ -104,7 +104,7 @@ def test_killed_overwrite_never_leaves_nothing(tmp_path, kill_at, left_behind):
     assert ("out" in os.listdir(tmp_path)) == (kill_at == "staged")
     # The next writer puts the old data set back (killed between its renames), cleans the rest, then decides.
     refused = _prepare(tmp_path, new)
-    assert refused.returncode == 2 and refused.stderr == f"prepare: error: {tmp_path / 'out'} already exists (pass --overwrite to replace it)\n"
+    assert refused.returncode == 2 and refused.stderr == f"python -m pipelines.prepare: error: {tmp_path / 'out'} already exists (pass --overwrite to replace it)\n"
     assert _rows(tmp_path) == 10 and _listing(tmp_path) == ["new.svm", "old.svm", "out"]
     assert _prepare(tmp_path, new, "--overwrite").returncode == 0
     assert _rows(tmp_path) == 30 and _listing(tmp_path) == ["new.svm", "old.svm", "out"]
@@ -123,5 +123,5 @@ def test_overwrite_refuses_a_folder_that_is_not_a_data_set(tmp_path):
     (tmp_path / "out" / "notes.txt").write_text("mine")
     result = _prepare(tmp_path, _svm(tmp_path, "a.svm", 10, 0), "--overwrite")
     assert result.returncode == 2
-    assert result.stderr == f"prepare: error: {tmp_path / 'out'}: not an okl data set (no dataset.json); not replacing it even with --overwrite\n"
+    assert result.stderr == f"python -m pipelines.prepare: error: {tmp_path / 'out'}: not an okl data set (no dataset.json); not replacing it even with --overwrite\n"
     assert os.listdir(tmp_path / "out") == ["notes.txt"] and _listing(tmp_path) == ["a.svm", "out"]

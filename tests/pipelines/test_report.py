@@ -41,13 +41,13 @@ def grid_results(tmp_path):
 
 
 def test_sweep_figures_one_per_parameter_and_a_heatmap(grid_results, tmp_path):
-    written = report.run(["sweep", grid_results.results_path, "-o", str(tmp_path / "fig")])
+    written = report.run(["sweep", grid_results.results_path, "--output", str(tmp_path / "fig")])
     names = sorted(p.rsplit("/", 1)[1] for p in written)
     assert names == ["sweep_eta.png", "sweep_heatmap_sigma_eta.png", "sweep_sigma.png"]
     for path in written:
         _png(path)
     with pytest.raises(SystemExit, match="heatmap"):
-        report.run(["sweep", grid_results.results_path, "-o", str(tmp_path / "f2"), "--heatmap", "sigma,nope"])
+        report.run(["sweep", grid_results.results_path, "--output", str(tmp_path / "f2"), "--heatmap", "sigma,nope"])
 
 
 def test_random_search_heatmap_is_a_scatter(tmp_path):
@@ -70,8 +70,8 @@ def test_curves_from_sweep_results_and_curve_json(grid_results, tmp_path):
     assert [c.label for c in curves][-1] == "direct run" and len(curves) == 3
     best = min(grid_results.rows, key=lambda r: (r["online_error_mean"], r["point"]))
     assert curves[0].value[-1] == pytest.approx(best["online_error_mean"])  # mean curve ends at the mean
-    out = tmp_path / "curves.png"
-    assert report.run(["curves", grid_results.results_path, str(curve_file), "-o", str(out), "--log-x"]) == [str(out)]
+    out = tmp_path / "figures" / "online_error.png"
+    assert report.run(["curves", grid_results.results_path, str(curve_file), "--output", str(tmp_path / "figures"), "--log_x"]) == [str(out)]
     _png(out)
     with pytest.raises(SystemExit, match="no such file"):
         report.run(["curves", str(tmp_path / "missing.json")])
@@ -97,7 +97,7 @@ def test_run_spec_runs_the_learners_and_plots_exact_curves(tmp_path):
                      {"label": "DSG", "learner": "dsg", "params": {"sigma": "median", "theta": 2.0, "batch_size": 8}}]}
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
-    written = report.run(["run", str(path), "-o", str(tmp_path / "o.png"), "--curves-out", str(tmp_path / "c.json")])
+    written = report.run(["run", str(path), "--output", str(tmp_path), "--curves_out", str(tmp_path / "c.json")])
     _png(written[0])
     curves = json.loads((tmp_path / "c.json").read_text())
     assert [c["label"] for c in curves] == ["FOGD", "DSG"]
@@ -107,4 +107,4 @@ def test_run_spec_runs_the_learners_and_plots_exact_curves(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"data": {"path": "d"}, "runs": [{"learner": "fogd", "params": {"eta": -1}}]}))
     with pytest.raises(SystemExit, match="eta"):
-        report.run(["run", str(bad), "-o", str(tmp_path / "x.png")])
+        report.run(["run", str(bad), "--output", str(tmp_path)])

@@ -27,7 +27,7 @@ def test_cli_on_a_scheduler_address_prints_table_and_writes_files(client, tmp_pa
     out = tmp_path / "out"
     result = sweep_mod.run(["--input", str(tmp_path / "train"), "--learner", "fogd", "--grid", "sigma=1,2",
                             "eta=1e-3:1", "n_components=16", "--samples", "3", "--repeats", "2",
-                            "--scheduler", client.scheduler.address, "--out", str(out)])
+                            "--scheduler", client.scheduler.address, "--output", str(out)])
     printed = capsys.readouterr()
     assert "| rank | point | sigma | eta | online_error (mean ± std)" in printed.out
     assert "runs" in printed.err and "3/3 points" in printed.err
@@ -37,7 +37,7 @@ def test_cli_on_a_scheduler_address_prints_table_and_writes_files(client, tmp_pa
         sweep_mod.run(["--input", str(tmp_path / "train"), "--learner", "nope", "--scheduler", "serial"])
     with pytest.raises(SystemExit, match="test_error"):
         sweep_mod.run(["--input", str(tmp_path / "train"), "--learner", "fogd", "--grid", "sigma=1",
-                       "--metric", "test_error", "--scheduler", "serial", "--out", str(tmp_path / "o2")])
+                       "--rank_by", "test_error", "--scheduler", "serial", "--output", str(tmp_path / "o2")])
 
 
 def test_command_line_process_loads_data_once_per_worker(client, tmp_path):
@@ -45,13 +45,13 @@ def test_command_line_process_loads_data_once_per_worker(client, tmp_path):
     sweep_binary_data(tmp_path / "train")
     proc = subprocess.run([sys.executable, "-m", "pipelines.sweep", "--input", str(tmp_path / "train"), "--learner", "fogd",
                            "--grid", "sigma=0.5,1,2,4", "n_components=16", "--repeats", "3",
-                           "--scheduler", client.scheduler.address, "--out", str(tmp_path / "out")],
+                           "--scheduler", client.scheduler.address, "--output", str(tmp_path / "out")],
                           cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = re.search(r"(\d+) runs on (\d+) worker\(s\); data sets loaded (\d+) time\(s\)", proc.stdout)
     runs, workers, loads = map(int, summary.groups())
     assert runs == 12 and 1 <= workers <= 2 and loads == workers
-    assert "best (online_error)" in proc.stdout and (tmp_path / "out" / "best.json").exists()
+    assert "best by online_error: " in proc.stdout and (tmp_path / "out" / "best.json").exists()
 
 
 def test_best_config_trains_with_pipelines_train(client, tmp_path):

@@ -322,7 +322,7 @@ def test_the_streaming_graph_writes_its_dead_letters(tmp_path, caplog):
 
     X, y = binary_data(100)
     write_dataset(tmp_path / "in", X, y, "binary")
-    args, _ = train._parser().parse_known_args(
+    args, _ = train.build_parser().parse_known_args(
         ["--streaming", "--input", str(tmp_path / "in"), "--learner", "fogd", "--sigma", "1", "--output", str(tmp_path / "out")]
     )
     graph = beam.Pipeline(options=PipelineOptions([]))

@@ -1,0 +1,147 @@
+"""The command-line conventions every okl CLI shares: one flag spelling, one-line errors, Ctrl-C.
+
+Flags
+-----
+Flags are spelled as Beam spells its pipeline options, with underscores (``--batch_rows``,
+``--num_shards``, ``--num_workers``). The dashed spelling of any flag (``--batch-rows``) is
+accepted too, and not shown by ``--help``: :class:`Parser` rewrites it before parsing.
+Flags that were renamed (``--out`` -> ``--output``, ``--workers`` -> ``--num_workers``) keep
+working through :func:`deprecate`, with a warning on stderr. Abbreviations are refused
+(``allow_abbrev=False``): ``--num`` never means ``--num_shards``.
+
+``--output`` is a directory in every command. okl's own process pools are sized by
+``--num_workers``; ``--direct_num_workers`` is Beam's (the DirectRunner's workers).
+
+Errors
+------
+:meth:`Parser.error` prints one line, ``<prog>: error: <message>``, and exits with status 2.
+:func:`main` runs a command the way its console script and ``python -m`` do: Ctrl-C (SIGINT)
+ends it with one line and exit status 130.
+
+The ``okl`` console script (:mod:`pipelines.okl`) names its commands ``okl train``,
+``okl sweep``, ...; :func:`prog` gives each parser the name it was started by.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+from typing import Callable, Sequence
+
+__all__ = ["Parser", "deprecate", "prog", "okl_names", "warn", "main", "INTERRUPTED_STATUS"]
+
+INTERRUPTED_STATUS = 130
+"""Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
+
+_PROG_STYLE = {"okl": False}
+
+
+def prog(command: str) -> str:
+    """The program name of ``command`` in messages: ``okl train`` or ``python -m pipelines.train``."""
+    return f"okl {command}" if _PROG_STYLE["okl"] else f"python -m pipelines.{command}"
+
+
+@contextlib.contextmanager
+def okl_names():
+    """Name the commands ``okl <command>`` while this lasts (the ``okl`` console script)."""
+    before = _PROG_STYLE["okl"]
+    _PROG_STYLE["okl"] = True
+    try:
+        yield
+    finally:
+        _PROG_STYLE["okl"] = before
+
+
+def warn(program: str, message: str) -> None:
+    """One warning line on stderr: ``<program>: warning: <message>``."""
+    print(f"{program}: warning: {message}", file=sys.stderr)
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``argparse.ArgumentParser`` with okl's conventions (module docstring).
+
+    Abbreviations are refused, dashed spellings of underscore flags are accepted (in
+    sub-commands too), deprecated flags are renamed with a warning, and errors are one line.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.deprecated: dict[str, str] = {}
+
+    def error(self, message: str):
+        """Print ``<prog>: error: <message>`` (one line, no usage) and exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(self._spelled(args), namespace)
+
+    def _parsers(self) -> list[argparse.ArgumentParser]:
+        """This parser and every sub-command's, recursively."""
+        found: list[argparse.ArgumentParser] = [self]
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    found += sub._parsers() if isinstance(sub, Parser) else [sub]
+        return found
+
+    def _spelled(self, args: list[str]) -> list[str]:
+        """``args`` with dashed aliases and deprecated flags rewritten to their flag (before ``--``)."""
+        known, deprecated = set(), {}
+        for parser in self._parsers():
+            known.update(parser._option_string_actions)
+            deprecated.update(getattr(parser, "deprecated", {}))
+        out = []
+        for i, token in enumerate(args):
+            if token == "--":
+                return out + args[i:]
+            if token.startswith("--"):
+                name, eq, value = token.partition("=")
+                if name in deprecated and name not in known:
+                    warn(self.prog, f"{name} is deprecated; use {deprecated[name]}")
+                    name = deprecated[name]
+                elif name not in known and "--" + name[2:].replace("-", "_") in known:
+                    name = "--" + name[2:].replace("-", "_")
+                token = name + eq + value
+            out.append(token)
+        return out
+
+
+def deprecate(parser: Parser, old: str, new: str) -> None:
+    """Accept the flag ``old`` as ``new`` (same meaning), with a warning; hidden from ``--help``."""
+    parser.deprecated[old] = new
+
+
+def main(run: Callable[[list[str] | None], object], command: str, argv: list[str] | None = None) -> None:
+    """Run ``run(argv)`` as a command: Ctrl-C ends it with one line and exit status 130.
+
+    ``run`` cleans up what it started on its way out (``finally`` blocks, context managers)
+    before the interrupt reaches this function. Beam re-raises a KeyboardInterrupt raised
+    inside a DoFn as a RuntimeError naming the step, so an interrupt is recognised by the
+    SIGINT that arrived, not by the exception's type. An int returned by ``run`` is the exit status.
+    """
+    interrupted: list[int] = []
+
+    def on_interrupt(signum, frame):
+        interrupted.append(signum)
+        logging.disable(logging.CRITICAL)  # Beam and Dask log the interrupted work at ERROR on the way out
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        result = run(argv)
+    except BaseException as err:
+        if not (interrupted or isinstance(err, KeyboardInterrupt)):
+            raise
+        print(f"{prog(command)}: interrupted", file=sys.stderr)
+        sys.exit(INTERRUPTED_STATUS)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if interrupted:
+            logging.disable(logging.NOTSET)
+    if isinstance(result, int) and not isinstance(result, bool):
+        sys.exit(result)

@@ -1,0 +1,184 @@
+"""The command-line conventions of every okl CLI (pipelines.cli): both spellings of every flag,
+deprecated spellings with a warning, unknown arguments and abbreviations refused in one line."""
+
+import argparse
+import json
+
+import pytest
+
+from pipelines import engines, predict, prepare, report, reproduce, sweep, train
+from pipelines.cli import Parser
+from tests.conftest import sweep_binary_data
+
+# command -> (parser factory, what each sub-command needs before its flags)
+PARSERS = {
+    "train": (train.build_parser, {None: []}),
+    "predict": (predict.build_parser, {None: ["--model", "m.npz", "--input", "d", "--output", "o"]}),
+    "prepare": (prepare.build_parser, {"mnist": ["mnist"], "libsvm": ["libsvm", "in"], "csv": ["csv", "in", "--target", "y"],
+                                       "parquet": ["parquet", "in", "--target", "y"], "mnist8m": ["mnist8m"],
+                                       "molecular": ["molecular", "in"]}),
+    "sweep": (sweep.build_parser, {None: ["--input", "d", "--learner", "fogd"]}),
+    "report": (report.build_parser, {"curves": ["curves", "r.parquet"], "sweep": ["sweep", "r.parquet"], "run": ["run", "spec.json"]}),
+    "reproduce": (reproduce.build_parser, {None: []}),
+    "engines": (engines.build_parser, {None: ["install", "prism"]}),
+}
+
+
+def _sub_parser(parser: argparse.ArgumentParser, sub: str | None) -> argparse.ArgumentParser:
+    if sub is None:
+        return parser
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices[sub]
+
+
+def _value(action: argparse.Action) -> list[str]:
+    if action.nargs == 0:
+        return []
+    if action.choices:
+        return [str(list(action.choices)[-1])]
+    if action.type in (int, float):
+        return ["3"]
+    return ["x.txt"]
+
+
+def _flag_cases():
+    for command, (factory, subs) in PARSERS.items():
+        for sub, prefix in subs.items():
+            for action in _sub_parser(factory(), sub)._actions:
+                for flag in action.option_strings:
+                    if flag.startswith("--") and "_" in flag and action.help != argparse.SUPPRESS:
+                        yield pytest.param(command, sub, prefix, flag, id=f"{command}-{sub or ''}{flag}")
+
+
+@pytest.mark.parametrize("command, sub, prefix, flag", list(_flag_cases()))
+def test_every_flag_takes_both_spellings(command, sub, prefix, flag):
+    factory, _ = PARSERS[command]
+    action = next(a for a in _sub_parser(factory(), sub)._actions if flag in a.option_strings)
+    value = _value(action)
+    underscored, _ = factory().parse_known_args([*prefix, flag, *value])
+    dashed, _ = factory().parse_known_args([*prefix, flag.replace("_", "-").replace("--", "--", 1), *value])
+    assert vars(dashed) == vars(underscored)
+    assert getattr(underscored, action.dest) != action.default  # the flag took effect
+
+
+@pytest.mark.parametrize("command", PARSERS)
+def test_help_shows_the_underscore_spelling_only(command, capsys):
+    factory, subs = PARSERS[command]
+    for sub in subs:
+        _sub_parser(factory(), sub).print_help()
+    text = capsys.readouterr().out
+    words = text.replace("[", " ").replace("]", " ").replace(",", " ").split()
+    dashed = [w for w in words if w.startswith("--") and "-" in w.split("=")[0][2:]]
+    assert dashed == [] and isinstance(factory(), Parser)
+
+
+def _one_line_error(capsys, call) -> str:
+    with pytest.raises(SystemExit) as done:
+        call()
+    assert done.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv, refused", [
+    (["--bogus_flag", "4"], "--bogus_flag 4"),              # neither okl nor Beam
+    (["--num", "4"], "--num 4"),                            # an abbreviation of --num_shards
+    (["--runner=DirectRunner", "--direct_num_work=2"], "--direct_num_work=2"),  # an abbreviation of Beam's flag
+    (["--learner", "fogd", "--batch-row", "64"], "--batch-row 64"),
+])
+def test_train_refuses_what_neither_okl_nor_beam_defines(argv, refused, capsys):
+    line = _one_line_error(capsys, lambda: train.run(argv))
+    assert line == (f"python -m pipelines.train: error: unrecognized arguments: {refused} "
+                    "(neither okl nor Beam's pipeline options define them)")
+
+
+def test_train_takes_the_dashed_flags_of_the_issue_and_beams_own_options():
+    args, beam_argv = train.parse_args(["--num-shards", "4", "--batch-rows", "64", "--runner=DirectRunner",
+                                        "--direct_num_workers", "2", "--direct_running_mode=multi_processing"])
+    assert (args.num_shards, args.batch_rows) == (4, 64)
+    assert beam_argv == ["--runner=DirectRunner", "--direct_num_workers", "2", "--direct_running_mode=multi_processing"]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: predict.run(["--model", "m", "--input", "i", "--output", "o", "--bogus"]), "unrecognized arguments: --bogus"),
+    (lambda: sweep.run(["--input", "d", "--learner", "fogd", "--out_dir", "x"]), "unrecognized arguments: --out_dir x"),
+    (lambda: sweep.run(["--input", "d", "--learner", "fogd", "--rep", "3"]), "unrecognized arguments: --rep 3"),
+    (lambda: report.run(["sweep", "r.parquet", "--heat", "a,b"]), "unrecognized arguments: --heat a,b"),
+    (lambda: reproduce.run(["--lis"]), "unrecognized arguments: --lis"),
+    (lambda: prepare.run(["csv", "in", "--target", "y", "--output", "o", "--delim", ";"]), "unrecognized arguments: --delim ;"),
+    (lambda: prepare.run(["mnist8m", "--output", "o", "--seeed", "3"]), "unrecognized arguments: --seeed 3"),
+    (lambda: engines.main(["install", "prism", "--if_avail"]), "unrecognized arguments: --if_avail"),
+])
+def test_every_cli_refuses_unknown_flags_and_abbreviations(call, message, capsys):
+    assert message in _one_line_error(capsys, call)
+
+
+def test_deprecated_spellings_still_work_with_a_warning(capsys):
+    args = sweep.build_parser().parse_args(["--input", "d", "--learner", "fogd", "--out", "o", "--workers", "3"])
+    assert (args.output, args.num_workers) == ("o", 3)
+    assert capsys.readouterr().err.splitlines() == [
+        "python -m pipelines.sweep: warning: --out is deprecated; use --output",
+        "python -m pipelines.sweep: warning: --workers is deprecated; use --num_workers",
+    ]
+    args = reproduce.build_parser().parse_args(["--out=o", "--workers=1"])
+    assert (args.output, args.num_workers) == ("o", 1)
+    args, _ = prepare._parse(["molecular", "in.csv", "old_out", "--workers", "2"])
+    assert (args.out, args.num_workers) == ("old_out", 2)
+    assert "the output directory as the last argument is deprecated; use --output DIR" in capsys.readouterr().err
+    line = _one_line_error(capsys, lambda: prepare._parse(["csv", "in.csv", "a", "--output", "b", "--target", "y"]))
+    assert line.endswith("give the output directory once: --output b or a")
+    assert _one_line_error(capsys, lambda: prepare._parse(["csv", "in.csv", "--target", "y"])).endswith(
+        "the following arguments are required: --output")
+
+
+def test_report_output_is_a_directory_and_the_old_png_flag_still_writes_its_file(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    curve = {"label": "a", "metric": "error", "curve": {"n": [1, 2, 3], "value": [0.5, 0.4, 0.3]}}
+    (tmp_path / "c.json").write_text(json.dumps([curve]))
+    assert report.run(["curves", str(tmp_path / "c.json"), "--output", str(tmp_path / "figs")]) == [
+        str(tmp_path / "figs" / "online_error.png")]
+    assert report.run(["curves", str(tmp_path / "c.json"), "-o", str(tmp_path / "old.png")]) == [str(tmp_path / "old.png")]
+    assert "-o/--out FILE is deprecated; use --output DIR" in capsys.readouterr().err
+
+
+# -- sweeps refuse, before any point runs, what train refuses ------------------------------
+@pytest.fixture(scope="module")
+def binary_set(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sweep") / "binary"
+    sweep_binary_data(path, n=300)
+    return path
+
+
+def _train_error(capsys, argv) -> str:
+    return _one_line_error(capsys, lambda: train.run(argv)).split(": error: ", 1)[1]
+
+
+@pytest.mark.parametrize("learner, grid, param", [
+    ("fogd_r", ["sigma=1,2"], "sigma=1"),      # a regression learner on binary data
+    ("fogd", ["sigmaa=1,2"], "sigmaa=1"),      # a misspelled parameter
+    ("kernel_ogd", ["etaa=0.1"], "etaa=0.1"),
+])
+def test_sweep_refuses_up_front_with_the_message_of_train(learner, grid, param, binary_set, tmp_path, capsys):
+    expected = _train_error(capsys, ["--input", str(binary_set), "--learner", learner, "--param", param, "--output", str(tmp_path / "t")])
+    with pytest.raises(SystemExit) as done:
+        sweep.run(["--input", str(binary_set), "--learner", learner, "--grid", *grid, "--scheduler", "serial",
+                   "--output", str(tmp_path / "s")])
+    assert str(done.value) == f"python -m pipelines.sweep: error: {expected}"
+    assert not (tmp_path / "s").exists()  # nothing ran
+
+
+def test_sweep_refuses_reseed_without_a_seed_parameter(binary_set, tmp_path):
+    with pytest.raises(SystemExit, match="--reseed: learner kernel_ogd has no seed parameter"):
+        sweep.run(["--input", str(binary_set), "--learner", "kernel_ogd", "--grid", "sigma=1", "--reseed",
+                   "--scheduler", "serial", "--output", str(tmp_path / "s")])
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_sweep_in_which_every_point_fails_exits_non_zero(binary_set, tmp_path, capsys):
+    with pytest.raises(SystemExit) as done:
+        sweep.run(["--input", str(binary_set), "--learner", "fogd", "--grid", "eta=-1,-2", "n_components=8",
+                   "--scheduler", "serial", "--output", str(tmp_path / "s")])
+    assert done.value.code not in (0, None)
+    assert str(done.value).startswith("python -m pipelines.sweep: error: no point succeeded (first error: ValueError: ")
+    assert "eta" in str(done.value) and not (tmp_path / "s" / "best.json").exists()
