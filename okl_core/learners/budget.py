@@ -172,6 +172,9 @@ class RBPConfig(_SeededConfig):
     task = "binary"
 
 
+PHI_ROOTS = ("feasible", "code")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ForgetronConfig(SupportBudgetConfig):
     """Forgetron: kernel, ``budget`` (the paper's mistake bound needs B >= 84) and ``shrinking``:
@@ -180,11 +183,13 @@ class ForgetronConfig(SupportBudgetConfig):
     paper's related work describes it)."""
 
     shrinking: bool = True
+    phi_root: str = "feasible"
     task = "binary"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_bool("shrinking", self.shrinking)
+        check_choice("phi_root", self.phi_root, set(PHI_ROOTS))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -213,6 +218,7 @@ class BPASConfig(SupportBudgetConfig):
 
 
 DECAYS = ("every_example", "on_update")
+BOGD_REMOVALS = ("random", "oldest")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -226,6 +232,8 @@ class BOGDConfig(_SeededConfig):
     eta: float = 0.2
     lam: float = 0.05
     decay: str = "every_example"
+    gamma: float = float("inf")
+    removal: str = "random"
     task = "binary"
 
     def __post_init__(self) -> None:
@@ -234,6 +242,9 @@ class BOGDConfig(_SeededConfig):
         check_positive("eta", self.eta)
         check_nonnegative("lam", self.lam)
         check_choice("decay", self.decay, set(DECAYS))
+        if not (isinstance(self.gamma, (int, float)) and not isinstance(self.gamma, bool) and self.gamma > 0):
+            raise ValueError(f"gamma must be a number > 0 (inf: no bound), got {self.gamma!r}")
+        check_choice("removal", self.removal, set(BOGD_REMOVALS))
         if self.eta * self.lam >= 1:
             raise ValueError(f"eta * lam must be < 1 (the decay factor is 1 - eta lam), got {self.eta * self.lam!r}")
 
@@ -540,7 +551,7 @@ class RBP(_SeededLearner):
         work.put(slot, x32, x64, coef, t)
 
 
-def forgetron_shrink(sigma: float, mu: float, damage: float, mistakes: int) -> float:
+def forgetron_shrink(sigma: float, mu: float, damage: float, mistakes: int, root: str = "feasible") -> float:
     """The Forgetron's self-tuned shrinking coefficient.
 
     The largest ``phi`` in (0, 1] with ``Psi(phi sigma, phi mu) + Q <= (15/32) M``, where
@@ -551,13 +562,21 @@ def forgetron_shrink(sigma: float, mu: float, damage: float, mistakes: int) -> f
     is at most 0 at ``phi = 0`` (``Q <= 15 (M - 1) / 32`` by induction), so the answer is 1 when
     ``g(1) <= 0`` and otherwise the root of ``g`` in (0, 1): ``-2 c / (b + sqrt(b^2 - 4 a c))``
     for both signs of ``a`` (the form without cancellation).
+
+    ``root='code'`` is the authors' Matlab code (LSOKL toolbox, spec/fogd_nogd.md): when
+    ``a < 0`` (``mu > sigma / 2``) and ``g(1) > 0`` it takes the *other* root of ``g``,
+    ``(-b - sqrt(b^2 - 4 a c)) / (2 a)``, which lies above 1, so every coefficient is
+    scaled up rather than shrunk.
     """
     a = sigma * sigma - 2.0 * sigma * mu
     b = 2.0 * sigma
     c = min(damage - FORGETRON_RATIO * mistakes, 0.0)
     if a + b + c <= 0.0:
         return 1.0
-    return -2.0 * c / (b + np.sqrt(max(b * b - 4.0 * a * c, 0.0)))
+    disc = np.sqrt(max(b * b - 4.0 * a * c, 0.0))
+    if root == "code" and a < 0.0:
+        return float((-b - disc) / (2.0 * a))
+    return float(-2.0 * c / (b + disc))
 
 
 class Forgetron(_BudgetLearner):
@@ -600,7 +619,7 @@ class Forgetron(_BudgetLearner):
         f_r = float(work.score(work.kernel_row(work.columns[:, r].copy())))
         mu = y_r * (f_r + y * float(k[r]))
         damage = float(extra["damage"])
-        phi = forgetron_shrink(sigma, mu, damage, mistakes) if self.config.shrinking else 1.0
+        phi = forgetron_shrink(sigma, mu, damage, mistakes, self.config.phi_root) if self.config.shrinking else 1.0
         lam = phi * sigma
         extra["damage"] = np.asarray(damage + lam * lam + 2.0 * lam - 2.0 * lam * (phi * mu))
         work.alpha[: work.n] *= phi
@@ -742,8 +761,20 @@ class BOGD(_SeededLearner):
             work.put(work.n, x32, x64, coef, t)
             return
         B = work.n
-        work.alpha[:B] *= B / (B - 1.0)
-        work.put(random_slot(u, B), x32, x64, coef, t)
+        if cfg.removal == "oldest":
+            work.put(work.oldest(), x32, x64, coef, t)
+        else:
+            work.alpha[:B] *= B / (B - 1.0)
+            work.put(random_slot(u, B), x32, x64, coef, t)
+        self._bound(work.alpha[:B])
+
+    def _bound(self, alpha: np.ndarray) -> None:
+        """The authors' code's bound ``eta gamma`` on the coefficients after a removal (no-op for
+        ``gamma = inf``): binary, all are scaled by ``min(1, eta gamma / max |alpha_i|)``."""
+        largest = float(np.max(np.abs(alpha)))
+        limit = self.config.eta * self.config.gamma
+        if largest > limit:
+            alpha *= limit / largest
 
 
 class NORMARegressor(_BudgetLearner):
