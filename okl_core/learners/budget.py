@@ -129,6 +129,12 @@ __all__ = [
     "MRBP",
     "MProjectron",
     "MBOGD",
+    "MForgetronConfig",
+    "MBPASConfig",
+    "MForgetron",
+    "MProjectronPlusPlus",
+    "MBPAS",
+    "best_wrong_class",
     "RBPRConfig",
     "BOGDRConfig",
     "RBPRegressor",
@@ -293,6 +299,30 @@ class MRBPConfig(_ClassesConfig, _SeededConfig):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MProjectronConfig(_ClassesConfig, ProjectronConfig):
     """Multiclass Projectron: ``n_classes``, kernel, ``budget`` and the threshold ``eta``."""
+
+    task = "multiclass"
+
+
+FORGETRON_MARGINS = ("class_score", "multiclass")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MForgetronConfig(_ClassesConfig, ForgetronConfig):
+    """Multiclass Forgetron: ``n_classes``, the Forgetron's ``budget``, ``shrinking``, ``phi_root``
+    and ``margin``, the removed vector's ``mu``: ``'class_score'`` (the authors' code) or
+    ``'multiclass'`` (see :class:`MForgetron`)."""
+
+    margin: str = "class_score"
+    task = "multiclass"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("margin", self.margin, set(FORGETRON_MARGINS))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MBPASConfig(_ClassesConfig, BPASConfig):
+    """Multiclass BPA-S: ``n_classes``, kernel, ``budget`` and the PA-I ``C``."""
 
     task = "multiclass"
 
@@ -593,7 +623,7 @@ class Forgetron(_BudgetLearner):
     """
 
     name = "forgetron"
-    config_class = ForgetronConfig
+    config_class: ClassVar[type[Any]] = ForgetronConfig
     state_class = ForgetronState
     conformance_params = {"sigma": 0.5, "budget": 30}
 
@@ -605,25 +635,32 @@ class Forgetron(_BudgetLearner):
         return {"mistakes": np.asarray(0, dtype=np.int64), "damage": np.asarray(0.0)}
 
     def _learn(self, work, x32, x64, y, k, f, t, u):
-        if self.rule(f, y) is None:
-            return
+        coef = self.rule(f, y)
+        if coef is not None:
+            self._forget(work, x32, x64, coef, k, t)
+
+    def _forget(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, coef: Any, k: np.ndarray, t: int) -> None:
+        """A mistake: count it, add ``x`` with ``coef``; when full, shrink and drop the oldest."""
         extra = work.extra
         mistakes = int(extra["mistakes"]) + 1
         extra["mistakes"] = np.asarray(mistakes, dtype=np.int64)
         if not work.full:
-            work.put(work.n, x32, x64, y, t)
+            work.put(work.n, x32, x64, coef, t)
             return
         r = work.oldest()
-        alpha_r = float(work.alpha[r])
-        sigma, y_r = abs(alpha_r), (1.0 if alpha_r >= 0 else -1.0)
-        f_r = float(work.score(work.kernel_row(work.columns[:, r].copy())))
-        mu = y_r * (f_r + y * float(k[r]))
+        f_r = work.score(work.kernel_row(work.columns[:, r].copy())) + np.multiply(coef, float(k[r]))
+        sigma, mu = self._weight_and_margin(work.alpha[r], f_r)
         damage = float(extra["damage"])
         phi = forgetron_shrink(sigma, mu, damage, mistakes, self.config.phi_root) if self.config.shrinking else 1.0
         lam = phi * sigma
         extra["damage"] = np.asarray(damage + lam * lam + 2.0 * lam - 2.0 * lam * (phi * mu))
         work.alpha[: work.n] *= phi
-        work.put(r, x32, x64, phi * y, t)
+        work.put(r, x32, x64, np.multiply(coef, phi), t)
+
+    def _weight_and_margin(self, alpha_r: Any, f_r: Any) -> tuple[float, float]:
+        """``sigma = |alpha_r|`` and ``mu = y_r f'(x_r)`` of the oldest vector (``y_r = sign(alpha_r)``)."""
+        alpha_r = float(alpha_r)
+        return abs(alpha_r), (1.0 if alpha_r >= 0 else -1.0) * float(f_r)
 
 
 class Projectron(_BudgetLearner):
@@ -661,7 +698,7 @@ class Projectron(_BudgetLearner):
         if self.rule(f, y) is not None:
             self._mistake(work, x32, x64, y, k, t)
         elif self.margin_updates and y * f < 1.0:
-            self._margin_update(work, y, k, 1.0 - y * f)
+            self._margin_update(work, y, k, 1.0 - y * f, 1.0)
 
     def _mistake(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, coef: Any, k: np.ndarray, t: int) -> None:
         """Add ``x`` with ``coef`` (a float, or a ``(C,)`` vector), or project it."""
@@ -679,20 +716,21 @@ class Projectron(_BudgetLearner):
         inverse[n, n] = 1.0 / delta2
         work.put(n, x32, x64, coef, t)
 
-    def _margin_update(self, work: BudgetSet, y: float, k: np.ndarray, loss: float) -> None:
-        """Projectron++ on a margin error (``0 < loss = 1 - y f``, no mistake): if
-        ``loss - delta^2 / eta > 0``, ``alpha += tau y d`` with
-        ``tau = min(loss / |P k|^2, 1, 2 (loss - delta^2 / eta) / |P k|^2)`` and
-        ``|P k|^2 = k . d`` (the projection's squared norm). The set never grows here."""
+    def _margin_update(self, work: BudgetSet, coef: Any, k: np.ndarray, loss: float, coef_norm2: float) -> None:
+        """Projectron++ on a margin error (``0 < loss``, no mistake): if
+        ``loss - delta^2 / eta > 0``, ``alpha += tau d coef`` with
+        ``tau = min(loss / N, 1, 2 (loss - delta^2 / eta) / N)``, ``N = |coef|^2 |P k|^2`` the
+        squared norm of the projected update and ``|P k|^2 = k . d``; ``coef`` is ``y`` (binary,
+        ``|coef|^2 = 1``) or ``e_y - e_s`` (multiclass, 2). The set never grows here."""
         if work.n == 0:
             return
         d, delta2 = self._projection(work, k)
-        norm2 = 1.0 - delta2
+        norm2 = (1.0 - delta2) * coef_norm2
         gain = loss - delta2 / self.config.eta
         if norm2 <= 0.0 or gain <= 0.0:
             return
         tau = min(loss / norm2, 1.0, 2.0 * gain / norm2)
-        work.alpha[: work.n] += tau * y * d
+        work.alpha[: work.n] += np.multiply.outer(tau * d, coef)
 
 
 class ProjectronPlusPlus(Projectron):
@@ -717,20 +755,24 @@ class BPAS(_BudgetLearner):
     """
 
     name = "bpa_s"
-    config_class = BPASConfig
+    config_class: ClassVar[type[Any]] = BPASConfig
     conformance_params = {"sigma": 0.5, "budget": 30}
 
     def _learn(self, work, x32, x64, y, k, f, t, u):
         loss = 1.0 - y * f
-        if loss <= 0.0:
-            return
-        tau = min(self.config.C, loss)
+        if loss > 0.0:
+            self._insert(work, x32, x64, min(self.config.C, loss) * y, k, t)
+
+    def _insert(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, step: Any, k: np.ndarray, t: int) -> None:
+        """Add ``x`` with the PA step (a float, or a ``(C,)`` vector); when full, replace the
+        vector ``r`` minimising ``|alpha_r|^2 (1 - k_r^2)``, folding ``alpha_r k_r`` into ``x``'s."""
         if not work.full:
-            work.put(work.n, x32, x64, tau * y, t)
+            work.put(work.n, x32, x64, step, t)
             return
         alpha = work.alpha[: work.n]
-        r = int(np.argmin(alpha * alpha * (1.0 - k * k)))
-        work.put(r, x32, x64, float(alpha[r]) * float(k[r]) + tau * y, t)
+        weights = alpha * alpha if alpha.ndim == 1 else np.einsum("ij,ij->i", alpha, alpha)
+        r = int(np.argmin(weights * (1.0 - k * k)))
+        work.put(r, x32, x64, alpha[r] * float(k[r]) + step, t)
 
 
 class BOGD(_SeededLearner):
@@ -864,6 +906,89 @@ class MBOGD(BOGD):
 
     def _learn(self, work, x32, x64, y, k, f, t, u):
         self._step(work, x32, x64, self.rule(f, y), t, u)
+
+
+def best_wrong_class(f: np.ndarray, y: int) -> tuple[int, float]:
+    """``s``, the highest-scoring class other than ``y`` (first on ties), and the margin ``f_y - f_s``."""
+    scores = np.array(f, dtype=np.float64)
+    scores[y] = -np.inf
+    s = int(np.argmax(scores))
+    return s, float(f[y] - f[s])
+
+
+def pair(n_classes: int, y: int, s: int, value: float = 1.0) -> np.ndarray:
+    """The multiclass coefficient ``value (e_y - e_s)``."""
+    coef = np.zeros(n_classes)
+    coef[y], coef[s] = value, -value
+    return coef
+
+
+class MForgetron(Forgetron):
+    """Multiclass Forgetron (registry ``mforgetron``): :class:`Forgetron` with the multiclass
+    Perceptron's coefficient ``e_y - e_p`` on a mistake.
+
+    A stored coefficient stays ``sigma (e_{y_r} - e_{p_r})`` (only uniform shrinking touches
+    it), so the oldest vector's weight is ``sigma = alpha_r[y_r]`` with ``y_r`` its positive
+    class. Its margin under ``f' = f + (e_y - e_p) k(x, .)``: ``mu = f'_{y_r}(x_r)``, the score of
+    its own class (``margin='class_score'``, the authors' multiclass code, which gives the
+    paper's Table 7 number), or ``f'_{y_r}(x_r) - max_{j != y_r} f'_j(x_r)``
+    (``margin='multiclass'``, the multiclass margin the binary ``y_r f'(x_r)`` generalises
+    to). ``phi``, ``Q`` and ``M`` as in the binary rule.
+    """
+
+    name = "mforgetron"
+    config_class = MForgetronConfig
+    conformance_params = {"sigma": 0.5, "budget": 30, "n_classes": 3}
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        coef = multiclass_mistake(f, y)
+        if coef is not None:
+            self._forget(work, x32, x64, coef, k, t)
+
+    def _weight_and_margin(self, alpha_r, f_r):
+        y_r = int(np.argmax(alpha_r))
+        if self.config.margin == "class_score":
+            return float(alpha_r[y_r]), float(f_r[y_r])
+        return float(alpha_r[y_r]), best_wrong_class(f_r, y_r)[1]
+
+
+class MProjectronPlusPlus(MProjectron):
+    """Multiclass Projectron++ (registry ``mprojectron_pp``): :class:`MProjectron`, plus on a
+    margin error (prediction right, ``f_y - f_s < 1`` with ``s`` the best wrong class) the
+    projected update ``alpha += tau d (e_y - e_s)^T`` of :meth:`Projectron._margin_update`
+    with ``loss = 1 - (f_y - f_s)`` and ``|e_y - e_s|^2 = 2``."""
+
+    name = "mprojectron_pp"
+    conformance_params = {"sigma": 0.5, "budget": 30, "eta": 0.1, "n_classes": 3}
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        coef = multiclass_mistake(f, y)
+        if coef is not None:
+            self._mistake(work, x32, x64, coef, k, t)
+            return
+        s, margin = best_wrong_class(f, y)
+        if margin < 1.0:
+            self._margin_update(work, pair(len(f), y, s), k, 1.0 - margin, 2.0)
+
+
+class MBPAS(BPAS):
+    """Multiclass BPA-S (registry ``mbpa_s``): PA-I on the multiclass hinge
+    ``l = 1 - (f_y - f_s)`` (``s`` the best wrong class): ``tau = min(C, l / 2)``
+    (``|e_y - e_s|^2 k(x, x) = 2``), step ``tau (e_y - e_s)``. When full, the removed ``r``
+    minimises ``|alpha_r|^2 (1 - k_r^2)`` (the binary derivation with the coefficient vector's
+    squared norm; the loss after the step does not depend on ``r``) and ``x`` takes
+    ``alpha_r k_r + tau (e_y - e_s)``: every class of the new vector can change, O(B C) per
+    update as the FOGD paper notes."""
+
+    name = "mbpa_s"
+    config_class = MBPASConfig
+    conformance_params = {"sigma": 0.5, "budget": 30, "n_classes": 3}
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        s, margin = best_wrong_class(f, y)
+        loss = 1.0 - margin
+        if loss > 0.0:
+            self._insert(work, x32, x64, pair(len(f), y, s, min(self.config.C, loss / 2.0)), k, t)
 
 
 # -- regression -------------------------------------------------------------------------------
