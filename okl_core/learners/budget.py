@@ -884,11 +884,7 @@ def multiclass_mistake(f: np.ndarray, y: int) -> np.ndarray | None:
     """The multiclass Perceptron's coefficient: ``e_y - e_p`` when the prediction ``p`` (first
     argmax of ``f``) is not ``y``, else None."""
     p = int(np.argmax(f))
-    if p == y:
-        return None
-    coef = np.zeros(len(f))
-    coef[y], coef[p] = 1.0, -1.0
-    return coef
+    return None if p == y else pair(len(f), y, p)
 
 
 class MRBP(_SeededLearner):

@@ -481,27 +481,24 @@ def test_merging_and_mixing_are_refused_with_a_clear_error(name):
         okl_core.check_mixable(learner)
 
 
-def test_invalid_parameters_name_the_field():
-    with pytest.raises(ValueError, match="budget"):
-        make("bogd", budget=1)
-    with pytest.raises(ValueError, match="eta \\* lam"):
-        make("norma_r", eta=2.0, lam=0.5)
-    with pytest.raises(ValueError, match="nu"):
-        make("norma_r", nu=1.5)
-    with pytest.raises(ValueError, match="decay"):
-        make("bogd", decay="sometimes")
-    with pytest.raises(ValueError, match="eta"):
-        make("projectron", eta=0.0)
-    with pytest.raises(ValueError, match="phi_root"):
-        make("forgetron", phi_root="larger")
-    with pytest.raises(ValueError, match="margin"):
-        make("mforgetron", margin="pairwise")
-    with pytest.raises(ValueError, match="gamma"):
-        make("bogd", gamma=0.0)
-    with pytest.raises(ValueError, match="removal"):
-        make("mbogd", removal="newest")
-    with pytest.raises(ValueError, match="C"):
-        make("mbpa_s", C=-1.0)
+INVALID = [
+    ("bogd", dict(budget=1), "budget"),
+    ("norma_r", dict(eta=2.0, lam=0.5), "eta \\* lam"),
+    ("norma_r", dict(nu=1.5), "nu"),
+    ("bogd", dict(decay="sometimes"), "decay"),
+    ("projectron", dict(eta=0.0), "eta"),
+    ("forgetron", dict(phi_root="larger"), "phi_root"),
+    ("mforgetron", dict(margin="pairwise"), "margin"),
+    ("bogd", dict(gamma=0.0), "gamma"),
+    ("mbogd", dict(removal="newest"), "removal"),
+    ("mbpa_s", dict(C=-1.0), "^C must"),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "field"), INVALID)
+def test_invalid_parameters_name_the_field(name, params, field):
+    with pytest.raises(ValueError, match=field):
+        make(name, **params)
 
 
 def test_forgetron_without_shrinking_removes_the_oldest_as_it_is():
