@@ -84,7 +84,7 @@ Readings chosen where the papers leave room (each documented at its learner):
   FOGD paper's related work describes; ``phi_root='code'`` is the authors' code, whose
   ``phi`` exceeds 1 when the removed vector's margin is above ``sigma / 2``. On a9a
   (20 permutations) the published rule makes 29.9% mistakes, no shrinking 27.2%, the code's
-  root 28.1%: the paper's 27.8 +- 0.4% is the code's.
+  root 28.0%: the paper's 27.8 +- 0.4% is the code's.
 * BPA-S's removal minimises the PA-I objective over the candidate ``r``, which reduces to
   ``alpha_r^2 (1 - k(x_r, x)^2)`` (derivation at :class:`BPAS`).
 * BOGD's regulariser decays the coefficients at every example (``decay='every_example'``,
@@ -645,7 +645,7 @@ class Forgetron(_BudgetLearner):
     With ``shrinking=False``, ``phi = 1`` (``Q`` is still recorded); ``phi_root='code'``: the
     authors' code's ``phi`` (:func:`forgetron_shrink`). On a9a + a9a.t (B = 100, sigma = 8,
     20 permutations) the self-tuned rule makes 29.9% mistakes, no shrinking 27.2%, the code's
-    root 28.1%; the FOGD paper reports 27.8 +- 0.4%.
+    root 28.0%; the FOGD paper reports 27.8 +- 0.4%.
     """
 
     name = "forgetron"
