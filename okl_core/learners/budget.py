@@ -219,17 +219,25 @@ class ForgetronConfig(SupportBudgetConfig):
         check_choice("phi_root", self.phi_root, set(PHI_ROOTS))
 
 
+MARGIN_TESTS = ("eta", "code")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ProjectronConfig(SupportBudgetConfig):
     """Projectron and Projectron++: ``eta`` (> 0) bounds the squared distance ``delta^2`` of a
-    projected vector to the span of the support set (0.1, the default of Orabona's code)."""
+    projected vector to the span of the support set (0.1, the default of Orabona's code);
+    ``margin_test`` (Projectron++ only) decides the margin updates: ``'eta'`` (the published
+    rule, see :meth:`Projectron._margin_update`) or ``'code'`` (the FOGD authors' code, with
+    ``U = (1/4) sqrt((B + 1) / log(B + 1))`` in place of ``1 / eta``)."""
 
     eta: float = 0.1
+    margin_test: str = "eta"
     task = "binary"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_positive("eta", self.eta)
+        check_choice("margin_test", self.margin_test, set(MARGIN_TESTS))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -747,16 +755,34 @@ class Projectron(_BudgetLearner):
         ``loss - delta^2 / eta > 0``, ``alpha += tau d coef`` with
         ``tau = min(loss / N, 1, 2 (loss - delta^2 / eta) / N)``, ``N = |coef|^2 |P k|^2`` the
         squared norm of the projected update and ``|P k|^2 = k . d``; ``coef`` is ``y`` (binary,
-        ``|coef|^2 = 1``) or ``e_y - e_s`` (multiclass, 2). The set never grows here."""
+        ``|coef|^2 = 1``) or ``e_y - e_s`` (multiclass, 2). The set never grows here.
+
+        ``margin_test='code'`` (the authors' code): ``tau = min(loss / |P k|^2, 1)``, applied when
+        ``tau (2 loss - tau |P k|^2 - 2 U delta) >= 0`` with ``U = (1/4) sqrt((B+1) / log(B+1))``
+        (the Forgetron paper's norm bound; ``|coef|^2`` is not used)."""
         if work.n == 0:
             return
         d, delta2 = self._projection(work, k)
+        if self.config.margin_test == "code":
+            self._code_margin_update(work, coef, d, delta2, loss)
+            return
         norm2 = (1.0 - delta2) * coef_norm2
         gain = loss - delta2 / self.config.eta
         if norm2 <= 0.0 or gain <= 0.0:
             return
         tau = min(loss / norm2, 1.0, 2.0 * gain / norm2)
         work.alpha[: work.n] += np.multiply.outer(tau * d, coef)
+
+    def _code_margin_update(self, work: BudgetSet, coef: Any, d: np.ndarray, delta2: float, loss: float) -> None:
+        """The margin update of the authors' code (see :meth:`_margin_update`)."""
+        B = self.config.budget
+        U = 0.25 * np.sqrt((B + 1) / np.log(B + 1))
+        norm2 = 1.0 - delta2
+        if norm2 <= 0.0:
+            return
+        tau = min(loss / norm2, 1.0)
+        if tau * (2.0 * loss - tau * norm2 - 2.0 * U * np.sqrt(delta2)) >= 0.0:
+            work.alpha[: work.n] += np.multiply.outer(tau * d, coef)
 
 
 class ProjectronPlusPlus(Projectron):

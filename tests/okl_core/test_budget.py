@@ -282,7 +282,14 @@ def ref_forgetron(X, y, budget, root="feasible"):
     return m, scores
 
 
-def ref_projectron(X, y, budget, eta, plus):
+def code_tau(loss, norm2, delta2, budget):
+    """The authors' code's Projectron++ margin step: tau, or 0 when its test fails."""
+    U = 0.25 * math.sqrt((budget + 1) / math.log(budget + 1))
+    tau = min(loss / norm2, 1)
+    return tau if tau * (2 * loss - tau * norm2 - 2 * U * math.sqrt(delta2)) >= 0 else 0.0
+
+
+def ref_projectron(X, y, budget, eta, plus, margin_test="eta"):
     m, scores = Reference(budget), []
     for t, (x, label) in enumerate(zip(X, y)):
         f = m.f(x)
@@ -297,6 +304,9 @@ def ref_projectron(X, y, budget, eta, plus):
                 m.alpha = list(np.array(m.alpha) + label * d)
             else:
                 m.put(len(m.sv), x, float(label), t)
+        elif plus and label * f < 1 and m.sv and margin_test == "code":
+            tau = code_tau(1 - label * f, 1 - delta2, delta2, budget)
+            m.alpha = list(np.array(m.alpha) + tau * label * d)
         elif plus and label * f < 1 and m.sv:
             loss, norm2 = 1 - label * f, 1 - delta2
             if norm2 > 0 and loss - delta2 / eta > 0:
@@ -375,6 +385,8 @@ CASES = {
     "bpa_s": ({"budget": 12, "C": 0.7}, lambda X, y: ref_bpa_s(X, y, 12, 0.7)),
     "bogd": ({"budget": 12, "eta": 0.4, "lam": 0.3, "seed": 2}, lambda X, y: ref_bogd(X, y, 12, 0.4, 0.3, 2)),
     "forgetron-code": ({"budget": 12, "phi_root": "code"}, lambda X, y: ref_forgetron(X, y, 12, "code")),
+    "projectron_pp-code": ({"budget": 12, "eta": 0.3, "margin_test": "code"},
+                           lambda X, y: ref_projectron(X, y, 12, 0.3, True, "code")),
     "bogd-gamma": ({"budget": 12, "eta": 0.4, "lam": 0.0, "seed": 2, "gamma": 1.5},
                    lambda X, y: ref_bogd(X, y, 12, 0.4, 0.0, 2, gamma=1.5)),
     "bogd-oldest": ({"budget": 12, "eta": 0.4, "lam": 0.1, "removal": "oldest"},
@@ -384,7 +396,7 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", ALL + ["forgetron-code", "bogd-gamma", "bogd-oldest"])
+@pytest.mark.parametrize("name", ALL + ["forgetron-code", "projectron_pp-code", "bogd-gamma", "bogd-oldest"])
 def test_learner_matches_the_transcription_of_its_published_rule(name):
     params, reference = CASES[name]
     learner = make(name.split("-")[0], n_inputs=3, **params)
@@ -398,7 +410,8 @@ def test_learner_matches_the_transcription_of_its_published_rule(name):
     np.testing.assert_array_equal(state.support[:n], np.array(model.sv, dtype=np.float32))
     np.testing.assert_allclose(state.alpha[:n], model.alpha, rtol=1e-9, atol=1e-10)
     if "-" in name:  # an option of the authors' code: it changed the model on this stream
-        default = make(name.split("-")[0], n_inputs=3, **{k: v for k, v in params.items() if k not in ("phi_root", "gamma", "removal")})
+        default = make(name.split("-")[0], n_inputs=3,
+                       **{k: v for k, v in params.items() if k not in ("phi_root", "gamma", "removal", "margin_test")})
         other, _ = default.update(default.init(), X, y)
         assert not np.allclose(other.alpha, state.alpha)
     if name.startswith("projectron"):  # full: every later mistake projected
@@ -491,6 +504,7 @@ INVALID = [
     ("mforgetron", dict(margin="pairwise"), "margin"),
     ("bogd", dict(gamma=0.0), "gamma"),
     ("mbogd", dict(removal="newest"), "removal"),
+    ("projectron_pp", dict(margin_test="U"), "margin_test"),
     ("mbpa_s", dict(C=-1.0), "^C must"),
 ]
 
@@ -577,7 +591,7 @@ def ref_mbpa_s(X, y, budget, C_classes, C):
     return m, np.array(scores)
 
 
-def ref_multiclass(name, X, y, budget, C, seed=0, eta=0.0, lam=0.0, removal="random"):
+def ref_multiclass(name, X, y, budget, C, seed=0, eta=0.0, lam=0.0, removal="random", margin_test="eta"):
     m, scores = Reference(budget), []
     for t, (x, label) in enumerate(zip(X, y)):
         f = m.row(x) @ np.array(m.alpha) if m.sv else np.zeros(C)
@@ -588,7 +602,12 @@ def ref_multiclass(name, X, y, budget, C, seed=0, eta=0.0, lam=0.0, removal="ran
             d = np.linalg.solve(K, m.row(x))
             delta2 = max(1 - m.row(x) @ d, 0.0)
             loss, norm2 = 1 - margin, 2 * (1 - delta2)
-            if loss > 0 and norm2 > 0 and loss - delta2 / eta > 0:
+            if loss > 0 and margin_test == "code":
+                tau = code_tau(loss, 1 - delta2, delta2, budget)
+                c = np.zeros(C)
+                c[label], c[s] = 1.0, -1.0
+                m.alpha = list(np.array(m.alpha) + tau * np.outer(d, c))
+            elif loss > 0 and norm2 > 0 and loss - delta2 / eta > 0:
                 tau = min(loss / norm2, 1, 2 * (loss - delta2 / eta) / norm2)
                 c = np.zeros(C)
                 c[label], c[s] = 1.0, -1.0
@@ -625,6 +644,7 @@ def ref_multiclass(name, X, y, budget, C, seed=0, eta=0.0, lam=0.0, removal="ran
 
 MULTICLASS_CASES = {
     "mrbp": {"seed": 4}, "mprojectron": {"eta": 0.2}, "mprojectron_pp": {"eta": 0.5},
+    "mprojectron_pp-code": {"eta": 0.5, "margin_test": "code"},
     "mbogd": {"seed": 6, "eta": 0.4, "lam": 0.2}, "mbogd-oldest": {"eta": 0.4, "lam": 0.01, "removal": "oldest"},
     "mforgetron": {}, "mforgetron-multiclass": {"margin": "multiclass"}, "mforgetron-code": {"phi_root": "code"},
     "mbpa_s": {"C": 0.4},
@@ -660,7 +680,7 @@ def test_multiclass_learners_match_their_transcriptions(case):
         assert not np.allclose(plain.update(plain.init(), X, y)[0].alpha, state.alpha)
     if "-" in case:  # the option changed the model on this stream
         default = make(name, n_inputs=3, n_classes=C, budget=budget,
-                       **{k: v for k, v in params.items() if k not in ("margin", "phi_root", "removal")})
+                       **{k: v for k, v in params.items() if k not in ("margin", "phi_root", "removal", "margin_test")})
         assert not np.allclose(default.update(default.init(), X, y)[0].alpha, state.alpha)
     np.testing.assert_allclose(learner.predict(state, X[:5]), exact_kernel("gaussian", X[:5], state.support, SIGMA) @ state.alpha,
                                rtol=1e-12)

@@ -143,7 +143,7 @@ def test_dsg_on_a9a_test_error_within_1_5_points_of_15_3():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("key", ["rbp-a9a", "bpa_s-a9a", "projectron_pp-a9a", "forgetron-noshrink-a9a", "forgetron-code-a9a",
-                                 "bogd-code-a9a"])
+                                 "bogd-code-a9a", "projectron_pp-code-a9a"])
 def test_budget_baselines_on_a9a_within_their_tolerance_of_table_5(key):
     root = str(shared_data("a9a").parent)
     _check(run_setting(_setting(key, runs=3), root, use_tuned=True))
