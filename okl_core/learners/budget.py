@@ -42,8 +42,9 @@ code) or ``f'_{y_r}(x_r) - max_{j != y_r} f'_j(x_r)`` (``margin='multiclass'``).
 
 Where the paper's numbers come from its authors' Matlab code (the LSOKL toolbox of
 spec/fogd_nogd.md) rather than the published rules, the code's reading is an option:
-``phi_root='code'`` (Forgetron), ``gamma`` and ``removal='oldest'`` (BOGD); see
-:func:`forgetron_shrink` and :class:`BOGD`. README "Reproducing the papers" gives the numbers.
+``phi_root='code'`` (Forgetron), ``gamma`` and ``removal='oldest'`` (BOGD),
+``margin_test='code'`` (Projectron++); see :func:`forgetron_shrink`, :class:`BOGD` and
+:meth:`Projectron._margin_update`. README "Reproducing the papers" gives the numbers.
 
 Regression: ``norma_r``, and ``rbp_r`` / ``bogd_r`` with the FOGD-R rule of
 :class:`~okl_core.learners.rules.RegressionRule` (add ``x`` with ``eta (y - f)`` when
