@@ -21,13 +21,16 @@ linear maintenance), ``b`` the O(B^2) part. ``B^2 share`` = ``b 800^2 / (t(800) 
 Table 1 claim.
 
 Stream: d = 128 inputs uniform in [-1, 1], Gaussian kernel sigma = 2, random labels (about
-half of the examples update) or N(0, 1) targets for NORMA; Projectron ``eta`` = 1e-4 so
-that its support set fills up. Run: ``python bench/bench_budget.py`` (about a minute on
-one core); set ``OPENBLAS_NUM_THREADS=1`` on a shared machine.
+half of the examples update), N(0, 1) targets for NORMA or 10 random classes for the
+multiclass learners (their reference scores one column: the ratio includes the C = 10
+outputs); Projectron ``eta`` = 1e-4 so that its support set fills up. Run: ``python
+bench/bench_budget.py [LEARNER ...]`` (about two minutes on one core for all); set
+``OPENBLAS_NUM_THREADS=1`` on a shared machine.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -36,7 +39,7 @@ import okl_core
 from common import best_of
 
 BUDGETS = [50, 100, 200, 400, 800]
-D, SIGMA, TIMED_ROWS = 128, 2.0, 3000
+D, SIGMA, TIMED_ROWS, CLASSES = 128, 2.0, 3000, 10
 LEARNERS = {
     "rbp": ({}, "O(B)"),
     "forgetron": ({}, "O(B)"),
@@ -45,12 +48,17 @@ LEARNERS = {
     "bpa_s": ({}, "O(B)"),
     "bogd": ({"eta": 0.2, "lam": 0.05}, "O(B)"),
     "norma_r": ({}, "O(B)"),
+    "mforgetron": ({"n_classes": CLASSES}, "O(B)"),
+    "mprojectron_pp": ({"eta": 1e-4, "n_classes": CLASSES}, "O(B^2)"),
+    "mbpa_s": ({"n_classes": CLASSES}, "O(B C)"),
 }
 
 
 def stream(n: int, task: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     X = rng.uniform(-1, 1, (n, D)).astype(np.float32)
+    if task == "multiclass":
+        return X, rng.integers(0, CLASSES, n)
     y = rng.standard_normal(n) if task == "regression" else np.where(rng.random(n) < 0.5, 1, -1)
     return X, y
 
@@ -70,18 +78,20 @@ def full_state(learner, B: int):
 def reference_time(state, X: np.ndarray, B: int) -> float:
     """kernel_perceptron with the same B vectors, labelled by its own predictions (no growth)."""
     ref = okl_core.make_learner("kernel_perceptron", n_inputs=D, sigma=SIGMA)
-    ref_state = ref.init()._replace(support=state.support[:B].copy(), alpha=np.sign(state.alpha[:B]) + (state.alpha[:B] == 0))
+    alpha = state.alpha[:B] if state.alpha.ndim == 1 else state.alpha[:B, 0]  # multiclass: class 0's column
+    ref_state = ref.init()._replace(support=state.support[:B].copy(), alpha=np.sign(alpha) + (alpha == 0))
     labels = ref.to_labels(ref.predict(ref_state, X))
     out, _ = ref.update(ref_state, X, labels)
     assert len(out.alpha) == B
     return best_of(lambda: ref.update(ref_state, X, labels), repeats=5, clock=time.process_time) / len(X)
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
+    chosen = {name: LEARNERS[name] for name in names or LEARNERS}
     print(f"Budget learners: microseconds per example at a full budget (d = {D}, {TIMED_ROWS} timed rows, best of 5)")
     print(f"{'learner':>14} {'B':>5} {'us/example':>11} {'ns per B':>9} {'ns/(B^2/1e3)':>13} {'ref us':>8} {'ratio':>6}")
     rows: dict[str, list[tuple[int, float, float]]] = {}
-    for name, (params, _) in LEARNERS.items():
+    for name, (params, _) in chosen.items():
         for B in BUDGETS:
             learner = okl_core.make_learner(name, n_inputs=D, sigma=SIGMA, budget=B, **params)
             state = full_state(learner, B)
@@ -94,7 +104,7 @@ def main() -> None:
     print()
     print("Fit t(B) = c + a B + b B^2 over B = 50..800 (us, ns per SV, ps per SV^2)")
     print(f"{'learner':>14} {'c us':>6} {'a ns':>6} {'b ps':>7} {'B^2 share at 800':>17} {'paper (Table 1)':>16}")
-    for name, (_, claim) in LEARNERS.items():
+    for name, (_, claim) in chosen.items():
         Bs = np.array([B for B, _, _ in rows[name]], dtype=float)
         t = np.array([ours for _, ours, _ in rows[name]])
         c, a, b = np.linalg.lstsq(np.stack([np.ones_like(Bs), Bs, Bs**2], axis=1), t, rcond=None)[0]
@@ -103,4 +113,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -148,10 +148,15 @@ def read_curves(paths: list[str], top: int = 5, metric: str | None = None) -> li
     return curves
 
 
+LEGEND_INSIDE_MAX = 6
+"""Curves whose legend goes inside the axes; more go to a legend on the right of a wider figure."""
+
+
 def plot_curves(curves: list[Curve], out: str, title: str = "", log_x: bool = False) -> str:
     """Online metric against examples seen, one line per curve; returns ``out``."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    outside = len(curves) > LEGEND_INSIDE_MAX  # a long legend inside would hide the curves
+    fig, ax = plt.subplots(figsize=(9.6 if outside else 6.4, 4.2), dpi=100)
     metrics = {c.metric for c in curves}
     for curve, (line, marker) in zip(curves, itertools.cycle(_STYLES)):
         keep = curve.n >= (1 if log_x else max(1.0, curve.n[-1] / 50))  # skip the noisy first rows
@@ -166,7 +171,10 @@ def plot_curves(curves: list[Curve], out: str, title: str = "", log_x: bool = Fa
     ax.set_ylabel(ylabel)
     ax.set_title(title or "online performance (predict, then learn)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    if outside:
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    else:
+        ax.legend(fontsize=8)
     fig.tight_layout()
     _save(fig, out)
     plt.close(fig)

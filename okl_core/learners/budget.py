@@ -24,13 +24,27 @@ registry name      paper                           update / budget maintenance  
                    2004 (NORMA)                    loss; truncation: the oldest SV goes when full
 =================  ==============================  ==================================================  =======
 
-Multiclass (labels 0..C-1, coefficients ``(B, C)``, scores ``(C,)``): ``mrbp`` and
-``mprojectron`` use the multiclass Perceptron (on a mistake, ``e_y - e_p`` with ``p`` the
-predicted class, first argmax), ``mbogd`` the multiclass hinge of NOGD/FOGD (``+eta`` at
-``y``, ``-eta`` at the best wrong class ``s`` when ``f_y - f_s < 1``): only two classes'
-coefficients change per update, as the FOGD paper describes its multiclass baselines. The
-Forgetron's shrinking, BPA-S's removal and Projectron++'s step are derived for binary labels
-and have no multiclass version here.
+Multiclass versions (below): ``mrbp``, ``mforgetron``, ``mprojectron``, ``mprojectron_pp``,
+``mbpa_s`` (O(B C)), ``mbogd``; regression: ``rbp_r``, ``bogd_r``, ``norma_r``.
+
+Multiclass (labels 0..C-1, coefficients ``(B, C)``, scores ``(C,)``) follows the
+multi-prototype protocol of the FOGD paper (Sec. 5, after Crammer et al. 2006) and of its
+authors' code: ``mrbp``, ``mforgetron`` and ``mprojectron`` use the multiclass Perceptron (on
+a mistake, ``e_y - e_p`` with ``p`` the predicted class, first argmax); ``mprojectron_pp``
+adds projected updates on margin errors of the pair ``(y, s)``, ``s`` the best wrong class;
+``mbpa_s`` is PA-I on the multiclass hinge ``1 - (f_y - f_s)`` with step ``tau (e_y - e_s)``,
+``tau = min(C, loss / 2)``; ``mbogd`` the multiclass hinge of NOGD/FOGD (``+eta`` at ``y``,
+``-eta`` at ``s`` when ``f_y - f_s < 1``). Only two classes' coefficients change per update,
+except BPA-S's removal, which folds a removed vector's whole coefficient vector into the new
+one (O(B C), as the paper notes). The Forgetron's removed vector ``r`` (coefficient
+``sigma (e_{y_r} - e_{p_r})``) has weight ``sigma`` and margin ``f'_{y_r}(x_r)`` (the authors'
+code) or ``f'_{y_r}(x_r) - max_{j != y_r} f'_j(x_r)`` (``margin='multiclass'``).
+
+Where the paper's numbers come from its authors' Matlab code (the LSOKL toolbox of
+spec/fogd_nogd.md) rather than the published rules, the code's reading is an option:
+``phi_root='code'`` (Forgetron), ``gamma`` and ``removal='oldest'`` (BOGD),
+``margin_test='code'`` (Projectron++); see :func:`forgetron_shrink`, :class:`BOGD` and
+:meth:`Projectron._margin_update`. README "Reproducing the papers" gives the numbers.
 
 Regression: ``norma_r``, and ``rbp_r`` / ``bogd_r`` with the FOGD-R rule of
 :class:`~okl_core.learners.rules.RegressionRule` (add ``x`` with ``eta (y - f)`` when
@@ -68,12 +82,20 @@ Readings chosen where the papers leave room (each documented at its learner):
   here ``budget`` is a hard cap: once the set is full every update projects.
 * The Forgetron follows the published self-tuned rule (``M`` counts the current mistake);
   ``shrinking=False`` removes the oldest vector without shrinking, the simpler removal the
-  FOGD paper's related work describes. On a9a the paper's 27.8% lies between the two.
+  FOGD paper's related work describes; ``phi_root='code'`` is the authors' code, whose
+  ``phi`` exceeds 1 when the removed vector's margin is above ``sigma / 2``. On a9a
+  (20 permutations) the published rule makes 29.9% mistakes, no shrinking 27.2%, the code's
+  root 28.0%: the paper's 27.8 +- 0.4% is the code's.
 * BPA-S's removal minimises the PA-I objective over the candidate ``r``, which reduces to
   ``alpha_r^2 (1 - k(x_r, x)^2)`` (derivation at :class:`BPAS`).
 * BOGD's regulariser decays the coefficients at every example (``decay='every_example'``,
   the gradient of ``lam/2 ||f||^2`` exists at every step) or only on updates
-  (``'on_update'``).
+  (``'on_update'``). The authors' binary code bounds the coefficients after each removal
+  (``gamma``: all scaled so the largest is at most ``eta gamma``; it uses ``gamma = 10``,
+  ``lam = 1/n^2``); their multiclass code removes the *oldest* vector without rescaling
+  (``removal='oldest'``, ``eta = 0.5``, ``lam = 1e-5``). Those settings give the paper's
+  a9a and MNIST numbers; the unbiased random removal with ``lam`` tuned does better on a9a
+  and worse on MNIST.
 * NORMA's coefficient is ``eta sign(y - f)`` (the eps-insensitive loss), with the threshold
   ``eps`` adapted by the nu rule of the authors' code (spec/fogd_nogd.md); no offset ``b``.
 """
@@ -129,6 +151,12 @@ __all__ = [
     "MRBP",
     "MProjectron",
     "MBOGD",
+    "MForgetronConfig",
+    "MBPASConfig",
+    "MForgetron",
+    "MProjectronPlusPlus",
+    "MBPAS",
+    "best_wrong_class",
     "RBPRConfig",
     "BOGDRConfig",
     "RBPRegressor",
@@ -172,6 +200,9 @@ class RBPConfig(_SeededConfig):
     task = "binary"
 
 
+PHI_ROOTS = ("feasible", "code")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ForgetronConfig(SupportBudgetConfig):
     """Forgetron: kernel, ``budget`` (the paper's mistake bound needs B >= 84) and ``shrinking``:
@@ -180,24 +211,34 @@ class ForgetronConfig(SupportBudgetConfig):
     paper's related work describes it)."""
 
     shrinking: bool = True
+    phi_root: str = "feasible"
     task = "binary"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_bool("shrinking", self.shrinking)
+        check_choice("phi_root", self.phi_root, set(PHI_ROOTS))
+
+
+MARGIN_TESTS = ("eta", "code")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ProjectronConfig(SupportBudgetConfig):
     """Projectron and Projectron++: ``eta`` (> 0) bounds the squared distance ``delta^2`` of a
-    projected vector to the span of the support set (0.1, the default of Orabona's code)."""
+    projected vector to the span of the support set (0.1, the default of Orabona's code);
+    ``margin_test`` (Projectron++ only) decides the margin updates: ``'eta'`` (the published
+    rule, see :meth:`Projectron._margin_update`) or ``'code'`` (the FOGD authors' code, with
+    ``U = (1/4) sqrt((B + 1) / log(B + 1))`` in place of ``1 / eta``)."""
 
     eta: float = 0.1
+    margin_test: str = "eta"
     task = "binary"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_positive("eta", self.eta)
+        check_choice("margin_test", self.margin_test, set(MARGIN_TESTS))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -213,6 +254,7 @@ class BPASConfig(SupportBudgetConfig):
 
 
 DECAYS = ("every_example", "on_update")
+BOGD_REMOVALS = ("random", "oldest")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -221,11 +263,17 @@ class BOGDConfig(_SeededConfig):
     ``(1 - eta lam) B / (B - 1) > 1`` the rescaling outgrows the decay and old coefficients grow
     without bound -- at the defaults the two cancel),
     ``decay`` (when ``1 - eta lam`` applies: ``'every_example'`` or ``'on_update'``), ``budget``
-    (>= 2: the rescaling is ``B / (B - 1)``) and ``seed``."""
+    (>= 2: the rescaling is ``B / (B - 1)``), ``seed``, and two readings of the authors' code:
+    ``gamma`` (> 0; default inf, none: after a removal the coefficients are scaled so the
+    largest is at most ``eta gamma``; their binary code uses 10) and ``removal``
+    (``'random'``, the paper's uniform sampling with rescaling, or ``'oldest'``, their
+    multiclass code: the oldest goes, no rescaling)."""
 
     eta: float = 0.2
     lam: float = 0.05
     decay: str = "every_example"
+    gamma: float = float("inf")
+    removal: str = "random"
     task = "binary"
 
     def __post_init__(self) -> None:
@@ -234,6 +282,9 @@ class BOGDConfig(_SeededConfig):
         check_positive("eta", self.eta)
         check_nonnegative("lam", self.lam)
         check_choice("decay", self.decay, set(DECAYS))
+        if not (isinstance(self.gamma, (int, float)) and not isinstance(self.gamma, bool) and self.gamma > 0):
+            raise ValueError(f"gamma must be a number > 0 (inf: no bound), got {self.gamma!r}")
+        check_choice("removal", self.removal, set(BOGD_REMOVALS))
         if self.eta * self.lam >= 1:
             raise ValueError(f"eta * lam must be < 1 (the decay factor is 1 - eta lam), got {self.eta * self.lam!r}")
 
@@ -282,6 +333,30 @@ class MRBPConfig(_ClassesConfig, _SeededConfig):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MProjectronConfig(_ClassesConfig, ProjectronConfig):
     """Multiclass Projectron: ``n_classes``, kernel, ``budget`` and the threshold ``eta``."""
+
+    task = "multiclass"
+
+
+FORGETRON_MARGINS = ("class_score", "multiclass")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MForgetronConfig(_ClassesConfig, ForgetronConfig):
+    """Multiclass Forgetron: ``n_classes``, the Forgetron's ``budget``, ``shrinking``, ``phi_root``
+    and ``margin``, the removed vector's ``mu``: ``'class_score'`` (the authors' code) or
+    ``'multiclass'`` (see :class:`MForgetron`)."""
+
+    margin: str = "class_score"
+    task = "multiclass"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("margin", self.margin, set(FORGETRON_MARGINS))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MBPASConfig(_ClassesConfig, BPASConfig):
+    """Multiclass BPA-S: ``n_classes``, kernel, ``budget`` and the PA-I ``C``."""
 
     task = "multiclass"
 
@@ -540,7 +615,7 @@ class RBP(_SeededLearner):
         work.put(slot, x32, x64, coef, t)
 
 
-def forgetron_shrink(sigma: float, mu: float, damage: float, mistakes: int) -> float:
+def forgetron_shrink(sigma: float, mu: float, damage: float, mistakes: int, root: str = "feasible") -> float:
     """The Forgetron's self-tuned shrinking coefficient.
 
     The largest ``phi`` in (0, 1] with ``Psi(phi sigma, phi mu) + Q <= (15/32) M``, where
@@ -551,13 +626,21 @@ def forgetron_shrink(sigma: float, mu: float, damage: float, mistakes: int) -> f
     is at most 0 at ``phi = 0`` (``Q <= 15 (M - 1) / 32`` by induction), so the answer is 1 when
     ``g(1) <= 0`` and otherwise the root of ``g`` in (0, 1): ``-2 c / (b + sqrt(b^2 - 4 a c))``
     for both signs of ``a`` (the form without cancellation).
+
+    ``root='code'`` is the authors' Matlab code (LSOKL toolbox, spec/fogd_nogd.md): when
+    ``a < 0`` (``mu > sigma / 2``) and ``g(1) > 0`` it takes the *other* root of ``g``,
+    ``(-b - sqrt(b^2 - 4 a c)) / (2 a)``, which lies above 1, so every coefficient is
+    scaled up rather than shrunk.
     """
     a = sigma * sigma - 2.0 * sigma * mu
     b = 2.0 * sigma
     c = min(damage - FORGETRON_RATIO * mistakes, 0.0)
     if a + b + c <= 0.0:
         return 1.0
-    return -2.0 * c / (b + np.sqrt(max(b * b - 4.0 * a * c, 0.0)))
+    disc = np.sqrt(max(b * b - 4.0 * a * c, 0.0))
+    if root == "code" and a < 0.0:
+        return float((-b - disc) / (2.0 * a))
+    return float(-2.0 * c / (b + disc))
 
 
 class Forgetron(_BudgetLearner):
@@ -568,13 +651,14 @@ class Forgetron(_BudgetLearner):
     ``f' = f + y k(x, .)``, ``mu = y_r f'(x_r)``, ``phi`` = :func:`forgetron_shrink`, then every
     coefficient (the new ``y`` too) is multiplied by ``phi``, ``r`` is removed and
     ``Q += Psi(phi sigma, phi mu)``. Cost O(B): one more kernel row (of ``x_r``) per removal.
-    With ``shrinking=False``, ``phi = 1`` (``Q`` is still recorded). On a9a + a9a.t (B = 100,
-    sigma = 8, one permutation) the self-tuned rule makes 30.0% mistakes, no shrinking 27.0%;
-    the FOGD paper reports 27.8 +- 0.4%.
+    With ``shrinking=False``, ``phi = 1`` (``Q`` is still recorded); ``phi_root='code'``: the
+    authors' code's ``phi`` (:func:`forgetron_shrink`). On a9a + a9a.t (B = 100, sigma = 8,
+    20 permutations) the self-tuned rule makes 29.9% mistakes, no shrinking 27.2%, the code's
+    root 28.0%; the FOGD paper reports 27.8 +- 0.4%.
     """
 
     name = "forgetron"
-    config_class = ForgetronConfig
+    config_class: ClassVar[type[Any]] = ForgetronConfig
     state_class = ForgetronState
     conformance_params = {"sigma": 0.5, "budget": 30}
 
@@ -586,25 +670,32 @@ class Forgetron(_BudgetLearner):
         return {"mistakes": np.asarray(0, dtype=np.int64), "damage": np.asarray(0.0)}
 
     def _learn(self, work, x32, x64, y, k, f, t, u):
-        if self.rule(f, y) is None:
-            return
+        coef = self.rule(f, y)
+        if coef is not None:
+            self._forget(work, x32, x64, coef, k, t)
+
+    def _forget(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, coef: Any, k: np.ndarray, t: int) -> None:
+        """A mistake: count it, add ``x`` with ``coef``; when full, shrink and drop the oldest."""
         extra = work.extra
         mistakes = int(extra["mistakes"]) + 1
         extra["mistakes"] = np.asarray(mistakes, dtype=np.int64)
         if not work.full:
-            work.put(work.n, x32, x64, y, t)
+            work.put(work.n, x32, x64, coef, t)
             return
         r = work.oldest()
-        alpha_r = float(work.alpha[r])
-        sigma, y_r = abs(alpha_r), (1.0 if alpha_r >= 0 else -1.0)
-        f_r = float(work.score(work.kernel_row(work.columns[:, r].copy())))
-        mu = y_r * (f_r + y * float(k[r]))
+        f_r = work.score(work.kernel_row(work.columns[:, r].copy())) + np.multiply(coef, float(k[r]))
+        sigma, mu = self._weight_and_margin(work.alpha[r], f_r)
         damage = float(extra["damage"])
-        phi = forgetron_shrink(sigma, mu, damage, mistakes) if self.config.shrinking else 1.0
+        phi = forgetron_shrink(sigma, mu, damage, mistakes, self.config.phi_root) if self.config.shrinking else 1.0
         lam = phi * sigma
         extra["damage"] = np.asarray(damage + lam * lam + 2.0 * lam - 2.0 * lam * (phi * mu))
         work.alpha[: work.n] *= phi
-        work.put(r, x32, x64, phi * y, t)
+        work.put(r, x32, x64, np.multiply(coef, phi), t)
+
+    def _weight_and_margin(self, alpha_r: Any, f_r: Any) -> tuple[float, float]:
+        """``sigma = |alpha_r|`` and ``mu = y_r f'(x_r)`` of the oldest vector (``y_r = sign(alpha_r)``)."""
+        alpha_r = float(alpha_r)
+        return abs(alpha_r), (1.0 if alpha_r >= 0 else -1.0) * float(f_r)
 
 
 class Projectron(_BudgetLearner):
@@ -642,7 +733,7 @@ class Projectron(_BudgetLearner):
         if self.rule(f, y) is not None:
             self._mistake(work, x32, x64, y, k, t)
         elif self.margin_updates and y * f < 1.0:
-            self._margin_update(work, y, k, 1.0 - y * f)
+            self._margin_update(work, y, k, 1.0 - y * f, 1.0)
 
     def _mistake(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, coef: Any, k: np.ndarray, t: int) -> None:
         """Add ``x`` with ``coef`` (a float, or a ``(C,)`` vector), or project it."""
@@ -660,20 +751,39 @@ class Projectron(_BudgetLearner):
         inverse[n, n] = 1.0 / delta2
         work.put(n, x32, x64, coef, t)
 
-    def _margin_update(self, work: BudgetSet, y: float, k: np.ndarray, loss: float) -> None:
-        """Projectron++ on a margin error (``0 < loss = 1 - y f``, no mistake): if
-        ``loss - delta^2 / eta > 0``, ``alpha += tau y d`` with
-        ``tau = min(loss / |P k|^2, 1, 2 (loss - delta^2 / eta) / |P k|^2)`` and
-        ``|P k|^2 = k . d`` (the projection's squared norm). The set never grows here."""
+    def _margin_update(self, work: BudgetSet, coef: Any, k: np.ndarray, loss: float, coef_norm2: float) -> None:
+        """Projectron++ on a margin error (``0 < loss``, no mistake): if
+        ``loss - delta^2 / eta > 0``, ``alpha += tau d coef`` with
+        ``tau = min(loss / N, 1, 2 (loss - delta^2 / eta) / N)``, ``N = |coef|^2 |P k|^2`` the
+        squared norm of the projected update and ``|P k|^2 = k . d``; ``coef`` is ``y`` (binary,
+        ``|coef|^2 = 1``) or ``e_y - e_s`` (multiclass, 2). The set never grows here.
+
+        ``margin_test='code'`` (the authors' code): ``tau = min(loss / |P k|^2, 1)``, applied when
+        ``tau (2 loss - tau |P k|^2 - 2 U delta) >= 0`` with ``U = (1/4) sqrt((B+1) / log(B+1))``
+        (the Forgetron paper's norm bound; ``|coef|^2`` is not used)."""
         if work.n == 0:
             return
         d, delta2 = self._projection(work, k)
-        norm2 = 1.0 - delta2
+        if self.config.margin_test == "code":
+            self._code_margin_update(work, coef, d, delta2, loss)
+            return
+        norm2 = (1.0 - delta2) * coef_norm2
         gain = loss - delta2 / self.config.eta
         if norm2 <= 0.0 or gain <= 0.0:
             return
         tau = min(loss / norm2, 1.0, 2.0 * gain / norm2)
-        work.alpha[: work.n] += tau * y * d
+        work.alpha[: work.n] += np.multiply.outer(tau * d, coef)
+
+    def _code_margin_update(self, work: BudgetSet, coef: Any, d: np.ndarray, delta2: float, loss: float) -> None:
+        """The margin update of the authors' code (see :meth:`_margin_update`)."""
+        B = self.config.budget
+        U = 0.25 * np.sqrt((B + 1) / np.log(B + 1))
+        norm2 = 1.0 - delta2
+        if norm2 <= 0.0:
+            return
+        tau = min(loss / norm2, 1.0)
+        if tau * (2.0 * loss - tau * norm2 - 2.0 * U * np.sqrt(delta2)) >= 0.0:
+            work.alpha[: work.n] += np.multiply.outer(tau * d, coef)
 
 
 class ProjectronPlusPlus(Projectron):
@@ -698,20 +808,24 @@ class BPAS(_BudgetLearner):
     """
 
     name = "bpa_s"
-    config_class = BPASConfig
+    config_class: ClassVar[type[Any]] = BPASConfig
     conformance_params = {"sigma": 0.5, "budget": 30}
 
     def _learn(self, work, x32, x64, y, k, f, t, u):
         loss = 1.0 - y * f
-        if loss <= 0.0:
-            return
-        tau = min(self.config.C, loss)
+        if loss > 0.0:
+            self._insert(work, x32, x64, min(self.config.C, loss) * y, k, t)
+
+    def _insert(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, step: Any, k: np.ndarray, t: int) -> None:
+        """Add ``x`` with the PA step (a float, or a ``(C,)`` vector); when full, replace the
+        vector ``r`` minimising ``|alpha_r|^2 (1 - k_r^2)``, folding ``alpha_r k_r`` into ``x``'s."""
         if not work.full:
-            work.put(work.n, x32, x64, tau * y, t)
+            work.put(work.n, x32, x64, step, t)
             return
         alpha = work.alpha[: work.n]
-        r = int(np.argmin(alpha * alpha * (1.0 - k * k)))
-        work.put(r, x32, x64, float(alpha[r]) * float(k[r]) + tau * y, t)
+        weights = alpha * alpha if alpha.ndim == 1 else np.einsum("ij,ij->i", alpha, alpha)
+        r = int(np.argmin(weights * (1.0 - k * k)))
+        work.put(r, x32, x64, alpha[r] * float(k[r]) + step, t)
 
 
 class BOGD(_SeededLearner):
@@ -721,7 +835,10 @@ class BOGD(_SeededLearner):
     example, or only on updates: ``decay``) and on ``y f < 1`` the example is added with
     ``alpha = eta y``. When full, the vector in slot ``floor(u B)`` is removed and the other
     ``B - 1`` are multiplied by ``B / (B - 1)`` (each kept with probability ``(B-1)/B``: the
-    expected model is unchanged), then the new vector takes the freed slot.
+    expected model is unchanged), then the new vector takes the freed slot. With
+    ``removal='oldest'`` (the authors' multiclass code) the oldest vector goes and nothing is
+    rescaled. A finite ``gamma`` (the authors' binary code) then scales all coefficients by
+    ``min(1, eta gamma / max_i |alpha_i|)``.
     """
 
     name = "bogd"
@@ -742,8 +859,20 @@ class BOGD(_SeededLearner):
             work.put(work.n, x32, x64, coef, t)
             return
         B = work.n
-        work.alpha[:B] *= B / (B - 1.0)
-        work.put(random_slot(u, B), x32, x64, coef, t)
+        if cfg.removal == "oldest":
+            work.put(work.oldest(), x32, x64, coef, t)
+        else:
+            work.alpha[:B] *= B / (B - 1.0)
+            work.put(random_slot(u, B), x32, x64, coef, t)
+        self._bound(work.alpha[:B])
+
+    def _bound(self, alpha: np.ndarray) -> None:
+        """The authors' code's bound ``eta gamma`` on the coefficients after a removal (no-op for
+        ``gamma = inf``): binary, all are scaled by ``min(1, eta gamma / max |alpha_i|)``."""
+        largest = float(np.max(np.abs(alpha)))
+        limit = self.config.eta * self.config.gamma
+        if largest > limit:
+            alpha *= limit / largest
 
 
 class NORMARegressor(_BudgetLearner):
@@ -782,11 +911,7 @@ def multiclass_mistake(f: np.ndarray, y: int) -> np.ndarray | None:
     """The multiclass Perceptron's coefficient: ``e_y - e_p`` when the prediction ``p`` (first
     argmax of ``f``) is not ``y``, else None."""
     p = int(np.argmax(f))
-    if p == y:
-        return None
-    coef = np.zeros(len(f))
-    coef[y], coef[p] = 1.0, -1.0
-    return coef
+    return None if p == y else pair(len(f), y, p)
 
 
 class MRBP(_SeededLearner):
@@ -833,6 +958,89 @@ class MBOGD(BOGD):
 
     def _learn(self, work, x32, x64, y, k, f, t, u):
         self._step(work, x32, x64, self.rule(f, y), t, u)
+
+
+def best_wrong_class(f: np.ndarray, y: int) -> tuple[int, float]:
+    """``s``, the highest-scoring class other than ``y`` (first on ties), and the margin ``f_y - f_s``."""
+    scores = np.array(f, dtype=np.float64)
+    scores[y] = -np.inf
+    s = int(np.argmax(scores))
+    return s, float(f[y] - f[s])
+
+
+def pair(n_classes: int, y: int, s: int, value: float = 1.0) -> np.ndarray:
+    """The multiclass coefficient ``value (e_y - e_s)``."""
+    coef = np.zeros(n_classes)
+    coef[y], coef[s] = value, -value
+    return coef
+
+
+class MForgetron(Forgetron):
+    """Multiclass Forgetron (registry ``mforgetron``): :class:`Forgetron` with the multiclass
+    Perceptron's coefficient ``e_y - e_p`` on a mistake.
+
+    A stored coefficient stays ``sigma (e_{y_r} - e_{p_r})`` (only uniform shrinking touches
+    it), so the oldest vector's weight is ``sigma = alpha_r[y_r]`` with ``y_r`` its positive
+    class. Its margin under ``f' = f + (e_y - e_p) k(x, .)``: ``mu = f'_{y_r}(x_r)``, the score of
+    its own class (``margin='class_score'``, the authors' multiclass code, which gives the
+    paper's Table 7 number), or ``f'_{y_r}(x_r) - max_{j != y_r} f'_j(x_r)``
+    (``margin='multiclass'``, the multiclass margin the binary ``y_r f'(x_r)`` generalises
+    to). ``phi``, ``Q`` and ``M`` as in the binary rule.
+    """
+
+    name = "mforgetron"
+    config_class = MForgetronConfig
+    conformance_params = {"sigma": 0.5, "budget": 30, "n_classes": 3}
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        coef = multiclass_mistake(f, y)
+        if coef is not None:
+            self._forget(work, x32, x64, coef, k, t)
+
+    def _weight_and_margin(self, alpha_r, f_r):
+        y_r = int(np.argmax(alpha_r))
+        if self.config.margin == "class_score":
+            return float(alpha_r[y_r]), float(f_r[y_r])
+        return float(alpha_r[y_r]), best_wrong_class(f_r, y_r)[1]
+
+
+class MProjectronPlusPlus(MProjectron):
+    """Multiclass Projectron++ (registry ``mprojectron_pp``): :class:`MProjectron`, plus on a
+    margin error (prediction right, ``f_y - f_s < 1`` with ``s`` the best wrong class) the
+    projected update ``alpha += tau d (e_y - e_s)^T`` of :meth:`Projectron._margin_update`
+    with ``loss = 1 - (f_y - f_s)`` and ``|e_y - e_s|^2 = 2``."""
+
+    name = "mprojectron_pp"
+    conformance_params = {"sigma": 0.5, "budget": 30, "eta": 0.1, "n_classes": 3}
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        coef = multiclass_mistake(f, y)
+        if coef is not None:
+            self._mistake(work, x32, x64, coef, k, t)
+            return
+        s, margin = best_wrong_class(f, y)
+        if margin < 1.0:
+            self._margin_update(work, pair(len(f), y, s), k, 1.0 - margin, 2.0)
+
+
+class MBPAS(BPAS):
+    """Multiclass BPA-S (registry ``mbpa_s``): PA-I on the multiclass hinge
+    ``l = 1 - (f_y - f_s)`` (``s`` the best wrong class): ``tau = min(C, l / 2)``
+    (``|e_y - e_s|^2 k(x, x) = 2``), step ``tau (e_y - e_s)``. When full, the removed ``r``
+    minimises ``|alpha_r|^2 (1 - k_r^2)`` (the binary derivation with the coefficient vector's
+    squared norm; the loss after the step does not depend on ``r``) and ``x`` takes
+    ``alpha_r k_r + tau (e_y - e_s)``: every class of the new vector can change, O(B C) per
+    update as the FOGD paper notes."""
+
+    name = "mbpa_s"
+    config_class = MBPASConfig
+    conformance_params = {"sigma": 0.5, "budget": 30, "n_classes": 3}
+
+    def _learn(self, work, x32, x64, y, k, f, t, u):
+        s, margin = best_wrong_class(f, y)
+        loss = 1.0 - margin
+        if loss > 0.0:
+            self._insert(work, x32, x64, pair(len(f), y, s, min(self.config.C, loss / 2.0)), k, t)
 
 
 # -- regression -------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from okl_core.random import row_uniforms
 from .learner_data import tiny_problem
 
 BINARY = ["rbp", "forgetron", "projectron", "projectron_pp", "bpa_s", "bogd"]
-MULTICLASS = ["mrbp", "mprojectron", "mbogd"]
+MULTICLASS = ["mrbp", "mprojectron", "mbogd", "mforgetron", "mprojectron_pp", "mbpa_s"]
 ALL = BINARY + ["norma_r"]
 EVERY = ALL + MULTICLASS + ["rbp_r", "bogd_r"]
 SIGMA = 0.5
@@ -241,7 +241,27 @@ def ref_rbp(X, y, budget, seed):
     return m, scores
 
 
-def ref_forgetron(X, y, budget):
+def forgetron_phi(sigma, mu, Q, M, root="feasible"):
+    """The largest phi in (0, 1] with psi(phi) + Q <= 15/32 M, by bisection; ``root='code'``: the
+    root of psi(phi) + Q = 15/32 M above 1 when the quadratic opens downwards (np.roots)."""
+
+    def psi(phi):
+        lam = phi * sigma
+        return lam * lam + 2 * lam - 2 * lam * phi * mu
+
+    if psi(1.0) + Q <= 15 / 32 * M:
+        return 1.0
+    a = sigma * sigma - 2 * sigma * mu
+    if root == "code" and a < 0:
+        return max(np.roots([a, 2 * sigma, Q - 15 / 32 * M]).real)
+    lo, hi = 0.0, 1.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if psi(mid) + Q <= 15 / 32 * M else (lo, mid)
+    return lo
+
+
+def ref_forgetron(X, y, budget, root="feasible"):
     m, scores, M, Q = Reference(budget), [], 0, 0.0
     for t, (x, label) in enumerate(zip(X, y)):
         f = m.f(x)
@@ -255,26 +275,21 @@ def ref_forgetron(X, y, budget):
         r = int(np.argmin(m.stamp))
         sigma, y_r = abs(m.alpha[r]), np.sign(m.alpha[r])
         mu = y_r * (m.f(m.sv[r]) + label * k(x, m.sv[r]))
-
-        def psi(phi):
-            lam = phi * sigma
-            return lam * lam + 2 * lam - 2 * lam * phi * mu
-
-        lo, hi = 0.0, 1.0  # bisection for the largest phi with psi + Q <= 15/32 M
-        if psi(1.0) + Q > 15 / 32 * M:
-            for _ in range(200):
-                mid = 0.5 * (lo + hi)
-                lo, hi = (mid, hi) if psi(mid) + Q <= 15 / 32 * M else (lo, mid)
-            phi = lo
-        else:
-            phi = 1.0
-        Q += psi(phi)
+        phi = forgetron_phi(sigma, mu, Q, M, root)
+        Q += (phi * sigma) ** 2 + 2 * phi * sigma - 2 * phi * sigma * phi * mu
         m.alpha = [phi * a for a in m.alpha]
         m.put(r, x, phi * label, t)
     return m, scores
 
 
-def ref_projectron(X, y, budget, eta, plus):
+def code_tau(loss, norm2, delta2, budget):
+    """The authors' code's Projectron++ margin step: tau, or 0 when its test fails."""
+    U = 0.25 * math.sqrt((budget + 1) / math.log(budget + 1))
+    tau = min(loss / norm2, 1)
+    return tau if tau * (2 * loss - tau * norm2 - 2 * U * math.sqrt(delta2)) >= 0 else 0.0
+
+
+def ref_projectron(X, y, budget, eta, plus, margin_test="eta"):
     m, scores = Reference(budget), []
     for t, (x, label) in enumerate(zip(X, y)):
         f = m.f(x)
@@ -289,6 +304,9 @@ def ref_projectron(X, y, budget, eta, plus):
                 m.alpha = list(np.array(m.alpha) + label * d)
             else:
                 m.put(len(m.sv), x, float(label), t)
+        elif plus and label * f < 1 and m.sv and margin_test == "code":
+            tau = code_tau(1 - label * f, 1 - delta2, delta2, budget)
+            m.alpha = list(np.array(m.alpha) + tau * label * d)
         elif plus and label * f < 1 and m.sv:
             loss, norm2 = 1 - label * f, 1 - delta2
             if norm2 > 0 and loss - delta2 / eta > 0:
@@ -324,7 +342,7 @@ def ref_bpa_s(X, y, budget, C):
     return m, scores
 
 
-def ref_bogd(X, y, budget, eta, lam, seed):
+def ref_bogd(X, y, budget, eta, lam, seed, gamma=np.inf, removal="random"):
     m, scores = Reference(budget), []
     for t, (x, label) in enumerate(zip(X, y)):
         f = m.f(x)
@@ -335,8 +353,13 @@ def ref_bogd(X, y, budget, eta, lam, seed):
         if not m.full:
             m.put(len(m.sv), x, eta * label, t)
             continue
-        m.alpha = [a * budget / (budget - 1) for a in m.alpha]
-        m.put(min(int(uniform(seed, t) * budget), budget - 1), x, eta * label, t)
+        if removal == "oldest":
+            m.put(int(np.argmin(m.stamp)), x, eta * label, t)
+        else:
+            m.alpha = [a * budget / (budget - 1) for a in m.alpha]
+            m.put(min(int(uniform(seed, t) * budget), budget - 1), x, eta * label, t)
+        scale = min(1.0, eta * gamma / max(abs(a) for a in m.alpha))  # the authors' code's bound
+        m.alpha = [a * scale for a in m.alpha]
     return m, scores
 
 
@@ -361,15 +384,22 @@ CASES = {
     "projectron_pp": ({"budget": 12, "eta": 0.3}, lambda X, y: ref_projectron(X, y, 12, 0.3, True)),
     "bpa_s": ({"budget": 12, "C": 0.7}, lambda X, y: ref_bpa_s(X, y, 12, 0.7)),
     "bogd": ({"budget": 12, "eta": 0.4, "lam": 0.3, "seed": 2}, lambda X, y: ref_bogd(X, y, 12, 0.4, 0.3, 2)),
+    "forgetron-code": ({"budget": 12, "phi_root": "code"}, lambda X, y: ref_forgetron(X, y, 12, "code")),
+    "projectron_pp-code": ({"budget": 12, "eta": 0.3, "margin_test": "code"},
+                           lambda X, y: ref_projectron(X, y, 12, 0.3, True, "code")),
+    "bogd-gamma": ({"budget": 12, "eta": 0.4, "lam": 0.0, "seed": 2, "gamma": 1.5},
+                   lambda X, y: ref_bogd(X, y, 12, 0.4, 0.0, 2, gamma=1.5)),
+    "bogd-oldest": ({"budget": 12, "eta": 0.4, "lam": 0.1, "removal": "oldest"},
+                    lambda X, y: ref_bogd(X, y, 12, 0.4, 0.1, 0, removal="oldest")),
     "norma_r": ({"budget": 12, "eta": 0.3, "lam": 0.05, "nu": 0.3, "eps": 0.05},
                 lambda X, y: ref_norma(X, y, 12, 0.3, 0.05, 0.3, 0.05)),
 }
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", ALL + ["forgetron-code", "projectron_pp-code", "bogd-gamma", "bogd-oldest"])
 def test_learner_matches_the_transcription_of_its_published_rule(name):
     params, reference = CASES[name]
-    learner = make(name, n_inputs=3, **params)
+    learner = make(name.split("-")[0], n_inputs=3, **params)
     X, y = tiny_problem(learner.task, 3, n=160, seed=11)
     state, scores = learner.update(learner.init(), X, y)
     model, ref_scores = reference(X.astype(np.float64), y)
@@ -379,6 +409,11 @@ def test_learner_matches_the_transcription_of_its_published_rule(name):
     np.testing.assert_array_equal(state.stamp[:n], model.stamp)
     np.testing.assert_array_equal(state.support[:n], np.array(model.sv, dtype=np.float32))
     np.testing.assert_allclose(state.alpha[:n], model.alpha, rtol=1e-9, atol=1e-10)
+    if "-" in name:  # an option of the authors' code: it changed the model on this stream
+        default = make(name.split("-")[0], n_inputs=3,
+                       **{k: v for k, v in params.items() if k not in ("phi_root", "gamma", "removal", "margin_test")})
+        other, _ = default.update(default.init(), X, y)
+        assert not np.allclose(other.alpha, state.alpha)
     if name.startswith("projectron"):  # full: every later mistake projected
         assert max(model.stamp) < 100
     else:  # vectors were replaced
@@ -459,17 +494,25 @@ def test_merging_and_mixing_are_refused_with_a_clear_error(name):
         okl_core.check_mixable(learner)
 
 
-def test_invalid_parameters_name_the_field():
-    with pytest.raises(ValueError, match="budget"):
-        make("bogd", budget=1)
-    with pytest.raises(ValueError, match="eta \\* lam"):
-        make("norma_r", eta=2.0, lam=0.5)
-    with pytest.raises(ValueError, match="nu"):
-        make("norma_r", nu=1.5)
-    with pytest.raises(ValueError, match="decay"):
-        make("bogd", decay="sometimes")
-    with pytest.raises(ValueError, match="eta"):
-        make("projectron", eta=0.0)
+INVALID = [
+    ("bogd", dict(budget=1), "budget"),
+    ("norma_r", dict(eta=2.0, lam=0.5), "eta \\* lam"),
+    ("norma_r", dict(nu=1.5), "nu"),
+    ("bogd", dict(decay="sometimes"), "decay"),
+    ("projectron", dict(eta=0.0), "eta"),
+    ("forgetron", dict(phi_root="larger"), "phi_root"),
+    ("mforgetron", dict(margin="pairwise"), "margin"),
+    ("bogd", dict(gamma=0.0), "gamma"),
+    ("mbogd", dict(removal="newest"), "removal"),
+    ("projectron_pp", dict(margin_test="U"), "margin_test"),
+    ("mbpa_s", dict(C=-1.0), "^C must"),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "field"), INVALID)
+def test_invalid_parameters_name_the_field(name, params, field):
+    with pytest.raises(ValueError, match=field):
+        make(name, **params)
 
 
 def test_forgetron_without_shrinking_removes_the_oldest_as_it_is():
@@ -490,11 +533,86 @@ def mc_mistake(f, label, C):
     return c
 
 
-def ref_multiclass(name, X, y, budget, C, seed=0, eta=0.0, lam=0.0):
+def best_wrong(f, label):
+    rivals = np.where(np.arange(len(f)) == label, -np.inf, f)
+    s = int(np.argmax(rivals))
+    return s, f[label] - f[s]
+
+
+def ref_mforgetron(X, y, budget, C, margin="class_score", phi_root="feasible"):
+    m, scores, M, Q = Reference(budget), [], 0, 0.0
+    for t, (x, label) in enumerate(zip(X, y)):
+        f = m.row(x) @ np.array(m.alpha) if m.sv else np.zeros(C)
+        scores.append(f)
+        coef = mc_mistake(f, label, C)
+        if coef is None:
+            continue
+        M += 1
+        if not m.full:
+            m.put(len(m.sv), x, coef, t)
+            continue
+        r = int(np.argmin(m.stamp))
+        y_r = int(np.argmax(m.alpha[r]))
+        sigma = m.alpha[r][y_r]
+        f_r = m.row(m.sv[r]) @ np.array(m.alpha) + coef * k(x, m.sv[r])  # f' = f + coef k(x, .)
+        mu = f_r[y_r] if margin == "class_score" else best_wrong(f_r, y_r)[1]
+        phi = forgetron_phi(sigma, mu, Q, M, phi_root)
+        Q += (phi * sigma) ** 2 + 2 * phi * sigma - 2 * phi * sigma * phi * mu
+        m.alpha = [phi * a for a in m.alpha]
+        m.put(r, x, phi * coef, t)
+    return m, np.array(scores)
+
+
+def ref_mbpa_s(X, y, budget, C_classes, C):
+    m, scores = Reference(budget), []
+    for t, (x, label) in enumerate(zip(X, y)):
+        f = m.row(x) @ np.array(m.alpha) if m.sv else np.zeros(C_classes)
+        scores.append(f)
+        s, margin = best_wrong(f, label)
+        if margin >= 1:
+            continue
+        step = np.zeros(C_classes)
+        step[label], step[s] = 1.0, -1.0
+        step *= min(C, (1 - margin) / 2)
+        if not m.full:
+            m.put(len(m.sv), x, step, t)
+            continue
+        best = None  # the PA-I objective for each candidate r, the RKHS norm from the Gram matrix
+        for r in range(budget):
+            beta = m.alpha[r] * k(m.sv[r], x) + step
+            pts = np.array([m.sv[r], x])
+            gram = exact_kernel("gaussian", pts, pts, SIGMA)
+            diff = np.array([-m.alpha[r], beta])  # (2, C): the removed and the new expansion terms
+            new_f = f - m.alpha[r] * k(m.sv[r], x) + beta
+            value = 0.5 * np.trace(diff.T @ gram @ diff) + C * max(0.0, 1 - best_wrong(new_f, label)[1])
+            if best is None or value < best[0] - 1e-12:
+                best = (value, r, beta)
+        m.put(best[1], x, best[2], t)
+    return m, np.array(scores)
+
+
+def ref_multiclass(name, X, y, budget, C, seed=0, eta=0.0, lam=0.0, removal="random", margin_test="eta"):
     m, scores = Reference(budget), []
     for t, (x, label) in enumerate(zip(X, y)):
         f = m.row(x) @ np.array(m.alpha) if m.sv else np.zeros(C)
         scores.append(f)
+        if name == "mprojectron_pp" and m.sv and mc_mistake(f, label, C) is None:
+            s, margin = best_wrong(f, label)
+            K = exact_kernel("gaussian", np.array(m.sv), np.array(m.sv), SIGMA)
+            d = np.linalg.solve(K, m.row(x))
+            delta2 = max(1 - m.row(x) @ d, 0.0)
+            loss, norm2 = 1 - margin, 2 * (1 - delta2)
+            if loss > 0 and margin_test == "code":
+                tau = code_tau(loss, 1 - delta2, delta2, budget)
+                c = np.zeros(C)
+                c[label], c[s] = 1.0, -1.0
+                m.alpha = list(np.array(m.alpha) + tau * np.outer(d, c))
+            elif loss > 0 and norm2 > 0 and loss - delta2 / eta > 0:
+                tau = min(loss / norm2, 1, 2 * (loss - delta2 / eta) / norm2)
+                c = np.zeros(C)
+                c[label], c[s] = 1.0, -1.0
+                m.alpha = list(np.array(m.alpha) + tau * np.outer(d, c))
+            continue
         if name == "mbogd":
             m.alpha = [(1 - eta * lam) * a for a in m.alpha]
             rivals = np.where(np.arange(C) == label, -np.inf, f)
@@ -507,13 +625,15 @@ def ref_multiclass(name, X, y, budget, C, seed=0, eta=0.0, lam=0.0):
             coef = mc_mistake(f, label, C)
             if coef is None:
                 continue
-        if name == "mprojectron" and m.sv:
+        if name in ("mprojectron", "mprojectron_pp") and m.sv:
             K = exact_kernel("gaussian", np.array(m.sv), np.array(m.sv), SIGMA)
             d = np.linalg.solve(K, m.row(x))
             if 1 - m.row(x) @ d <= eta or m.full:
                 m.alpha = list(np.array(m.alpha) + np.outer(d, coef))
                 continue
-        if m.full:
+        if m.full and removal == "oldest":
+            m.put(int(np.argmin(m.stamp)), x, coef, t)
+        elif m.full:
             if name == "mbogd":
                 m.alpha = [a * budget / (budget - 1) for a in m.alpha]
             m.put(min(int(uniform(seed, t) * budget), budget - 1), x, coef, t)
@@ -522,24 +642,136 @@ def ref_multiclass(name, X, y, budget, C, seed=0, eta=0.0, lam=0.0):
     return m, np.array(scores)
 
 
-@pytest.mark.parametrize(("name", "params"), [("mrbp", {"seed": 4}), ("mprojectron", {"eta": 0.2}),
-                                              ("mbogd", {"seed": 6, "eta": 0.4, "lam": 0.2})])
-def test_multiclass_learners_match_their_transcriptions(name, params):
-    C, budget = 4, 12
+MULTICLASS_CASES = {
+    "mrbp": {"seed": 4}, "mprojectron": {"eta": 0.2}, "mprojectron_pp": {"eta": 0.5},
+    "mprojectron_pp-code": {"eta": 0.5, "margin_test": "code"},
+    "mbogd": {"seed": 6, "eta": 0.4, "lam": 0.2}, "mbogd-oldest": {"eta": 0.4, "lam": 0.01, "removal": "oldest"},
+    "mforgetron": {}, "mforgetron-multiclass": {"margin": "multiclass"}, "mforgetron-code": {"phi_root": "code"},
+    "mbpa_s": {"C": 0.4},
+}
+
+
+def multiclass_reference(case, X, y, budget, C, params):
+    name = case.split("-")[0]
+    if name == "mforgetron":
+        return ref_mforgetron(X, y, budget, C, **params)
+    if name == "mbpa_s":
+        return ref_mbpa_s(X, y, budget, C, params["C"])
+    return ref_multiclass(name, X, y, budget, C, **params)
+
+
+@pytest.mark.parametrize("case", sorted(MULTICLASS_CASES))
+def test_multiclass_learners_match_their_transcriptions(case):
+    C, budget, name, params = 4, 12, case.split("-")[0], MULTICLASS_CASES[case]
     learner = make(name, n_inputs=3, n_classes=C, budget=budget, **params)
     X, y = tiny_problem("multiclass", 3, n=200, n_classes=C, seed=12)
     state, scores = learner.update(learner.init(), X, y)
-    model, ref_scores = ref_multiclass(name, X.astype(np.float64), y, budget, C, **params)
+    model, ref_scores = multiclass_reference(case, X.astype(np.float64), y, budget, C, params)
     assert scores.shape == (200, C) and state.alpha.shape == (budget, C)
     np.testing.assert_allclose(scores, ref_scores, rtol=1e-9, atol=1e-10)
     n = int(state.n_support)
     assert n == len(model.sv) == budget
     np.testing.assert_array_equal(state.stamp, model.stamp)
     np.testing.assert_allclose(state.alpha, np.array(model.alpha), rtol=1e-9, atol=1e-10)
-    if name != "mprojectron":
+    if not name.startswith("mprojectron"):
         assert min(model.stamp) > budget  # vectors were replaced
+    if name == "mprojectron_pp":  # margin updates happened: the Projectron's model differs
+        plain = make("mprojectron", n_inputs=3, n_classes=C, budget=budget, **params)
+        assert not np.allclose(plain.update(plain.init(), X, y)[0].alpha, state.alpha)
+    if "-" in case:  # the option changed the model on this stream
+        default = make(name, n_inputs=3, n_classes=C, budget=budget,
+                       **{k: v for k, v in params.items() if k not in ("margin", "phi_root", "removal", "margin_test")})
+        assert not np.allclose(default.update(default.init(), X, y)[0].alpha, state.alpha)
     np.testing.assert_allclose(learner.predict(state, X[:5]), exact_kernel("gaussian", X[:5], state.support, SIGMA) @ state.alpha,
                                rtol=1e-12)
+
+
+def test_mforgetron_shrinks_by_the_margin_of_its_reading_worked_by_hand():
+    X = np.array([[0.0, 0.0], [0.776, 0.0]], dtype=np.float32)
+    kk = k(X[0], X[1])  # ~0.3
+    y = np.array([1, 2])
+    # Row 0: f = 0 predicts class 0: add x0 with e1 - e0. Row 1: f = kk (e1 - e0) predicts 1, y = 2:
+    # coef e2 - e1, M = 2, full (B = 1): r = x0, sigma = 1, f'(x0) = (e1 - e0) + kk (e2 - e1).
+    mus = {"class_score": 1 - kk, "multiclass": (1 - kk) - kk}  # f'_1, or f'_1 - max(f'_0, f'_2)
+    for margin, mu in mus.items():
+        for root in ("feasible", "code"):
+            learner = make("mforgetron", budget=1, margin=margin, phi_root=root)
+            state, scores = learner.update(learner.init(), X, y)
+            np.testing.assert_allclose(scores[1], [-kk, kk, 0.0], rtol=1e-12)
+            # 15/32 M - Q = (1 - 2 mu) phi^2 + 2 phi: the roots of the quadratic, by hand.
+            a, b, c = 1 - 2 * mu, 2.0, -15 / 16
+            roots = sorted([(-b + math.sqrt(b * b - 4 * a * c)) / (2 * a), (-b - math.sqrt(b * b - 4 * a * c)) / (2 * a)])
+            if a < 0:  # class_score: mu = 0.7 > 1/2 -- the code takes the root above 1
+                phi = roots[1] if root == "code" else roots[0]
+            else:
+                phi = [r for r in roots if 0 < r <= 1][0]
+            assert (phi > 1) == (root == "code" and margin == "class_score")
+            np.testing.assert_allclose(state.alpha[0], [0.0, -phi, phi], rtol=1e-12)
+            assert float(state.damage) == pytest.approx(15 / 16, rel=1e-12) and int(state.mistakes) == 2
+            np.testing.assert_array_equal(state.stamp, [1])
+
+
+def test_mbpa_s_takes_half_the_loss_and_removes_the_cheapest_coefficient_vector():
+    C = 0.6
+    learner = make("mbpa_s", budget=2, C=C)
+    X = np.array([[0.0, 0.0], [50.0, 50.0], [0.776, 0.0]], dtype=np.float32)
+    y = np.array([0, 1, 2])
+    state, scores = learner.update(learner.init(), X, y)
+    k02 = k(X[0], X[2])
+    # Row 0: f = 0, s = 1 (first wrong class), loss 1, tau = min(C, 1/2): e0 - e1. Row 1 (far): s = 0, e1 - e0.
+    tau = 0.5
+    f2 = k02 * tau * np.array([1.0, -1.0, 0.0])
+    np.testing.assert_allclose(scores[2], f2, rtol=1e-12)
+    # Row 2, y = 2: s = 0, loss = 1 + k02 tau, tau2 = min(C, loss / 2); |alpha_r|^2 (1 - k_r^2): x0 costs less.
+    tau2 = min(C, (1 + k02 * tau) / 2)
+    assert tau2 < C
+    np.testing.assert_array_equal(state.stamp, [2, 1])
+    np.testing.assert_allclose(state.alpha[0], k02 * tau * np.array([1.0, -1.0, 0.0]) + tau2 * np.array([-1.0, 0.0, 1.0]),
+                               rtol=1e-12)
+    np.testing.assert_allclose(state.alpha[1], [-tau, tau, 0.0], rtol=1e-12)
+
+
+def test_mprojectron_pp_projects_a_margin_error_on_the_pair_y_s():
+    eta = 3.0
+    X = np.array([[0.0, 0.0], [0.12, 0.0]], dtype=np.float32)
+    kk = k(X[0], X[1])
+    y = np.array([1, 1])
+    states = {}
+    for name in ("mprojectron", "mprojectron_pp"):
+        learner = make(name, budget=5, eta=eta)
+        states[name], scores = learner.update(learner.init(), X, y)
+    # Row 0: mistake (class 0 predicted), add x0 with e1 - e0. Row 1: f = kk (e1 - e0), right; s = 2
+    # (score 0 > -kk), loss = 1 - kk; d = kk, delta^2 = 1 - kk^2, N = 2 kk^2.
+    np.testing.assert_allclose(scores[1], [-kk, kk, 0.0], rtol=1e-12)
+    loss, delta2 = 1 - kk, 1 - kk * kk
+    norm2 = 2 * kk * kk
+    assert loss - delta2 / eta > 0
+    tau = min(loss / norm2, 1.0, 2 * (loss - delta2 / eta) / norm2)
+    np.testing.assert_array_equal(states["mprojectron"].alpha[0], [-1.0, 1.0, 0.0])
+    np.testing.assert_allclose(states["mprojectron_pp"].alpha[0], [-1.0, 1.0 + tau * kk, -tau * kk], rtol=1e-12)
+    assert int(states["mprojectron_pp"].n_support) == 1
+
+
+def test_bogd_gamma_bounds_the_largest_coefficient_after_a_removal():
+    eta, gamma = 0.5, 1.5
+    learner = make("bogd", budget=2, eta=eta, lam=0.0, gamma=gamma, seed=1)
+    X, y = far_points(8), np.array([1, -1, 1, -1, 1, -1, 1, -1])
+    state, _ = learner.update(learner.init(), X, y)
+    # Every far row updates (f = 0); each removal rescales by 2, so without the bound the survivors
+    # double at each row; with it the largest is eta gamma and the rest scale with it.
+    assert float(np.max(np.abs(state.alpha))) == pytest.approx(eta * gamma, rel=1e-12)
+    unbounded = make("bogd", budget=2, eta=eta, lam=0.0, seed=1)
+    free, _ = unbounded.update(unbounded.init(), X, y)
+    assert float(np.max(np.abs(free.alpha))) > eta * gamma
+    np.testing.assert_array_equal(state.stamp, free.stamp)
+
+
+def test_bogd_oldest_removal_keeps_the_coefficients_unscaled():
+    learner = make("bogd", budget=2, eta=0.5, lam=0.2, removal="oldest")
+    state, _ = learner.update(learner.init(), far_points(4), np.array([1, -1, 1, -1]))
+    g = 1 - 0.5 * 0.2
+    np.testing.assert_array_equal(state.stamp, [2, 3])
+    np.testing.assert_allclose(state.alpha, [0.5 * g, -0.5], rtol=1e-12)
 
 
 # -- regression with the FOGD-R rule ---------------------------------------------------------------

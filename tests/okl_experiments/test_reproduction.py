@@ -142,14 +142,16 @@ def test_dsg_on_a9a_test_error_within_1_5_points_of_15_3():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("key", ["rbp-a9a", "bpa_s-a9a", "projectron_pp-a9a", "forgetron-noshrink-a9a"])
+@pytest.mark.parametrize("key", ["rbp-a9a", "bpa_s-a9a", "projectron_pp-a9a", "forgetron-noshrink-a9a", "forgetron-code-a9a",
+                                 "bogd-code-a9a", "projectron_pp-code-a9a"])
 def test_budget_baselines_on_a9a_within_their_tolerance_of_table_5(key):
     root = str(shared_data("a9a").parent)
     _check(run_setting(_setting(key, runs=3), root, use_tuned=True))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("key", ["mrbp-mnist", "mprojectron-mnist"])
-def test_multiclass_budget_baselines_on_mnist_within_1_point_of_table_7(key):
+@pytest.mark.parametrize("key", ["mrbp-mnist", "mprojectron-mnist", "mprojectron_pp-mnist", "mbpa_s-mnist", "mforgetron-code-mnist",
+                                 "mbogd-code-mnist"])
+def test_multiclass_budget_baselines_on_mnist_within_their_tolerance_of_table_7(key):
     root = str(shared_data("mnist").parent)
     _check(run_setting(_setting(key, runs=3), root))

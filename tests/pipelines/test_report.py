@@ -108,3 +108,11 @@ def test_run_spec_runs_the_learners_and_plots_exact_curves(tmp_path):
     bad.write_text(json.dumps({"data": {"path": "d"}, "runs": [{"learner": "fogd", "params": {"eta": -1}}]}))
     with pytest.raises(SystemExit, match="eta"):
         report.run(["run", str(bad), "--output", str(tmp_path)])
+
+
+@pytest.mark.parametrize(("n_curves", "width"), [(figures.LEGEND_INSIDE_MAX, 640), (figures.LEGEND_INSIDE_MAX + 1, 960)])
+def test_a_long_legend_moves_out_of_the_axes_on_a_wider_figure(tmp_path, n_curves, width):
+    n = np.arange(1, 101, dtype=float)
+    curves = [figures.Curve(f"learner {i}", n, 0.5 / (1 + i) + 0.1 / n) for i in range(n_curves)]
+    data = _png(figures.plot_curves(curves, str(tmp_path / "c.png")))
+    assert int.from_bytes(data[16:20], "big") == width  # the PNG header's width: 6.4 or 9.6 inches at 100 dpi
