@@ -12,8 +12,9 @@ The papers report two kinds of numbers (spec/README.md):
 Multiple runs are random permutations of one data set; :func:`permuted` gives run ``r``'s
 order from :func:`okl_core.random.permutation` keyed by ``(shuffle_seed, r)``.
 
-Metric names used across okl (sweeps, reports, reproductions): ``error`` (mistake rate,
-classification), ``mse`` and ``mae`` (regression); :func:`metric_value` reads them from
+Metric names used across okl (sweeps, reports, reproductions): ``mistake_rate``
+(classification; ``error`` is accepted as its old name), ``mse`` and ``mae`` (regression),
+all fractions; :func:`metric_value` reads them from
 a :class:`Prequential`. Everything here is plain numpy: the Dask sweeps and the Beam
 pipelines call it, never the other way round.
 """
@@ -34,6 +35,8 @@ from okl_core.random import permutation
 
 __all__ = [
     "METRICS",
+    "METRIC_ALIASES",
+    "canonical_metric",
     "OnlineRun",
     "run_online",
     "evaluate",
@@ -47,20 +50,28 @@ __all__ = [
 ]
 
 METRICS = {
-    "error": "mistake rate of sign / first argmax (classification)",
+    "mistake_rate": "mistakes of sign / first argmax over examples scored (classification)",
     "mse": "mean squared error (regression)",
     "mae": "mean absolute error (regression)",
 }
-"""Metric name -> meaning. All are "lower is better"."""
+"""Metric name -> meaning. All are "lower is better", and fractions (never percent)."""
+
+METRIC_ALIASES = {"error": "mistake_rate"}
+"""Names accepted for a metric besides its own (okl <= 0.1 called the mistake rate ``error``)."""
+
+
+def canonical_metric(name: str) -> str:
+    """The metric's own name: ``name`` itself, or what an alias of :data:`METRIC_ALIASES` stands for."""
+    return METRIC_ALIASES.get(name, name)
 
 
 def task_metrics(task: str) -> tuple[str, ...]:
     """The metric names meaningful for ``task``."""
-    return ("mse", "mae") if task == "regression" else ("error",)
+    return ("mse", "mae") if task == "regression" else ("mistake_rate",)
 
 
 def default_metric(task: str) -> str:
-    """The papers' headline metric of ``task``: ``error`` or ``mse``."""
+    """The papers' headline metric of ``task``: ``mistake_rate`` or ``mse``."""
     return task_metrics(task)[0]
 
 
@@ -72,9 +83,10 @@ def metric_value(metrics: Prequential, name: str) -> float:
     ValueError
         Unknown name, or a metric that does not exist for the accumulator's task.
     """
+    name = canonical_metric(name)
     if name not in task_metrics(metrics.task):
         raise ValueError(f"metric {name!r} is not defined for {metrics.task} (choose from {task_metrics(metrics.task)})")
-    return {"error": metrics.mistake_rate, "mse": metrics.mse, "mae": metrics.mae}[name]
+    return {"mistake_rate": metrics.mistake_rate, "mse": metrics.mse, "mae": metrics.mae}[name]
 
 
 @dataclasses.dataclass

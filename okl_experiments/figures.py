@@ -64,7 +64,7 @@ def _pyplot():
 class Curve:
     """One labelled curve: examples seen ``n`` against the metric ``value``."""
 
-    def __init__(self, label: str, n, value, metric: str = "error"):
+    def __init__(self, label: str, n, value, metric: str = "mistake_rate"):
         self.label, self.metric = label, metric
         self.n = np.asarray(n, dtype=np.float64)
         self.value = np.asarray(value, dtype=np.float64)
@@ -76,7 +76,7 @@ def _record(label: str, metric: str, n: np.ndarray, value: np.ndarray) -> dict:
     return {"label": label, "metric": metric, "curve": {"n": n.tolist(), "value": value.tolist()}}
 
 
-def curve_record(run: OnlineRun, label: str, metric: str = "error") -> dict:
+def curve_record(run: OnlineRun, label: str, metric: str = "mistake_rate") -> dict:
     """JSON-ready curve of an :class:`~okl_core.evaluation.OnlineRun` (a ``curves`` input)."""
     return _record(label, metric, run.curve_n, run.curve_value)
 
@@ -112,7 +112,7 @@ def _curves_from_json(path: str) -> list[Curve]:
         if rec.get("status", "ok") != "ok" or not rec["curve"].get("n"):
             continue
         label = rec.get("label") or rec.get("key") or f"{os.path.basename(path)}[{i}]"
-        metric = metric_of(rec.get("metric", "error"))
+        metric = metric_of(rec.get("metric", "mistake_rate"))
         curves.append(Curve(label, rec["curve"]["n"], rec["curve"]["value"], metric))
     return curves
 

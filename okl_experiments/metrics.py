@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from okl_core.evaluation import default_metric, task_metrics
+from okl_core.evaluation import METRIC_ALIASES, canonical_metric, default_metric, task_metrics
 
-__all__ = ["Headline", "headline", "metric_of", "metric_label", "experiment_metrics", "ranking_metric", "online_curve", "parallel_order"]
+__all__ = ["Headline", "headline", "metric_of", "metric_label", "experiment_metrics", "experiment_metric", "ranking_metric",
+           "online_curve", "parallel_order"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Headline:
     Attributes
     ----------
     metric : str
-        okl_core's name (``error`` or ``mse``): the sweeps' ``online_<metric>``.
+        okl_core's name (``mistake_rate`` or ``mse``): the sweeps' ``online_<metric>``.
     summary_key : str
         Key in :meth:`okl_core.metrics.Prequential.summary` (``mistake_rate`` or ``mse``).
     batch_sum : str
@@ -49,10 +50,10 @@ class Headline:
 
 
 _HEADLINES = {
-    "error": Headline("error", "mistake_rate", "mistakes", "online mistake rate", "error"),
+    "mistake_rate": Headline("mistake_rate", "mistake_rate", "mistakes", "online mistake rate", "mistake rate"),
     "mse": Headline("mse", "mse", "sum_squared_error", "online mean squared error", "MSE"),
 }
-_LABELS = {"error": "online mistake rate", "mse": "online mean squared error", "mae": "online mean absolute error"}
+_LABELS = {"mistake_rate": "online mistake rate", "mse": "online mean squared error", "mae": "online mean absolute error"}
 
 
 def headline(task: str) -> Headline:
@@ -61,13 +62,26 @@ def headline(task: str) -> Headline:
 
 
 def metric_of(name: str) -> str:
-    """okl_core's metric name of an experiment metric: ``online_error`` -> ``error``."""
-    return name.split("_", 1)[1] if "_" in name else name
+    """okl_core's metric name of an experiment metric: ``online_mistake_rate`` -> ``mistake_rate``.
+
+    Old names are understood: ``online_error`` and ``error`` -> ``mistake_rate``.
+    """
+    if name.startswith(("online_", "test_")):
+        name = name.split("_", 1)[1]
+    return canonical_metric(name)
+
+
+def experiment_metric(name: str) -> str:
+    """An experiment metric's own name: ``online_error`` (okl <= 0.1) -> ``online_mistake_rate``."""
+    split, _, metric = name.partition("_")
+    if split in ("online", "test") and metric in METRIC_ALIASES:
+        return f"{split}_{METRIC_ALIASES[metric]}"
+    return name
 
 
 def metric_label(metric: str) -> str:
-    """Axis label of an online curve of ``metric`` (``error``, ``mse``, ``mae``)."""
-    return _LABELS.get(metric, "online metric")
+    """Axis label of an online curve of ``metric`` (``mistake_rate``, ``mse``, ``mae``)."""
+    return _LABELS.get(canonical_metric(metric), "online metric")
 
 
 def experiment_metrics(task: str, with_test: bool) -> list[str]:

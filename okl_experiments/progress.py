@@ -112,7 +112,7 @@ class ProgressBar:
 
 class RunProgress:
     """One line per finished run on ``stream`` (None: silent), e.g.
-    ``[####....] 4/8 runs, 1/2 points, 3.1 s, ~3 s left | point 0 (sigma=1) run 3: online_error 0.1520 (0.74 s)``.
+    ``[####....] 4/8 runs, 1/2 points, 3.1 s, ~3 s left | point 0 (sigma=1) run 3: online_mistake_rate 0.1520 (0.74 s)``.
     """
 
     def __init__(self, total_runs: int, total_points: int, metric: str, stream=None, width: int = 20):

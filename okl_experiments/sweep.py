@@ -37,8 +37,8 @@ How it runs
   configuration: the format ``pipelines.train --config`` reads, and ``make_learner(name,
   **params)`` accepts.
 
-Metrics: ``online_error`` / ``online_mse`` / ``online_mae`` (prequential, over the
-stream) and, with a test set, ``test_error`` / ``test_mse`` / ``test_mae``
+Metrics: ``online_mistake_rate`` / ``online_mse`` / ``online_mae`` (prequential, over the
+stream) and, with a test set, ``test_mistake_rate`` / ``test_mse`` / ``test_mae``
 (:func:`okl_experiments.metrics.experiment_metrics`). Every metric of the task is
 recorded; ``metric`` picks the ranking one (default
 :func:`okl_experiments.metrics.ranking_metric`: the online metric, never the test set),
@@ -64,7 +64,7 @@ from okl_core.registry import learner_class, make_learner
 from okl_core.state import atomic_write_bytes
 from okl_experiments.data import DataSource
 from okl_experiments.grid import SearchSpace, point_key
-from okl_experiments.metrics import experiment_metrics, ranking_metric
+from okl_experiments.metrics import experiment_metric, experiment_metrics, ranking_metric
 from okl_experiments.params import DEFAULT_BATCH_ROWS, batch_rows_for, check_fit, check_task, learner_config, learner_params
 from okl_experiments.progress import RunProgress
 from okl_experiments.runs import RunTask, execute
@@ -231,7 +231,22 @@ def read_results(path: str) -> tuple[list[dict], dict]:
     meta = (table.schema.metadata or {}).get(_METADATA_KEY)
     if meta is None:
         raise ValueError(f"{path}: not an okl sweep results table (no {_METADATA_KEY.decode()} metadata)")
-    return table.to_pylist(), json.loads(meta)
+    return _current_names(table.to_pylist(), json.loads(meta))
+
+
+def _current_names(rows: list[dict], meta: dict) -> tuple[list[dict], dict]:
+    """Rows and metadata with today's metric names (tables of okl <= 0.1 say ``online_error``)."""
+    def renamed(key: str) -> str:
+        for suffix in ("_mean", "_std", "_runs"):
+            if key.endswith(suffix):
+                return experiment_metric(key[: -len(suffix)]) + suffix
+        return key
+
+    rows = [{renamed(k): v for k, v in row.items()} for row in rows]
+    meta = {**meta, "metrics": [experiment_metric(m) for m in meta.get("metrics", [])]}
+    if meta.get("rank_by"):
+        meta["rank_by"] = experiment_metric(meta["rank_by"])
+    return rows, meta
 
 
 def ranked(rows: list[dict], metric: str) -> list[dict]:
@@ -308,7 +323,7 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
     on_result : callable, optional
         Called with each run's raw result as it arrives.
     """
-    metric = metric or settings.default_metric()
+    metric = experiment_metric(metric) if metric else settings.default_metric()
     if settings.reseed and "seed" not in {f.name for f in dataclasses.fields(learner_class(settings.learner).config_class)}:
         raise ValueError(f"--reseed: learner {settings.learner} has no seed parameter (its runs differ only by the order of the rows)")
     if metric not in settings.metric_names():

@@ -49,8 +49,8 @@ def build_parser() -> Parser:
     p.add_argument("--reseed", action="store_true", help="run r uses model seed = seed + r (new features per run)")
     p.add_argument("--test", help="held-out okl data set: adds test_* metrics (reported; ranked by only with --rank_by test_...)")
     p.add_argument("--rank_by", metavar="METRIC",
-                   help="ranking metric, lower is better: online_error|online_mse|online_mae|test_error|test_mse|test_mae "
-                        "(default: online_error, or online_mse for regression; never the test set unless given)")
+                   help="ranking metric, lower is better: online_mistake_rate|online_mse|online_mae|test_mistake_rate|test_mse|test_mae "
+                        "(default: online_mistake_rate, or online_mse for regression; never the test set unless given)")
     p.add_argument("--batch_rows", type=int, default=DEFAULT_BATCH_ROWS,
                    help=f"rows per learner update call (default {DEFAULT_BATCH_ROWS}, rounded up to a multiple of a mini-batch learner's batch_size)")
     p.add_argument("--curve_points", type=int, default=64, help="online curve checkpoints per run: this many log-spaced plus as many evenly spaced (default 64)")

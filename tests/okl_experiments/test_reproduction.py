@@ -21,7 +21,7 @@ def test_settings_table_is_well_formed():
     for s in SETTINGS:
         assert s.data in DATASETS and (s.test is None or s.test in DATASETS), s.key
         kind, metric = s.metric.split("_", 1)
-        assert kind in ("online", "test") and metric in ("error", "mse", "mae"), s.key
+        assert kind in ("online", "test") and metric in ("mistake_rate", "mse", "mae"), s.key
         assert (kind == "test") == (s.test is not None), s.key
         assert 0 < s.paper < 1 and s.runs >= 1 and s.tolerance > 0, s.key
         assert all(isinstance(v, list) and v for v in (s.tune or {}).values()), s.key
@@ -79,7 +79,7 @@ def tiny_real(tmp_path, monkeypatch):
 
 
 def test_run_setting_tunes_then_runs_permutations_exactly(tiny_real):
-    setting = Setting("fogd-tiny", "fogd", "tiny", {"n_components": 16, "sigma": "median"}, "online_error", 0.2, "test",
+    setting = Setting("fogd-tiny", "fogd", "tiny", {"n_components": 16, "sigma": "median"}, "online_mistake_rate", 0.2, "test",
                       runs=3, tune={"eta": [0.01, 0.3]})
     outcome = run_setting(setting, tiny_real, client=None)
     assert outcome.status == "ok" and outcome.runs == 3
@@ -99,12 +99,12 @@ def test_run_setting_tunes_then_runs_permutations_exactly(tiny_real):
 
 
 def test_missing_learners_and_data_are_skipped_with_a_reason(tiny_real, tmp_path):
-    future = Setting("future-tiny", "not_a_learner_yet", "tiny", {}, "online_error", 0.2, "test")
+    future = Setting("future-tiny", "not_a_learner_yet", "tiny", {}, "online_mistake_rate", 0.2, "test")
     outcome = run_setting(future, tiny_real)
     assert outcome.status == "skipped" and "not_a_learner_yet" in outcome.reason
     nodata = run_setting(dataclasses.replace(SETTINGS[0], runs=1), str(tmp_path / "nowhere"))
     assert nodata.status == "skipped" and "not found" in nodata.reason
-    bad_param = Setting("bad-tiny", "fogd", "tiny", {"no_such_param": 1}, "online_error", 0.2, "test")
+    bad_param = Setting("bad-tiny", "fogd", "tiny", {"no_such_param": 1}, "online_mistake_rate", 0.2, "test")
     failed = run_setting(bad_param, tiny_real)
     assert failed.status == "error" and "no_such_param" in failed.reason
     assert "skipped" in reproduction.table([outcome, failed, nodata])

@@ -55,14 +55,14 @@ def test_sweep_numbers_equal_a_serial_run_and_data_is_loaded_once_per_worker(cli
     train, test = okl_source(str(tmp_path / "train")), okl_source(str(tmp_path / "test"))
     settings = SweepSettings("fogd", train, test, repeats=3)
     points = _points(train, ["sigma=0.5,1,2", "eta=0.05,0.2", "n_components=32"])
-    result = sweep(settings, points, out_dir=str(tmp_path / "out"), client=client, metric="test_error")
-    assert result.ran == 6 and result.skipped == 0 and result.metric == "test_error"
+    result = sweep(settings, points, out_dir=str(tmp_path / "out"), client=client, metric="test_mistake_rate")
+    assert result.ran == 6 and result.skipped == 0 and result.metric == "test_mistake_rate"
     for row, point in zip(result.rows, points):
         online, test_values = _serial(point.params, X, y, 3, Xt=Xt, yt=yt)
         assert row["status"] == "ok" and row["runs"] == 3
-        assert row["online_error_runs"] == online and row["test_error_runs"] == test_values
-        assert (row["online_error_mean"], row["online_error_std"]) == mean_std(online)
-        assert (row["test_error_mean"], row["test_error_std"]) == mean_std(test_values)
+        assert row["online_mistake_rate_runs"] == online and row["test_mistake_rate_runs"] == test_values
+        assert (row["online_mistake_rate_mean"], row["online_mistake_rate_std"]) == mean_std(online)
+        assert (row["test_mistake_rate_mean"], row["test_mistake_rate_std"]) == mean_std(test_values)
     # The 18 tasks ran on both workers; each worker loaded the train and test sets once.
     workers = Counter(r["worker"] for r in result.task_results)
     loads = Counter(r["worker"] for r in result.task_results if r["loaded"])
@@ -73,9 +73,9 @@ def test_sweep_numbers_equal_a_serial_run_and_data_is_loaded_once_per_worker(cli
     assert len(pickle.dumps(task)) < 2000 < X.nbytes
     # Table on disk = rows in memory; the best point is the lowest test error.
     rows, meta = read_results(result.results_path)
-    assert [r["test_error_mean"] for r in rows] == [r["test_error_mean"] for r in result.rows]
-    assert meta["settings"]["repeats"] == 3 and meta["metrics"] == ["online_error", "test_error"] and meta["rank_by"] == "test_error"
-    best_row = min(result.rows, key=lambda r: (r["test_error_mean"], r["point"]))
+    assert [r["test_mistake_rate_mean"] for r in rows] == [r["test_mistake_rate_mean"] for r in result.rows]
+    assert meta["settings"]["repeats"] == 3 and meta["metrics"] == ["online_mistake_rate", "test_mistake_rate"] and meta["rank_by"] == "test_mistake_rate"
+    best_row = min(result.rows, key=lambda r: (r["test_mistake_rate_mean"], r["point"]))
     assert result.best["params"]["sigma"] == json.loads(best_row["params"])["sigma"]
 
 
@@ -87,13 +87,13 @@ def test_best_config_is_valid_for_make_learner_and_reproduces_the_point(client, 
     with open(result.best_path) as f:
         best = json.load(f)
     assert set(best) == {"learner", "params", "rank_by"} and best["learner"] == "fogd"
-    best_row = min(result.rows, key=lambda r: (r["online_error_mean"], r["point"]))
-    assert best["rank_by"] == {"metric": "online_error", "mean": best_row["online_error_mean"], "std": best_row["online_error_std"]}
+    best_row = min(result.rows, key=lambda r: (r["online_mistake_rate_mean"], r["point"]))
+    assert best["rank_by"] == {"metric": "online_mistake_rate", "mean": best_row["online_mistake_rate_mean"], "std": best_row["online_mistake_rate_std"]}
     learner = okl_core.make_learner(best["learner"], **best["params"])
     assert best["params"] == {"n_inputs": 5, "n_components": 32, "kernel": "gaussian", "sigma": best["params"]["sigma"],
                               "seed": 0, "block_size": 256, "scaled": False, "eta": 0.1}
     online, _ = _serial(best["params"], X, y, 2)
-    assert min(r["online_error_mean"] for r in result.rows) == mean_std(online)[0]
+    assert min(r["online_mistake_rate_mean"] for r in result.rows) == mean_std(online)[0]
     assert learner.task == "binary"
 
 
@@ -130,7 +130,7 @@ def test_a_failing_point_is_recorded_and_the_rest_complete(client, tmp_path):
     status = {json.loads(r["params"])["eta"]: r for r in result.rows}
     assert status[-1]["status"] == "error" and "eta must be a finite number > 0" in status[-1]["error"]
     assert status[0.1]["status"] == status[0.2]["status"] == "ok"
-    assert status[0.2]["online_error_runs"] == _serial(points[2].params, X, y, 2)[0]
+    assert status[0.2]["online_mistake_rate_runs"] == _serial(points[2].params, X, y, 2)[0]
     assert result.best["params"]["eta"] in (0.1, 0.2)
     # Resume retries the failed point only.
     again = sweep(SweepSettings("fogd", train, repeats=2), points, out_dir=str(tmp_path / "out"), client=client, resume=True)
@@ -192,7 +192,24 @@ def test_with_a_test_set_the_default_ranking_is_still_the_online_metric(tmp_path
     train, test = okl_source(str(tmp_path / "train")), okl_source(str(tmp_path / "test"))
     points = _points(train, ["sigma=0.5,4", "eta=0.2", "n_components=16"])
     result = sweep(SweepSettings("fogd", train, test), points, out_dir=str(tmp_path / "out"))
-    assert result.metric == "online_error" and result.best["rank_by"]["metric"] == "online_error"
-    best_row = min(result.rows, key=lambda r: (r["online_error_mean"], r["point"]))
+    assert result.metric == "online_mistake_rate" and result.best["rank_by"]["metric"] == "online_mistake_rate"
+    best_row = min(result.rows, key=lambda r: (r["online_mistake_rate_mean"], r["point"]))
     assert result.best["params"]["sigma"] == json.loads(best_row["params"])["sigma"]
-    assert read_results(result.results_path)[1]["rank_by"] == "online_error"
+    assert read_results(result.results_path)[1]["rank_by"] == "online_mistake_rate"
+
+
+def test_old_metric_names_are_understood():
+    """okl 0.1 named the mistake rate ``error``: ``--rank_by online_error`` and its results tables still work."""
+    from okl_core.evaluation import canonical_metric
+    from okl_experiments.metrics import experiment_metric, metric_of
+    from okl_experiments.sweep import _current_names
+
+    assert canonical_metric("error") == "mistake_rate" and canonical_metric("mse") == "mse"
+    assert experiment_metric("online_error") == "online_mistake_rate" and experiment_metric("test_error") == "test_mistake_rate"
+    assert experiment_metric("online_mse") == "online_mse" and metric_of("online_error") == "mistake_rate"
+    rows, meta = _current_names([{"point": 0, "online_error_mean": 0.2, "online_error_std": 0.01, "online_error_runs": [0.2],
+                                  "test_error_mean": 0.3, "status": "ok"}],
+                                {"metrics": ["online_error", "test_error"], "rank_by": "online_error"})
+    assert rows == [{"point": 0, "online_mistake_rate_mean": 0.2, "online_mistake_rate_std": 0.01, "online_mistake_rate_runs": [0.2],
+                     "test_mistake_rate_mean": 0.3, "status": "ok"}]
+    assert meta == {"metrics": ["online_mistake_rate", "test_mistake_rate"], "rank_by": "online_mistake_rate"}

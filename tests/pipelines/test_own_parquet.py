@@ -127,5 +127,5 @@ def test_sweep_on_own_parquet_equals_the_okl_data_set(tmp_path):
     for name, path in (("okl", str(tmp_path / "okl")), ("own", str(tmp_path / "own" / "*.parquet"))):
         result = sweep.run(["--input", path, "--learner", "fogd", "--grid", "sigma=1,2", "n_components=16", "--scheduler", "serial",
                             "--out", str(tmp_path / f"sweep-{name}")])
-        rows[name] = [[r[k] for k in ("params", "status", "online_error_runs", "curve_n", "curve_value")] for r in result.rows]
+        rows[name] = [[r[k] for k in ("params", "status", "online_mistake_rate_runs", "curve_n", "curve_value")] for r in result.rows]
     assert rows["own"] == rows["okl"] and len(rows["own"]) == 2 and rows["own"][0][1] == "ok"

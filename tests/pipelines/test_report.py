@@ -68,8 +68,8 @@ def test_curves_from_sweep_results_and_curve_json(grid_results, tmp_path):
     curve_file.write_text(json.dumps(figures.curve_record(run_online(learner, X, y), "direct run")))
     curves = figures.read_curves([grid_results.results_path, str(curve_file)], top=2)
     assert [c.label for c in curves][-1] == "direct run" and len(curves) == 3
-    best = min(grid_results.rows, key=lambda r: (r["online_error_mean"], r["point"]))
-    assert curves[0].value[-1] == pytest.approx(best["online_error_mean"])  # mean curve ends at the mean
+    best = min(grid_results.rows, key=lambda r: (r["online_mistake_rate_mean"], r["point"]))
+    assert curves[0].value[-1] == pytest.approx(best["online_mistake_rate_mean"])  # mean curve ends at the mean
     out = tmp_path / "figures" / "online_error.png"
     assert report.run(["curves", grid_results.results_path, str(curve_file), "--output", str(tmp_path / "figures"), "--log_x"]) == [str(out)]
     _png(out)

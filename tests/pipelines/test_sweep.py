@@ -29,15 +29,15 @@ def test_cli_on_a_scheduler_address_prints_table_and_writes_files(client, tmp_pa
                             "eta=1e-3:1", "n_components=16", "--samples", "3", "--repeats", "2",
                             "--scheduler", client.scheduler.address, "--output", str(out)])
     printed = capsys.readouterr()
-    assert "| rank | point | sigma | eta | online_error (mean ± std)" in printed.out
+    assert "| rank | point | sigma | eta | online_mistake_rate (mean ± std)" in printed.out
     assert "runs" in printed.err and "3/3 points" in printed.err
     assert sorted(os.listdir(out)) == ["best.json", "results.md", "results.parquet"]
     assert len(result.rows) == 3 and all(r["runs"] == 2 for r in result.rows)
     with pytest.raises(SystemExit, match="unknown learner"):
         sweep_mod.run(["--input", str(tmp_path / "train"), "--learner", "nope", "--scheduler", "serial"])
-    with pytest.raises(SystemExit, match="test_error"):
+    with pytest.raises(SystemExit, match="test_mistake_rate"):
         sweep_mod.run(["--input", str(tmp_path / "train"), "--learner", "fogd", "--grid", "sigma=1",
-                       "--rank_by", "test_error", "--scheduler", "serial", "--output", str(tmp_path / "o2")])
+                       "--rank_by", "test_mistake_rate", "--scheduler", "serial", "--output", str(tmp_path / "o2")])
 
 
 def test_command_line_process_loads_data_once_per_worker(client, tmp_path):
@@ -51,7 +51,7 @@ def test_command_line_process_loads_data_once_per_worker(client, tmp_path):
     summary = re.search(r"(\d+) runs on (\d+) worker\(s\); data sets loaded (\d+) time\(s\)", proc.stdout)
     runs, workers, loads = map(int, summary.groups())
     assert runs == 12 and 1 <= workers <= 2 and loads == workers
-    assert "best by online_error: " in proc.stdout and (tmp_path / "out" / "best.json").exists()
+    assert "best by online_mistake_rate: " in proc.stdout and (tmp_path / "out" / "best.json").exists()
 
 
 def test_best_config_trains_with_pipelines_train(client, tmp_path):
