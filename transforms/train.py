@@ -46,7 +46,7 @@ from okl_core.data.plan import StreamPlan
 from okl_core.divergence import diverged as is_diverged
 from okl_core.merge import check_mergeable
 from okl_core.metrics import Prequential
-from okl_experiments.metrics import headline
+from okl_experiments.metrics import batch_curve, headline
 from transforms.elements import BatchPiece, ModelCache, PieceRef
 from transforms.read import METRICS_NAMESPACE, DatasetSource, RowGroupReader
 
@@ -147,18 +147,20 @@ class _FoldShard(beam.DoFn):
         X = pieces[0].X if len(pieces) == 1 else np.concatenate([p.X for p in pieces])
         y = pieces[0].y if len(pieces) == 1 else np.concatenate([p.y for p in pieces])
         batch = Prequential(self.learner.task)
-        took, diverged = 0.0, False
+        took, diverged, curve = 0.0, False, []
         if len(y):
             began = time.perf_counter()
             state, scores = self.learner.update(state, X, y)
             took = time.perf_counter() - began
             batch.add(scores, y)
             diverged = is_diverged(state, scores, batch)
+            curve = batch_curve(self.learner.task, scores, y)  # points within the batch, for the plot
         self._count(batch, took, diverged)
         record = {
             "shard": bounds.shard, "round": bounds.round, "seq": bounds.seq, "start": bounds.start, "stop": bounds.stop,
             "rows": batch.n, "n_seen": int(state.n_seen), "seconds": took, "mistakes": batch.mistakes,
             "sum_squared_error": batch.sum_squared_error, "sum_absolute_error": batch.sum_absolute_error, "diverged": diverged,
+            "curve": curve,
         }
         return state, batch, record
 
