@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import time
 
 import okl_core
 from okl_core.data.plan import StreamPlan
-from pipelines.common import UsageError, configure_logging, make_pipeline, pipeline_options, run_pipeline
+from okl_experiments.progress import wall_time_text
+from pipelines.common import UsageError, configure_logging, live_progress, make_pipeline, pipeline_options, run_pipeline
 from transforms.inference import WritePredictions, read_bytes
 from transforms.outputs import WriteDeadLetterFile, local_dir
 from transforms.read import DatasetSource, ReadShards
@@ -72,11 +74,15 @@ def run(argv=None):
     dead_path = f"{args.output}.dead_letter.jsonl"
     pipeline = make_pipeline(pipeline_options(beam_argv))
     read = pipeline | "ReadShards" >> ReadShards(source, plan, split="predict")
-    read["batches"] | "Predict" >> WritePredictions(args.model, learner.task, getattr(learner.config, "n_classes", None), args.output)
-    read["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFile(dead_path)
-    result = run_pipeline(pipeline)
+    launched_at = time.time()
+    with live_progress("predict", source.n_rows, pipeline.options) as progress:
+        read["batches"] | "Predict" >> WritePredictions(args.model, learner.task, getattr(learner.config, "n_classes", None), args.output,
+                                                        progress_dir=progress.directory)
+        read["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFile(dead_path)
+        result = run_pipeline(pipeline)
     print(f"predictions:  {args.output}-*.parquet")
     print(f"dead letters: {dead_path}")
+    print(f"{source.n_rows:,} rows read; " + wall_time_text(launched_at, time.time() - launched_at))
     return result
 
 
