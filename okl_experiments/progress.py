@@ -265,6 +265,7 @@ class LiveProgress:
     ``max_shown`` shards, their count and range of rates instead) or anything else (summed
     into the total only: e.g. one file per bundle of a prediction step).
     Used as a context manager; disabled (no thread, ``directory`` None) unless ``enabled``.
+    On leaving, the last line is drawn once more and kept (the job's rows and rates).
     """
 
     def __init__(self, label: str, total_rows: int, enabled: bool, stream=None, interval: float = 0.5, max_shown: int = 4):
@@ -288,7 +289,8 @@ class LiveProgress:
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
-            self.stream.write("\r" + " " * self._width + "\r")
+            self._draw(self.line(_read_beats(self.directory)))  # the final state stays on screen
+            self.stream.write("\n")
             self.stream.flush()
         if self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
