@@ -10,10 +10,10 @@ over the stream) and ``test_<m>`` (held-out set) for every ``m`` of
 :func:`ranking_metric` unless told otherwise.
 
 :func:`batch_curve` is what a training step records of each batch (cumulative points within
-it); :func:`job_curves` turns a run's batch records into its per-shard and merged curves on
-one x axis, rows learned by the whole job (the training run's plot). :func:`online_curve` is the cumulative online metric of per-batch records (the training
-pipeline's ``metrics.json`` batches): its plot, ``pipelines.report curves`` on a
-``metrics.json``, and anything else that draws a run's curve take it from here.
+it); :func:`job_curves` turns a run's per-batch records (``metrics.json`` batches) into its
+per-shard and merged curves on one x axis, rows learned by the whole job: the training
+run's plot, ``pipelines.report curves`` on a ``metrics.json``, and anything else that draws
+a run's curve take them from here.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 from okl_core.evaluation import default_metric, task_metrics
 from okl_core.metrics import Prequential
 
-__all__ = ["Headline", "headline", "metric_of", "metric_label", "experiment_metrics", "ranking_metric", "online_curve", "parallel_order",
+__all__ = ["Headline", "headline", "metric_of", "metric_label", "experiment_metrics", "ranking_metric",
            "CURVE_POINTS", "batch_curve", "JobCurves", "job_curves"]
 
 CURVE_POINTS = 8
@@ -93,34 +93,6 @@ def experiment_metrics(task: str, with_test: bool) -> list[str]:
 def ranking_metric(task: str, with_test: bool) -> str:
     """The metric experiments rank by by default: the headline, on the test set when there is one."""
     return f"{'test' if with_test else 'online'}_{default_metric(task)}"
-
-
-def online_curve(batches: list[dict], task: str) -> tuple[list[int], list[float]]:
-    """Cumulative online headline metric after each batch of ``batches``, in the order given.
-
-    Returns ``(rows seen, metric)``, one point per batch with rows. Shards that run in
-    parallel are read in the order they run: sort by ``(round, seq, shard)`` first.
-
-    Raises
-    ------
-    ValueError
-        A record without ``rows`` or the headline's per-batch sum.
-    """
-    key = headline(task).batch_sum
-    n, total, xs, ys = 0, 0.0, [], []
-    for b in batches:
-        if key not in b or "rows" not in b:
-            raise ValueError(f"batch records need 'rows' and {key!r}")
-        n, total = n + b["rows"], total + b[key]
-        if n:
-            xs.append(n)
-            ys.append(total / n)
-    return xs, ys
-
-
-def parallel_order(batches: list[dict]) -> list[dict]:
-    """Batches in the order shards run in parallel: round, then batch number, then shard."""
-    return sorted(batches, key=lambda b: (b.get("round", 0), b.get("seq", 0), b.get("shard", 0)))
 
 
 def batch_curve(task: str, scores, y, points: int = CURVE_POINTS) -> list[list]:

@@ -1,6 +1,7 @@
 """Report figures: curves from sweeps / JSON / a run spec, sweep parameter plots, heatmaps."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -86,8 +87,9 @@ def test_curve_from_a_training_pipeline_metrics_file(tmp_path):
     path.write_text(json.dumps(metrics))
     [curve] = figures.read_curves([str(path)])
     assert curve.label == "fogd on a9a"
-    np.testing.assert_array_equal(curve.n, [100, 200, 300, 400])  # round, batch, then shard order
-    np.testing.assert_allclose(curve.value, [0.3, 0.35, 80 / 300, 0.25])
+    # Rows learned by the whole job, both shards in step: halfway 70 mistakes in 200 rows.
+    np.testing.assert_array_equal(curve.n, [200, 400])
+    np.testing.assert_allclose(curve.value, [0.35, 0.25])
 
 
 def test_run_spec_runs_the_learners_and_plots_exact_curves(tmp_path):
@@ -108,3 +110,57 @@ def test_run_spec_runs_the_learners_and_plots_exact_curves(tmp_path):
     bad.write_text(json.dumps({"data": {"path": "d"}, "runs": [{"learner": "fogd", "params": {"eta": -1}}]}))
     with pytest.raises(SystemExit, match="eta"):
         report.run(["run", str(bad), "-o", str(tmp_path / "x.png")])
+
+
+@pytest.fixture
+def saved_figures(monkeypatch):
+    """The figures the report writes, by file name (still open for inspection)."""
+    saved = {}
+    real = figures._save
+
+    def keep(fig, out):
+        saved[os.path.basename(out)] = fig
+        real(fig, out)
+
+    monkeypatch.setattr(figures, "_save", keep)
+    return saved
+
+
+def _luminance(rgba) -> float:
+    r, g, b = rgba[:3]
+    return 0.299 * r + 0.587 * g + 0.114 * b
+
+
+def test_heatmap_labels_are_legible(grid_results, tmp_path, saved_figures):
+    from matplotlib.colors import to_rgba
+
+    figures.plot_sweep(grid_results.results_path, str(tmp_path / "fig"))
+    fig = saved_figures["sweep_heatmap_sigma_eta.png"]
+    fig.canvas.draw()
+    ax, bar = fig.axes
+    image = ax.images[0]
+    grid = image.get_array()
+    assert len(ax.texts) == grid.size == 6
+    for text in ax.texts:
+        j, i = (round(v) for v in text.get_position())
+        assert text.get_text() == f"{grid[i, j]:.3g}" and text.get_fontsize() >= 9
+        cell = image.cmap(image.norm(grid[i, j]))
+        assert abs(_luminance(to_rgba(text.get_color())) - _luminance(cell)) >= 0.45  # dark on light, light on dark
+    assert [t.get_fontweight() for t in ax.texts].count("bold") == 1  # the best cell
+    for axis in (ax.xaxis, ax.yaxis):
+        labels = [t for t in axis.get_ticklabels() if t.get_text()]
+        assert labels and all(t.get_fontsize() >= 10 for t in labels)
+        boxes = [t.get_window_extent() for t in labels]
+        assert not any(a.overlaps(b) for k, a in enumerate(boxes) for b in boxes[k + 1:])
+    assert [t.get_text() for t in ax.xaxis.get_ticklabels()] == ["0.5", "1", "2"]
+    assert "online_error (%)" in bar.get_ylabel() and "lower is better" in bar.get_ylabel()
+
+
+def test_curve_legend_hides_no_curve(grid_results, tmp_path, saved_figures):
+    report.run(["curves", grid_results.results_path, "--top", "5", "-o", str(tmp_path / "c.png")])
+    fig = saved_figures["c.png"]
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    assert len(ax.get_legend().get_texts()) == 5 and legend.y1 <= ax.get_window_extent().y0  # below the axes
+    assert fig.get_window_extent().contains(legend.x0 + 1, legend.y0 + 1)  # inside the image
