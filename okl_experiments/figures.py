@@ -43,6 +43,7 @@ from okl_core.state import atomic_write_bytes
 from okl_experiments.data import okl_source, real_source
 from okl_experiments.metrics import headline, job_curves, metric_label, metric_of
 from okl_experiments.params import batch_rows_for, build_learner
+from okl_experiments.progress import RunProgress
 from okl_experiments.runs import RunTask, run_task
 from okl_experiments.sweep import ranked, read_results
 from okl_experiments.text import read_json, write_json
@@ -321,11 +322,13 @@ def _annotate_cells(ax, grid: np.ndarray, image, cells: int) -> None:
                 fontweight="bold" if grid[i, j] == best else "normal")
 
 
-def run_spec(spec_path: str, data_root: str | None = None) -> tuple[list[Curve], str]:
+def run_spec(spec_path: str, data_root: str | None = None, progress=None) -> tuple[list[Curve], str]:
     """Run the learners of a JSON run spec in this process; their curves and the title.
 
     ``data_root`` holds the public data sets (``{"real": name}``; default ``$OKL_SHARED_DATA``
     or ``../shared/data``); ``{"path": ...}`` is an okl data set relative to the spec.
+    ``progress`` (a stream, e.g. stderr; None: silent) gets a line as each run starts and
+    one as it ends (:class:`okl_experiments.progress.RunProgress`: its metric, time, time left).
     """
     from okl_experiments.reproduction import DEFAULT_DATA_ROOT
 
@@ -340,6 +343,7 @@ def run_spec(spec_path: str, data_root: str | None = None) -> tuple[list[Curve],
     else:
         raise ValueError(f"{spec_path}: 'data' must be {{'real': name}} or {{'path': okl data set}}")
     facts, repeats = source.facts(), int(spec.get("repeats", 1))
+    tracker = RunProgress(len(spec["runs"]) * repeats, len(spec["runs"]), f"online_{headline(source.task).metric}", stream=progress)
     curves = []
     for i, entry in enumerate(spec["runs"]):
         try:
@@ -352,8 +356,15 @@ def run_spec(spec_path: str, data_root: str | None = None) -> tuple[list[Curve],
             raise ValueError(f"{spec_path}: runs[{i}] ({label}) failed: {err}") from None
         params = tuple(sorted(dataclasses.asdict(learner.config).items()))
         batch_rows = batch_rows_for(learner, int(spec["batch_rows"]) if "batch_rows" in spec else None)
-        results = [run_task(RunTask(i, r, name, params, source, shuffle_seed=spec.get("shuffle_seed", 0), batch_rows=batch_rows))
-                   for r in range(repeats)]
+        results = []
+        for r in range(repeats):
+            if progress is not None:
+                print(f"run {tracker.runs + 1}/{tracker.total_runs}: {label}{f' (repeat {r + 1}/{repeats})' if repeats > 1 else ''}, "
+                      f"{facts.n_rows or '?':,} rows ...", file=progress, flush=True)
+            results.append(run_task(RunTask(i, r, name, params, source, shuffle_seed=spec.get("shuffle_seed", 0), batch_rows=batch_rows)))
+            if r == repeats - 1:
+                tracker.point_done()
+            tracker.run_done(results[-1], i, {"label": label})
         failed = [r["error"] for r in results if not r["ok"]]
         if failed:
             raise ValueError(f"{spec_path}: runs[{i}] ({label}) failed: {failed[0]}")

@@ -19,8 +19,10 @@ the run spec.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from okl_experiments.figures import plot_curves, plot_sweep, read_curves, run_spec, write_curves
+from okl_experiments.progress import progress_wanted
 
 __all__ = ["build_parser", "run"]
 
@@ -57,7 +59,7 @@ def _make(args) -> list[str]:
         if pair is not None and len(pair) != 2:
             raise ValueError(f"--heatmap needs two parameters A,B, got {args.heatmap!r}")
         return plot_sweep(args.results, args.out, args.metric, pair)
-    curves, title = run_spec(args.spec, args.data_root)
+    curves, title = run_spec(args.spec, args.data_root, progress=sys.stderr if progress_wanted() else None)
     written = [plot_curves(curves, args.out, title, args.log_x)]
     return written + ([write_curves(args.curves_out, curves)] if args.curves_out else [])
 

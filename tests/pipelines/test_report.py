@@ -164,3 +164,22 @@ def test_curve_legend_hides_no_curve(grid_results, tmp_path, saved_figures):
     legend = ax.get_legend().get_window_extent()
     assert len(ax.get_legend().get_texts()) == 5 and legend.y1 <= ax.get_window_extent().y0  # below the axes
     assert fig.get_window_extent().contains(legend.x0 + 1, legend.y0 + 1)  # inside the image
+
+
+def test_run_spec_reports_each_run_as_it_starts_and_ends(tmp_path):
+    import io
+
+    _data(tmp_path / "d")
+    spec = {"data": {"path": "d"}, "repeats": 2,
+            "runs": [{"label": "FOGD", "learner": "fogd", "params": {"sigma": 1.0, "eta": 0.1, "n_components": 16}},
+                     {"label": "FOGD slow", "learner": "fogd", "params": {"sigma": 1.0, "eta": 0.01, "n_components": 16}}]}
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    stream = io.StringIO()
+    curves, _ = figures.run_spec(str(path), progress=stream)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "run 1/4: FOGD (repeat 1/2), 600 rows ..." and lines[6] == "run 4/4: FOGD slow (repeat 2/2), 600 rows ..."
+    assert lines[7].startswith("[####################] 4/4 runs, 2/2 points,")
+    ends = [float(line.split("online_error ")[1].split()[0]) for line in (lines[5], lines[7])]  # the two repeats of FOGD slow
+    assert np.mean(ends) == pytest.approx(curves[1].value[-1], abs=1e-4)  # the curve is their mean
+    assert figures.run_spec(str(path))[0][0].value.tolist() == curves[0].value.tolist() and len(lines) == 8
