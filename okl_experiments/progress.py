@@ -32,7 +32,7 @@ import time
 
 from okl_experiments.text import format_value
 
-__all__ = ["ProgressBar", "RunProgress", "bar", "PROGRESS_ENV", "progress_wanted", "process_start_time", "wall_time_text", "Heartbeat", "LiveProgress"]
+__all__ = ["ProgressBar", "RunProgress", "bar", "PROGRESS_ENV", "progress_wanted", "process_start_time", "wall_time_text", "Heartbeat", "read_heartbeats", "LiveProgress"]
 
 
 def bar(fraction: float, width: int, fill: str = "#", empty: str = " ") -> str:
@@ -238,7 +238,8 @@ class Heartbeat:
             pass
 
 
-def _read_beats(directory: str) -> dict[str, dict]:
+def read_heartbeats(directory: str) -> dict[str, dict]:
+    """The :class:`Heartbeat` records in ``directory``: name -> ``{"rows", "seconds", "done"}``."""
     beats = {}
     for name in sorted(os.listdir(directory)):
         if name.endswith(".json"):
@@ -289,7 +290,7 @@ class LiveProgress:
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
-            self._draw(self.line(_read_beats(self.directory)))  # the final state stays on screen
+            self._draw(self.line(read_heartbeats(self.directory)))  # the final state stays on screen
             self.stream.write("\n")
             self.stream.flush()
         if self.directory is not None:
@@ -298,7 +299,7 @@ class LiveProgress:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self._draw(self.line(_read_beats(self.directory)))
+                self._draw(self.line(read_heartbeats(self.directory)))
             except OSError:
                 return
 
