@@ -272,7 +272,7 @@ def read_heartbeats(directory: str) -> dict[str, dict]:
 
 
 def _rate(rows: float, seconds: float) -> str:
-    return f"{rows / seconds:,.0f} rows/s" if seconds >= 0.1 else "- rows/s"
+    return f"{rows / seconds:,.0f} rows/s" if seconds > 0 else "- rows/s"
 
 
 class LiveProgress:
