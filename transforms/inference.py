@@ -23,6 +23,7 @@ feeds the newest model version of a streaming job to RunInference.
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from typing import Any, Iterable, Optional, Sequence
 
@@ -185,8 +186,9 @@ class _ToTable(beam.DoFn):
     def __init__(self, task: str, n_classes: int | None, progress_dir: str | None = None):
         self.task, self.n_classes, self.progress_dir = task, n_classes, progress_dir
 
-    def start_bundle(self):
-        self.heartbeat, self.scored = Heartbeat(self.progress_dir, f"predict-{id(self):x}"), 0  # live progress (no-op without a folder)
+    def setup(self):
+        # Live progress (no-op without a folder): this instance's rows, over all its bundles.
+        self.heartbeat, self.scored = Heartbeat(self.progress_dir, f"predict-{os.getpid()}-{id(self):x}"), 0
 
     def finish_bundle(self):
         self.heartbeat.beat(self.scored, done=True)
