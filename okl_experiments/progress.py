@@ -298,6 +298,7 @@ class LiveProgress:
         self._thread: threading.Thread | None = None
         self._started = time.time()
         self._width = 0
+        self._last_done, self._last_change = 0.0, 0.0
 
     def __enter__(self) -> "LiveProgress":
         if self.enabled:
@@ -334,8 +335,10 @@ class LiveProgress:
         done = sum(rows for rows, _ in parts.values())
         if not parts:
             return f"{self.label}: starting the pipeline ({self.total:,} rows) ... {elapsed:.1f} s"
+        if done != self._last_done:  # the rate up to the latest row: merging and writing after it do not dilute it
+            self._last_done, self._last_change = done, elapsed
         frac = done / self.total if self.total else 0.0
-        text = f"{self.label} [{bar(frac, 20, empty='.')}] {frac:4.0%} {done:,.0f}/{self.total:,} rows, {_rate(done, elapsed)}"
+        text = f"{self.label} [{bar(frac, 20, empty='.')}] {frac:4.0%} {done:,.0f}/{self.total:,} rows, {_rate(done, self._last_change)}"
         if not all(key.startswith("shard-") for key in parts):  # bundles of one step: the total says it all
             pass
         elif len(parts) <= self.max_shown:
