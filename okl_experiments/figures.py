@@ -15,7 +15,7 @@ Curve inputs (:func:`read_curves`):
   or a list of them (:func:`curve_record` writes one from an
   :class:`okl_core.evaluation.OnlineRun`);
 * a ``pipelines.train`` ``metrics.json`` (its per-batch records): the merged online curve
-  (:func:`okl_experiments.metrics.online_curve`).
+  against rows learned by the whole job (:func:`okl_experiments.metrics.job_curves`).
 
 Run spec (``run``)::
 
@@ -41,8 +41,9 @@ import numpy as np
 from okl_core.evaluation import OnlineRun
 from okl_core.state import atomic_write_bytes
 from okl_experiments.data import okl_source, real_source
-from okl_experiments.metrics import headline, metric_label, metric_of, online_curve, parallel_order
+from okl_experiments.metrics import headline, job_curves, metric_label, metric_of
 from okl_experiments.params import batch_rows_for, build_learner
+from okl_experiments.progress import RunProgress
 from okl_experiments.runs import RunTask, run_task
 from okl_experiments.sweep import ranked, read_results
 from okl_experiments.text import read_json, write_json
@@ -120,20 +121,20 @@ def _curves_from_json(path: str) -> list[Curve]:
 def _curve_from_train_metrics(report: dict, path: str) -> Curve:
     """The merged online curve of a ``pipelines.train`` ``metrics.json`` (per-batch records).
 
-    Batches are taken in the order the shards run in parallel (round, batch, shard), as the
-    training pipeline's own plot does.
+    Against rows learned by the whole job, as the training pipeline's own plot draws it
+    (:func:`okl_experiments.metrics.job_curves`).
     """
     task = report["learner"].get("task") or "binary"
     try:
-        xs, ys = online_curve(parallel_order(report["batches"]), task)
+        curves = job_curves(report["batches"], task)
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
-    if not xs:
+    if not curves.x:
         raise ValueError(f"{path}: no batch with rows")
     name = report["learner"].get("learner", "run")
     data = (report.get("data") or {}).get("train") or {}
     label = f"{name} on {data['name']}" if isinstance(data, dict) and data.get("name") else name
-    return Curve(label, xs, ys, headline(task).metric)
+    return Curve(label, curves.x, curves.merged, headline(task).metric)
 
 
 def read_curves(paths: list[str], top: int = 5, metric: str | None = None) -> list[Curve]:
@@ -148,15 +149,10 @@ def read_curves(paths: list[str], top: int = 5, metric: str | None = None) -> li
     return curves
 
 
-LEGEND_INSIDE_MAX = 6
-"""Curves whose legend goes inside the axes; more go to a legend on the right of a wider figure."""
-
-
 def plot_curves(curves: list[Curve], out: str, title: str = "", log_x: bool = False) -> str:
     """Online metric against examples seen, one line per curve; returns ``out``."""
     plt = _pyplot()
-    outside = len(curves) > LEGEND_INSIDE_MAX  # a long legend inside would hide the curves
-    fig, ax = plt.subplots(figsize=(9.6 if outside else 6.4, 4.2), dpi=100)
+    fig, ax = plt.subplots(figsize=(7.2, 4.2 + 0.22 * ((len(curves) + 1) // (2 if len(curves) > 3 else 1))), dpi=100, layout="constrained")
     metrics = {c.metric for c in curves}
     for curve, (line, marker) in zip(curves, itertools.cycle(_STYLES)):
         keep = curve.n >= (1 if log_x else max(1.0, curve.n[-1] / 50))  # skip the noisy first rows
@@ -171,11 +167,8 @@ def plot_curves(curves: list[Curve], out: str, title: str = "", log_x: bool = Fa
     ax.set_ylabel(ylabel)
     ax.set_title(title or "online performance (predict, then learn)")
     ax.grid(True, alpha=0.3)
-    if outside:
-        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    else:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
+    # Below the axes, never over a curve (the runs' final values are in the labels).
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2 if len(curves) > 3 else 1, frameon=False)
     _save(fig, out)
     plt.close(fig)
     return out
@@ -238,7 +231,7 @@ def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tupl
         xs_all = [x for items in groups.values() for x, _, _ in items]
         numeric = _numeric(xs_all)
         categories = sorted({json.dumps(x) for x in xs_all}) if not numeric else None
-        fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+        fig, ax = plt.subplots(figsize=(7.6 if any(groups) else 6.4, 4.2), dpi=100, layout="constrained")
         for (label, items), (line, marker) in zip(sorted(groups.items()), itertools.cycle(_STYLES)):
             items = sorted(items, key=lambda t: (t[0] if numeric else categories.index(json.dumps(t[0]))))
             x = [t[0] if numeric else categories.index(json.dumps(t[0])) for t in items]
@@ -253,9 +246,8 @@ def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tupl
         ax.set_ylabel(ylabel + " (mean ± std)")
         ax.set_title(f"{ok[0]['learner']}: {metric} against {name}{_ranked_note(metric, meta)}")
         ax.grid(True, alpha=0.3)
-        if any(groups):
-            ax.legend(fontsize=7)
-        fig.tight_layout()
+        if any(groups):  # outside the axes, to the right: it hides no point
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         out = os.path.join(out_dir, f"sweep_{name}.png")
         _save(fig, out)
         plt.close(fig)
@@ -287,40 +279,62 @@ def _heatmap(plt, params, rows, pair, metric, scale, ylabel, out_dir) -> str:
         ua = [json.dumps(v) for v in sorted(set(xa))]
     if _numeric(xb):
         ub = [json.dumps(v) for v in sorted(set(xb))]
-    fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=100)
+    fig, ax = plt.subplots(figsize=(max(6.4, 1.3 * len(ua) + 3), max(4.8, 0.6 * len(ub) + 2.5)), dpi=100, layout="constrained")
+    cmap = plt.get_cmap("viridis_r")
     if len(ua) * len(ub) <= 2 * len(rows):  # a grid: best mean per cell
         grid = np.full((len(ub), len(ua)), np.nan)
         for va, vb, v in zip(xa, xb, values):
             i, j = ub.index(json.dumps(vb)), ua.index(json.dumps(va))
             grid[i, j] = v if np.isnan(grid[i, j]) else min(grid[i, j], v)
-        image = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis_r")
-        for i, j in itertools.product(range(len(ub)), range(len(ua))):
-            if not np.isnan(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7, color="w")
-        ax.set_xticks(range(len(ua)), [json.loads(v) for v in ua])
-        ax.set_yticks(range(len(ub)), [json.loads(v) for v in ub])
+        image = ax.imshow(grid, origin="lower", aspect="auto", cmap=cmap)
+        _annotate_cells(ax, grid, image, len(ua) * len(ub))
+        ax.set_xticks(range(len(ua)), [_tick(v) for v in ua], fontsize=10)
+        ax.set_yticks(range(len(ub)), [_tick(v) for v in ub], fontsize=10)
     else:  # random search: scatter coloured by the metric
-        image = ax.scatter(xa, xb, c=values, cmap="viridis_r", s=40)
+        image = ax.scatter(xa, xb, c=values, cmap=cmap, s=50, edgecolors="0.3", linewidths=0.5)
         if _log_axis(xa):
             ax.set_xscale("log")
         if _log_axis(xb):
             ax.set_yscale("log")
-    fig.colorbar(image, ax=ax, label=ylabel)
-    ax.set_xlabel(a)
-    ax.set_ylabel(b)
-    ax.set_title(f"{rows[0]['learner']}: {metric} (lower is better)")
-    fig.tight_layout()
+        ax.tick_params(labelsize=10)
+    bar = fig.colorbar(image, ax=ax)
+    bar.set_label(f"{ylabel}, best mean per cell (lower is better)", fontsize=10)
+    bar.ax.tick_params(labelsize=9)
+    ax.set_xlabel(a, fontsize=11)
+    ax.set_ylabel(b, fontsize=11)
+    ax.set_title(f"{rows[0]['learner']}: {metric} (lower is better)", fontsize=11)
     out = os.path.join(out_dir, f"sweep_heatmap_{a}_{b}.png")
     _save(fig, out)
     plt.close(fig)
     return out
 
 
-def run_spec(spec_path: str, data_root: str | None = None) -> tuple[list[Curve], str]:
+def _tick(value: str) -> str:
+    """A tick label of a JSON-encoded parameter value: numbers short (``0.002``, ``1e+04``), strings bare."""
+    v = json.loads(value)
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _annotate_cells(ax, grid: np.ndarray, image, cells: int) -> None:
+    """Each cell's value in black or white, whichever reads on its colour; the best in bold."""
+    best = np.nanmin(grid)
+    size = 11 if cells <= 16 else 9 if cells <= 49 else 7
+    for i, j in itertools.product(*map(range, grid.shape)):
+        if np.isnan(grid[i, j]):
+            continue
+        r, g, b, _ = image.cmap(image.norm(grid[i, j]))
+        dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5  # perceived luminance
+        ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=size, color="white" if dark else "black",
+                fontweight="bold" if grid[i, j] == best else "normal")
+
+
+def run_spec(spec_path: str, data_root: str | None = None, progress=None) -> tuple[list[Curve], str]:
     """Run the learners of a JSON run spec in this process; their curves and the title.
 
     ``data_root`` holds the public data sets (``{"real": name}``; default ``$OKL_SHARED_DATA``
     or ``../shared/data``); ``{"path": ...}`` is an okl data set relative to the spec.
+    ``progress`` (a stream, e.g. stderr; None: silent) gets a line as each run starts and
+    one as it ends (:class:`okl_experiments.progress.RunProgress`: its metric, time, time left).
     """
     from okl_experiments.reproduction import DEFAULT_DATA_ROOT
 
@@ -335,6 +349,7 @@ def run_spec(spec_path: str, data_root: str | None = None) -> tuple[list[Curve],
     else:
         raise ValueError(f"{spec_path}: 'data' must be {{'real': name}} or {{'path': okl data set}}")
     facts, repeats = source.facts(), int(spec.get("repeats", 1))
+    tracker = RunProgress(len(spec["runs"]) * repeats, len(spec["runs"]), f"online_{headline(source.task).metric}", stream=progress)
     curves = []
     for i, entry in enumerate(spec["runs"]):
         try:
@@ -347,8 +362,15 @@ def run_spec(spec_path: str, data_root: str | None = None) -> tuple[list[Curve],
             raise ValueError(f"{spec_path}: runs[{i}] ({label}) failed: {err}") from None
         params = tuple(sorted(dataclasses.asdict(learner.config).items()))
         batch_rows = batch_rows_for(learner, int(spec["batch_rows"]) if "batch_rows" in spec else None)
-        results = [run_task(RunTask(i, r, name, params, source, shuffle_seed=spec.get("shuffle_seed", 0), batch_rows=batch_rows))
-                   for r in range(repeats)]
+        results = []
+        for r in range(repeats):
+            if progress is not None:
+                print(f"run {tracker.runs + 1}/{tracker.total_runs}: {label}{f' (repeat {r + 1}/{repeats})' if repeats > 1 else ''}, "
+                      f"{facts.n_rows or '?':,} rows ...", file=progress, flush=True)
+            results.append(run_task(RunTask(i, r, name, params, source, shuffle_seed=spec.get("shuffle_seed", 0), batch_rows=batch_rows)))
+            if r == repeats - 1:
+                tracker.point_done()
+            tracker.run_done(results[-1], i, {"label": label})
         failed = [r["error"] for r in results if not r["ok"]]
         if failed:
             raise ValueError(f"{spec_path}: runs[{i}] ({label}) failed: {failed[0]}")

@@ -9,19 +9,29 @@ over the stream) and ``test_<m>`` (held-out set) for every ``m`` of
 :func:`okl_core.evaluation.task_metrics` (:func:`experiment_metrics`), and rank by
 :func:`ranking_metric` (the online metric, never the test set) unless told otherwise.
 
-:func:`online_curve` is the cumulative online metric of per-batch records (the training
-pipeline's ``metrics.json`` batches): its plot, ``pipelines.report curves`` on a
-``metrics.json``, and anything else that draws a run's curve take it from here.
+:func:`batch_curve` is what a training step records of each batch (cumulative points within
+it); :func:`job_curves` turns a run's per-batch records (``metrics.json`` batches) into its
+per-shard and merged curves on one x axis, rows learned by the whole job: the training
+run's plot, ``pipelines.report curves`` on a ``metrics.json``, and anything else that draws
+a run's curve take them from here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import typing
+
+import numpy as np
 
 from okl_core.evaluation import METRIC_ALIASES, canonical_metric, default_metric, task_metrics
+from okl_core.metrics import Prequential
 
 __all__ = ["Headline", "headline", "metric_of", "metric_label", "experiment_metrics", "experiment_metric", "ranking_metric",
-           "online_curve", "parallel_order"]
+           "CURVE_POINTS", "batch_curve", "JobCurves", "job_curves"]
+
+CURVE_POINTS = 8
+"""Cumulative points a training batch records within itself (``batch_curve``): enough for a
+curve of a two-batch run, 16 numbers per batch in ``metrics.json``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,11 +109,65 @@ def ranking_metric(task: str) -> str:
     return f"online_{default_metric(task)}"
 
 
-def online_curve(batches: list[dict], task: str) -> tuple[list[int], list[float]]:
-    """Cumulative online headline metric after each batch of ``batches``, in the order given.
+def batch_curve(task: str, scores, y, points: int = CURVE_POINTS) -> list[list]:
+    """Cumulative ``[rows, headline sum]`` at ``points`` even steps through one batch.
 
-    Returns ``(rows seen, metric)``, one point per batch with rows. Shards that run in
-    parallel are read in the order they run: sort by ``(round, seq, shard)`` first.
+    Point ``k`` (1..points) covers the batch's first ``len(y) * k // points`` rows, scored
+    as :class:`okl_core.metrics.Prequential` scores them; the last is the whole batch, so it
+    equals the batch record's own sum. A batch of fewer rows than ``points`` repeats rows.
+    """
+    key, n = headline(task).batch_sum, len(y)
+    out = []
+    for k in range(1, points + 1):
+        stop = n * k // points
+        value = getattr(Prequential(task).add(scores[:stop], np.asarray(y)[:stop]), key)
+        out.append([stop, value])
+    return out
+
+
+class JobCurves(typing.NamedTuple):
+    """A run's online curves on one x axis: rows learned by the whole job.
+
+    ``x`` and ``merged`` are the job's points; ``shards[s]`` is ``(x, value)`` of shard
+    ``s``, its x taken from the same job-wide axis (so every curve ends at the job's rows).
+    """
+
+    x: list
+    merged: list
+    shards: dict
+
+
+def _points(batch: dict, key: str) -> list:
+    """A batch record's cumulative points (records without ``curve``: its end only)."""
+    return batch.get("curve") or [[batch["rows"], batch[key]]]
+
+
+MAX_MERGED_POINTS = 2000
+"""Most points of the merged curve per round (a long run's batches record many more)."""
+
+
+def _round_points(members: list[dict], key: str) -> tuple[np.ndarray, np.ndarray]:
+    """One shard's cumulative ``(rows, sum)`` within a round, from its batches' points."""
+    ns, sums, n0, s0 = [0.0], [0.0], 0, 0.0
+    for b in sorted(members, key=lambda b: b.get("seq", 0)):
+        for n, v in _points(b, key):
+            ns.append(n0 + n)
+            sums.append(s0 + v)
+        n0, s0 = n0 + b["rows"], s0 + b[key]
+    return np.asarray(ns, dtype=np.float64), np.asarray(sums, dtype=np.float64)
+
+
+def job_curves(batches: list[dict], task: str) -> JobCurves:
+    """Per-shard and merged cumulative online headline metric against job-wide rows learned.
+
+    Shards run in parallel: within a round, every shard is taken to be at the same fraction
+    ``f`` of its rows at the same time, when the job has learned the earlier rounds' rows
+    plus ``f`` of this round's. A shard's point at ``n`` of its ``N`` rows in a round is
+    drawn at that x (``f = n / N``); the merged curve adds up every shard's cumulative sum
+    at each fraction (linear between the points a batch recorded, :func:`batch_curve`).
+    So every curve ends at the job's rows, and a shard's value is its own cumulative
+    metric over all its rounds so far. Records without points (older runs) give one point
+    per batch.
 
     Raises
     ------
@@ -111,17 +175,42 @@ def online_curve(batches: list[dict], task: str) -> tuple[list[int], list[float]
         A record without ``rows`` or the headline's per-batch sum.
     """
     key = headline(task).batch_sum
-    n, total, xs, ys = 0, 0.0, [], []
+    by_round: dict = {}
     for b in batches:
         if key not in b or "rows" not in b:
             raise ValueError(f"batch records need 'rows' and {key!r}")
-        n, total = n + b["rows"], total + b[key]
-        if n:
-            xs.append(n)
-            ys.append(total / n)
-    return xs, ys
-
-
-def parallel_order(batches: list[dict]) -> list[dict]:
-    """Batches in the order shards run in parallel: round, then batch number, then shard."""
-    return sorted(batches, key=lambda b: (b.get("round", 0), b.get("seq", 0), b.get("shard", 0)))
+        by_round.setdefault(b.get("round", 0), {}).setdefault(b.get("shard", 0), []).append(b)
+    x: list = []
+    merged: list = []
+    shards: dict = {}
+    done_n, done_sum = 0.0, 0.0
+    shard_n: dict = {}
+    shard_sum: dict = {}
+    for r in sorted(by_round):
+        points = {s: _round_points(members, key) for s, members in sorted(by_round[r].items())}
+        points = {s: p for s, p in points.items() if p[0][-1] > 0}
+        total = sum(p[0][-1] for p in points.values())
+        fractions = []
+        for s, (ns, sums) in points.items():
+            f = ns[1:] / ns[-1]
+            fractions.append(f)
+            seen, got = shard_n.get(s, 0.0) + ns[1:], shard_sum.get(s, 0.0) + sums[1:]
+            keep = seen > 0
+            xs, ys = shards.setdefault(s, ([], []))
+            xs.extend((done_n + f[keep] * total).tolist())
+            ys.extend((got[keep] / seen[keep]).tolist())
+            shard_n[s], shard_sum[s] = shard_n.get(s, 0.0) + ns[-1], shard_sum.get(s, 0.0) + sums[-1]
+        if not points:
+            continue
+        f = np.unique(np.concatenate(fractions))
+        if len(f) > MAX_MERGED_POINTS:
+            f = f[np.unique(np.linspace(0, len(f) - 1, MAX_MERGED_POINTS).round().astype(int))]
+        f = f[f > 0]
+        at_sum = sum(np.interp(f * ns[-1], ns, sums) for ns, sums in points.values())
+        n_now = done_n + f * total
+        keep = n_now > 0
+        x.extend(n_now[keep].tolist())
+        merged.extend(((done_sum + at_sum[keep]) / n_now[keep]).tolist())
+        done_n += total
+        done_sum += sum(p[1][-1] for p in points.values())
+    return JobCurves(x, merged, dict(sorted(shards.items())))

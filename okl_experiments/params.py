@@ -57,6 +57,8 @@ __all__ = [
     "check_fit",
     "check_task",
     "check_data_fits",
+    "derived_values",
+    "derived_line",
     "batch_rows_for",
     "minibatch_rows",
     "learner_config",
@@ -171,6 +173,27 @@ def learner_params(learner: str, values: dict, facts: DataFacts) -> dict:
     if "horizon" in fields and "horizon" not in values:
         values = {**values, "horizon": "n"}
     return {**resolve_values(values, facts), **derived}
+
+
+def derived_values(given: dict, resolved: dict) -> dict:
+    """The values of ``given`` that were derived from the data: name -> (as given, resolved).
+
+    ``resolved`` is the learner's configuration (``learner.describe()["config"]``).
+    """
+    out = {}
+    for name, value in given.items():
+        if isinstance(value, str) and name in resolved and resolved[name] != value:
+            out[name] = (value, resolved[name])
+    return out
+
+
+def derived_line(derived: dict, n_rows: int | None = None) -> str:
+    """``sigma=4.21 (median), nu=3.1e-07 (0.01/n), n=32,561 rows``: what the data decided."""
+    parts = [f"{name}={value:.4g} ({given})" if isinstance(value, float) else f"{name}={value} ({given})"
+             for name, (given, value) in sorted(derived.items())]
+    if n_rows is not None:
+        parts.append(f"n={n_rows:,} rows")
+    return ", ".join(parts)
 
 
 def _task_mismatch(name: str, task: str, facts: DataFacts) -> ValueError:

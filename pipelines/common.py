@@ -71,7 +71,8 @@ with _without_beam_noise():  # the CLIs import Beam here first (pipelines.common
     import apache_beam as beam
     from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, PortableOptions, StandardOptions
 
-__all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "run_pipeline", "configure_logging"]
+__all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "run_pipeline", "configure_logging",
+           "live_progress"]
 
 _DIRECT_NAMES = {"directrunner", "direct"}
 _PRISM_NAMES = {"prismrunner", "prism"}
@@ -208,3 +209,19 @@ def run_pipeline(pipeline: beam.Pipeline):
         result = pipeline.run()
         result.wait_until_finish()
     return result
+
+
+def live_progress(label: str, total_rows: int, options: PipelineOptions):
+    """A :class:`okl_experiments.progress.LiveProgress` for a job run with ``options``.
+
+    Drawn when stderr is a terminal (or ``OKL_PROGRESS=1``) and the job's workers run on this
+    machine -- the DirectRunner (in-process or worker processes), Prism, or any runner with
+    ``--environment_type=LOOPBACK`` -- since they report through files in a local folder.
+    """
+    from okl_experiments.progress import LiveProgress, progress_wanted
+
+    runner = options.view_as(StandardOptions).runner
+    name = runner.lower() if isinstance(runner, str) else ""
+    local = runner is None or name in _DIRECT_NAMES | _PRISM_NAMES | {"switchingdirectrunner"} or (
+        options.view_as(PortableOptions).environment_type or "").upper() == "LOOPBACK"
+    return LiveProgress(label, total_rows, enabled=local and progress_wanted())

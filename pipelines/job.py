@@ -29,7 +29,7 @@ import okl_core
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
 from okl_core.publish import StagedDirectory
-from okl_experiments.params import MEDIAN_ROWS, DataFacts, batch_rows_for, build_learner, minibatch_rows, read_learner_config
+from okl_experiments.params import MEDIAN_ROWS, DataFacts, batch_rows_for, build_learner, derived_values, minibatch_rows, read_learner_config
 from pipelines.common import UsageError
 from transforms.evaluate import Evaluate
 from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, local_dir, run_id
@@ -65,6 +65,10 @@ class TrainJob:
     files: dict
     read_order_seed: int | None
     shuffle_rows: bool = False
+    progress_dir: str | None = None
+    """A local folder where the training steps report their rows while they run (live progress)."""
+    derived: dict = dataclasses.field(default_factory=dict)
+    """Parameters resolved on the data: name -> (as given, value) (:func:`okl_experiments.params.derived_values`)."""
     staging: StagedDirectory | None = None
     """Local outputs: the hidden directory the run's files are written into, renamed to
     ``output`` by :meth:`publish` (None: remote outputs, written in place, ``run.json`` last)."""
@@ -251,7 +255,9 @@ def _resolve_learning(args, source: DatasetSource, name: str, params: dict, outp
     test_source = _test_source(args.test, source) if args.test else None
     if plan.num_shards > 1:
         _check_mergeable(learner)
-    return TrainJob(source, test_source, learner, learner.describe()["config"], plan, output, files, args.read_order_seed, args.shuffle_rows)
+    config = learner.describe()["config"]
+    return TrainJob(source, test_source, learner, config, plan, output, files, args.read_order_seed, args.shuffle_rows,
+                    derived=derived_values(params, config))
 
 
 def build_graph(pipeline: beam.Pipeline, job: TrainJob, launched_at: float) -> None:
@@ -263,7 +269,7 @@ def build_graph(pipeline: beam.Pipeline, job: TrainJob, launched_at: float) -> N
         read = pipeline | f"ReadShards_r{r}" >> ReadShards(
             job.source, job.plan, round=r, materialize=job.shuffle_rows, shuffle_seed=job.read_order_seed
         )
-        trained = read["batches"] | f"TrainOnline_r{r}" >> TrainOnline(spec, job.plan, r, model, source=job.source)
+        trained = read["batches"] | f"TrainOnline_r{r}" >> TrainOnline(spec, job.plan, r, model, source=job.source, progress_dir=job.progress_dir)
         model = trained.states | f"MergeBySeed_r{r}" >> MergeBySeed(spec, base=model)
         summaries.append(trained.states | f"Summaries_r{r}" >> beam.Map(lambda result: result[2]).with_output_types(str))
         batches.append(trained.metrics)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 
 import apache_beam as beam
 
@@ -32,7 +33,8 @@ from okl_core.data.plan import StreamPlan
 from okl_core.metrics import Prequential
 from okl_experiments.params import check_data_fits
 from pipelines.cli import Parser, main, prog
-from pipelines.common import configure_logging, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
+from okl_experiments.progress import wall_time_text
+from pipelines.common import configure_logging, live_progress, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
 from pipelines.job import counters, data_facts
 from transforms.evaluate import ScoreMetrics
 from transforms.inference import WritePredictions, read_bytes
@@ -92,16 +94,20 @@ def run(argv=None):
         os.remove(metrics_path)  # an earlier run's: the summary must never read it
     pipeline = make_pipeline(pipeline_options(beam_argv))
     read = pipeline | "ReadShards" >> ReadShards(source, plan, split="predict")
-    read["batches"] | "Predict" >> WritePredictions(args.model, learner.task, getattr(learner.config, "n_classes", None), prefix)
-    model = pipeline | "Model" >> beam.Create([model_bytes])
-    (read["batches"] | "ScoreMetrics" >> ScoreMetrics(model)
-     | "WriteMetrics" >> beam.Map(_write_metrics, metrics_path, learner.task))
-    read["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFile(dead_path)
-    result = run_pipeline(pipeline)
+    launched_at = time.time()
+    with live_progress("predict", source.n_rows, pipeline.options) as progress:
+        read["batches"] | "Predict" >> WritePredictions(args.model, learner.task, getattr(learner.config, "n_classes", None), prefix,
+                                                        progress_dir=progress.directory)
+        model = pipeline | "Model" >> beam.Create([model_bytes])
+        (read["batches"] | "ScoreMetrics" >> ScoreMetrics(model)
+         | "WriteMetrics" >> beam.Map(_write_metrics, metrics_path, learner.task))
+        read["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFile(dead_path)
+        result = run_pipeline(pipeline)
     print(f"predictions:  {prefix}-*.parquet")
     print(f"metrics:      {metrics_path}")
     print(f"dead letters: {dead_path}")
     _print_summary(result, metrics_path)
+    print(wall_time_text(launched_at, time.time() - launched_at))
     return result
 
 

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from okl_experiments.figures import plot_curves, plot_sweep, read_curves, run_spec, write_curves
+from okl_experiments.progress import progress_wanted
 from pipelines.cli import Parser, deprecate, main, prog, warn
 
 __all__ = ["build_parser", "run", "CURVES_FILE"]
@@ -80,7 +82,7 @@ def _make(args) -> list[str]:
         if pair is not None and len(pair) != 2:
             raise ValueError(f"--heatmap needs two parameters A,B, got {args.heatmap!r}")
         return plot_sweep(args.results, args.output, args.metric, pair)
-    curves, title = run_spec(args.spec, args.data_root)
+    curves, title = run_spec(args.spec, args.data_root, progress=sys.stderr if progress_wanted() else None)
     written = [plot_curves(curves, _png_path(args), title, args.log_x)]
     return written + ([write_curves(args.curves_out, curves)] if args.curves_out else [])
 

@@ -41,8 +41,10 @@ import time
 import okl_core
 from okl_experiments.metrics import headline
 from okl_experiments.params import DEFAULT_BATCH_ROWS
+from okl_experiments.params import derived_line
+from okl_experiments.progress import wall_time_text
 from pipelines.cli import Parser, main, prog
-from pipelines.common import UsageError, configure_logging, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
+from pipelines.common import UsageError, configure_logging, live_progress, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
 from pipelines.job import DEMO_LEARNER, SYNTHETIC_TRAIN_ROWS, TrainResult, build_graph, counters, read_metrics, resolve_job
 from pipelines.stream import add_streaming_flags, run_streaming
 
@@ -92,7 +94,7 @@ def parse_args(argv=None, parser: Parser | None = None) -> tuple[argparse.Namesp
     return okl_and_beam_args(parser or build_parser(), argv)
 
 
-def _print_summary(result: TrainResult) -> None:
+def _print_summary(result: TrainResult, job, launched_at: float) -> None:
     for key, label in (("model", "model"), ("metrics", "metrics"), ("plot", "online error"), ("dead_letter", "dead letters")):
         print(f"{label + ':':14s}{result.files[key]}")
     m = result.metrics
@@ -102,7 +104,8 @@ def _print_summary(result: TrainResult) -> None:
     line = f"{m['learner']['learner']}: {m['rows']['trained']} rows trained, {m['rows']['rejected']} rejected; online {key} {m['online']['merged'][key]:.5g}"
     if m.get("test"):
         line += f", test {key} {m['test'][key]:.5g}"
-    print(line + f"; {m['timing']['wall_seconds']:.1f} s")
+    print(line + "; " + wall_time_text(launched_at, m["timing"]["wall_seconds"]))
+    print("from the data: " + derived_line(job.derived, job.source.n_rows))
     if m.get("diverged"):
         print(diverged_line(m["diverged"]))
 
@@ -138,14 +141,16 @@ def run(argv=None) -> TrainResult:
         parser.error(str(err))
     try:
         pipeline = make_pipeline(pipeline_options(beam_argv))
-        build_graph(pipeline, job, launched_at)
-        pipeline_result = run_pipeline(pipeline)
+        with live_progress("train", job.source.n_rows, pipeline.options) as progress:
+            job.progress_dir = progress.directory
+            build_graph(pipeline, job, launched_at)
+            pipeline_result = run_pipeline(pipeline)
         job.publish()
     except BaseException:
         job.abandon()
         raise
     result = TrainResult(pipeline_result, job.output, job.files, read_metrics(job), counters(pipeline_result))
-    _print_summary(result)
+    _print_summary(result, job, launched_at)
     return result
 
 

@@ -6,12 +6,17 @@ infinite-MNIST data set: each worker loads the base digits once (``setup``), bui
 :func:`okl_core.data.layout.write_shard_file` into the staging directory. Row ``i`` depends
 only on ``(seed, i)``, so the data set is the same for any number of shards, workers or
 retries. :func:`generate_mnist8m` runs it into a staged data set directory and commits it
-(``pipelines.prepare mnist8m``), reporting finished shards as progress.
+(``pipelines.prepare mnist8m``), reporting the rows written so far as progress: each shard
+reports its rows as it writes them (:class:`okl_experiments.progress.Heartbeat`, every
+quarter second, into a hidden folder beside the staging directory, which the workers reach
+as they reach the staging directory), so the bar moves by batches, not by whole shards.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 import time
 
@@ -20,6 +25,7 @@ import apache_beam as beam
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetInfo, StagedDataset, shard_file_name, write_shard_file
 from okl_core.data.mnist8m import GENERATOR_NAME, DeformationConfig, Mnist8mGenerator, load_base
 from okl_core.data.sources import ConversionSummary, DataFormatError
+from okl_experiments.progress import Heartbeat, read_heartbeats
 
 __all__ = ["ShardPlan", "WriteMnist8mShards", "generate_mnist8m"]
 
@@ -46,8 +52,8 @@ class ShardPlan:
 
 
 class _WriteMnist8mShardFn(beam.DoFn):
-    def __init__(self, staging_dir, base, seed, config_dict, plan, row_group_rows, batch_rows, compression):
-        self.staging_dir, self.base, self.seed = staging_dir, base, seed
+    def __init__(self, staging_dir, base, seed, config_dict, plan, row_group_rows, batch_rows, compression, progress_dir=None):
+        self.staging_dir, self.base, self.seed, self.progress_dir = staging_dir, base, seed, progress_dir
         self.config_dict, self.plan = config_dict, plan
         self.row_group_rows, self.batch_rows, self.compression = row_group_rows, batch_rows, compression
         self._generator = None
@@ -58,9 +64,20 @@ class _WriteMnist8mShardFn(beam.DoFn):
 
     def process(self, index):
         shard = self.plan.shard(int(index))
-        batches = self._generator.shard_batches(shard["first_row"], shard["n_rows"], self.batch_rows)
+        batches = _counted(self._generator.shard_batches(shard["first_row"], shard["n_rows"], self.batch_rows),
+                           Heartbeat(self.progress_dir, f"shard-{int(index)}"))
         n = write_shard_file(os.path.join(self.staging_dir, shard["file"]), self._generator.n_features, "multiclass", batches, shard["first_row"], self.row_group_rows, self.compression)
         yield dict(shard, n_rows=n)
+
+
+def _counted(batches, heartbeat: Heartbeat):
+    """The ``(X, y)`` batches, reporting the rows passed on so far to ``heartbeat``."""
+    done = 0
+    for X, y in batches:
+        yield X, y
+        done += len(y)
+        heartbeat.beat(done)
+    heartbeat.beat(done, done=True)
 
 
 class WriteMnist8mShards(beam.PTransform):
@@ -81,11 +98,14 @@ class WriteMnist8mShards(beam.PTransform):
         Parquet row group size; rows generated per vectorised batch.
     compression : str
         Parquet codec (:data:`okl_core.data.layout.COMPRESSIONS`).
+    progress_dir : str, optional
+        A folder (reachable from the workers) where each shard reports the rows it has written.
     """
 
-    def __init__(self, staging_dir, base, seed, config_dict, plan, row_group_rows=4096, batch_rows=1024, compression=DEFAULT_COMPRESSION):
+    def __init__(self, staging_dir, base, seed, config_dict, plan, row_group_rows=4096, batch_rows=1024, compression=DEFAULT_COMPRESSION,
+                 progress_dir=None):
         super().__init__()
-        self._fn = _WriteMnist8mShardFn(staging_dir, base, seed, config_dict, plan, row_group_rows, batch_rows, compression)
+        self._fn = _WriteMnist8mShardFn(staging_dir, base, seed, config_dict, plan, row_group_rows, batch_rows, compression, progress_dir)
 
     def expand(self, shard_indices):
         # Reshuffle so that shards spread over workers instead of staying in one bundle.
@@ -93,21 +113,20 @@ class WriteMnist8mShards(beam.PTransform):
 
 
 class _ShardWatcher(threading.Thread):
-    """Report finished shard files in the staging directory as progress (any runner)."""
+    """Report the rows the shards have written as progress (their heartbeats in ``directory``)."""
 
-    def __init__(self, directory, plan, progress, interval=0.5):
+    def __init__(self, directory, progress, interval=0.5):
         super().__init__(daemon=True)
-        self.directory, self.plan, self.progress, self.interval = directory, plan, progress, interval
+        self.directory, self.progress, self.interval = directory, progress, interval
         self.stopped = threading.Event()
 
     def run(self):
-        sizes = {s["file"]: s["n_rows"] for s in self.plan.shards()}
         while not self.stopped.wait(self.interval):
             try:
-                names = os.listdir(self.directory)
+                beats = read_heartbeats(self.directory)
             except OSError:
                 return
-            self.progress.update(sum(sizes.get(n, 0) for n in names))
+            self.progress.update(sum(beat["rows"] for beat in beats.values()))
 
 
 def generate_mnist8m(pipeline: beam.Pipeline, run, out: str, base: dict, seed: int, config: DeformationConfig, rows: int,
@@ -117,7 +136,7 @@ def generate_mnist8m(pipeline: beam.Pipeline, run, out: str, base: dict, seed: i
 
     ``run(pipeline)`` runs the job to completion; ``base`` holds the keyword arguments of
     :func:`okl_core.data.mnist8m.load_base` (checked here, in the driver, before any job);
-    ``progress`` (:class:`okl_core.data.sources.Progress`) sees the finished shards. The
+    ``progress`` (:class:`okl_core.data.sources.Progress`) sees the rows written so far. The
     shards are staged and committed together with ``dataset.json``; nothing is left behind
     by a failure.
     """
@@ -128,14 +147,16 @@ def generate_mnist8m(pipeline: beam.Pipeline, run, out: str, base: dict, seed: i
         raise DataFormatError(f"{base['labels']}: base labels must be 0..C-1 for the generator, found {classes[:20]}")
     plan = ShardPlan(rows, rows_per_shard)
     staged = StagedDataset(out, overwrite)
-    watcher = _ShardWatcher(staged.tmp, plan, progress)
+    progress_dir = tempfile.mkdtemp(prefix=".okl-progress-", dir=os.path.dirname(os.path.abspath(staged.tmp)))
+    watcher = _ShardWatcher(progress_dir, progress)
     try:
         progress.start(plan.n_rows, "rows", "mnist8m")
         watcher.start()
         _ = (
             pipeline
             | "ShardIds" >> beam.Create(list(range(plan.n_shards)))
-            | "WriteShards" >> WriteMnist8mShards(staged.tmp, base, seed, config.to_dict(), plan, row_group_rows, batch_rows, compression)
+            | "WriteShards" >> WriteMnist8mShards(staged.tmp, base, seed, config.to_dict(), plan, row_group_rows, batch_rows, compression,
+                                                 progress_dir=progress_dir)
         )
         run(pipeline)
         watcher.stopped.set()
@@ -155,4 +176,7 @@ def generate_mnist8m(pipeline: beam.Pipeline, run, out: str, base: dict, seed: i
         watcher.stopped.set()
         staged.abort()
         raise
+    finally:
+        watcher.join()
+        shutil.rmtree(progress_dir, ignore_errors=True)
     return ConversionSummary(info, staged.path, seconds=time.perf_counter() - started)

@@ -23,6 +23,7 @@ feeds the newest model version of a streaming job to RunInference.
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from typing import Any, Iterable, Optional, Sequence
 
@@ -36,6 +37,7 @@ from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, Model
 import okl_core
 from okl_core.learners.base import labels_from_scores
 from okl_core.state import MAX_MODEL_BYTES, read_model_file
+from okl_experiments.progress import Heartbeat
 from transforms.read import is_remote
 
 __all__ = ["OklModel", "OklModelHandler", "WatchModelVersions", "WritePredictions", "prediction_schema", "read_bytes"]
@@ -181,11 +183,20 @@ def prediction_schema(task: str, n_classes: int | None = None) -> pa.Schema:
 class _ToTable(beam.DoFn):
     """``(rows, PredictionResult)`` -> one Arrow table of predictions."""
 
-    def __init__(self, task: str, n_classes: int | None):
-        self.task, self.n_classes = task, n_classes
+    def __init__(self, task: str, n_classes: int | None, progress_dir: str | None = None):
+        self.task, self.n_classes, self.progress_dir = task, n_classes, progress_dir
+
+    def setup(self):
+        # Live progress (no-op without a folder): this instance's rows, over all its bundles.
+        self.heartbeat, self.scored = Heartbeat(self.progress_dir, f"predict-{os.getpid()}-{id(self):x}"), 0
+
+    def finish_bundle(self):
+        self.heartbeat.beat(self.scored, done=True)
 
     def process(self, element):
         rows, result = element
+        self.scored += len(rows)
+        self.heartbeat.beat(self.scored)
         scores = np.asarray(result.inference, dtype=np.float64)
         columns = [pa.array(np.asarray(rows, dtype=np.int64))]
         if self.task == "multiclass":
@@ -206,9 +217,10 @@ class WritePredictions(beam.PTransform):
     and, for classification, ``label`` (-1/+1 or the class index).
     """
 
-    def __init__(self, model_path: str, task: str, n_classes: int | None, output: str):
+    def __init__(self, model_path: str, task: str, n_classes: int | None, output: str, progress_dir: str | None = None):
         super().__init__()
         self.model_path, self.task, self.n_classes, self.output = model_path, task, n_classes, output
+        self.progress_dir = progress_dir  # a local folder for live progress (okl_experiments.progress.Heartbeat)
 
     def expand(self, batches):
         handler = KeyedModelHandler(OklModelHandler(self.model_path, max_batch_size=4))
@@ -216,6 +228,6 @@ class WritePredictions(beam.PTransform):
             batches
             | "KeyByRows" >> beam.Map(lambda element: (element[1].row, element[1].X))
             | "RunInference" >> RunInference(handler)
-            | "ToTables" >> beam.ParDo(_ToTable(self.task, self.n_classes))
+            | "ToTables" >> beam.ParDo(_ToTable(self.task, self.n_classes, self.progress_dir))
             | "WritePredictions" >> WriteToParquetBatched(self.output, prediction_schema(self.task, self.n_classes), file_name_suffix=".parquet")
         )

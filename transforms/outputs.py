@@ -30,6 +30,7 @@ import collections
 import hashlib
 import io
 import json
+import math
 import os
 import secrets
 import time
@@ -41,10 +42,10 @@ from apache_beam.io.filesystems import FileSystems
 from okl_core.divergence import non_finite_fields
 from okl_core.metrics import Prequential
 from okl_core.state import atomic_write_bytes, model_from_bytes
-from okl_experiments.metrics import headline, online_curve, parallel_order
+from okl_experiments.metrics import headline, job_curves
 from transforms.read import is_remote
 
-__all__ = ["WriteRunOutputs", "WriteDeadLetterFile", "write_bytes", "build_report", "divergence_report", "plot_online_error", "local_dir", "run_id",
+__all__ = ["WriteRunOutputs", "WriteDeadLetterFile", "write_bytes", "build_report", "divergence_report", "plot_online_error", "online_error_figure", "local_dir", "run_id",
            "MANIFEST_FILE"]
 
 MANIFEST_FILE = "run.json"
@@ -157,35 +158,78 @@ def build_report(info: dict, summaries: list[dict], batches: list[dict], test: d
     }
 
 
-def plot_online_error(report: dict, task: str) -> bytes:
-    """PNG of the cumulative online error against rows seen, per shard and merged."""
+MAX_SHARD_LEGEND = 8
+"""Shards drawn with a legend entry each; more share one thin grey entry ("shards (k)")."""
+
+
+def online_error_figure(report: dict, task: str):
+    """The matplotlib Figure of :func:`plot_online_error` (tests inspect its layout).
+
+    Every curve is drawn against rows learned by the whole job
+    (:func:`okl_experiments.metrics.job_curves`), so the shards' curves and the merged one
+    ("all shards") end together at the job's rows, each with the points its batches
+    recorded within them. The legend sits outside the axes, to the right, so it hides no curve.
+    """
     # The object API with the Agg canvas: no pyplot (no GUI backend, a second less to import).
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     metric = headline(task)
-    fig = Figure(figsize=(7, 4.2), dpi=100)
+    curves = job_curves(report["batches"], task)
+    fig = Figure(figsize=(8, 4.2), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    batches = report["batches"]
-    shards = sorted({b["shard"] for b in batches})
-    for s in shards:
-        ax.plot(*online_curve([b for b in batches if b["shard"] == s], task), lw=1, alpha=0.7, label=f"shard {s}")
-    if len(shards) > 1:  # all shards together, in the order they run in parallel
-        ax.plot(*online_curve(parallel_order(batches), task), lw=2, color="black", label="all shards")
-    ax.set_xlabel("rows learned")
+    many = len(curves.shards) > MAX_SHARD_LEGEND
+    for i, (s, (xs, ys)) in enumerate(curves.shards.items()):
+        if many:
+            ax.plot(xs, ys, lw=0.6, color="0.6", label=f"shards ({len(curves.shards)})" if i == 0 else None)
+        else:
+            ax.plot(xs, ys, lw=1.2, alpha=0.85, marker="." if len(xs) <= 40 else None, label=f"shard {s}")
+    if len(curves.shards) > 1:
+        ax.plot(curves.x, curves.merged, lw=2.2, color="black", label="all shards")
+    ax.set_xlabel("rows learned by the whole job")
     ax.set_ylabel(metric.label)
+    if curves.x:
+        ax.set_xlim(0, curves.x[-1] * 1.02)
+        ax.set_ylim(*_settled_range(curves))
     test = report.get("test")
     title = f"{report['learner']['learner']} on {report['data']['train']['name']}"
+    if curves.merged:
+        title += f": online {metric.short} {curves.merged[-1]:.4g}"
     if test:
-        title += f" (test {metric.short} {test[metric.summary_key]:.4g})"
+        title += f", test {metric.short} {test[metric.summary_key]:.4g}"
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    if len(curves.shards) > 1:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    return fig
+
+
+def _settled_range(curves) -> tuple[float, float]:
+    """y limits fitting every curve after its first 2% of the job's rows (the first few
+    rows' error, 0 or 1 after one row, would otherwise flatten the rest of the curve)."""
+    skip = curves.x[-1] / 50
+    values = [v for xs, ys in [(curves.x, curves.merged), *curves.shards.values()] for x, v in zip(xs, ys) if x >= skip and math.isfinite(v)]
+    if not values:
+        return (0.0, 1.0)
+    low, high = min(values), max(values)
+    pad = (high - low) * 0.08 or abs(high) * 0.05 or 1.0
+    return low - pad, high + pad
+
+
+def plot_online_error(report: dict, task: str) -> bytes:
+    """PNG of the cumulative online error against rows learned by the job, per shard and merged."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    online_error_figure(report, task).savefig(buffer, format="png")
     return buffer.getvalue()
+
+
+def report_json(report: dict) -> str:
+    """``metrics.json`` text: indented, each per-batch record on one line (a long run has thousands)."""
+    batches = report.get("batches") or []
+    head = json.dumps({**report, "batches": None}, indent=1, sort_keys=True)
+    rows = ",\n  ".join(json.dumps(b, sort_keys=True) for b in batches)
+    return head.replace('"batches": null', '"batches": [' + (f"\n  {rows}\n ]" if batches else "]"), 1) + "\n"
 
 
 class _WriteOutputs(beam.DoFn):
@@ -202,7 +246,7 @@ class _WriteOutputs(beam.DoFn):
             "model": model,
             "dead_letter": "".join(json.dumps(d, sort_keys=True) + "\n" for d in dead_records).encode(),
             "plot": plot_online_error(report, self.info["task"]),
-            "metrics": (json.dumps(report, indent=1, sort_keys=True) + "\n").encode(),
+            "metrics": report_json(report).encode(),
         }
         write_to = self.info.get("write_to", self.info["files"])
         for key, data in contents.items():

@@ -46,7 +46,8 @@ from okl_core.data.plan import StreamPlan
 from okl_core.divergence import diverged as is_diverged
 from okl_core.merge import check_mergeable
 from okl_core.metrics import Prequential
-from okl_experiments.metrics import headline
+from okl_experiments.metrics import batch_curve, headline
+from okl_experiments.progress import Heartbeat
 from transforms.elements import BatchPiece, ModelCache, PieceRef
 from transforms.read import METRICS_NAMESPACE, DatasetSource, RowGroupReader
 
@@ -71,8 +72,8 @@ class LearnerSpec(typing.NamedTuple):
 class _FoldShard(beam.DoFn):
     """Fold one shard's batches in sequence order through the learner."""
 
-    def __init__(self, spec: LearnerSpec, plan: StreamPlan, round: int, source: DatasetSource | None):
-        self.spec, self.plan, self.round, self.source = spec, plan, round, source
+    def __init__(self, spec: LearnerSpec, plan: StreamPlan, round: int, source: DatasetSource | None, progress_dir: str | None = None):
+        self.spec, self.plan, self.round, self.source, self.progress_dir = spec, plan, round, source, progress_dir
         self.rows = Metrics.counter(METRICS_NAMESPACE, "rows_trained")
         self.batches = Metrics.counter(METRICS_NAMESPACE, "batches_trained")
         self.micros = Metrics.counter(METRICS_NAMESPACE, "train_microseconds")
@@ -100,6 +101,7 @@ class _FoldShard(beam.DoFn):
         pending: dict[int, list[BatchPiece | PieceRef]] = {}
         next_seq, seconds, read_seconds, most_waiting, diverged_at = 0, 0.0, 0.0, 0, None
         started = time.time()
+        heartbeat = Heartbeat(self.progress_dir, f"shard-{shard}-r{self.round}")  # live progress (no-op without a folder)
         for piece in pieces:
             if piece.shard != shard or piece.round != self.round or not 0 <= piece.seq < len(expected):
                 raise ValueError(f"piece of shard {piece.shard} round {piece.round} batch {piece.seq} reached shard {shard} round {self.round}")
@@ -121,6 +123,7 @@ class _FoldShard(beam.DoFn):
                     diverged_at = {"shard": shard, "round": self.round, "batch": next_seq, "row": record["start"]}
                 seconds += record["seconds"]
                 next_seq += 1
+                heartbeat.beat(total.n)
                 yield beam.pvalue.TaggedOutput("metrics", json.dumps(record, sort_keys=True))
         if next_seq < len(expected):
             bounds = expected[next_seq]
@@ -129,6 +132,7 @@ class _FoldShard(beam.DoFn):
                 "was the data set changed while the job ran?"
             )
         self.pending_max.update(most_waiting)
+        heartbeat.beat(total.n, done=True)
         summary = {
             "shard": shard, "round": self.round, "batches": len(expected), "rows": total.n,
             "train_seconds": seconds, "read_seconds": read_seconds, "started": started, "finished": time.time(),
@@ -147,18 +151,20 @@ class _FoldShard(beam.DoFn):
         X = pieces[0].X if len(pieces) == 1 else np.concatenate([p.X for p in pieces])
         y = pieces[0].y if len(pieces) == 1 else np.concatenate([p.y for p in pieces])
         batch = Prequential(self.learner.task)
-        took, diverged = 0.0, False
+        took, diverged, curve = 0.0, False, []
         if len(y):
             began = time.perf_counter()
             state, scores = self.learner.update(state, X, y)
             took = time.perf_counter() - began
             batch.add(scores, y)
             diverged = is_diverged(state, scores, batch)
+            curve = batch_curve(self.learner.task, scores, y)  # points within the batch, for the plot
         self._count(batch, took, diverged)
         record = {
             "shard": bounds.shard, "round": bounds.round, "seq": bounds.seq, "start": bounds.start, "stop": bounds.stop,
             "rows": batch.n, "n_seen": int(state.n_seen), "seconds": took, "mistakes": batch.mistakes,
             "sum_squared_error": batch.sum_squared_error, "sum_absolute_error": batch.sum_absolute_error, "diverged": diverged,
+            "curve": curve,
         }
         return state, batch, record
 
@@ -214,6 +220,9 @@ class TrainOnline(beam.PTransform):
     source : DatasetSource, optional
         The data set, when the input holds :class:`~transforms.elements.PieceRef` elements
         (``ReadShards(materialize=False)``): each shard then reads its own rows, in order.
+    progress_dir : str, optional
+        A local folder where each shard reports its rows as it goes
+        (:class:`okl_experiments.progress.Heartbeat`; local runners only).
 
     Returns
     -------
@@ -223,16 +232,18 @@ class TrainOnline(beam.PTransform):
         ``.dead_letter``: ``PCollection[str]``, bad rows met while reading references.
     """
 
-    def __init__(self, spec: LearnerSpec, plan: StreamPlan, round: int, initial_model, source: DatasetSource | None = None):
+    def __init__(self, spec: LearnerSpec, plan: StreamPlan, round: int, initial_model, source: DatasetSource | None = None,
+                 progress_dir: str | None = None):
         super().__init__()
         self.spec, self.plan, self.round, self.initial_model, self.source = spec, plan, round, initial_model, source
+        self.progress_dir = progress_dir
 
     def expand(self, pieces):
         return (
             pieces
             | "GroupByShard" >> beam.GroupByKey()
             | "FoldShard"
-            >> beam.ParDo(_FoldShard(self.spec, self.plan, self.round, self.source), beam.pvalue.AsSingleton(self.initial_model))
+            >> beam.ParDo(_FoldShard(self.spec, self.plan, self.round, self.source, self.progress_dir), beam.pvalue.AsSingleton(self.initial_model))
             .with_output_types(ShardResult)
             .with_outputs("metrics", "dead_letter", main="states")
         )

@@ -272,7 +272,14 @@ def _featurize_chunk(args):
     return out
 
 
-def _records(path, smiles_column, target, position):
+def _count_lines(path) -> int:
+    """Lines after the header (a quick pass, decompressing if need be): the molecules to expect."""
+    with open_source(path) as f:
+        lines = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+    return max(lines - 1, 1)
+
+
+def _records(path, smiles_column, target):
     """Yield ``(row, line, smiles, target_value | None, problem | None)`` from the CSV."""
     with io.TextIOWrapper(open_source(path), encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f)
@@ -289,7 +296,6 @@ def _records(path, smiles_column, target, position):
             for fields in reader:
                 if not fields or (len(fields) == 1 and not fields[0].strip()):
                     continue
-                position[0] = f.buffer.raw.compressed_position()
                 problem, value = None, None
                 if len(fields) != len(header):
                     problem = f"expected {len(header)} fields, found {len(fields)}"
@@ -356,13 +362,16 @@ def convert_molecules(
     }
     if name:
         info["name"] = name
-    position = [0]
     truncated = 0
     t_lo, t_hi = math.inf, -math.inf
-    progress.start(os.path.getsize(path), "B", "molecules")
+    # Progress in molecules featurized, out of the file's lines: featurizing is the slow part and
+    # takes about as long per molecule, while the bytes read run ahead of it (a 1 MiB read buffer
+    # is half of the 2 MB CEP file: a bar in bytes jumped to 50% at once, ETA 0:07 for 39 s).
+    progress.start(_count_lines(path), "molecules", "molecules")
+    featurized = 0
     with DatasetWriter(out, config.n_features, "regression", rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, compression=compression, **info) as writer:
         rejects = RejectLog(writer.staging_dir, ("row", "line", "smiles", "reason"))
-        chunks = ((chunk, config) for chunk in _chunks(_records(path, smiles_column, target, position), chunk_molecules, path, skip_bad_rows))
+        chunks = ((chunk, config) for chunk in _chunks(_records(path, smiles_column, target), chunk_molecules, path, skip_bad_rows))
         for results in _ordered_map(_featurize_chunk, chunks, int(workers), window=4 * max(1, int(workers))):
             X_parts, y_parts = [], []
             for row, line, smiles, value, features, was_truncated, reason in results:
@@ -376,7 +385,8 @@ def convert_molecules(
                 y = np.concatenate(y_parts).astype(np.float32)
                 writer.write(np.concatenate(X_parts), y)
                 t_lo, t_hi = min(t_lo, float(y.min())), max(t_hi, float(y.max()))
-            progress.update(position[0])
+            featurized += len(results)
+            progress.update(featurized)
         rejected = rejects.close()
         extra = dict(info["extra"], truncated_molecules=truncated, **({"rejects": rejected} if rejected else {}))
         writer.set_info(extra=extra, target_range=[t_lo, t_hi] if writer.n_rows else None)

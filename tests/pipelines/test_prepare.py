@@ -147,3 +147,35 @@ def test_progress_bar_draws_without_tqdm(monkeypatch):
     quiet.update(5)
     quiet.finish()
     assert silent.getvalue() == ""
+
+
+def test_mnist8m_shards_report_rows_as_they_write_them(tmp_path, monkeypatch):
+    """Progress moves by batches within a shard, not by whole shards."""
+    import apache_beam as beam
+
+    from okl_core.data.mnist8m import DeformationConfig
+    from okl_experiments import progress as progress_module
+    from okl_experiments.progress import read_heartbeats
+    from transforms.generate import ShardPlan, WriteMnist8mShards
+
+    beats = []
+    real_beat = progress_module.Heartbeat.beat
+
+    def every_beat(self, rows, done=False):  # unthrottled, and recorded
+        beats.append((os.path.basename(self.path), rows, done))
+        self._last = 0.0
+        real_beat(self, rows, done=True)
+
+    monkeypatch.setattr(progress_module.Heartbeat, "beat", every_beat)
+    base = {"images": str(shared_data("mnist", "t10k-images-idx3-ubyte.gz")), "labels": str(shared_data("mnist", "t10k-labels-idx1-ubyte.gz")),
+            "start": 0, "stop": 500}
+    (tmp_path / "stage").mkdir()
+    (tmp_path / "beats").mkdir()
+    plan = ShardPlan(450, 300)
+    with beam.Pipeline() as p:
+        _ = p | beam.Create([0, 1]) | WriteMnist8mShards(str(tmp_path / "stage"), base, 3, DeformationConfig().to_dict(), plan,
+                                                         batch_rows=100, progress_dir=str(tmp_path / "beats"))
+    assert sorted(b for b in beats if b[0] == "shard-0.json") == [("shard-0.json", n, d) for n, d in [(100, False), (200, False), (300, False), (300, True)]]
+    assert sorted(b for b in beats if b[0] == "shard-1.json") == [("shard-1.json", n, d) for n, d in [(100, False), (150, False), (150, True)]]
+    assert {k: v["rows"] for k, v in read_heartbeats(str(tmp_path / "beats")).items()} == {"shard-0": 300, "shard-1": 150}
+    assert sorted(os.listdir(tmp_path / "stage")) == [s["file"] for s in plan.shards()]  # no progress files among the data

@@ -1,6 +1,7 @@
 """Report figures: curves from sweeps / JSON / a run spec, sweep parameter plots, heatmaps."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -86,8 +87,9 @@ def test_curve_from_a_training_pipeline_metrics_file(tmp_path):
     path.write_text(json.dumps(metrics))
     [curve] = figures.read_curves([str(path)])
     assert curve.label == "fogd on a9a"
-    np.testing.assert_array_equal(curve.n, [100, 200, 300, 400])  # round, batch, then shard order
-    np.testing.assert_allclose(curve.value, [0.3, 0.35, 80 / 300, 0.25])
+    # Rows learned by the whole job, both shards in step: halfway 70 mistakes in 200 rows.
+    np.testing.assert_array_equal(curve.n, [200, 400])
+    np.testing.assert_allclose(curve.value, [0.35, 0.25])
 
 
 def test_run_spec_runs_the_learners_and_plots_exact_curves(tmp_path):
@@ -110,9 +112,74 @@ def test_run_spec_runs_the_learners_and_plots_exact_curves(tmp_path):
         report.run(["run", str(bad), "--output", str(tmp_path)])
 
 
-@pytest.mark.parametrize(("n_curves", "width"), [(figures.LEGEND_INSIDE_MAX, 640), (figures.LEGEND_INSIDE_MAX + 1, 960)])
-def test_a_long_legend_moves_out_of_the_axes_on_a_wider_figure(tmp_path, n_curves, width):
-    n = np.arange(1, 101, dtype=float)
-    curves = [figures.Curve(f"learner {i}", n, 0.5 / (1 + i) + 0.1 / n) for i in range(n_curves)]
-    data = _png(figures.plot_curves(curves, str(tmp_path / "c.png")))
-    assert int.from_bytes(data[16:20], "big") == width  # the PNG header's width: 6.4 or 9.6 inches at 100 dpi
+@pytest.fixture
+def saved_figures(monkeypatch):
+    """The figures the report writes, by file name (still open for inspection)."""
+    saved = {}
+    real = figures._save
+
+    def keep(fig, out):
+        saved[os.path.basename(out)] = fig
+        real(fig, out)
+
+    monkeypatch.setattr(figures, "_save", keep)
+    return saved
+
+
+def _luminance(rgba) -> float:
+    r, g, b = rgba[:3]
+    return 0.299 * r + 0.587 * g + 0.114 * b
+
+
+def test_heatmap_labels_are_legible(grid_results, tmp_path, saved_figures):
+    from matplotlib.colors import to_rgba
+
+    figures.plot_sweep(grid_results.results_path, str(tmp_path / "fig"))
+    fig = saved_figures["sweep_heatmap_sigma_eta.png"]
+    fig.canvas.draw()
+    ax, bar = fig.axes
+    image = ax.images[0]
+    grid = image.get_array()
+    assert len(ax.texts) == grid.size == 6
+    for text in ax.texts:
+        j, i = (round(v) for v in text.get_position())
+        assert text.get_text() == f"{grid[i, j]:.3g}" and text.get_fontsize() >= 9
+        cell = image.cmap(image.norm(grid[i, j]))
+        assert abs(_luminance(to_rgba(text.get_color())) - _luminance(cell)) >= 0.45  # dark on light, light on dark
+    assert [t.get_fontweight() for t in ax.texts].count("bold") == 1  # the best cell
+    for axis in (ax.xaxis, ax.yaxis):
+        labels = [t for t in axis.get_ticklabels() if t.get_text()]
+        assert labels and all(t.get_fontsize() >= 10 for t in labels)
+        boxes = [t.get_window_extent() for t in labels]
+        assert not any(a.overlaps(b) for k, a in enumerate(boxes) for b in boxes[k + 1:])
+    assert [t.get_text() for t in ax.xaxis.get_ticklabels()] == ["0.5", "1", "2"]
+    assert "online_mistake_rate" in bar.get_ylabel() and "lower is better" in bar.get_ylabel()
+
+
+def test_curve_legend_hides_no_curve(grid_results, tmp_path, saved_figures):
+    report.run(["curves", grid_results.results_path, "--top", "5", "-o", str(tmp_path / "c.png")])
+    fig = saved_figures["c.png"]
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    assert len(ax.get_legend().get_texts()) == 5 and legend.y1 <= ax.get_window_extent().y0  # below the axes
+    assert fig.get_window_extent().contains(legend.x0 + 1, legend.y0 + 1)  # inside the image
+
+
+def test_run_spec_reports_each_run_as_it_starts_and_ends(tmp_path):
+    import io
+
+    _data(tmp_path / "d")
+    spec = {"data": {"path": "d"}, "repeats": 2,
+            "runs": [{"label": "FOGD", "learner": "fogd", "params": {"sigma": 1.0, "eta": 0.1, "n_components": 16}},
+                     {"label": "FOGD slow", "learner": "fogd", "params": {"sigma": 1.0, "eta": 0.01, "n_components": 16}}]}
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    stream = io.StringIO()
+    curves, _ = figures.run_spec(str(path), progress=stream)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "run 1/4: FOGD (repeat 1/2), 600 rows ..." and lines[6] == "run 4/4: FOGD slow (repeat 2/2), 600 rows ..."
+    assert lines[7].startswith("[####################] 4/4 runs, 2/2 points,")
+    ends = [float(line.split("online_error ")[1].split()[0]) for line in (lines[5], lines[7])]  # the two repeats of FOGD slow
+    assert np.mean(ends) == pytest.approx(curves[1].value[-1], abs=1e-4)  # the curve is their mean
+    assert figures.run_spec(str(path))[0][0].value.tolist() == curves[0].value.tolist() and len(lines) == 8

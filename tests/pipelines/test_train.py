@@ -42,10 +42,14 @@ def test_one_shard_is_the_sequential_fold_bit_for_bit(tmp_path, binary_set):
     # The metrics are the fold's online and test numbers.
     state = learner.init()
     online = okl_core.Prequential("binary")
+    curves = []
     for start in range(0, 3000, 500):
         state, scores = learner.update(state, X[start : start + 500], y[start : start + 500])
         online.add(scores, y[start : start + 500])
+        wrong = learner.to_labels(scores) != y[start : start + 500]
+        curves.append([[500 * k // 8, int(wrong[: 500 * k // 8].sum())] for k in range(1, 9)])
     m = result.metrics
+    assert [b["curve"] for b in m["batches"]] == curves  # the points within each batch, for the plot
     assert m["online"]["merged"]["mistakes"] == online.mistakes and m["rows"]["trained"] == 3000
     assert m["test"]["mistakes"] == int((learner.to_labels(learner.predict(state, Xt)) != yt).sum())
     assert len(m["batches"]) == 6 and [b["n_seen"] for b in m["batches"]] == list(range(500, 3001, 500))
@@ -126,3 +130,32 @@ def test_clear_errors(tmp_path, binary_set, capsys, args, message):
         train.run([*args, "--output", str(tmp_path / "out")])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_online_error_figure_of_a_short_sharded_run(tmp_path, binary_set):
+    """Two batches per shard: every curve has points within its batches, on the job's rows,
+    and the legend stands outside the axes, clear of every line."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401  (the figure draws on Agg)
+
+    from okl_experiments.metrics import job_curves
+    from transforms.outputs import online_error_figure
+
+    root, *_ = binary_set
+    result, _ = _run(tmp_path, "k3", "--input", str(root / "train"), *FOGD, "--num_shards", "3", "--batch_rows", "512")
+    m = result.metrics
+    assert {len([b for b in m["batches"] if b["shard"] == s]) for s in range(3)} == {2, 3}  # a short run: 2-3 batches a shard
+    curves = job_curves(m["batches"], "binary")
+    for s, (xs, ys) in curves.shards.items():
+        assert len(xs) >= 16 and xs[-1] == 3000  # job-wide rows, not the shard's 1000
+        assert ys[-1] == pytest.approx(m["online"]["per_shard"][s]["mistake_rate"])
+    assert curves.x[-1] == 3000 and curves.merged[-1] == pytest.approx(m["online"]["merged"]["mistake_rate"])
+    fig = online_error_figure(m, "binary")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["shard 0", "shard 1", "shard 2", "all shards"]
+    assert legend.x0 >= ax.get_window_extent().x1  # outside the axes, to the right
+    for line in ax.get_lines():
+        assert not line.get_window_extent(fig.canvas.get_renderer()).overlaps(legend)
+        assert line.get_xdata()[-1] == 3000
+    assert fig.get_window_extent().contains(legend.x1 - 1, legend.y0 + 1)  # and inside the image

@@ -159,3 +159,28 @@ def test_config_validation():
     with pytest.raises(ValueError, match="coulomb representation only"):
         MolecularConfig(representation="morgan", permutations=2)
     assert MolecularConfig().n_features == 2850 and MolecularConfig(steps=(1, 2)).n_features == 5700
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def start(self, total, unit, label):
+        self.calls.append(("start", total, unit))
+
+    def update(self, done):
+        self.calls.append(("update", done))
+
+    def finish(self):
+        self.calls.append(("finish",))
+
+
+def test_progress_counts_molecules_featurized_out_of_the_file(tmp_path):
+    """Not bytes read: the read buffer runs ahead of the featurizing, which is the slow part."""
+    pytest.importorskip("rdkit")
+    path = tmp_path / "m.csv"
+    path.write_text("smiles,PCE\n" + "".join(f"{s},{i}.0\n" for i, s in enumerate(["CCO", "O", "bad((", "CC", "N", "CCC", "C=O"])))
+    progress = _Recorder()
+    convert_molecules(path, tmp_path / "o", config=MolecularConfig(max_atoms=9), chunk_molecules=2, progress=progress)
+    assert progress.calls[0] == ("start", 7, "molecules") and progress.calls[-1] == ("finish",)
+    assert [c[1] for c in progress.calls[1:-1]] == [2, 4, 6, 7]  # one update per chunk of 2, up to every molecule
