@@ -311,6 +311,7 @@ class LiveProgress:
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
+            assert self.directory is not None  # made with the thread
             self._draw(self.line(read_heartbeats(self.directory)))  # the final state stays on screen
             self.stream.write("\n")
             self.stream.flush()
@@ -318,6 +319,7 @@ class LiveProgress:
             shutil.rmtree(self.directory, ignore_errors=True)
 
     def _loop(self) -> None:
+        assert self.directory is not None  # made before the thread starts
         while not self._stop.wait(self.interval):
             try:
                 self._draw(self.line(read_heartbeats(self.directory)))

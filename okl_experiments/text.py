@@ -34,10 +34,10 @@ def format_value(value) -> str:
 
 def mean_std_text(mean: float | None, std: float | None = None, scale: float = 1.0, digits: int = 4) -> str:
     """``mean ± std`` (times ``scale``), ``mean`` alone without a std, ``-`` without a mean."""
-    if _missing(mean):
+    if mean is None or _missing(mean):
         return "-"
     text = f"{scale * mean:.{digits}f}"
-    return text if _missing(std) else f"{text} ± {scale * std:.{digits}f}"
+    return text if std is None or _missing(std) else f"{text} ± {scale * std:.{digits}f}"
 
 
 def percent(value: float | None, std: float | None = None) -> str:

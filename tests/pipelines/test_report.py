@@ -180,6 +180,6 @@ def test_run_spec_reports_each_run_as_it_starts_and_ends(tmp_path):
     lines = stream.getvalue().splitlines()
     assert lines[0] == "run 1/4: FOGD (repeat 1/2), 600 rows ..." and lines[6] == "run 4/4: FOGD slow (repeat 2/2), 600 rows ..."
     assert lines[7].startswith("[####################] 4/4 runs, 2/2 points,")
-    ends = [float(line.split("online_error ")[1].split()[0]) for line in (lines[5], lines[7])]  # the two repeats of FOGD slow
+    ends = [float(line.split("online_mistake_rate ")[1].split()[0]) for line in (lines[5], lines[7])]  # the two repeats of FOGD slow
     assert np.mean(ends) == pytest.approx(curves[1].value[-1], abs=1e-4)  # the curve is their mean
     assert figures.run_spec(str(path))[0][0].value.tolist() == curves[0].value.tolist() and len(lines) == 8
