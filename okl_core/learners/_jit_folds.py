@@ -120,3 +120,47 @@ def fold_multiclass(eta, Z, W, class_rows, y, scores, start):
                 for c in range(coef.shape[0]):
                     W[j, c] += z[j] * coef[c]
     return y.shape[0]
+
+
+@njit(cache=True)
+def adagrad_step(eta, delta, u, z, w, G):
+    """``G += (u z)^2``, ``w += eta (u z) / (delta + sqrt(G))`` elementwise, as numpy does."""
+    for j in range(z.shape[0]):
+        g = u * z[j]
+        G[j] += g * g
+        w[j] += (eta * g) / (delta + np.sqrt(G[j]))
+
+
+@njit(cache=True)
+def fold_weights_adagrad(kind, eps, eta, delta, Z, w, G, y, scores, start):
+    """:func:`fold_weights` with AdaGrad steps (``AdaGradRows``): the rule's coefficient
+    at ``eta = 1`` is ``u``; ``G`` holds the squared gradients per coordinate."""
+    k = Z.shape[1]
+    z = np.empty(k)
+    for i in range(start, y.shape[0]):
+        widen_row(Z, i, z)
+        f = np.dot(z, w)
+        scores[i] = f
+        update, u = scalar_coefficient(kind, 1.0, eps, f, y[i])
+        if update:
+            adagrad_step(eta, delta, u, z, w, G)
+    return y.shape[0]
+
+
+@njit(cache=True)
+def fold_multiclass_adagrad(eta, delta, Z, W, G, y, scores, start):
+    """MFOGD's multiclass rule (``W`` (C, k), one row per class) with AdaGrad steps: an
+    update adds ``eta z / (delta + sqrt(G[y]))`` to ``W[y]`` and subtracts
+    ``eta z / (delta + sqrt(G[s]))`` from ``W[s]``, each after adding ``z^2`` to its ``G`` row."""
+    k = W.shape[1]
+    z = np.empty(k)
+    for i in range(start, y.shape[0]):
+        widen_row(Z, i, z)
+        f = np.dot(W, z)
+        scores[i, :] = f
+        s = rival(f, y[i])
+        if s < 0:
+            continue
+        adagrad_step(eta, delta, 1.0, z, W[y[i]], G[y[i]])
+        adagrad_step(eta, delta, -1.0, z, W[s], G[s])
+    return y.shape[0]

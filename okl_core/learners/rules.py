@@ -40,6 +40,9 @@ __all__ = [
     "Rule",
     "RowModel",
     "LinearRows",
+    "AdaGradRows",
+    "StepConfig",
+    "ADAGRAD_DELTA",
     "fold",
     "rule_code",
     "output_shape",
@@ -136,6 +139,46 @@ class LinearRows:
         return None
 
 
+ADAGRAD_DELTA = 1e-8
+"""AdaGrad's ``delta`` (Duchi, Hazan & Singer 2011): the step of coordinate ``j`` is
+``eta / (delta + sqrt(G_j))``; it only keeps a coordinate whose gradients were all zero
+finite (no step there)."""
+
+
+class AdaGradRows(LinearRows):
+    """Weights ``w`` (k,) on feature rows ``Z`` learned with per-coordinate AdaGrad steps.
+
+    The rule is built with ``eta = 1``, so its coefficient ``u`` is the negative loss
+    derivative (hinge ``y``, regression ``y - f``); the gradient is ``g = -u z``.
+    Diagonal AdaGrad without a regularizer (Duchi, Hazan & Singer 2011, the diagonal
+    composite mirror descent update with ``phi = 0``)::
+
+        G_j += (u z_j)^2
+        w_j += eta (u z_j) / (delta + sqrt(G_j))
+
+    ``G`` (k,) is updated in place with ``w``. Compiled: :func:`_jit_folds.fold_weights_adagrad`.
+    """
+
+    __slots__ = ("G", "eta")
+
+    def __init__(self, w: np.ndarray, G: np.ndarray, Z: np.ndarray, eta: float):
+        super().__init__(w, Z)
+        self.G, self.eta = G, float(eta)
+
+    def add(self, i: int, coef: Any) -> bool:
+        g = coef * self._z
+        self.G += g * g
+        self.w += (self.eta * g) / (ADAGRAD_DELTA + np.sqrt(self.G))
+        return False
+
+    def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
+        """:func:`fold` of this model in compiled code (None: not this shape, use the loop)."""
+        kind, _, eps = code
+        if not (self.w.ndim == 1 and kind != MULTICLASS and all(_float64_c(a) for a in (self.w, self.G, scores)) and self.Z.ndim == 2):
+            return None
+        return int(jit.fold_weights_adagrad(kind, eps, self.eta, ADAGRAD_DELTA, self.Z, self.w, self.G, y, scores, start))
+
+
 def _float64_c(a: np.ndarray) -> bool:
     """True for a C-contiguous writable float64 array (what the compiled folds update)."""
     return a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable
@@ -183,6 +226,22 @@ class RegressionRuleConfig(CheckedConfig):
         check_positive("eta", self.eta)
         check_nonnegative("eps", self.eps)
         check_choice("threshold", self.threshold, {"absolute", "squared"})
+
+
+STEPS = ("constant", "adagrad")
+"""Step rules of the random-feature learners: the papers' constant ``eta``, or AdaGrad."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepConfig(CheckedConfig):
+    """The step rule: ``'constant'`` (the papers' ``eta``, default) or ``'adagrad'``
+    (per-coordinate ``eta / (delta + sqrt(G_j))``, :class:`AdaGradRows`)."""
+
+    step: str = "constant"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("step", self.step, STEPS)
 
 
 # numba's on-disk cache is keyed by _jit_folds.py alone and freezes these values into the
