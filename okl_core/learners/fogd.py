@@ -128,7 +128,7 @@ class _FourierLinear(Learner[LinearState]):
     """
 
     conformance_params = {"n_components": 32, "sigma": 1.0, "eta": 0.2}
-    state_class = LinearState
+    state_class: ClassVar[type[Any]] = LinearState  # AdaGradState with step="adagrad" (per instance)
     averaged_fields = ("w",)
     mixable = True
     legacy_config = {"step": "constant"}  # files from before the option: the paper's rule
