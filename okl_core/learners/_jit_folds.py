@@ -69,18 +69,27 @@ def widen_row(Z, i, z):
 
 
 @njit(cache=True)
-def fold_weights(kind, eta, eps, Z, w, y, scores, start):
-    """Weights ``w`` (k,) on feature rows ``Z``: ``f = z . w``, ``w += coef z`` (a scalar rule)."""
+def fold_weights(kind, eta, eps, Z, w, y, scores, start, G, step_eta, delta):
+    """Weights ``w`` (k,) on feature rows ``Z``: ``f = z . w``, then a scalar rule's step.
+
+    ``G`` empty: the constant step, ``w += coef z``. Otherwise AdaGrad (``AdaGradRows``): the
+    rule (coded with ``eta = 1``) gives ``u``, and :func:`adagrad_step` with ``step_eta``
+    updates ``G`` (k,) and ``w``.
+    """
     k = Z.shape[1]
     z = np.empty(k)
+    adagrad = G.shape[0] > 0
     for i in range(start, y.shape[0]):
         widen_row(Z, i, z)
         f = np.dot(z, w)
         scores[i] = f
         update, coef = scalar_coefficient(kind, eta, eps, f, y[i])
         if update:
-            for j in range(k):
-                w[j] += coef * z[j]
+            if adagrad:
+                adagrad_step(step_eta, delta, coef, z, w, G)
+            else:
+                for j in range(k):
+                    w[j] += coef * z[j]
     return y.shape[0]
 
 
@@ -129,22 +138,6 @@ def adagrad_step(eta, delta, u, z, w, G):
         g = u * z[j]
         G[j] += g * g
         w[j] += (eta * g) / (delta + np.sqrt(G[j]))
-
-
-@njit(cache=True)
-def fold_weights_adagrad(kind, eps, eta, delta, Z, w, G, y, scores, start):
-    """:func:`fold_weights` with AdaGrad steps (``AdaGradRows``): the rule's coefficient
-    at ``eta = 1`` is ``u``; ``G`` holds the squared gradients per coordinate."""
-    k = Z.shape[1]
-    z = np.empty(k)
-    for i in range(start, y.shape[0]):
-        widen_row(Z, i, z)
-        f = np.dot(z, w)
-        scores[i] = f
-        update, u = scalar_coefficient(kind, 1.0, eps, f, y[i])
-        if update:
-            adagrad_step(eta, delta, u, z, w, G)
-    return y.shape[0]
 
 
 @njit(cache=True)

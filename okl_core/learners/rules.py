@@ -133,7 +133,7 @@ class LinearRows:
         if not (_float64_c(w) and _float64_c(scores) and Z.ndim == 2):
             return None
         if w.ndim == 1 and kind != MULTICLASS:
-            return int(jit.fold_weights(kind, eta, eps, Z, w, y, scores, start))
+            return int(jit.fold_weights(kind, eta, eps, Z, w, y, scores, start, _NO_ACCUMULATOR, 0.0, 0.0))
         if w.ndim == 2 and kind == MULTICLASS:
             return int(jit.fold_multiclass(eta, Z, w, False, y, scores, start))
         return None
@@ -156,7 +156,7 @@ class AdaGradRows(LinearRows):
         G_j += (u z_j)^2
         w_j += eta (u z_j) / (delta + sqrt(G_j))
 
-    ``G`` (k,) is updated in place with ``w``. Compiled: :func:`_jit_folds.fold_weights_adagrad`.
+    ``G`` (k,) is updated in place with ``w``. Compiled: ``_jit_folds.fold_weights`` given ``G``.
     """
 
     __slots__ = ("G", "eta")
@@ -173,10 +173,13 @@ class AdaGradRows(LinearRows):
 
     def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
         """:func:`fold` of this model in compiled code (None: not this shape, use the loop)."""
-        kind, _, eps = code
-        if not (self.w.ndim == 1 and kind != MULTICLASS and all(_float64_c(a) for a in (self.w, self.G, scores)) and self.Z.ndim == 2):
+        kind, _, eps = code  # the rule's eta is 1 (its coefficient is u)
+        if not (self.G.size and self.w.ndim == 1 and kind != MULTICLASS and all(_float64_c(a) for a in (self.w, self.G, scores)) and self.Z.ndim == 2):
             return None
-        return int(jit.fold_weights_adagrad(kind, eps, self.eta, ADAGRAD_DELTA, self.Z, self.w, self.G, y, scores, start))
+        return int(jit.fold_weights(kind, 1.0, eps, self.Z, self.w, y, scores, start, self.G, self.eta, ADAGRAD_DELTA))
+
+
+_NO_ACCUMULATOR = np.zeros(0)  # the compiled fold's "constant step" (no AdaGrad sums)
 
 
 def _float64_c(a: np.ndarray) -> bool:
