@@ -12,6 +12,10 @@ with the current model, record the score, let the rule decide, and add the coeff
 before the next row. What "score" and "add" mean is the model's (a :class:`RowModel`):
 weights on precomputed features, a growing support set, NOGD's budgeted expansion.
 
+:class:`AdaGradRows` is the same model with per-coordinate AdaGrad steps (the learners'
+``step='adagrad'``, :class:`StepConfig`): the rule, built with ``eta = 1``, decides and
+gives the loss derivative, and the model scales each coordinate's step.
+
 A model may also offer the same fold compiled (a ``compiled_fold`` method, as
 :class:`LinearRows` does): :func:`fold` then runs it for the rules of this module, with
 the same bytes (:mod:`okl_core.learners.compiled`).
