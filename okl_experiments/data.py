@@ -302,11 +302,14 @@ def read_real_files(kind: str, paths: list[str], n_features: int) -> tuple[np.nd
     LIBSVM (``kind='libsvm'``): each file with :func:`okl_core.data.libsvm.read_libsvm` and
     ``n_features`` columns, rows concatenated. IDX (``'idx'``): ``paths = (images, labels)``
     with :func:`okl_core.data.idx.read_idx_images`, images flattened to ``n_features``
-    columns of raw 0-255 values (a data set's ``feature_map`` scales them).
+    columns of raw 0-255 values (a data set's ``feature_map`` scales them). Labels are int32
+    when they are all whole numbers, else float64 (regression targets).
     """
     if kind == "libsvm":
         parts = [read_libsvm(path, n_features=n_features) for path in paths]
-        return np.concatenate([p[0] for p in parts]).astype(np.float32), np.concatenate([p[1] for p in parts]).astype(np.int32)
+        y = np.concatenate([p[1] for p in parts])
+        return np.concatenate([p[0] for p in parts]).astype(np.float32), (y.astype(np.int32) if np.all(y == np.round(y)) else
+                                                                          y.astype(np.float64))
     if kind == "idx":
         images, labels = read_idx_images(*paths)
         X = images.reshape(len(images), -1).astype(np.float32)
@@ -360,7 +363,7 @@ def load_real(name: str, data_root: str, files: tuple | None = None) -> ArrayDat
     elif _MAPS[spec.feature_map] is not None:
         X = min_max(X, _MAPS[spec.feature_map])
     if spec.task == "regression":
-        y = y if _MAPS[spec.target_map] is None else min_max(y, _MAPS[spec.target_map])
+        y = y.astype(np.float64) if _MAPS[spec.target_map] is None else min_max(y, _MAPS[spec.target_map])
     else:
         y = _labels(name, spec, y)
     return ArrayData(np.ascontiguousarray(X, dtype=np.float32), y, spec.task, spec.n_classes)
