@@ -338,3 +338,22 @@ def test_budget_baselines_on_a9a_within_their_tolerance_of_table_5(key):
 def test_multiclass_budget_baselines_on_mnist_within_their_tolerance_of_table_7(key):
     root = str(shared_data("mnist").parent)
     _check(run_setting(_setting(key, runs=3), root))
+
+
+def test_data_flag_takes_a_prepared_okl_data_set_as_it_is(tmp_path):
+    from okl_core.data.layout import write_dataset
+
+    rng = np.random.default_rng(2)
+    X = rng.uniform(size=(90, 13)).astype(np.float32)
+    y = rng.uniform(size=90)
+    write_dataset(str(tmp_path / "housing"), X, y, "regression")
+    setting = next(s for s in SETTINGS if s.key == "fogd_r-housing")
+    outcome = run_setting(dataclasses.replace(setting, runs=2), str(tmp_path / "nowhere"),
+                          data_paths={"housing": str(tmp_path / "housing")})
+    assert outcome.status == "ok", outcome.reason
+    learner = okl_core.make_learner("fogd_r", n_inputs=13, **outcome.params)
+    values = [metric_value(run_online(learner, *permuted(X, y, 0, r)).metrics, "mse") for r in range(2)]
+    assert outcome.mean == pytest.approx(np.mean(values), rel=1e-6)  # no second conversion of a prepared set
+    write_dataset(str(tmp_path / "narrow"), X[:, :5], y, "regression")
+    wrong = run_setting(setting, str(tmp_path), data_paths={"housing": str(tmp_path / "narrow")})
+    assert wrong.status == "error" and "expected regression with 13" in wrong.reason
