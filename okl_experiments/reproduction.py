@@ -325,7 +325,14 @@ def _pkawv_dsg_rows() -> list[Setting]:
 SETTINGS.append(Setting("kernel_ogd-a9a", "kernel_ogd", "a9a+a9a.t", {"sigma": 8.0, "eta": 0.2}, "online_mistake_rate", 0.163,
                         "Lu et al. 2016, Table 5", paper_std=0.001, runs=20, note="OGD without a budget"))
 SETTINGS += _fogd_nogd_rows() + _oks_rows() + _omkl_rows() + _pkawv_dsg_rows() + [
-    # issue 19 item 5: the RF-OKS++ gap closed by the released code's constant (bench/repro_gaps.py rf_oks).
+    # issue 19 item 5: the gaps, each with the setting that shows it (bench/repro_gaps.py has the ablations).
+    Setting("mfogd-mnist-d800", "mfogd", "mnist-test", {"n_components": 800, "sigma": 8.0, "scaled": False},
+            "online_mistake_rate", 0.118, "Lu et al. 2016, Table 7", paper_std=0.002, runs=20, tolerance=0.005,
+            tune={"eta": [0.002, 0.001, 0.0005, 0.0002]}, tuned={"eta": 0.0005},
+            note="D = rho_f B = 4 x 200 (Table 7), eta on a finer grid than the paper's (0.0005 is between its points)"),
+    Setting("nogd-a9a-k100", "nogd", "a9a+a9a.t", {"budget": 100, "rank": 100, "sigma": 8.0, "eta": 0.2},
+            "online_mistake_rate", 0.174, "Lu et al. 2016, Table 5", paper_std=0.002, runs=20, tolerance=0.015,
+            note="k = B instead of 0.2 B: every landmark direction kept"),
     Setting("rf_oks_pp-code-a9a", "rf_oks_pp", "a9a", {"loss": "logistic", "n_components": 400, "tuning": "released_code"},
             "online_mistake_rate", 0.1728, "Li & Liao 2022, Table 2", paper_std=0.0029, runs=3, tolerance=0.01,
             note="the released logistic script's constant (overwritten inside its loop): far less exploration"),
