@@ -158,7 +158,8 @@ def run_mfogd(runs: int) -> None:
 def run_dsg(runs: int) -> None:
     """DSG on a9a: the averaged iterate and the regularisation against the tuned setting."""
     _variants("dsg-a9a", {"tuned (theta 1e4, offset 3e3)": {}, "averaged iterate": {"averaged": True},
-                          "nu = 1/n": {"nu": "1/n"}, "nu = 1e-6": {"nu": 1e-6}}, runs)
+                          "nu = 1/n": {"nu": "1/n"}, "nu = 1e-6": {"nu": 1e-6},
+                          "sigma = median / sqrt 2": {"sigma": "0.7071*median"}, "sigma = 2 median": {"sigma": "2*median"}}, runs)
 
 
 def run_dsg_passes(runs: int) -> None:
