@@ -12,7 +12,10 @@ here, only the row.
 Parameter values in a row are data; data-derived values (``"median"``, ``"n"``,
 ``"0.01/n"`` ...) are resolved on the training data by
 :func:`okl_experiments.params.learner_params`. The data sets are
-:data:`okl_experiments.data.DATASETS`.
+:data:`okl_experiments.data.DATASETS` (each with its conversion and source); ``data_paths``
+(``--data NAME=PATH``) points one at a user's copy, and a setting whose data is missing is
+skipped with where to get it. :data:`SPEC_ROWS_WITHOUT_SETTING` lists the spec tables' rows
+that have no setting, and why.
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ class Setting:
     metric : str
         ``online_mistake_rate`` (prequential over the stream), ``test_mistake_rate``, ``online_mse`` ...
     paper, paper_std : float
-        The paper's number (a fraction for error rates) and its std (None if not given).
+        The paper's number (a fraction for error rates) and its std (None if not given);
+        ``paper`` is NaN for a setting of a figure that carries no number (PKAWV).
     source : str
         Where the number is (paper, table).
     runs : int
@@ -191,7 +195,7 @@ SETTINGS = [
     Setting("rf_oks_pp-a9a", "rf_oks_pp", "a9a", {"loss": "logistic", "n_components": 400}, "online_mistake_rate", 0.1728,
             "Li & Liao 2022, Table 2", paper_std=0.0029, runs=3, tolerance=0.015),
 ]
-"""The reference numbers okl reproduces (spec/fogd_nogd.md, dsg.md, oks.md).
+"""The reference numbers okl reproduces (spec/fogd_nogd.md, dsg.md, oks.md, omkl_gf.md, pkawv.md).
 
 A row is data only: a learner added later needs a row here, no code.
 """
