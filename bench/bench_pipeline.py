@@ -215,6 +215,7 @@ def steady_seconds(out: str) -> float:
 
 def pipeline_run(path: str, out: str, name: str, params: dict, shards: int, workers: int) -> tuple[float, float]:
     """Wall and CPU seconds (all processes: launcher and Beam workers) of ``pipelines.train``."""
+    shutil.rmtree(out, ignore_errors=True)  # a repeat writes into a fresh output (a used one is refused)
     args = [sys.executable, "-m", "pipelines.train", "--input", path, "--learner", name, "--num_shards", str(shards), "--output", out, "--runner=DirectRunner"]
     for key, value in params.items():
         args += ["--param", f"{key}={json.dumps(value)}"]
