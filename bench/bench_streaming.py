@@ -103,14 +103,14 @@ def streaming(X, y, batch_rows, shards, snapshot_batches, tmp, prism, n_files=20
             "--snapshot_batches", str(snapshot_batches), "--poll_seconds", "1", "--stop_after", str(stop_after),
             "--output", output, "--runner=PrismRunner", f"--prism_location={prism}"]
     began = time.time()
-    run(argv)
+    reads = run(argv).counters.get("shard_state_reads", 0)
     records = _records(output)
     learned = sum(b["rows"] for r in records for b in r["batches"])
     assert learned == len(y), (learned, len(y))
     first = min(r["time"] for r in records)  # end of the first snapshot interval
     last = max(r["time"] for r in records)
     first_rows = sum(b["rows"] for r in records if r["time"] == first for b in r["batches"])
-    return {"steady": (learned - first_rows) / max(last - first, 1e-9), "to_last_row": last - began}
+    return {"steady": (learned - first_rows) / max(last - first, 1e-9), "to_last_row": last - began, "state_reads": reads}
 
 
 def latency(batch_rows, shards, snapshot_batches, tmp, prism, every, n_files, poll, merge):
@@ -186,7 +186,7 @@ def main():
     print(f"streaming / batch on Prism: {t_batch_prism['to_last_row'] / stream['to_last_row']:.2f} x launch to last row, "
           f"{stream['steady'] / t_batch_prism['steady']:.2f} x steady; / batch in-process: "
           f"{t_batch['to_last_row'] / stream['to_last_row']:.2f} x, {stream['steady'] / t_batch['steady']:.2f} x steady "
-          f"(snapshot every {args.snapshot_batches} batches)")
+          f"(snapshot every {args.snapshot_batches} batches; shard states read back from Beam state: {stream['state_reads']})")
     if delays:
         print(f"latency, file landed -> first version including it (poll 1 s, merge window 1 s, snapshot every batch): "
               f"median {statistics.median(delays):.2f} s, max {max(delays):.2f} s over {len(delays)} files")
