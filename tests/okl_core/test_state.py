@@ -357,11 +357,8 @@ def test_loaded_arrays_are_writable_copies(tmp_path):
     np.testing.assert_array_equal(loaded.w, state.w)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data())
-def test_random_damage_never_escapes_as_another_exception(data):
-    """Byte flips, truncations and insertions anywhere: a model or a ModelFileError, nothing else."""
-    good = _good()
+def _damage(data, good: bytes) -> bytes:
+    """Byte flips, truncations and insertions anywhere in ``good`` (hypothesis draws)."""
     damaged = bytearray(good)
     for _ in range(data.draw(st.integers(1, 4))):
         action = data.draw(st.sampled_from(["flip", "cut", "insert"]))
@@ -372,8 +369,16 @@ def test_random_damage_never_escapes_as_another_exception(data):
             del damaged[at : at + data.draw(st.integers(1, 64))]
         else:
             damaged[at:at] = data.draw(st.binary(min_size=1, max_size=16))
+    return bytes(damaged)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_damage_never_escapes_as_another_exception(data):
+    """Byte flips, truncations and insertions anywhere: a model or a ModelFileError, nothing else."""
+    damaged = _damage(data, _good())
     try:
-        learner, state = okl_core.model_from_bytes(bytes(damaged), source="damaged")
+        learner, state = okl_core.model_from_bytes(damaged, source="damaged")
     except ModelFileError as err:
         assert str(err).startswith("damaged: ") and "\n" not in str(err)
     else:
@@ -457,18 +462,9 @@ def test_random_damage_to_raw_state_ends_in_a_state_or_model_file_error(data):
     from okl_core.state import raw_state_bytes, state_from_raw_bytes
 
     learner, state = _trained()
-    damaged = bytearray(raw_state_bytes(learner, state))
-    for _ in range(data.draw(st.integers(1, 4))):
-        at = data.draw(st.integers(0, len(damaged) - 1))
-        action = data.draw(st.sampled_from(["flip", "cut", "insert"]))
-        if action == "flip":
-            damaged[at] ^= data.draw(st.integers(1, 255))
-        elif action == "cut":
-            del damaged[at : at + data.draw(st.integers(1, 64))]
-        else:
-            damaged[at:at] = data.draw(st.binary(min_size=1, max_size=16))
+    damaged = _damage(data, raw_state_bytes(learner, state))
     try:
-        back = state_from_raw_bytes(learner, bytes(damaged), source="damaged")
+        back = state_from_raw_bytes(learner, damaged, source="damaged")
     except ModelFileError as err:
         assert str(err).startswith("damaged: ") and "\n" not in str(err)
     else:
