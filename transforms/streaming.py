@@ -67,9 +67,8 @@ from okl_core.merge import check_mergeable, mix_states
 from okl_core.metrics import Prequential
 from okl_core.state import model_versions, parse_version, raw_state_bytes, state_from_raw_bytes, version_file_name, write_new_file
 from transforms.elements import BatchPiece, ModelCache, StreamEvent
-from transforms.inference import read_bytes
 from transforms.outputs import write_bytes
-from transforms.read import METRICS_NAMESPACE, is_remote, open_binary
+from transforms.read import METRICS_NAMESPACE, is_remote, open_binary, read_bytes
 from transforms.train import LearnerSpec
 
 __all__ = [
