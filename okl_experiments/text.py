@@ -12,7 +12,43 @@ import os
 
 from okl_core.state import atomic_write_bytes
 
-__all__ = ["markdown_table", "format_value", "mean_std_text", "percent", "write_text", "write_json", "read_json"]
+__all__ = ["markdown_table", "format_value", "mean_std_text", "percent", "write_text", "write_json", "read_json", "strict_json",
+           "loads_json", "NON_FINITE"]
+
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+"""How okl's JSON files write numbers that are not finite (a diverged run's errors): as these
+strings, so the files stay strict JSON (``jq``, JavaScript and most parsers refuse a bare
+``NaN``); :func:`loads_json` and :func:`read_json` turn them back into floats."""
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _numbers(value):
+    if isinstance(value, str):
+        return NON_FINITE.get(value, value)
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return value
+
+
+def strict_json(value, **dumps) -> str:
+    """``json.dumps`` that writes NaN and infinities as the strings of :data:`NON_FINITE`."""
+    return json.dumps(_finite(value), allow_nan=False, **dumps)
+
+
+def loads_json(text: str):
+    """``json.loads``, with the strings of :data:`NON_FINITE` read back as floats."""
+    return _numbers(json.loads(text))
 
 
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:
@@ -53,14 +89,14 @@ def write_text(path: str, text: str) -> str:
 
 
 def write_json(path: str, value, **dumps) -> str:
-    """Write ``value`` as JSON (``json.dumps`` options in ``dumps``) with :func:`write_text`."""
-    return write_text(path, json.dumps(value, **dumps))
+    """Write ``value`` as strict JSON (:func:`strict_json`; ``json.dumps`` options in ``dumps``) with :func:`write_text`."""
+    return write_text(path, strict_json(value, **dumps))
 
 
 def read_json(path: str, what: str = "JSON"):
     """The JSON value in ``path``; a file that cannot be read or parsed is a ValueError naming ``what``."""
     try:
         with open(path) as f:
-            return json.load(f)
+            return loads_json(f.read())
     except (OSError, ValueError) as err:
         raise ValueError(f"{path}: cannot read {what} ({err})") from None

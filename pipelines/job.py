@@ -30,6 +30,7 @@ from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
 from okl_core.publish import StagedDirectory
 from okl_experiments.params import MEDIAN_ROWS, DataFacts, batch_rows_for, build_learner, derived_values, minibatch_rows, read_learner_config
+from okl_experiments.text import read_json
 from pipelines.common import UsageError
 from transforms.evaluate import Evaluate
 from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, local_dir, run_id
@@ -319,5 +320,4 @@ def read_metrics(job: TrainJob) -> dict | None:
     path = job.files["metrics"]
     if is_remote(path) or not os.path.exists(path):
         return None
-    with open(path) as f:
-        return json.load(f)
+    return read_json(path, "metrics.json")  # "NaN" / "Infinity" strings back to floats

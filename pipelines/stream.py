@@ -31,6 +31,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 import okl_core
 from okl_core.state import parse_version
 from okl_experiments.metrics import headline
+from okl_experiments.text import loads_json
 from pipelines.common import UsageError, pipeline_options, use_local_prism
 from pipelines.job import TrainJob, TrainResult, counters
 from transforms.streaming import (
@@ -94,7 +95,7 @@ def check_streaming_args(args, learner: okl_core.Learner) -> None:
 
 def _print_snapshot(record: str, key: str) -> None:
     """One line per snapshot: shard, interval, rows and the interval's online metric ``key``."""
-    r = json.loads(record)
+    r = loads_json(record)
     metric = f"{key} {r['online'][key]:.5g}" if key in r["online"] else ""
     diverged = r.get("diverged_at")
     note = f"; DIVERGED from {diverged['file']} batch {diverged['seq']} (row {diverged['row']})" if diverged else ""

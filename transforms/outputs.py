@@ -8,8 +8,9 @@ inputs) and writes, next to each other:
 * ``metrics.json``: online error per shard and merged (per round too), test metrics,
   rows read / trained / rejected (by reason), where the run diverged (``diverged``: null,
   or the first batch of each shard whose scores, state or errors turned NaN or inf, and of
-  the merged model), timing, and the per-batch records (NaN and inf are written as
-  Python's ``json`` writes them: ``NaN``, ``Infinity``);
+  the merged model), timing, and the per-batch records (strict JSON: NaN and inf are
+  written as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
+  :func:`okl_experiments.text.read_json` reads them back as floats);
 * the online-error plot (PNG, matplotlib's Agg backend): the headline metric and its
   curve are :mod:`okl_experiments.metrics`'s;
 * the dead letters (JSON lines sorted by split and stream position);
@@ -43,6 +44,7 @@ from okl_core.divergence import non_finite_fields
 from okl_core.metrics import Prequential
 from okl_core.state import atomic_write_bytes, model_from_bytes
 from okl_experiments.metrics import headline, job_curves
+from okl_experiments.text import strict_json
 from transforms.read import is_remote
 
 __all__ = ["WriteRunOutputs", "WriteDeadLetterFile", "write_bytes", "build_report", "divergence_report", "plot_online_error", "online_error_figure", "local_dir", "run_id",
@@ -228,8 +230,8 @@ def plot_online_error(report: dict, task: str) -> bytes:
 def report_json(report: dict) -> str:
     """``metrics.json`` text: indented, each per-batch record on one line (a long run has thousands)."""
     batches = report.get("batches") or []
-    head = json.dumps({**report, "batches": None}, indent=1, sort_keys=True)
-    rows = ",\n  ".join(json.dumps(b, sort_keys=True) for b in batches)
+    head = strict_json({**report, "batches": None}, indent=1, sort_keys=True)
+    rows = ",\n  ".join(strict_json(b, sort_keys=True) for b in batches)
     return head.replace('"batches": null', '"batches": [' + (f"\n  {rows}\n ]" if batches else "]"), 1) + "\n"
 
 

@@ -66,6 +66,7 @@ from okl_core.divergence import diverged as is_diverged
 from okl_core.merge import check_mergeable, mix_states
 from okl_core.metrics import Prequential
 from okl_core.state import model_versions, parse_version, raw_state_bytes, state_from_raw_bytes, version_file_name, write_new_file
+from okl_experiments.text import strict_json
 from transforms.elements import BatchPiece, ModelCache, StreamEvent
 from transforms.outputs import write_bytes
 from transforms.read import METRICS_NAMESPACE, is_remote, open_binary, read_bytes
@@ -226,7 +227,7 @@ class _StreamShard(beam.DoFn):
             "online": Prequential(**meta["metrics"]).summary(), "batches": meta["learned"], "time": _now(),
             "diverged_at": meta.get("diverged_at"),  # the shard's first batch whose numbers turned NaN or inf
         }
-        out = (int(shard), meta["interval"], okl_core.model_bytes(self.learner, state), json.dumps(record, sort_keys=True))
+        out = (int(shard), meta["interval"], okl_core.model_bytes(self.learner, state), strict_json(record, sort_keys=True))
         meta.update(interval=meta["interval"] + 1, learned=[], metrics=Prequential(self.learner.task).to_dict())
         self.snapshots.inc()
         self.snapshot_micros.inc(int((time.perf_counter() - began) * 1e6))
@@ -351,7 +352,7 @@ class _MergeWindows(beam.DoFn):
         meta_state.write(json.dumps(meta, sort_keys=True))
         self.merges.inc()
         record = {"version": meta["version"], "snapshots": {str(s): i for s, (i, _) in sorted(latest.items())}, "n_seen": int(merged.n_seen), "time": _now()}
-        yield meta["version"], okl_core.model_bytes(self.learner, merged), json.dumps(record, sort_keys=True)
+        yield meta["version"], okl_core.model_bytes(self.learner, merged), strict_json(record, sort_keys=True)
 
 
 class MergeSnapshots(beam.PTransform):

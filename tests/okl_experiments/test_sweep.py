@@ -213,3 +213,17 @@ def test_old_metric_names_are_understood():
     assert rows == [{"point": 0, "online_mistake_rate_mean": 0.2, "online_mistake_rate_std": 0.01, "online_mistake_rate_runs": [0.2],
                      "test_mistake_rate_mean": 0.3, "status": "ok"}]
     assert meta == {"metrics": ["online_mistake_rate", "test_mistake_rate"], "rank_by": "online_mistake_rate"}
+
+
+def test_json_files_stay_strict_with_non_finite_numbers(tmp_path):
+    import math
+
+    from okl_experiments.text import loads_json, read_json, strict_json, write_json
+
+    value = {"mse": math.nan, "curve": [1.0, math.inf, -math.inf], "name": "run", "n": 3}
+    text = strict_json(value, sort_keys=True)
+    assert text == '{"curve": [1.0, "Infinity", "-Infinity"], "mse": "NaN", "n": 3, "name": "run"}'
+    back = loads_json(text)
+    assert math.isnan(back["mse"]) and back["curve"] == [1.0, math.inf, -math.inf] and back["name"] == "run"
+    path = write_json(str(tmp_path / "v.json"), value)
+    assert math.isnan(read_json(path)["mse"])

@@ -15,6 +15,7 @@ import pytest
 import okl_core
 from okl_core.data.layout import write_dataset
 from okl_core.data.plan import StreamPlan
+from okl_experiments.text import loads_json, strict_json
 from pipelines import predict, train
 from tests.pipelines.reference import reference_model
 
@@ -33,7 +34,13 @@ def _train(tmp_path, X, y, task, *args, shards=2, rounds=1):
                         "--output", str(tmp_path / "out"), "--runner=DirectRunner"])
     assert sorted(os.listdir(result.output)) == ["dead_letter.jsonl", "metrics.json", "model.npz", "online_error.png", "run.json"]
     with open(result.files["metrics"]) as f:
-        assert json.load(f) == json.loads(json.dumps(result.metrics))  # NaN-tolerant: both sides parse NaN the same
+        text = f.read()
+
+    def refuse(constant):
+        raise AssertionError(f"metrics.json is not strict JSON: bare {constant}")
+
+    json.loads(text, parse_constant=refuse)  # NaN and inf are written as "NaN" / "Infinity" strings
+    assert json.loads(strict_json(loads_json(text))) == json.loads(strict_json(result.metrics))  # read back as floats
     return result
 
 
