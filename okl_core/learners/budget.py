@@ -1123,10 +1123,11 @@ class ForgetronRegressor(Forgetron):
     Forgetron is defined for classification only): ``r``'s label is the sign of its coefficient
     and its weight the coefficient's size, ``sigma = |alpha_r|``, ``mu = sign(alpha_r) f'(x_r)``,
     the binary rule's quantities of a stored ``sigma y_r``; ``M`` counts updates. That is the
-    binary algorithm run on the regression step, not a regression mistake bound: with the
-    small steps ``eta |y - f|`` the damage ``Psi`` stays far below ``(15/32) M`` and ``phi`` is
-    mostly 1, so removal is close to ``shrinking=False`` (the oldest goes as it is), which is
-    the option.
+    binary algorithm run on the regression step, not a regression mistake bound. The removed
+    vector's own term makes ``mu`` about ``sigma``, so ``Psi`` is small and ``phi`` mostly 1: on
+    synthetic MNIST-shaped streams (2000 rows, B = 30, eps = 0.1, eta = 0.1 and 0.5, digit
+    targets) the model equals ``shrinking=False``'s (the oldest goes as it is, the option); it
+    shrinks with large steps (eta = 1 on the tests' stream).
     """
 
     name = "forgetron_r"

@@ -900,7 +900,7 @@ def test_projectron_r_projects_a_close_update_adds_a_distant_one_and_projects_wh
     assert int(state.n_support) == 2
     assert float(state.alpha[1]) == pytest.approx(0.5 * (1.0 - a0 * k02), rel=1e-12)
     np.testing.assert_allclose(state.gram_inverse, np.linalg.inv([[1.0, k02], [k02, 1.0]]), rtol=1e-12)
-    # Row 3 near x0 but |y - f| small enough? f ~ a0 k03 ~ 0.99 > eps: an update; close -> project.
+    # Row 3 near x0, y = 0: f ~ 0.99 > eps is an update; the set is full, so it is projected.
     before = state.alpha.copy()
     state, scores = learner.update(state, X[3:4], y[3:4])
     K = exact_kernel("gaussian", X[:3:2].astype(np.float64), X[:3:2].astype(np.float64), SIGMA)
