@@ -40,6 +40,8 @@ _BUILTIN = {
     "mbpa_s": "okl_core.learners.budget:MBPAS",
     "rbp_r": "okl_core.learners.budget:RBPRegressor",
     "bogd_r": "okl_core.learners.budget:BOGDRegressor",
+    "forgetron_r": "okl_core.learners.budget:ForgetronRegressor",
+    "projectron_r": "okl_core.learners.budget:ProjectronRegressor",
     "kernel_awv": "okl_core.learners.pkawv:KernelAWV",
     "krr": "okl_core.learners.pkawv:KernelRidge",
     "pkawv_taylor": "okl_core.learners.pkawv:PKAWVTaylor",

@@ -67,6 +67,8 @@ CASES = {
     "mprojectron_pp": (dict(MNIST, budget=400, eta=0.01, n_classes=10), "mnist", 1200),
     "mbpa_s": (dict(MNIST, budget=400, n_classes=10), "mnist", 1200),
     "bogd_r": (dict(MNIST, budget=400), "mnist", 1200),
+    "forgetron_r": (dict(MNIST, budget=400), "mnist", 1200),
+    "projectron_r": (dict(MNIST, budget=400, projection_eta=0.01), "mnist", 1200),
     "norma_r": (dict(MNIST, budget=400), "mnist", 1200),
 }
 N_TEST = 512
@@ -186,8 +188,8 @@ SLOW_UNPINNED = ("kernel_awv", "krr", "pkawv_nystrom", "pkawv_taylor")
 # dimension. Before kernels.py (kernel rows as BLAS matrix-vector products) they did differ.
 # The budget learners (okl_core/learners/budget.py) score with the same einsum rows, and their
 # small solves (Projectron's inverse kernel matrix, at most budget x budget) do not thread.
-BUDGET = ("bogd", "bogd_r", "bpa_s", "forgetron", "mbogd", "mbpa_s", "mforgetron", "mprojectron", "mprojectron_pp", "mrbp",
-          "norma_r", "projectron", "projectron_pp", "rbp", "rbp_r")
+BUDGET = ("bogd", "bogd_r", "bpa_s", "forgetron", "forgetron_r", "mbogd", "mbpa_s", "mforgetron", "mprojectron",
+          "mprojectron_pp", "mrbp", "norma_r", "projectron", "projectron_pp", "projectron_r", "rbp", "rbp_r")
 INVARIANT_UNPINNED = ("ioks", "kernel_ogd", "kernel_ogd_r", "kernel_perceptron", "mkernel_ogd", "oks", "oks_pp") + BUDGET
 
 

@@ -23,7 +23,8 @@ from .learner_data import tiny_problem
 BINARY = ["rbp", "forgetron", "projectron", "projectron_pp", "bpa_s", "bogd"]
 MULTICLASS = ["mrbp", "mprojectron", "mbogd", "mforgetron", "mprojectron_pp", "mbpa_s"]
 ALL = BINARY + ["norma_r"]
-EVERY = ALL + MULTICLASS + ["rbp_r", "bogd_r"]
+REGRESSION = ["rbp_r", "bogd_r", "forgetron_r", "projectron_r"]
+EVERY = ALL + MULTICLASS + REGRESSION
 SIGMA = 0.5
 
 
@@ -506,6 +507,8 @@ INVALID = [
     ("mbogd", dict(removal="newest"), "removal"),
     ("projectron_pp", dict(margin_test="U"), "margin_test"),
     ("mbpa_s", dict(C=-1.0), "^C must"),
+    ("projectron_r", dict(projection_eta=0.0), "projection_eta"),
+    ("forgetron_r", dict(eta=0.0), "eta"),
 ]
 
 
@@ -836,3 +839,158 @@ def test_other_kernels_score_with_the_exact_kernel(kernel):
     want = exact_kernel(kernel, X[-1:], before.support[: int(before.n_support)], 1.0) @ before.alpha[: int(before.n_support)]
     np.testing.assert_allclose(scores[-1], want[0], rtol=1e-12)
     np.testing.assert_allclose(learner.predict(before, X[-1:]), want, rtol=1e-12)
+
+
+# -- regression Forgetron and Projectron (readings: ForgetronRegressor, ProjectronRegressor) -------
+def test_forgetron_r_counts_threshold_updates_and_shrinks_the_oldest_by_hand():
+    learner = make("forgetron_r", budget=1, eta=0.5, eps=0.1)
+    X, y = far_points(4), np.array([2.0, 0.05, 2.0, 2.0])  # far rows: f = 0 at every row
+    state, scores = learner.update(learner.init(), X[:3], y[:3])
+    np.testing.assert_array_equal(scores, 0.0)
+    # Row 0: |2| > 0.1, add 0.5 * 2 = 1; row 1: |0.05| <= 0.1, no update (M stays 1);
+    # row 2: M = 2, r = row 0, sigma = 1, mu = sign(1) f'(x0) = 1: 2 phi - phi^2 <= 15/16 -> 3/4.
+    assert int(state.mistakes) == 2
+    np.testing.assert_allclose(state.alpha, [0.75], rtol=1e-15)
+    assert float(state.damage) == pytest.approx(15 / 16, abs=1e-15)
+    np.testing.assert_array_equal(state.stamp, [2])
+    state, _ = learner.update(state, X[3:], y[3:])
+    # Row 3: sigma = mu = 3/4, M = 3, Q = 15/16, as the binary rule's third mistake.
+    phi = (1.5 - math.sqrt(1.5**2 - 4 * 0.5625 * (45 / 32 - 15 / 16))) / (2 * 0.5625)
+    np.testing.assert_allclose(state.alpha, [phi], rtol=1e-12)
+    np.testing.assert_array_equal(state.stamp, [3])
+    assert float(state.damage) == pytest.approx(45 / 32, rel=1e-12)
+
+
+def test_forgetron_r_oldest_vector_margin_is_its_coefficient_sign_times_f_prime():
+    """A negative oldest coefficient and a new vector near it: mu = -f'(x_r) (the reading)."""
+    learner = make("forgetron_r", budget=2, eta=1.0, eps=0.0)
+    X = np.array([[0.0, 0.0], [50.0, 0.0], [0.3, 0.0]], dtype=np.float32)
+    y = np.array([-1.0, 0.5, 1.5])
+    state, scores = learner.update(learner.init(), X, y)
+    k02 = k(X[0], X[2])
+    assert scores[2] == pytest.approx(-k02, rel=1e-12)
+    c = 1.5 + k02  # eta (y - f) at row 2
+    # r = row 0 (alpha -1): sigma = 1, mu = -(f(x0) + c k02) = 1 - c k02; M = 3, Q = 0.
+    phi = forgetron_shrink(1.0, 1.0 - c * k02, 0.0, 3)
+    assert phi < 1.0  # this removal is shrunk
+    np.testing.assert_array_equal(state.stamp, [2, 1])
+    np.testing.assert_allclose(state.alpha, [phi * c, phi * 0.5], rtol=1e-12)
+    no_shrink = make("forgetron_r", budget=2, eta=1.0, eps=0.0, shrinking=False)
+    other, _ = no_shrink.update(no_shrink.init(), X, y)
+    np.testing.assert_allclose(other.alpha, [c, 0.5], rtol=1e-12)
+
+
+def test_projectron_r_projects_a_close_update_adds_a_distant_one_and_projects_when_full():
+    eta, eps = 0.5, 0.1
+    learner = make("projectron_r", budget=2, eta=eta, eps=eps, projection_eta=0.1)
+    X = np.array([[0.0, 0.0], [0.1, 0.0], [3.0, 0.0], [0.0, 0.05], [6.0, 0.0]], dtype=np.float32)
+    y = np.array([2.0, 0.0, 1.0, 0.0, 1.0])
+    state, _ = learner.update(learner.init(), X[:1], y[:1])
+    np.testing.assert_array_equal(state.alpha[:1], [1.0])  # 0.5 (2 - 0)
+    # Row 1 near x0: f = k01, c = -0.5 k01; delta^2 = 1 - k01^2 <= 0.1 -> alpha0 += c k01.
+    k01 = k(X[0], X[1])
+    assert 1 - k01**2 <= 0.1
+    state, scores = learner.update(state, X[1:2], y[1:2])
+    assert scores[0] == pytest.approx(k01, rel=1e-12) and int(state.n_support) == 1
+    a0 = 1.0 - 0.5 * k01 * k01
+    assert float(state.alpha[0]) == pytest.approx(a0, rel=1e-12)
+    # Row 2 far: f = a0 k02, delta^2 ~ 1 > 0.1 -> add with 0.5 (1 - f).
+    k02 = k(X[0], X[2])
+    state, scores = learner.update(state, X[2:3], y[2:3])
+    assert int(state.n_support) == 2
+    assert float(state.alpha[1]) == pytest.approx(0.5 * (1.0 - a0 * k02), rel=1e-12)
+    np.testing.assert_allclose(state.gram_inverse, np.linalg.inv([[1.0, k02], [k02, 1.0]]), rtol=1e-12)
+    # Row 3 near x0, y = 0: f ~ 0.99 > eps is an update; the set is full, so it is projected.
+    before = state.alpha.copy()
+    state, scores = learner.update(state, X[3:4], y[3:4])
+    K = exact_kernel("gaussian", X[:3:2].astype(np.float64), X[:3:2].astype(np.float64), SIGMA)
+    kx = exact_kernel("gaussian", X[3:4].astype(np.float64), X[:3:2].astype(np.float64), SIGMA)[0]
+    assert 1 - kx @ np.linalg.solve(K, kx) <= 0.1
+    np.testing.assert_allclose(state.alpha, before + eta * (0.0 - scores[0]) * np.linalg.solve(K, kx), rtol=1e-12)
+    # Row 4 distant, the set full: projected all the same (delta^2 ~ 1), the set unchanged.
+    before = state.alpha.copy()
+    state, scores = learner.update(state, X[4:], y[4:])
+    kx = exact_kernel("gaussian", X[4:].astype(np.float64), X[:3:2].astype(np.float64), SIGMA)[0]
+    np.testing.assert_array_equal(state.stamp, [0, 2])
+    np.testing.assert_allclose(state.alpha, before + eta * (1.0 - scores[0]) * np.linalg.solve(K, kx), rtol=1e-12, atol=1e-300)
+
+
+def test_projectron_r_within_eps_changes_nothing():
+    learner = make("projectron_r", budget=3, eta=0.5, eps=0.3)
+    state, _ = learner.update(learner.init(), far_points(2), np.array([1.0, 0.2]))
+    assert int(state.n_support) == 1 and float(state.alpha[0]) == 0.5
+
+
+def ref_forgetron_r(X, y, budget, eta, eps):
+    m, scores, M, Q = Reference(budget), [], 0, 0.0
+    for t, (x, target) in enumerate(zip(X, y)):
+        f = m.f(x)
+        scores.append(f)
+        if abs(target - f) <= eps:
+            continue
+        M, c = M + 1, eta * (target - f)
+        if not m.full:
+            m.put(len(m.sv), x, c, t)
+            continue
+        r = int(np.argmin(m.stamp))
+        sigma, y_r = abs(m.alpha[r]), np.sign(m.alpha[r])
+        mu = y_r * (m.f(m.sv[r]) + c * k(x, m.sv[r]))
+        phi = forgetron_phi(sigma, mu, Q, M)
+        Q += (phi * sigma) ** 2 + 2 * phi * sigma - 2 * phi * sigma * phi * mu
+        m.alpha = [phi * a for a in m.alpha]
+        m.put(r, x, phi * c, t)
+    return m, scores
+
+
+def ref_projectron_r(X, y, budget, eta, eps, projection_eta):
+    m, scores = Reference(budget), []
+    for t, (x, target) in enumerate(zip(X, y)):
+        f = m.f(x)
+        scores.append(f)
+        if abs(target - f) <= eps:
+            continue
+        c = eta * (target - f)
+        if m.sv:
+            kx = m.row(x)
+            d = np.linalg.solve(exact_kernel("gaussian", np.array(m.sv), np.array(m.sv), SIGMA), kx)
+            if 1 - kx @ d <= projection_eta or m.full:
+                m.alpha = list(np.array(m.alpha) + c * d)
+                continue
+        m.put(len(m.sv), x, c, t)
+    return m, scores
+
+
+@pytest.mark.parametrize("name", ["forgetron_r", "projectron_r"])
+def test_regression_forgetron_and_projectron_match_their_transcriptions(name):
+    # eta = 1: the Forgetron's shrinking fires on this stream (with eta <= 0.5 it never does,
+    # the damage staying below (15/32) M: see ForgetronRegressor).
+    eta, eps = 1.0, 0.02
+    X, y = tiny_problem("regression", 3, n=160, seed=13)
+    if name == "forgetron_r":
+        learner = make(name, n_inputs=3, budget=12, eta=eta, eps=eps)
+        model, ref_scores = ref_forgetron_r(X.astype(np.float64), y, 12, eta, eps)
+    else:
+        learner = make(name, n_inputs=3, budget=12, eta=eta, eps=eps, projection_eta=0.3)
+        model, ref_scores = ref_projectron_r(X.astype(np.float64), y, 12, eta, eps, 0.3)
+    state, scores = learner.update(learner.init(), X, y)
+    np.testing.assert_allclose(scores, ref_scores, rtol=1e-9, atol=1e-10)
+    n = int(state.n_support)
+    assert n == len(model.sv) == 12
+    np.testing.assert_array_equal(state.stamp, model.stamp)
+    np.testing.assert_allclose(state.alpha, model.alpha, rtol=1e-9, atol=1e-10)
+    if name == "forgetron_r":
+        assert min(model.stamp) > 12  # vectors were replaced
+        plain = make(name, n_inputs=3, budget=12, eta=eta, eps=eps, shrinking=False)
+        other, _ = plain.update(plain.init(), X, y)
+        assert not np.allclose(other.alpha, state.alpha)  # shrinking changed the model
+    else:
+        assert max(model.stamp) < 150  # full: later updates projected
+
+
+@pytest.mark.parametrize("name", ["forgetron_r", "projectron_r"])
+def test_regression_forgetron_and_projectron_give_the_same_bytes_twice(name):
+    learner = make(name, n_inputs=3, budget=10)
+    X, y = stream_for(learner, 200, 21)
+    a, _ = learner.update(learner.init(), X, y)
+    b, _ = learner.update(learner.init(), X, y)
+    assert okl_core.model_bytes(learner, a) == okl_core.model_bytes(learner, b)
