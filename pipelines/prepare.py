@@ -123,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--download", action="store_true", help="use the official MNIST training split as the base")
     p.add_argument("--cache_dir", help="download cache (default $OKL_CACHE or ~/.cache/okl)")
     p.add_argument("--base_rows", default=None, metavar="START:STOP", help="use base digits [START, STOP) only (e.g. 0:8000)")
+    p.add_argument("--classes", metavar="D,D,...", help="keep only base digits of these labels, in class order (two: negative,positive -> binary -1/+1, e.g. 6,8 for 8 vs 6)")
     p.add_argument("--rows", type=int, default=8_100_000, help="rows to generate (default 8,100,000)")
     p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     p.add_argument("--elastic_alpha", type=float, default=12.0, help="elastic displacement scale, pixels (default 12)")
@@ -266,6 +267,15 @@ def _base_rows(text):
         raise ValueError(f"--base_rows must be START:STOP, got {text!r}") from None
 
 
+def _digit_classes(text):
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in _split_list(text)]
+    except ValueError:
+        raise ValueError(f"--classes must be digit labels such as 6,8, got {text!r}") from None
+
+
 def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -275,7 +285,8 @@ def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
 
     images, labels = _mnist_files(args, progress)
     start, stop = _base_rows(args.base_rows)
-    base = {"images": os.path.abspath(images), "labels": os.path.abspath(labels), "start": start, "stop": stop}
+    base = {"images": os.path.abspath(images), "labels": os.path.abspath(labels), "start": start, "stop": stop,
+            "classes": _digit_classes(args.classes)}
     config = DeformationConfig(
         elastic_alpha=args.elastic_alpha, elastic_sigma=args.elastic_sigma, rotation_deg=args.rotation, scale=args.scale,
         translation=args.translation, thickness=args.thickness, originals=args.originals,
