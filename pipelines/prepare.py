@@ -10,6 +10,8 @@ Kinds (each writes Parquet shards + ``dataset.json``, DESIGN.md "Data layout"):
 * ``mnist8m``    the infinite-MNIST generator: deformed base digits, a Beam pipeline over
                  shard ids (any runner; ``--num_workers N`` for local processes)
 * ``molecular``  SMILES + target CSV -> randomly sorted Coulomb matrices (or Morgan bits)
+* ``pca``        an okl data set -> principal components (fitted on a sample; ``--like`` a
+                 projected training set for its test set; the model in ``pca.npz``)
 
 A progress bar is drawn on stderr when it is a terminal (``--progress``/``--quiet`` force
 it on/off); a one-line summary is printed at the end. Bad input stops with a message naming
@@ -137,6 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch_rows", type=int, default=1024, help="rows generated per vectorised batch (default 1024)")
     _common(p)
 
+    p = kinds.add_parser("pca", help="an okl data set -> its principal components (fitted on a sample, or --like a projected training set)")
+    p.add_argument("input", help="okl data set directory")
+    p.add_argument("--components", type=int, help="principal components to keep (fit on a sample of INPUT), e.g. 50")
+    p.add_argument("--sample_rows", type=int, default=100_000, help="rows the PCA is fitted on, drawn at random (default 100,000)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--like", metavar="DATASET", help="project with the PCA recorded in this projected training set (for its test set)")
+    _common(p)
+
     p = kinds.add_parser("molecular", help="SMILES + target CSV -> Coulomb matrix / Morgan features (needs RDKit)")
     p.add_argument("input", help="CSV with a SMILES column and a numeric target (e.g. cep-processed.csv)")
     p.add_argument("--smiles_column", default="smiles", help="SMILES column (default smiles)")
@@ -257,6 +267,14 @@ def _run_molecular(args, progress) -> ConversionSummary:
     )
 
 
+def _run_pca(args, progress) -> ConversionSummary:
+    from okl_core.data.pca import project_dataset
+
+    writer = _writer_args(args, _rows_per_shard(args, open_dataset(args.input).info.n_rows))
+    return project_dataset(args.input, args.out, args.components, like=args.like, sample_rows=args.sample_rows, seed=args.seed,
+                           progress=progress, **writer)
+
+
 def _base_rows(text):
     if text is None:
         return 0, None
@@ -314,7 +332,7 @@ def _beam_options(beam_argv, num_workers) -> list:
     return options
 
 
-_RUNNERS = {"mnist": _run_mnist, "libsvm": _run_libsvm, "csv": _run_csv, "parquet": _run_parquet, "molecular": _run_molecular}
+_RUNNERS = {"mnist": _run_mnist, "libsvm": _run_libsvm, "csv": _run_csv, "parquet": _run_parquet, "molecular": _run_molecular, "pca": _run_pca}
 
 
 def _parse(argv) -> tuple[argparse.Namespace, list[str]]:
