@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--morgan_radius", type=int, default=2)
     p.add_argument("--morgan_bits", type=int, default=2048)
     p.add_argument("--seed", type=int, default=0, help="embedding and sorting seed (default 0)")
+    p.add_argument("--records", metavar="START:STOP", help="featurize only CSV records [START, STOP) (0-based, after the header): a train/test split")
     p.add_argument("--num_workers", type=int, default=1, help="featurizing processes (default 1)")
     deprecate(p, "--workers", "--num_workers")
     p.add_argument("--skip_bad_rows", action="store_true", help="skip rows with a bad target into rejects.csv instead of stopping")
@@ -263,7 +264,8 @@ def _run_molecular(args, progress) -> ConversionSummary:
     )
     return convert_molecules(
         args.input, args.out, smiles_column=args.smiles_column, target=args.target, config=config, skip_bad_rows=args.skip_bad_rows,
-        workers=args.num_workers, progress=progress, **_writer_args(args, _rows_per_shard(args, None)),
+        workers=args.num_workers, progress=progress, records=_base_rows(args.records, "--records") if args.records else None,
+        **_writer_args(args, _rows_per_shard(args, None)),
     )
 
 
@@ -275,14 +277,14 @@ def _run_pca(args, progress) -> ConversionSummary:
                            progress=progress, **writer)
 
 
-def _base_rows(text):
+def _base_rows(text, flag="--base_rows"):
     if text is None:
         return 0, None
     start, sep, stop = text.partition(":")
     try:
         return int(start or 0), (int(stop) if stop else None)
     except ValueError:
-        raise ValueError(f"--base_rows must be START:STOP, got {text!r}") from None
+        raise ValueError(f"{flag} must be START:STOP, got {text!r}") from None
 
 
 def _digit_classes(text):
