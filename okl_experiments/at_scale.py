@@ -108,9 +108,9 @@ SCALE_SETTINGS = [
             ("prepare", "molecular", *_MOLECULES, "--records", "24000:{test_stop}", "--output", "{work}/test"),
             ("train", "--input", "{work}/train", "--test", "{work}/test", "--learner", "dsg", "--param", 'loss="square"',
              "--sigma", "median", "--param", "nu=1e-6", "--param", "batch_size=64", "--param", "block_size=2048",
-             "--param", "theta=1", *_PIPELINE, "--output", "{work}/dsg"),
+             "--param", "theta=4", *_PIPELINE, "--output", "{work}/dsg"),
             ("train", "--input", "{work}/train", "--test", "{work}/test", "--learner", "fogd_r", "--sigma", "median",
-             "--n_components", "4096", "--eta", "0.01", *_PIPELINE, "--output", "{work}/fogd_r"),
+             "--n_components", "4096", "--eta", "0.0001", *_PIPELINE, "--output", "{work}/fogd_r"),
         ),
         regression_split=("{work}/train", "{work}/test"), slice_test_rows=500,
         note="CEP subset (29,978 molecules, not the 2.3M): records 0-23,977 train, 24,000-29,977 test; raw randomly "

@@ -51,6 +51,14 @@ def test_regression_baselines_match_the_closed_forms(tmp_path):
     assert got["linear_ridge"]["rmse"] == pytest.approx(math.sqrt((err**2).mean()), rel=1e-9)
     assert got["mean"]["mae"] == pytest.approx(np.abs(y[200:] - my).mean(), rel=1e-6)
     assert got["linear_ridge"]["rmse"] < 0.5 * got["mean"]["rmse"]
+    # ridge=None: the grid value best on training rows 160-199 when fitted on rows 0-159.
+    def holdout_error(lam):
+        A, b = X[:160].astype(np.float64), y[:160].astype(np.float64)
+        ma, mb = A.mean(axis=0), b.mean()
+        v = np.linalg.solve((A - ma).T @ (A - ma) / 160 + lam * np.eye(6), (A - ma).T @ (b - mb) / 160)
+        return np.square((X[160:200] - ma) @ v + mb - y[160:200]).mean()
+    chosen = regression_baselines(str(tmp_path / "train"), str(tmp_path / "test"), grid=(1e-3, 10.0, 1000.0))["linear_ridge"]["ridge"]
+    assert chosen == min((1e-3, 10.0, 1000.0), key=holdout_error) == 1e-3
     with pytest.raises(ValueError, match="regression data set"):
         write_dataset(tmp_path / "bin", X, np.where(y > 0, 1, -1), "binary", classes=[-1, 1])
         regression_baselines(str(tmp_path / "bin"), str(tmp_path / "test"))
