@@ -76,3 +76,13 @@ def test_like_checks_shapes_and_integrity(tmp_path):
     with pytest.raises(ValueError, match="sha256 differs"):
         project_dataset(str(tmp_path / "train"), str(tmp_path / "q"), like=str(tmp_path / "p"))
     assert not (tmp_path / "q").exists()
+
+
+def test_fit_or_like_not_both(tmp_path):
+    X, y = _data(50)
+    write_dataset(tmp_path / "train", X, y, "binary", classes=[-1, 1])
+    project_dataset(str(tmp_path / "train"), str(tmp_path / "p"), 2)
+    with pytest.raises(ValueError, match="either --components"):
+        project_dataset(str(tmp_path / "train"), str(tmp_path / "q"), 2, like=str(tmp_path / "p"))
+    with pytest.raises(ValueError, match="give --components K"):
+        project_dataset(str(tmp_path / "train"), str(tmp_path / "q"))
