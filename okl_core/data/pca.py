@@ -136,12 +136,11 @@ def _sample(dataset, sample_rows: int, seed: int) -> np.ndarray:
         chosen = np.arange(n)
     else:
         chosen = np.sort(np.random.default_rng(seed).choice(n, size=sample_rows, replace=False))
-    parts, pos = [], 0
+    parts = []
     for batch in dataset.iter_batches():
-        lo, hi = np.searchsorted(chosen, [batch.row[0], batch.row[-1] + 1]) if len(batch) else (pos, pos)
-        if hi > lo:
+        if len(batch):  # rows are consecutive within a batch
+            lo, hi = np.searchsorted(chosen, [batch.row[0], batch.row[-1] + 1])
             parts.append(batch.X[chosen[lo:hi] - batch.row[0]])
-        pos = hi
     return np.concatenate(parts) if parts else np.zeros((0, dataset.info.n_features), np.float32)
 
 

@@ -81,20 +81,20 @@ def test_dsg_8_vs_6_slice_through_the_pipeline(tmp_path):
 
 @pytest.mark.slow
 def test_reproduce_runs_the_molecular_setting_through_the_pipeline(tmp_path, capsys):
-    """`reproduce --only dsg-molecular --scale_rows 64`: featurize, DSG ridge, FOGD regression and the baselines."""
+    """`reproduce --only dsg-molecular --scale_rows 256`: featurize, DSG ridge, FOGD regression and the baselines."""
     pytest.importorskip("rdkit")
     shared_data("cep", "cep-processed.csv")
     from pipelines import reproduce
 
-    reproduce.run(["--data_root", str(shared_data()), "--only", "dsg-molecular", "--scale_rows", "64", "--work", str(tmp_path / "w"),
+    reproduce.run(["--data_root", str(shared_data()), "--only", "dsg-molecular", "--scale_rows", "256", "--work", str(tmp_path / "w"),
                    "--output", str(tmp_path / "out")])
     [outcome] = json.loads((tmp_path / "out" / "reproduce-at-scale.json").read_text())
-    assert outcome["rows"] == 64 and outcome["skipped"] is None
-    assert set(outcome["runs"]) == {"dsg", "fogd_r"} and outcome["runs"]["dsg"]["rows"] == 64
+    assert outcome["rows"] == 256 and outcome["skipped"] is None
+    assert set(outcome["runs"]) == {"dsg", "fogd_r"} and outcome["runs"]["dsg"]["rows"] == 256
     assert open_dataset(tmp_path / "w" / "dsg-molecular" / "test").info.n_rows == 500
     for run in outcome["runs"].values():
         assert 0 < run["test_mae"] <= run["test_rmse"] < 20  # PCE is in [0, 13]
     assert outcome["ours"] == outcome["runs"]["dsg"]["test_mae"]
-    assert {"mean", "linear_ridge"} <= set(outcome["baselines"]) and outcome["baselines"]["n_train"] == 64
+    assert {"mean", "linear_ridge"} <= set(outcome["baselines"]) and outcome["baselines"]["n_train"] == 256
     table = capsys.readouterr().out
-    assert "| dsg-molecular | dsg | 64 |" in table and "linear_ridge" in table
+    assert "| dsg-molecular | dsg | 256 |" in table and "linear_ridge" in table
