@@ -6,6 +6,8 @@ chosen by ``seed``; all rows when there are fewer) in float64: the centred sampl
 covariance ``S^T S / n`` and its eigenvectors (``numpy.linalg.eigh``), the ``k`` largest
 first. Each component's sign is fixed so that its largest-magnitude entry is positive (the
 eigensolver's sign is arbitrary). ``apply`` maps ``x`` to ``(x - mean) @ components.T``.
+Both run on one BLAS thread (:func:`okl_core.numerics.pinned`): the model and the projected
+rows are the same bytes whatever the machine's thread count.
 
 :func:`project_dataset` writes the projected data set; its directory holds the model as
 plain arrays in ``pca.npz`` (``mean`` ``(d,)``, ``components`` ``(k, d)``, float64; read
@@ -25,6 +27,7 @@ import numpy as np
 
 from okl_core.data.layout import DatasetWriter, open_dataset
 from okl_core.data.sources import ConversionSummary
+from okl_core.numerics import pinned
 
 __all__ = ["PCA_FILE", "Pca", "project_dataset", "recorded_pca"]
 
@@ -55,6 +58,7 @@ class Pca:
     n_samples: int
 
     @classmethod
+    @pinned
     def fit(cls, X, n_components: int) -> "Pca":
         """Principal components of the rows of ``X`` ``(n, d)``."""
         X = np.asarray(X, dtype=np.float64)
@@ -80,6 +84,7 @@ class Pca:
     def n_components(self) -> int:
         return int(self.components.shape[0])
 
+    @pinned
     def apply(self, X) -> np.ndarray:
         """Project ``X`` ``(n, d)``: float32 ``(n, k)`` computed in float64."""
         X = np.asarray(X, dtype=np.float64)
