@@ -108,8 +108,8 @@ SCALE_SETTINGS = [
             ("prepare", "molecular", *_MOLECULES, "--records", "0:{rows}", "--output", "{work}/train"),
             ("prepare", "molecular", *_MOLECULES, "--records", "24000:{test_stop}", "--output", "{work}/test"),
             ("train", "--input", "{work}/train", "--test", "{work}/test", "--learner", "dsg", "--param", 'loss="square"',
-             "--sigma", "median", "--param", "nu=1e-6", "--param", "batch_size=64", "--param", "block_size=2048",
-             "--param", "theta=4", *_PIPELINE, "--output", "{work}/dsg"),
+             "--sigma", "median", "--param", "nu=1e-6", "--param", "batch_size=64", "--param", "block_size={block_mol}",
+             "--param", "feature_cache_mb=1024", "--param", "theta=4", *_PIPELINE, "--output", "{work}/dsg"),
             ("train", "--input", "{work}/train", "--test", "{work}/test", "--learner", "fogd_r", "--sigma", "median",
              "--n_components", "4096", "--eta", "0.0001", *_PIPELINE, "--output", "{work}/fogd_r"),
         ),
@@ -143,7 +143,8 @@ def scale_steps(setting: ScaleSetting, data_root: str, work: str, rows: int | No
     rows = setting.rows if rows is None else int(rows)
     test_rows = setting.test_rows if test_rows is None else int(test_rows)
     values = {"mnist": os.path.join(data_root, "mnist"), "cep": os.path.join(data_root, "cep"), "work": work, "rows": str(rows),
-              "test_rows": str(test_rows), "test_stop": str(24_000 + test_rows), "block_2p16": str(_block_for(2**16, rows))}
+              "test_rows": str(test_rows), "test_stop": str(24_000 + test_rows), "block_2p16": str(_block_for(2**16, rows)),
+              "block_mol": str(_block_for(2**16, rows, batch=64))}
     return [(step[0], [arg.format(**values) for arg in step[1:]]) for step in setting.steps]
 
 
