@@ -144,14 +144,14 @@ def scale_steps(setting: ScaleSetting, data_root: str, work: str, rows: int | No
     test_rows = setting.test_rows if test_rows is None else int(test_rows)
     values = {"mnist": os.path.join(data_root, "mnist"), "cep": os.path.join(data_root, "cep"), "work": work, "rows": str(rows),
               "test_rows": str(test_rows), "test_stop": str(24_000 + test_rows), "block_2p16": str(_block_for(2**16, rows)),
-              "block_mol": str(_block_for(2**16, rows, batch=64))}
+              "block_mol": str(_block_for(2**16, rows, batch=64, largest=2**11))}
     return [(step[0], [arg.format(**values) for arg in step[1:]]) for step in setting.steps]
 
 
-def _block_for(features: int, rows: int, batch: int = 1024) -> int:
-    """Even DSG block size giving about ``features`` features in all after ``rows`` rows."""
+def _block_for(features: int, rows: int, batch: int = 1024, largest: int = 2**12) -> int:
+    """Even DSG block size giving about ``features`` features in all after ``rows`` rows (at most ``largest``)."""
     blocks = max(1, rows // batch)
-    return max(2, 2 * round(features / blocks / 2))
+    return min(largest, max(2, 2 * round(features / blocks / 2)))
 
 
 def _data_missing(setting: ScaleSetting, data_root: str) -> str | None:
