@@ -5,8 +5,14 @@ Runs on this machine, in one process each (ratios, since absolute times are nois
 * batch: ``pipelines.train`` over N rows (FnApiRunner in-process, and on Prism), 2 shards;
 * streaming throughput: ``pipelines.train --streaming`` on Prism (LOOPBACK) over the same
   rows as Parquet files that are all present at launch, 2 shards, a snapshot every
-  ``--snapshot_batches`` batches; rows/s over the whole job (start-up included) and over
-  its steady part (first batch learned to last snapshot, from the snapshot records);
+  ``--snapshot_batches`` batches.
+
+Both are timed the same way: from the call of ``run`` to the moment the last row is learned
+(batch: the end of the last shard step in ``metrics.json``; streaming: the last snapshot's
+record), so start-up counts for both and neither the batch job's outputs nor the streaming
+job's wait for ``--stop_after`` do. A small Prism job runs first, so that starting the Prism
+server is billed to neither. ``steady`` leaves start-up out: batch, rows over first shard
+start to last shard end; streaming, rows after the first snapshot over first to last snapshot.
 * latency: a streaming job into which one file lands every ``--every`` seconds; for each
   file, the delay from its rename into the watched directory to the first model version
   whose record includes it (``model-vNNNNNN.json`` -> snapshots -> their batches).
@@ -64,15 +70,16 @@ def _write_files(X, y, n_files, folder):
 
 
 def batch(X, y, batch_rows, shards, tmp, runner_args):
+    """Seconds from launch to the last row learned (end of the last shard step), and the steady rate."""
     from pipelines.train import run
 
-    data = os.path.join(tmp, "ds")
+    data = os.path.join(tmp, f"ds-{len(y)}")
     if not os.path.exists(data):
         write_dataset(data, X, y, "binary", n_shards=shards, row_group_rows=4096)
-    out = tempfile.mkdtemp(dir=tmp)
-    began = time.perf_counter()
-    run(["--input", data, *_learner_args(batch_rows, shards), "--output", out, *runner_args])
-    return time.perf_counter() - began
+    out = os.path.join(tempfile.mkdtemp(dir=tmp), "out")
+    steps = run(["--input", data, *_learner_args(batch_rows, shards), "--output", out, *runner_args]).metrics["timing"]["shard_steps"]
+    last = max(s["end"] for s in steps)  # seconds after the launch (``run`` records it as it starts)
+    return {"to_last_row": last, "steady": len(y) / (last - min(s["start"] for s in steps))}
 
 
 def _records(output):
@@ -96,14 +103,14 @@ def streaming(X, y, batch_rows, shards, snapshot_batches, tmp, prism, n_files=20
             "--snapshot_batches", str(snapshot_batches), "--poll_seconds", "1", "--stop_after", str(stop_after),
             "--output", output, "--runner=PrismRunner", f"--prism_location={prism}"]
     began = time.time()
-    run(argv)
+    reads = run(argv).counters.get("shard_state_reads", 0)
     records = _records(output)
     learned = sum(b["rows"] for r in records for b in r["batches"])
     assert learned == len(y), (learned, len(y))
     first = min(r["time"] for r in records)  # end of the first snapshot interval
     last = max(r["time"] for r in records)
     first_rows = sum(b["rows"] for r in records if r["time"] == first for b in r["batches"])
-    return {"steady": (learned - first_rows) / max(last - first, 1e-9), "to_last_snapshot": last - began}
+    return {"steady": (learned - first_rows) / max(last - first, 1e-9), "to_last_row": last - began, "state_reads": reads}
 
 
 def latency(batch_rows, shards, snapshot_batches, tmp, prism, every, n_files, poll, merge):
@@ -153,7 +160,7 @@ def main():
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--snapshot_batches", type=int, default=5)
     parser.add_argument("--every", type=float, default=2.0, help="latency run: seconds between landing files")
-    parser.add_argument("--files", type=int, default=10, help="latency run: files landed")
+    parser.add_argument("--files", type=int, default=10, help="latency run: files landed (0: no latency run)")
     parser.add_argument("--prism_location")
     args = parser.parse_args()
     prism = args.prism_location
@@ -164,19 +171,22 @@ def main():
     if not prism:
         sys.exit("no Prism binary: run `make runners` or pass --prism_location")
     X, y = _data(args.rows)
+    prism_args = ["--runner=PrismRunner", f"--prism_location={prism}", "--environment_type=LOOPBACK"]
     with tempfile.TemporaryDirectory() as tmp:
+        batch(*_data(4096, seed=2), args.batch, args.shards, tmp, prism_args)  # starts the Prism server
         t_batch = batch(X, y, args.batch, args.shards, tmp, ["--runner=DirectRunner"])
-        t_batch_prism = batch(X, y, args.batch, args.shards, tmp, ["--runner=PrismRunner", f"--prism_location={prism}", "--environment_type=LOOPBACK"])
+        t_batch_prism = batch(X, y, args.batch, args.shards, tmp, prism_args)
         stream = streaming(X, y, args.batch, args.shards, args.snapshot_batches, tmp, prism)
-        delays = latency(args.batch, args.shards, 1, tmp, prism, args.every, args.files, poll=1.0, merge=1.0)
+        delays = latency(args.batch, args.shards, 1, tmp, prism, args.every, args.files, poll=1.0, merge=1.0) if args.files else []
     n = args.rows
-    print(f"rows {n}, d {D}, batch {args.batch}, shards {args.shards}, fogd D={PARAMS['n_components']}; one process each (Prism: LOOPBACK)")
-    print(f"batch pipeline, in-process FnApiRunner: {n / t_batch:9.0f} rows/s ({t_batch:.1f} s, job start-up included)")
-    print(f"batch pipeline, Prism:                  {n / t_batch_prism:9.0f} rows/s ({t_batch_prism:.1f} s)")
-    t_stream = stream["to_last_snapshot"]
-    print(f"streaming on Prism, launch to last snapshot: {n / t_stream:9.0f} rows/s ({t_stream:.1f} s) = {t_batch / t_stream:.2f} x batch in-process, "
-          f"{t_batch_prism / t_stream:.2f} x batch on Prism (snapshot every {args.snapshot_batches} batches)")
-    print(f"streaming on Prism, steady (first to last snapshot): {stream['steady']:9.0f} rows/s")
+    print(f"rows {n}, d {D}, batch {args.batch}, shards {args.shards}, fogd D={PARAMS['n_components']}; one process each (Prism: LOOPBACK, "
+          f"server started before); launch to last row learned, and steady (start-up left out)")
+    for name, t in (("batch pipeline, in-process FnApiRunner", t_batch), ("batch pipeline, Prism", t_batch_prism), ("streaming, Prism", stream)):
+        print(f"{name:40s} {n / t['to_last_row']:9.0f} rows/s ({t['to_last_row']:.2f} s)   steady {t['steady']:9.0f} rows/s")
+    print(f"streaming / batch on Prism: {t_batch_prism['to_last_row'] / stream['to_last_row']:.2f} x launch to last row, "
+          f"{stream['steady'] / t_batch_prism['steady']:.2f} x steady; / batch in-process: "
+          f"{t_batch['to_last_row'] / stream['to_last_row']:.2f} x, {stream['steady'] / t_batch['steady']:.2f} x steady "
+          f"(snapshot every {args.snapshot_batches} batches; shard states read back from Beam state: {stream['state_reads']})")
     if delays:
         print(f"latency, file landed -> first version including it (poll 1 s, merge window 1 s, snapshot every batch): "
               f"median {statistics.median(delays):.2f} s, max {max(delays):.2f} s over {len(delays)} files")

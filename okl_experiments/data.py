@@ -45,6 +45,9 @@ __all__ = [
     "load_real",
     "real_source",
     "available",
+    "min_max",
+    "override_files",
+    "is_okl_dataset",
     "loads_done",
 ]
 
@@ -168,12 +171,23 @@ class RealData:
 
     Attributes
     ----------
-    kind : {'libsvm', 'idx'}
+    kind : {'libsvm', 'idx', 'okl'}
+        ``okl``: no public file okl reads; only a prepared okl data set given with
+        ``--data NAME=PATH`` (``source`` says how to make it).
     files : tuple of str
         Relative to the data root. LIBSVM: files concatenated in order. IDX: (images, labels).
     n_features, task, n_classes : the data's shape and task.
-    feature_map : {'none', 'divide255'}
-        ``divide255``: pixels to [0, 1] (MNIST, as LIBSVM's mnist.scale).
+    feature_map : {'none', 'divide255', 'minmax01', 'minmax_pm1'}
+        ``divide255``: pixels to [0, 1] (MNIST, as LIBSVM's mnist.scale); ``minmax01`` /
+        ``minmax_pm1``: each column min-max scaled to [0, 1] / [-1, 1] over the rows read
+        (constant columns to 0), as the papers' tables name it.
+    target_map : {'none', 'minmax01', 'minmax_pm1'}
+        Regression targets min-max scaled the same way.
+    classes : tuple, optional
+        The file's labels in class order (binary: ``(negative, positive)``), mapped to
+        0..C-1 (binary: -1/+1). None: labels used as read.
+    source : str
+        Where to get the files (shown when they are missing).
     """
 
     kind: str
@@ -183,16 +197,103 @@ class RealData:
     n_classes: int | None = None
     feature_map: str = "none"
     n_rows: int | None = None
+    target_map: str = "none"
+    classes: tuple | None = None
+    source: str = ""
 
 
+_LIBSVM = "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/"
+_UCI = "https://archive.ics.uci.edu/dataset/"
 DATASETS = {
-    "a9a": RealData("libsvm", ("a9a/a9a",), 123, "binary", n_rows=32561),
-    "a9a.t": RealData("libsvm", ("a9a/a9a.t",), 123, "binary", n_rows=16281),
-    "a9a+a9a.t": RealData("libsvm", ("a9a/a9a", "a9a/a9a.t"), 123, "binary", n_rows=48842),
+    "a9a": RealData("libsvm", ("a9a/a9a",), 123, "binary", n_rows=32561, source=_LIBSVM + "binary/a9a"),
+    "a9a.t": RealData("libsvm", ("a9a/a9a.t",), 123, "binary", n_rows=16281, source=_LIBSVM + "binary/a9a.t"),
+    "a9a+a9a.t": RealData("libsvm", ("a9a/a9a", "a9a/a9a.t"), 123, "binary", n_rows=48842,
+                          source=_LIBSVM + "binary/a9a and a9a.t"),
     "mnist-test": RealData("idx", ("mnist/t10k-images-idx3-ubyte.gz", "mnist/t10k-labels-idx1-ubyte.gz"), 784,
-                           "multiclass", n_classes=10, feature_map="divide255", n_rows=10000),
+                           "multiclass", n_classes=10, feature_map="divide255", n_rows=10000,
+                           source="http://yann.lecun.com/exdb/mnist/ t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz"),
+    **{name: RealData(kind, files, d, task, n_classes=c, feature_map=fmap, target_map=tmap, classes=classes,
+                      n_rows=n, source=src)
+       for name, (kind, files, d, task, c, fmap, tmap, classes, n, src) in {
+           # Lu et al. 2016, Tables 3, 5 and 7: the LIBSVM files (binary -1/+1), features as distributed.
+           "german": ("libsvm", ("german/german.numer_scale",), 24, "binary", None, "none", "none", None, 1000,
+                      _LIBSVM + "binary/german.numer_scale"),
+           "spambase": ("libsvm", ("spambase/spambase",), 57, "binary", None, "minmax01", "none", (0, 1), 4601,
+                        _UCI + "94/spambase (spambase.data as LIBSVM, label = last column, features min-max to [0, 1])"),
+           "w7a": ("libsvm", ("w7a/w7a", "w7a/w7a.t"), 300, "binary", None, "none", "none", None, 24692,
+                   _LIBSVM + "binary/w7a and w7a.t"),
+           "w8a": ("libsvm", ("w8a/w8a", "w8a/w8a.t"), 300, "binary", None, "none", "none", None, 64700,
+                   _LIBSVM + "binary/w8a and w8a.t"),
+           "w8a-train": ("libsvm", ("w8a/w8a",), 300, "binary", None, "none", "none", None, 49749, _LIBSVM + "binary/w8a"),
+           "w8a.t": ("libsvm", ("w8a/w8a.t",), 300, "binary", None, "none", "none", None, 14951, _LIBSVM + "binary/w8a.t"),
+           "ijcnn1": ("libsvm", ("ijcnn1/ijcnn1", "ijcnn1/ijcnn1.t"), 22, "binary", None, "none", "none", None, 141691,
+                      _LIBSVM + "binary/ijcnn1.bz2 and ijcnn1.t.bz2 (decompressed)"),
+           "codrna": ("libsvm", ("cod-rna/cod-rna", "cod-rna/cod-rna.t"), 8, "binary", None, "none", "none", None, 271617,
+                      _LIBSVM + "binary/cod-rna and cod-rna.t"),
+           "kddcup08": ("okl", (), 117, "binary", None, "none", "none", None, 102294,
+                        "KDD Cup 2008 (breast cancer) https://www.kdd.org/kdd-cup/view/kdd-cup-2008: okl prepare, labels -1/+1"),
+           "dna": ("libsvm", ("dna/dna.scale", "dna/dna.scale.t"), 180, "multiclass", 3, "none", "none", (1, 2, 3), 2000,
+                   _LIBSVM + "multiclass/dna.scale and dna.scale.t"),
+           "satimage": ("libsvm", ("satimage/satimage.scale", "satimage/satimage.scale.t"), 36, "multiclass", 6, "none", "none",
+                        (1, 2, 3, 4, 5, 7), 4435, _LIBSVM + "multiclass/satimage.scale (4,435 rows; the paper's n)"),
+           "usps": ("libsvm", ("usps/usps",), 256, "multiclass", 10, "none", "none", tuple(range(1, 11)), 7291,
+                    _LIBSVM + "multiclass/usps.bz2 (decompressed)"),
+           "letter": ("libsvm", ("letter/letter.scale",), 16, "multiclass", 26, "none", "none", tuple(range(1, 27)), 15000,
+                      _LIBSVM + "multiclass/letter.scale"),
+           "covtype": ("libsvm", ("covtype/covtype.scale",), 54, "multiclass", 7, "none", "none", tuple(range(1, 8)), 581012,
+                       _LIBSVM + "multiclass/covtype.scale.bz2 (decompressed)"),
+           "poker": ("libsvm", ("poker/poker",), 10, "multiclass", 10, "none", "none", tuple(range(10)), 1000000,
+                     _LIBSVM + "multiclass/poker.bz2 (decompressed)"),
+           # Lu et al. 2016, Table 9: features AND target min-max scaled to [0, 1] (the authors' code).
+           **{name: ("libsvm", (f"{name}/{file}",), d, "regression", None, "minmax01", "minmax01", None, n,
+                     _LIBSVM + f"regression/{file}")
+              for name, file, d, n in (("housing", "housing", 13, 506), ("abalone", "abalone", 8, 4177),
+                                       ("cpusmall", "cpusmall", 12, 8192), ("cadata", "cadata", 8, 20640),
+                                       ("year", "YearPredictionMSD", 90, 463715))},
+           "casp": ("libsvm", ("casp/casp",), 9, "regression", None, "minmax01", "minmax01", None, 45730,
+                    _UCI + "265 (CASP.csv as LIBSVM: target RMSD first, 9 features)"),
+           "slice": ("libsvm", ("slice/slice",), 385, "regression", None, "minmax01", "minmax01", None, 53500,
+                     _UCI + "206 (slice_localization_data.csv as LIBSVM, without patientId)"),
+           # Li & Liao 2022, Table 2: features min-max scaled to [-1, 1], labels -1/+1.
+           "phishing": ("libsvm", ("phishing/phishing",), 68, "binary", None, "minmax_pm1", "none", (0, 1), 11055,
+                        _LIBSVM + "binary/phishing"),
+           "magic04": ("libsvm", ("magic04/magic04",), 10, "binary", None, "minmax_pm1", "none", None, 19020,
+                       _UCI + "159 (magic04.data as LIBSVM, g = +1, h = -1)"),
+           "susy-20k": ("libsvm", ("SUSY/SUSY-20k",), 18, "binary", None, "minmax_pm1", "none", (0, 1), 20000,
+                        _LIBSVM + "binary/SUSY.xz (the first 20,000 rows)"),
+           # Li & Liao 2022, regression: features to [-1, 1], targets to [0, 1].
+           **{name: ("libsvm", (f"{name}/{name}",), d, "regression", None, "minmax_pm1", "minmax01", None, n, src)
+              for name, d, n, src in (
+                  ("elevators", 18, 16599, "https://www.dcc.fc.up.pt/~ltorgo/Regression/DataSets.html elevators (as LIBSVM)"),
+                  ("bank", 32, 8192, "https://www.dcc.fc.up.pt/~ltorgo/Regression/DataSets.html bank32nh (as LIBSVM)"),
+                  ("ailerons", 40, 13750, "https://www.dcc.fc.up.pt/~ltorgo/Regression/DataSets.html ailerons (as LIBSVM)"),
+                  ("hardware", 96, 28179, _UCI + "248 (Buzz in social media, Tom's Hardware, as LIBSVM)"))},
+           # Ghari & Shen 2020, Tables 1-5 (UCI): features and targets to [0, 1] (spec/omkl_gf.md).
+           **{name: ("okl", (), d, "regression", None, "minmax01", "minmax01", None, n, src)
+              for name, d, n, src in (
+                  ("airquality", 13, 9358, _UCI + "360 (AirQualityUCI: okl prepare, features and target to [0, 1])"),
+                  ("istanbul", 7, 536, _UCI + "247 (ISTANBUL STOCK EXCHANGE: okl prepare, features and target to [0, 1])"),
+                  ("twitter", 77, 14000, _UCI + "248 (Buzz in social media, Twitter, first 14,000 rows: okl prepare)"),
+                  ("tomshardware", 96, 10000, _UCI + "248 (Buzz in social media, Tom's Hardware, first 10,000 rows: okl prepare)"),
+                  ("naval", 15, 11934, _UCI + "316 (condition based maintenance of naval propulsion plants: okl prepare)"))},
+           # Jezequel et al. 2019: inputs to [-1, 1], outputs to [-1, 1].
+           "casp-pm1": ("libsvm", ("casp/casp",), 9, "regression", None, "minmax_pm1", "minmax_pm1", None, 45730,
+                        _UCI + "265 (CASP.csv as LIBSVM)"),
+           "ijcnn1-pm1": ("libsvm", ("ijcnn1/ijcnn1", "ijcnn1/ijcnn1.t"), 22, "binary", None, "minmax_pm1", "none", None, 141691,
+                          _LIBSVM + "binary/ijcnn1 and ijcnn1.t"),
+           "codrna-pm1": ("libsvm", ("cod-rna/cod-rna", "cod-rna/cod-rna.t"), 8, "binary", None, "minmax_pm1", "none", None,
+                          271617, _LIBSVM + "binary/cod-rna and cod-rna.t"),
+           "susy-1m": ("libsvm", ("SUSY/SUSY-1m",), 18, "binary", None, "minmax_pm1", "none", (0, 1), 1000000,
+                       _LIBSVM + "binary/SUSY.xz (the first 10^6 rows)"),
+           # Dai et al. 2014: Forest (covtype binary, class 2 against the rest as LIBSVM's covtype.binary), QuantumMachine.
+           "covtype-binary": ("libsvm", ("covtype/covtype.libsvm.binary.scale",), 54, "binary", None, "none", "none", (2, 1),
+                              581012, _LIBSVM + "binary/covtype.libsvm.binary.scale.bz2 (decompressed)"),
+           "qm7": ("okl", (), 276, "regression", None, "none", "none", None, 7165,
+                   "http://quantum-machine.org/datasets/ qm7.mat (sorted Coulomb matrices, 276 upper-triangle entries; "
+                   "okl prepare, atomization energy in kcal/mol)"),
+       }.items()},
 }
-"""Name -> files and preprocessing of the public data sets the reproductions use."""
+"""Name -> files, preprocessing and source of the public data sets the reproductions use."""
 
 
 def read_real_files(kind: str, paths: list[str], n_features: int) -> tuple[np.ndarray, np.ndarray]:
@@ -201,11 +302,14 @@ def read_real_files(kind: str, paths: list[str], n_features: int) -> tuple[np.nd
     LIBSVM (``kind='libsvm'``): each file with :func:`okl_core.data.libsvm.read_libsvm` and
     ``n_features`` columns, rows concatenated. IDX (``'idx'``): ``paths = (images, labels)``
     with :func:`okl_core.data.idx.read_idx_images`, images flattened to ``n_features``
-    columns of raw 0-255 values (a data set's ``feature_map`` scales them).
+    columns of raw 0-255 values (a data set's ``feature_map`` scales them). Labels are int32
+    when they are all whole numbers, else float64 (regression targets).
     """
     if kind == "libsvm":
         parts = [read_libsvm(path, n_features=n_features) for path in paths]
-        return np.concatenate([p[0] for p in parts]).astype(np.float32), np.concatenate([p[1] for p in parts]).astype(np.int32)
+        y = np.concatenate([p[1] for p in parts])
+        return np.concatenate([p[0] for p in parts]).astype(np.float32), (y.astype(np.int32) if np.all(y == np.round(y)) else
+                                                                          y.astype(np.float64))
     if kind == "idx":
         images, labels = read_idx_images(*paths)
         X = images.reshape(len(images), -1).astype(np.float32)
@@ -215,32 +319,98 @@ def read_real_files(kind: str, paths: list[str], n_features: int) -> tuple[np.nd
     raise ValueError(f"unknown data file kind {kind!r}")
 
 
+def min_max(values: np.ndarray, low: float) -> np.ndarray:
+    """Each column of ``values`` (or the vector) min-max scaled to ``[low, 1]``; constant columns to 0."""
+    values = np.asarray(values, dtype=np.float64)
+    lo, hi = values.min(axis=0), values.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    scaled = (values - lo) / span * (1.0 - low) + low
+    return np.where(hi > lo, scaled, 0.0)
+
+
+_MAPS = {"none": None, "minmax01": 0.0, "minmax_pm1": -1.0}
+
+
+def _labels(name: str, spec: RealData, y: np.ndarray) -> np.ndarray:
+    if spec.classes is not None:
+        index = {label: i for i, label in enumerate(spec.classes)}
+        unknown = sorted(set(np.unique(y).tolist()) - set(index))
+        if unknown:
+            raise ValueError(f"data set {name!r}: labels {unknown[:5]} not in its classes {list(spec.classes)}")
+        y = np.array([index[v] for v in y.tolist()], dtype=np.int32)
+        if spec.task == "binary":
+            y = (2 * y - 1).astype(np.int32)
+    if spec.task == "binary" and not np.isin(y, (-1, 1)).all():
+        raise ValueError(f"data set {name!r}: binary labels must be -1/+1, got {np.unique(y)[:5]}")
+    return y
+
+
 @functools.lru_cache(maxsize=4)
-def load_real(name: str, data_root: str) -> ArrayData:
-    """Data set ``name`` of :data:`DATASETS` from ``data_root`` (a DataSource loader)."""
+def load_real(name: str, data_root: str, files: tuple | None = None) -> ArrayData:
+    """Data set ``name`` of :data:`DATASETS` from ``data_root`` (a DataSource loader).
+
+    ``files`` (absolute paths) replaces the data set's files (``--data NAME=PATH``); the
+    data set's conversion (``feature_map``, ``target_map``, ``classes``) applies to them.
+    """
     spec = DATASETS[name]
-    paths = [os.path.join(data_root, f) for f in spec.files]
+    paths = list(files) if files else [os.path.join(data_root, f) for f in spec.files]
     missing = [p for p in paths if not os.path.exists(p)]
-    if missing:
-        raise FileNotFoundError(f"data set {name!r} needs {missing}")
+    if missing or not paths:
+        raise FileNotFoundError(f"data set {name!r} needs {missing or 'a prepared okl data set'} (source: {spec.source})")
     X, y = read_real_files(spec.kind, paths, spec.n_features)
     if spec.feature_map == "divide255":
         X = X / np.float32(255.0)
-    if spec.task == "binary" and not np.isin(y, (-1, 1)).all():
-        raise ValueError(f"data set {name!r}: binary labels must be -1/+1, got {np.unique(y)[:5]}")
+    elif _MAPS[spec.feature_map] is not None:
+        X = min_max(X, _MAPS[spec.feature_map])
+    if spec.task == "regression":
+        y = y.astype(np.float64) if _MAPS[spec.target_map] is None else min_max(y, _MAPS[spec.target_map])
+    else:
+        y = _labels(name, spec, y)
     return ArrayData(np.ascontiguousarray(X, dtype=np.float32), y, spec.task, spec.n_classes)
 
 
-def real_source(name: str, data_root: str) -> DataSource:
-    """A :class:`DataSource` for data set ``name`` (processes load it with :func:`load_real`)."""
+def override_files(name: str, path: str) -> tuple:
+    """The files of data set ``name`` given as ``--data NAME=PATH``: a file, comma-separated
+    files (in :attr:`RealData.files` order) or a directory holding them under their names."""
     spec = DATASETS[name]
-    return DataSource("okl_experiments.data:load_real", (name, os.path.abspath(data_root)), spec.n_features,
-                      spec.task, spec.n_classes, spec.n_rows)
+    if os.path.isdir(path):
+        return tuple(os.path.abspath(os.path.join(path, os.path.basename(f))) for f in spec.files)
+    return tuple(os.path.abspath(p) for p in path.split(","))
 
 
-def available(name: str, data_root: str) -> bool:
-    """Whether all files of data set ``name`` are under ``data_root``."""
-    return all(os.path.exists(os.path.join(data_root, f)) for f in DATASETS[name].files)
+def is_okl_dataset(path: str) -> bool:
+    """Whether ``path`` is a prepared okl data set (a directory with dataset.json, or Parquet)."""
+    return os.path.exists(os.path.join(path, "dataset.json")) or path.endswith(".parquet")
+
+
+def real_source(name: str, data_root: str, path: str | None = None) -> DataSource:
+    """A :class:`DataSource` for data set ``name`` (processes load it with :func:`load_real`).
+
+    ``path`` (``--data NAME=PATH``): a prepared okl data set, used as it is (it must have
+    the data set's features and task), or the raw file(s) (:func:`override_files`), read
+    with the data set's conversion.
+    """
+    spec = DATASETS[name]
+    if path is not None and is_okl_dataset(path):
+        source = okl_source(path)
+        if (source.n_features, source.task) != (spec.n_features, spec.task):
+            raise ValueError(f"--data {name}={path}: {source.task} with {source.n_features} features, "
+                             f"expected {spec.task} with {spec.n_features}")
+        return source
+    args: tuple = (name, os.path.abspath(data_root))
+    n_rows = spec.n_rows
+    if path is not None:
+        args += (override_files(name, path),)
+        n_rows = len(load_real(*args).y)  # a user's copy may differ from the paper's row count
+    return DataSource("okl_experiments.data:load_real", args, spec.n_features, spec.task, spec.n_classes, n_rows)
+
+
+def available(name: str, data_root: str, path: str | None = None) -> bool:
+    """Whether data set ``name`` can be read: its ``--data`` path, or its files under ``data_root``."""
+    if path is not None:
+        return is_okl_dataset(path) or (DATASETS[name].kind != "okl" and all(map(os.path.exists, override_files(name, path))))
+    spec = DATASETS[name]
+    return bool(spec.files) and all(os.path.exists(os.path.join(data_root, f)) for f in spec.files)
 
 
 def okl_sources(train: str, test: str | None = None) -> tuple[DataSource, DataSource | None]:

@@ -12,7 +12,10 @@ here, only the row.
 Parameter values in a row are data; data-derived values (``"median"``, ``"n"``,
 ``"0.01/n"`` ...) are resolved on the training data by
 :func:`okl_experiments.params.learner_params`. The data sets are
-:data:`okl_experiments.data.DATASETS`.
+:data:`okl_experiments.data.DATASETS` (each with its conversion and source); ``data_paths``
+(``--data NAME=PATH``) points one at a user's copy, and a setting whose data is missing is
+skipped with where to get it. :data:`SPEC_ROWS_WITHOUT_SETTING` lists the spec tables' rows
+that have no setting, and why.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ from okl_experiments.data import DATASETS, available, real_source
 from okl_experiments.grid import Choice, SearchSpace
 from okl_experiments.metrics import experiment_metric
 from okl_experiments.sweep import Point, SweepSettings, make_points, sweep
-from okl_experiments.text import markdown_table, percent, write_json, write_text
+from okl_experiments.text import markdown_table, mean_std_text, percent, write_json, write_text
 
-__all__ = ["DEFAULT_DATA_ROOT", "Setting", "SETTINGS", "Outcome", "run_setting", "reproduce", "table", "settings_lines", "write_outcomes"]
+__all__ = ["DEFAULT_DATA_ROOT", "Setting", "SETTINGS", "SPEC_ROWS_WITHOUT_SETTING", "Outcome", "parse_data_paths", "run_setting", "reproduce", "table", "settings_lines", "write_outcomes"]
 
 DEFAULT_DATA_ROOT = os.path.join("..", "shared", "data")
 
@@ -53,7 +56,8 @@ class Setting:
     metric : str
         ``online_mistake_rate`` (prequential over the stream), ``test_mistake_rate``, ``online_mse`` ...
     paper, paper_std : float
-        The paper's number (a fraction for error rates) and its std (None if not given).
+        The paper's number (a fraction for error rates) and its std (None if not given);
+        ``paper`` is NaN for a setting of a figure that carries no number (PKAWV).
     source : str
         Where the number is (paper, table).
     runs : int
@@ -191,10 +195,162 @@ SETTINGS = [
     Setting("rf_oks_pp-a9a", "rf_oks_pp", "a9a", {"loss": "logistic", "n_components": 400}, "online_mistake_rate", 0.1728,
             "Li & Liao 2022, Table 2", paper_std=0.0029, runs=3, tolerance=0.015),
 ]
-"""The reference numbers okl reproduces (spec/fogd_nogd.md, dsg.md, oks.md).
+"""The reference numbers okl reproduces (spec/fogd_nogd.md, dsg.md, oks.md, omkl_gf.md, pkawv.md).
 
 A row is data only: a learner added later needs a row here, no code.
 """
+
+
+# -- issue 19 item 4: every other row of the spec tables (data the user points at with --data) --
+def _fogd_nogd_rows() -> list[Setting]:
+    """Lu et al. 2016, Tables 5, 7 and 9: FOGD, NOGD and OGD (no budget) on every data set."""
+    rows = []
+    src = "Lu et al. 2016, Table {}"
+    binary = {"german": (29.5, 0.5, 29.9, 0.7, 30.4, 0.8), "spambase": (22.0, 0.1, 26.9, 1.0, 29.1, 0.4),
+              "w7a": (2.96, 0.10, 2.75, 0.03, 2.98, 0.01), "w8a": (2.81, 0.01, 2.43, 0.03, 2.92, 0.03),
+              "ijcnn1": (9.52, 0.01, 9.06, 0.05, 9.55, 0.01), "codrna": (9.7, 0.1, 10.3, 0.1, 13.8, 2.1),
+              "kddcup08": (0.52, None, 0.71, None, 0.59, None)}
+    for data, (ogd, ogd_s, fogd, fogd_s, nogd, nogd_s) in binary.items():
+        rows += [Setting(f"fogd-{data}", "fogd", data, {"n_components": 400, "sigma": 8.0, "eta": 0.002, "scaled": False},
+                         "online_mistake_rate", fogd / 100, src.format(5), paper_std=_pct(fogd_s), runs=20),
+                 Setting(f"nogd-{data}", "nogd", data, {"budget": 100, "rank": 20, "sigma": 8.0, "eta": 0.2},
+                         "online_mistake_rate", nogd / 100, src.format(5), paper_std=_pct(nogd_s), runs=20),
+                 Setting(f"kernel_ogd-{data}", "kernel_ogd", data, {"sigma": 8.0, "eta": 0.2},
+                         "online_mistake_rate", ogd / 100, src.format(5), paper_std=_pct(ogd_s), runs=20,
+                         note="OGD without a budget (the paper's reference column)")]
+    multiclass = {"dna": (200, 16.1, None, 20.8, 0.7, 20.7, 0.9), "satimage": (200, 23.6, None, 29.5, None, 23.7, None),
+                  "usps": (200, 6.7, None, 10.1, None, 9.0, None), "letter": (200, 71.2, None, 71.5, None, 71.5, None),
+                  "covtype": (100, None, None, 40.4, 0.1, 41.0, 0.6), "poker": (100, None, None, 52.6, None, 50.3, None)}
+    for data, (B, ogd, ogd_s, fogd, fogd_s, nogd, nogd_s) in multiclass.items():
+        rows += [Setting(f"mfogd-{data}", "mfogd", data, {"n_components": 4 * B, "sigma": 8.0, "eta": 0.005, "scaled": False},
+                         "online_mistake_rate", fogd / 100, src.format(7), paper_std=_pct(fogd_s), runs=20),
+                 Setting(f"mnogd-{data}", "mnogd", data, {"budget": B, "rank": B // 5, "sigma": 8.0, "eta": 0.5},
+                         "online_mistake_rate", nogd / 100, src.format(7), paper_std=_pct(nogd_s), runs=20)]
+        if ogd is not None:
+            rows.append(Setting(f"mkernel_ogd-{data}", "mkernel_ogd", data, {"sigma": 8.0, "eta": 0.5}, "online_mistake_rate",
+                                ogd / 100, src.format(7), runs=20, note="OGD without a budget"))
+    rows.append(Setting("mkernel_ogd-mnist", "mkernel_ogd", "mnist-test", {"sigma": 8.0, "eta": 0.5}, "online_mistake_rate",
+                        0.107, src.format(7), paper_std=0.002, runs=20, note="OGD without a budget; pixels / 255"))
+    regression = {"housing": (0.04017, 0.04009, 0.04063), "abalone": (0.01137, 0.01169, 0.01138),
+                  "cpusmall": (0.02508, 0.02577, 0.02559), "cadata": (0.03976, 0.04097, 0.03983),
+                  "casp": (None, 0.08021, 0.07844), "slice": (None, 0.00726, 0.02636), "year": (None, 0.01427, 0.01519)}
+    for data, (ogd, fogd, nogd) in regression.items():
+        rows += [Setting(f"fogd_r-{data}", "fogd_r", data, {"n_components": 450, "sigma": 8.0, "eta": 6e-4, "eps": 0.1,
+                                                           "scaled": False},
+                         "online_mse", fogd, src.format(9), runs=20, note="features and target min-max to [0, 1]"),
+                 Setting(f"nogd_r-{data}", "nogd_r", data, {"budget": 30, "rank": 6, "sigma": 8.0, "eta": 0.1, "eps": 0.1},
+                         "online_mse", nogd, src.format(9), runs=20, note="features and target min-max to [0, 1]")]
+        if ogd is not None:
+            rows.append(Setting(f"kernel_ogd_r-{data}", "kernel_ogd_r", data, {"sigma": 8.0, "eta": 0.1, "eps": 0.1},
+                                "online_mse", ogd, src.format(9), runs=20, note="OGD without a budget"))
+    rows += [Setting("fogd-w8a-batch", "fogd", "w8a-train", {"n_components": 4000, "sigma": 8.0, "eta": 0.0002, "scaled": False},
+                     "test_mistake_rate", 1 - 0.9793, "Lu et al. 2016, Table 3 (accuracy 97.93%)", test="w8a.t", runs=5),
+             Setting("nogd-w8a-batch", "nogd", "w8a-train", {"budget": 1000, "rank": 200, "sigma": 8.0, "eta": 0.2},
+                     "test_mistake_rate", 1 - 0.9836, "Lu et al. 2016, Table 3 (accuracy 98.36%)", test="w8a.t", runs=5)]
+    return rows
+
+
+def _pct(value: float | None) -> float | None:
+    return None if value is None else value / 100
+
+
+def _oks_rows() -> list[Setting]:
+    """Li & Liao 2022, Table 2 (classification) and the regression numbers of spec/oks.md."""
+    rows = []
+    table2 = {"phishing": ((13.80, 0.34), (13.25, 0.28), (7.80, 0.49), (9.15, 0.56)),
+              "magic04": ((22.23, 0.22), (21.50, 0.18), (17.88, 0.57), (18.41, 0.35)),
+              "susy-20k": ((32.98, 0.66), (31.75, 0.30), (27.84, 0.70), (28.93, 0.96))}
+    for data, numbers in table2.items():
+        for (learner, params), (mean, std) in zip(
+                (("oks", {"horizon": "n"}), ("ioks", {"horizon": "n"}), ("oks_pp", {}), ("rf_oks_pp", {"n_components": 400})),
+                numbers):
+            rows.append(Setting(f"{learner}-{data}", learner, data, {"loss": "logistic", **params}, "online_mistake_rate",
+                                mean / 100, "Li & Liao 2022, Table 2", paper_std=std / 100, runs=10, tolerance=0.015,
+                                note="features min-max to [-1, 1]"))
+    regression = [("oks", "elevators", "square", 0.0068), ("oks_pp", "elevators", "square", 0.0046),
+                  ("oks", "bank", "square", 0.0240), ("oks_pp", "bank", "square", 0.0205),
+                  ("oks_pp", "ailerons", "square", 0.0166), ("oks_pp", "hardware", "square", 0.0008),
+                  ("rf_oks_pp", "elevators", "square", 0.0051), ("rf_oks_pp", "hardware", "square", 0.0009),
+                  ("oks", "elevators", "absolute", 0.0507), ("ioks", "elevators", "absolute", 0.0492),
+                  ("oks", "bank", "absolute", 0.0961), ("ioks", "bank", "absolute", 0.0961)]
+    for learner, data, loss, paper in regression:
+        params = {"loss": loss, **({"horizon": "n"} if learner in ("oks", "ioks") else {}),
+                  **({"n_components": 400} if learner == "rf_oks_pp" else {})}
+        rows.append(Setting(f"{learner}-{data}-{loss}", learner, data, params, "online_mse" if loss == "square" else "online_mae",
+                            paper, "Li & Liao 2022, regression (spec/oks.md)", runs=10, tolerance=paper / 2,
+                            note="features to [-1, 1], target to [0, 1]"))
+    return rows
+
+
+def _omkl_rows() -> list[Setting]:
+    """Ghari & Shen 2020, Tables 1-5 (J = 1): Raker and OMKL-GF for M = 1, 7, 10, 17; MSE x 1e-3 in the paper."""
+    rows = []
+    table = {"airquality": (4.7, 8.1, 4.2, 3.9, 4.1), "istanbul": (11.3, 61.9, 13.3, 12.2, 11.3),
+             "twitter": (5.3, 16.5, 5.3, 4.7, 4.6), "tomshardware": (4.6, 12.3, 3.7, 3.5, 3.7),
+             "naval": (1.4, 20.1, None, 1.4, None)}
+    for data, (raker, *gf) in table.items():
+        src = f"Ghari & Shen 2020, Table {list(table).index(data) + 1}"
+        rows.append(Setting(f"raker-{data}", "raker", data, {}, "online_mse", raker / 1000, src, runs=5,
+                            tolerance=raker / 2000, note="features and target to [0, 1]; the paper averages 50 feature draws"))
+        for M, value in zip((1, 7, 10, 17), gf):
+            if value is not None:
+                rows.append(Setting(f"omkl_gf-m{M}-{data}", "omkl_gf", data,
+                                    {"draws_per_node": M, "selective_nodes": 1, "freeze_below": 1e-4, "freeze_on": "mse"},
+                                    "online_mse", value / 1000, src, runs=5, tolerance=value / 2000,
+                                    note="freeze rule on the running MSE (freeze_on='mse'); features and target to [0, 1]"))
+    return rows
+
+
+def _pkawv_dsg_rows() -> list[Setting]:
+    """Jezequel et al. 2019 (figures: SUSY's FALKON error is the one number) and Dai et al. 2014's other rows."""
+    rows = [Setting("pkawv_taylor-susy", "pkawv_taylor", "susy-1m", {"degree": 2, "sigma": 4.0, "lam": 1.0, "ordering": "krr",
+                                                                    "task": "binary"},
+                    "online_mistake_rate", 0.196, "Jezequel et al. 2019, Sec. 5 (SUSY, FALKON's error)", runs=1,
+                    tolerance=0.02, note="inputs to [-1, 1]; the figure's claim: M = 2 reaches FALKON's 19.6%")]
+    for data, metric in (("casp-pm1", "online_mse"), ("ijcnn1-pm1", "online_mistake_rate"), ("codrna-pm1", "online_mistake_rate")):
+        task = {"task": "binary"} if metric == "online_mistake_rate" else {}
+        for learner, params in (("pkawv_taylor", {"degree": 3, "sigma": 1.0, "lam": 1.0, "ordering": "krr", **task}),
+                                ("pkawv_nystrom", {"sigma": 1.0, "lam": 1.0, "mu": 1.0, "beta": 1.0, "kors_eps": 0.5,
+                                                   "ordering": "krr", **task})):
+            rows.append(Setting(f"{learner}-{data.removesuffix('-pm1')}", learner, data, params, metric, math.nan,
+                                "Jezequel et al. 2019, Figure 2 (no number in the text)", runs=1,
+                                note="inputs (and outputs) to [-1, 1]; a curve to compare with the figure"))
+    rows += [Setting("dsg-covtype", "dsg", "covtype-binary", {"loss": "hinge", "sigma": "median", "nu": "1/n",
+                                                              "batch_size": 1024, "block_size": 256},
+                     "online_mistake_rate", 0.15, "Dai et al. 2014, Sec. 6 (Forest, ~15%)", runs=1, tolerance=0.02,
+                     note="the paper's test error, here the online error of one pass"),
+             Setting("dsg-qm7", "dsg", "qm7", {"loss": "square", "sigma": 60.0, "nu": "1/n", "batch_size": 512,
+                                               "block_size": 2048},
+                     "online_mae", 2.97, "Dai et al. 2014, Sec. 6 (QuantumMachine, MAE kcal/mol)", runs=1, tolerance=1.0,
+                     note="the paper: batch 50000, 2^20 features")]
+    return rows
+
+
+SETTINGS.append(Setting("kernel_ogd-a9a", "kernel_ogd", "a9a+a9a.t", {"sigma": 8.0, "eta": 0.2}, "online_mistake_rate", 0.163,
+                        "Lu et al. 2016, Table 5", paper_std=0.001, runs=20, note="OGD without a budget"))
+SETTINGS += _fogd_nogd_rows() + _oks_rows() + _omkl_rows() + _pkawv_dsg_rows() + [
+    # issue 19 item 5: the gaps, each with the setting that shows it (bench/repro_gaps.py has the ablations).
+    Setting("mfogd-mnist-d800", "mfogd", "mnist-test", {"n_components": 800, "sigma": 8.0, "scaled": False},
+            "online_mistake_rate", 0.118, "Lu et al. 2016, Table 7", paper_std=0.002, runs=20, tolerance=0.005,
+            tune={"eta": [0.002, 0.001, 0.0005, 0.0002]}, tuned={"eta": 0.0005},
+            note="D = rho_f B = 4 x 200 (Table 7), eta on a finer grid than the paper's (0.0005 is between its points)"),
+    Setting("nogd-a9a-k100", "nogd", "a9a+a9a.t", {"budget": 100, "rank": 100, "sigma": 8.0, "eta": 0.2},
+            "online_mistake_rate", 0.174, "Lu et al. 2016, Table 5", paper_std=0.002, runs=20, tolerance=0.015,
+            note="k = B instead of 0.2 B: every landmark direction kept"),
+    Setting("rf_oks_pp-code-a9a", "rf_oks_pp", "a9a", {"loss": "logistic", "n_components": 400, "tuning": "released_code"},
+            "online_mistake_rate", 0.1728, "Li & Liao 2022, Table 2", paper_std=0.0029, runs=3, tolerance=0.01,
+            note="the released logistic script's constant (overwritten inside its loop): far less exploration"),
+]
+
+SPEC_ROWS_WITHOUT_SETTING = {
+    ("oks.md", "Raker"): "okl's raker is the regression learner of spec/omkl_gf.md; the OKS table's classification Raker is not built",
+    ("omkl_gf.md", "OMKR"): "OMKR (Sahoo et al. 2014, no random features) is not built",
+    ("dsg.md", "synthetic"): "no number (the paper shows the O(1/t) convergence in a figure)",
+    ("dsg.md", "MNIST-8M 8 vs 6"): "issue 19 items 1-2 (DSG on MNIST-8M)",
+    ("dsg.md", "MNIST-8M"): "issue 19 items 1-2 (DSG on MNIST-8M)",
+    ("dsg.md", "MolecularSpace"): "issue 19 item 3",
+}
+"""Rows of the spec tables that have no setting here, and why (checked against the spec by the tests)."""
 
 
 @dataclasses.dataclass
@@ -225,27 +381,50 @@ class Outcome:
                 "curve": {"n": self.curve_n, "value": self.curve_value}}
 
 
-def _skip_reason(setting: Setting, data_root: str) -> str | None:
+def _skip_reason(setting: Setting, data_root: str, data_paths: dict[str, str]) -> str | None:
     if setting.learner not in learner_names():
         return f"learner {setting.learner!r} not in okl_core.learner_names() yet"
     for name in filter(None, (setting.data, setting.test)):
-        if not available(name, data_root):
-            return f"data set {name!r} not found under {data_root} ({', '.join(DATASETS[name].files)})"
+        if not available(name, data_root, data_paths.get(name)):
+            spec = DATASETS[name]
+            where = (f"--data {name}={data_paths[name]} is neither an okl data set nor its files" if name in data_paths else
+                     f"not found under {data_root} ({', '.join(spec.files)})" if spec.files else
+                     f"no okl data set given (--data {name}=PATH)")
+            return f"data set {name!r} {where}; get it from {spec.source}"
     return None
 
 
+def parse_data_paths(items: list[str] | None) -> dict[str, str]:
+    """``NAME=PATH`` items of ``--data`` as a dict; a clear error for an unknown name or a bad item."""
+    paths: dict[str, str] = {}
+    for item in items or ():
+        name, sep, path = item.partition("=")
+        if not sep or not path:
+            raise ValueError(f"--data {item!r}: expected NAME=PATH")
+        if name not in DATASETS:
+            raise ValueError(f"--data {item!r}: unknown data set {name!r} (known: {', '.join(sorted(DATASETS))})")
+        paths[name] = path
+    return paths
+
+
 def run_setting(setting: Setting, data_root: str, client=None, runs: int | None = None, out_dir: str | None = None,
-                progress=None, use_tuned: bool = False) -> Outcome:
+                progress=None, use_tuned: bool = False, data_paths: dict[str, str] | None = None) -> Outcome:
     """Run one setting (tuning first if it has a grid); never raises for a failing learner.
 
     ``use_tuned`` skips the tuning and uses the setting's recorded ``tuned`` values.
+    ``data_paths`` (``--data NAME=PATH``) points data sets at a user's copy
+    (:func:`okl_experiments.data.real_source`).
     """
-    reason = _skip_reason(setting, data_root)
+    data_paths = data_paths or {}
+    reason = _skip_reason(setting, data_root, data_paths)
     if reason:
         return Outcome(setting, "skipped", reason)
     started = time.perf_counter()
-    train = real_source(setting.data, data_root)
-    test = real_source(setting.test, data_root) if setting.test else None
+    try:
+        train = real_source(setting.data, data_root, data_paths.get(setting.data))
+        test = real_source(setting.test, data_root, data_paths.get(setting.test)) if setting.test else None
+    except (ValueError, OSError) as err:  # a user's file that does not parse: this setting fails, the others run
+        return Outcome(setting, "error", str(err), seconds=time.perf_counter() - started)
     sub = (lambda name: os.path.join(out_dir, setting.key, name)) if out_dir else (lambda name: None)
     base, tune = setting.params, setting.tune
     if use_tuned and setting.tuned:
@@ -278,29 +457,48 @@ def run_setting(setting: Setting, data_root: str, client=None, runs: int | None 
 
 
 def table(outcomes: list[Outcome]) -> str:
-    """Markdown: ours next to the paper's number (percent for error metrics) and the difference."""
-    head = ["setting", "learner", "data", "metric", "ours (%)", "runs", "paper (%)", "diff (points)", "time (s)", "source / note"]
+    """Markdown: ours next to the paper's number and the difference (error rates in percent and points)."""
+    head = ["setting", "learner", "data", "metric", "ours", "runs", "paper", "diff", "time (s)", "source / note"]
     rows = []
     for o in outcomes:
         s = o.setting
         data = s.data + (f" -> {s.test}" if s.test else "")
         if o.status == "ok":
-            rows.append([s.key, s.learner, data, s.metric, percent(o.mean, o.std), str(o.runs), percent(s.paper, s.paper_std),
-                         f"{100 * o.diff:+.2f}", f"{o.seconds:.0f}", "; ".join(filter(None, [s.source, s.note]))])
+            rows.append([s.key, s.learner, data, s.metric, _value(s.metric, o.mean, o.std), str(o.runs), _paper(s),
+                         "" if math.isnan(o.diff) else _value(s.metric, o.diff, sign=True), f"{o.seconds:.0f}", "; ".join(filter(None, [s.source, s.note]))])
         else:
-            rows.append([s.key, s.learner, data, s.metric, o.status, "", percent(s.paper, s.paper_std), "", "", o.reason])
+            rows.append([s.key, s.learner, data, s.metric, o.status, "", _paper(s), "", "", o.reason])
     return markdown_table(head, rows)
 
 
+def _paper(s: Setting) -> str:
+    """The paper's number as the table shows it (``figure`` where the paper gives none)."""
+    return "figure" if math.isnan(s.paper) else _value(s.metric, s.paper, s.paper_std)
+
+
+def _value(metric: str, value: float, std: float | None = None, sign: bool = False) -> str:
+    """Error rates in percent (two decimals), other metrics (MSE, MAE) as they are (five digits)."""
+    if metric.endswith("mistake_rate"):
+        return f"{100 * value:+.2f}" if sign else percent(value, std)
+    return f"{value:+.5g}" if sign else mean_std_text(value, std, digits=5)
+
+
 def settings_lines() -> list[str]:
-    """One line per setting: key, learner, data, metric, the paper's number, parameters, tuning grid."""
-    return [f"{s.key:16s} {s.learner:9s} {s.data:10s} {s.metric:13s} paper {percent(s.paper, s.paper_std):>14s}  "
-            f"{json.dumps(s.params)}{'  tune ' + json.dumps(s.tune) if s.tune else ''}  [{s.source}]" for s in SETTINGS]
+    """One line per setting (key, learner, data, metric, the paper's number, parameters, tuning grid), then
+    one per data set (kind, task, conversion, files, where to get them)."""
+    settings = [f"{s.key:26s} {s.learner:13s} {s.data:14s} {s.metric:19s} paper {_paper(s):>14s}  "
+                f"{json.dumps(s.params)}{'  tune ' + json.dumps(s.tune) if s.tune else ''}  [{s.source}]" for s in SETTINGS]
+    data = [f"{name:14s} {spec.kind:6s} {spec.task:10s} features {spec.feature_map:10s} target {spec.target_map:10s} "
+            f"{', '.join(spec.files) or '(okl data set only)'}  <- {spec.source}" for name, spec in DATASETS.items()]
+    return settings + ["", "data sets (--data NAME=PATH):"] + data
 
 
 def reproduce(keys: list[str] | None = None, data_root: str = DEFAULT_DATA_ROOT, client=None, runs: int | None = None,
-              out_dir: str | None = None, progress=None, use_tuned: bool = False) -> list[Outcome]:
-    """Run the settings named in ``keys`` (keys or learner names; all when None) and return their outcomes."""
+              out_dir: str | None = None, progress=None, use_tuned: bool = False,
+              data_paths: dict[str, str] | None = None) -> list[Outcome]:
+    """Run the settings named in ``keys`` (keys or learner names; all when None) and return their outcomes.
+
+    ``data_paths``: ``--data NAME=PATH`` (:func:`run_setting`)."""
     chosen = SETTINGS if not keys else [s for s in SETTINGS if s.key in keys or s.learner in keys]
     unknown = sorted(set(keys or ()) - {s.key for s in SETTINGS} - {s.learner for s in SETTINGS})
     if unknown:
@@ -310,7 +508,7 @@ def reproduce(keys: list[str] | None = None, data_root: str = DEFAULT_DATA_ROOT,
         if progress is not None:
             print(f"== {setting.key}", file=progress, flush=True)
         outcomes.append(run_setting(setting, data_root, client=client, runs=runs, out_dir=out_dir, progress=progress,
-                                    use_tuned=use_tuned))
+                                    use_tuned=use_tuned, data_paths=data_paths))
     return outcomes
 
 

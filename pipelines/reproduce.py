@@ -6,11 +6,14 @@ Example::
     python -m pipelines.reproduce --only fogd-a9a,mfogd-mnist --runs 5
     python -m pipelines.reproduce --list               # the settings table
     python -m pipelines.reproduce --only dsg-mnist8m-8v6 --slice --work /tmp/okl-scale   # a slice through Beam
+    python -m pipelines.reproduce --only fogd-ijcnn1 --data ijcnn1=~/data/ijcnn1/   # your copy of a data set
 
 The command line of :mod:`okl_experiments.reproduction` (the settings table, tuning, how
 a setting runs): every setting whose learner exists and whose data files are under
-``--data_root`` (default ``../shared/data``, or ``$OKL_SHARED_DATA``) runs on a
-LocalCluster (or ``--scheduler``); the table prints ours next to the paper's number.
+``--data_root`` (default ``../shared/data``, or ``$OKL_SHARED_DATA``) or given with
+``--data NAME=PATH`` (a prepared okl data set, or the raw file(s) read with the conversion
+the spec names) runs on a LocalCluster (or ``--scheduler``); the table prints ours next to
+the paper's number, and each setting whose data is missing as skipped with where to get it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import sys
 import tempfile
 
 from okl_experiments.at_scale import SCALE_SETTINGS, ScaleOutcome, run_scale_setting, scale_lines, scale_table
-from okl_experiments.reproduction import DEFAULT_DATA_ROOT, Outcome, reproduce, settings_lines, table, write_outcomes
+from okl_experiments.reproduction import (DEFAULT_DATA_ROOT, Outcome, parse_data_paths, reproduce, settings_lines, table,
+                                         write_outcomes)
 from okl_experiments.runs import dask_client
 from pipelines.cli import Parser, deprecate, main, prog
 
@@ -33,6 +37,9 @@ def build_parser() -> Parser:
     p = Parser(prog=prog("reproduce"), description=__doc__.split("\n\n")[0])
     p.add_argument("--data_root", default=os.environ.get("OKL_SHARED_DATA", DEFAULT_DATA_ROOT),
                    help="directory holding a9a/ and mnist/ (default ../shared/data or $OKL_SHARED_DATA)")
+    p.add_argument("--data", action="append", metavar="NAME=PATH",
+                   help="data set NAME (see --list) from PATH: a prepared okl data set, a raw file, comma-separated files "
+                        "or a directory holding them (repeatable)")
     p.add_argument("--only", help="comma-separated setting keys or learner names (default: all)")
     p.add_argument("--runs", type=int, help="permutations per setting (default: each setting's own)")
     p.add_argument("--list", action="store_true", help="print the settings table and exit")
@@ -65,9 +72,10 @@ def run(argv: list[str] | None = None) -> list[Outcome]:
         if not keys:
             return []
     try:
+        data_paths = {name: os.path.expanduser(path) for name, path in parse_data_paths(args.data).items()}
         with dask_client(args.scheduler, args.num_workers) as client:
             outcomes = reproduce(keys, args.data_root, client, args.runs, args.output, None if args.quiet else sys.stderr,
-                                 use_tuned=args.no_tune)
+                                 use_tuned=args.no_tune, data_paths=data_paths)
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"{prog('reproduce')}: error: {err}") from None
     print(table(outcomes))

@@ -33,11 +33,11 @@ from okl_core.state import parse_version
 from okl_experiments.metrics import headline
 from pipelines.common import UsageError, pipeline_options, use_local_prism
 from pipelines.job import TrainJob, TrainResult, counters
-from transforms.inference import read_bytes
 from transforms.streaming import (
     MergeSnapshots, ReadParquetFiles, StreamTrainOnline, VersionNotices, WatchParquet, WriteDeadLetterFiles, WriteModelVersions,
     WriteSnapshotRecords, newest_version,
 )
+from transforms.read import read_bytes
 from transforms.train import LearnerSpec
 
 __all__ = ["watch_pattern", "initial_model", "check_streaming_args", "build_streaming_graph", "streaming_pipeline",

@@ -30,15 +30,13 @@ from typing import Any, Iterable, Optional, Sequence
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.parquetio import WriteToParquetBatched
 from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, ModelMetadata, PredictionResult, RunInference
 
 import okl_core
 from okl_core.learners.base import labels_from_scores
-from okl_core.state import MAX_MODEL_BYTES, read_model_file
 from okl_experiments.progress import Heartbeat
-from transforms.read import is_remote
+from transforms.read import is_remote, read_bytes  # noqa: F401 (read_bytes: part of this module's API)
 
 __all__ = ["OklModel", "OklModelHandler", "WatchModelVersions", "WritePredictions", "prediction_schema", "read_bytes"]
 
@@ -49,31 +47,6 @@ class OklModel:
 
     learner: okl_core.Learner
     state: Any
-
-
-def read_bytes(path: str, max_bytes: int = MAX_MODEL_BYTES) -> bytes:
-    """Read a model file, local or through Beam's FileSystems, never more than ``max_bytes``.
-
-    A local path must be a regular file (:func:`okl_core.state.read_model_file`: a device
-    or a FIFO would never end); a remote object is read in 1 MiB pieces up to the limit.
-
-    Raises
-    ------
-    okl_core.ModelFileError
-        A local path that is not a regular file, or more than ``max_bytes``.
-    """
-    if not is_remote(path):
-        return read_model_file(path, max_bytes)
-    parts: list[bytes] = []
-    total = 0
-    with FileSystems.open(path, compression_type="uncompressed") as f:
-        while total <= max_bytes:
-            part = f.read(1 << 20)
-            if not part:
-                return b"".join(parts)
-            parts.append(part)
-            total += len(part)
-    raise okl_core.ModelFileError(f"{path}: more than the limit of {max_bytes} bytes for a model file")
 
 
 class OklModelHandler(ModelHandler[np.ndarray, PredictionResult, OklModel]):

@@ -37,9 +37,10 @@ from apache_beam.metrics import Metrics
 from okl_core.data.layout import INFO_FILE, DatasetInfo, check_listing, check_shard, one_line, open_dataset
 from okl_core.data.plan import StreamPlan
 from okl_core.data.validate import check_rows, unreadable_rows
+from okl_core.state import MAX_MODEL_BYTES, ModelFileError, read_model_file
 from transforms.elements import BatchPiece, PieceRef
 
-__all__ = ["DatasetSource", "ReadShards", "RowGroupReader", "piece_refs", "is_remote", "open_binary", "METRICS_NAMESPACE"]
+__all__ = ["DatasetSource", "ReadShards", "RowGroupReader", "piece_refs", "is_remote", "open_binary", "read_bytes", "METRICS_NAMESPACE"]
 
 METRICS_NAMESPACE = "okl"
 
@@ -54,6 +55,31 @@ def open_binary(path: str):
     if is_remote(path):
         return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
     return path
+
+
+def read_bytes(path: str, max_bytes: int = MAX_MODEL_BYTES) -> bytes:
+    """Read a model file, local or through Beam's FileSystems, never more than ``max_bytes``.
+
+    A local path must be a regular file (:func:`okl_core.state.read_model_file`: a device
+    or a FIFO would never end); a remote object is read in 1 MiB pieces up to the limit.
+
+    Raises
+    ------
+    okl_core.ModelFileError
+        A local path that is not a regular file, or more than ``max_bytes``.
+    """
+    if not is_remote(path):
+        return read_model_file(path, max_bytes)
+    parts: list[bytes] = []
+    total = 0
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        while total <= max_bytes:
+            part = f.read(1 << 20)
+            if not part:
+                return b"".join(parts)
+            parts.append(part)
+            total += len(part)
+    raise ModelFileError(f"{path}: more than the limit of {max_bytes} bytes for a model file")
 
 
 def _remote_dataset(path: str) -> tuple[DatasetInfo, list[str]]:

@@ -100,7 +100,7 @@ class _FoldShard(beam.DoFn):
         total = Prequential(self.learner.task)
         pending: dict[int, list[BatchPiece | PieceRef]] = {}
         next_seq, seconds, read_seconds, most_waiting, diverged_at = 0, 0.0, 0.0, 0, None
-        started = time.time()
+        started, cpu_began = time.time(), time.process_time()
         heartbeat = Heartbeat(self.progress_dir, f"shard-{shard}-r{self.round}")  # live progress (no-op without a folder)
         for piece in pieces:
             if piece.shard != shard or piece.round != self.round or not 0 <= piece.seq < len(expected):
@@ -136,6 +136,9 @@ class _FoldShard(beam.DoFn):
         summary = {
             "shard": shard, "round": self.round, "batches": len(expected), "rows": total.n,
             "train_seconds": seconds, "read_seconds": read_seconds, "started": started, "finished": time.time(),
+            # CPU of the worker process while the step ran (reading ahead and Beam's threads too): the
+            # benchmark's noise-robust measure of the pipeline's work per row against the bare fold's.
+            "cpu_seconds": time.process_time() - cpu_began,
             "online": total.to_dict(), "diverged_at": diverged_at,
         }
         yield shard, okl_core.model_bytes(self.learner, state), json.dumps(summary, sort_keys=True)

@@ -69,18 +69,27 @@ def widen_row(Z, i, z):
 
 
 @njit(cache=True)
-def fold_weights(kind, eta, eps, Z, w, y, scores, start):
-    """Weights ``w`` (k,) on feature rows ``Z``: ``f = z . w``, ``w += coef z`` (a scalar rule)."""
+def fold_weights(kind, eta, eps, Z, w, y, scores, start, G, step_eta, delta):
+    """Weights ``w`` (k,) on feature rows ``Z``: ``f = z . w``, then a scalar rule's step.
+
+    ``G`` empty: the constant step, ``w += coef z``. Otherwise AdaGrad (``AdaGradRows``): the
+    rule (coded with ``eta = 1``) gives ``u``, and :func:`adagrad_step` with ``step_eta``
+    updates ``G`` (k,) and ``w``.
+    """
     k = Z.shape[1]
     z = np.empty(k)
+    adagrad = G.shape[0] > 0
     for i in range(start, y.shape[0]):
         widen_row(Z, i, z)
         f = np.dot(z, w)
         scores[i] = f
         update, coef = scalar_coefficient(kind, eta, eps, f, y[i])
         if update:
-            for j in range(k):
-                w[j] += coef * z[j]
+            if adagrad:
+                adagrad_step(step_eta, delta, coef, z, w, G)
+            else:
+                for j in range(k):
+                    w[j] += coef * z[j]
     return y.shape[0]
 
 
@@ -119,4 +128,32 @@ def fold_multiclass(eta, Z, W, class_rows, y, scores, start):
             for j in range(k):
                 for c in range(coef.shape[0]):
                     W[j, c] += z[j] * coef[c]
+    return y.shape[0]
+
+
+@njit(cache=True)
+def adagrad_step(eta, delta, u, z, w, G):
+    """``G += (u z)^2``, ``w += eta (u z) / (delta + sqrt(G))`` elementwise, as numpy does."""
+    for j in range(z.shape[0]):
+        g = u * z[j]
+        G[j] += g * g
+        w[j] += (eta * g) / (delta + np.sqrt(G[j]))
+
+
+@njit(cache=True)
+def fold_multiclass_adagrad(eta, delta, Z, W, G, y, scores, start):
+    """MFOGD's multiclass rule (``W`` (C, k), one row per class) with AdaGrad steps: an
+    update adds ``eta z / (delta + sqrt(G[y]))`` to ``W[y]`` and subtracts
+    ``eta z / (delta + sqrt(G[s]))`` from ``W[s]``, each after adding ``z^2`` to its ``G`` row."""
+    k = W.shape[1]
+    z = np.empty(k)
+    for i in range(start, y.shape[0]):
+        widen_row(Z, i, z)
+        f = np.dot(W, z)
+        scores[i, :] = f
+        s = rival(f, y[i])
+        if s < 0:
+            continue
+        adagrad_step(eta, delta, 1.0, z, W[y[i]], G[y[i]])
+        adagrad_step(eta, delta, -1.0, z, W[s], G[s])
     return y.shape[0]

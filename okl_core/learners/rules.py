@@ -12,6 +12,10 @@ with the current model, record the score, let the rule decide, and add the coeff
 before the next row. What "score" and "add" mean is the model's (a :class:`RowModel`):
 weights on precomputed features, a growing support set, NOGD's budgeted expansion.
 
+:class:`AdaGradRows` is the same model with per-coordinate AdaGrad steps (the learners'
+``step='adagrad'``, :class:`StepConfig`): the rule, built with ``eta = 1``, decides and
+gives the loss derivative, and the model scales each coordinate's step.
+
 A model may also offer the same fold compiled (a ``compiled_fold`` method, as
 :class:`LinearRows` does): :func:`fold` then runs it for the rules of this module, with
 the same bytes (:mod:`okl_core.learners.compiled`).
@@ -40,6 +44,9 @@ __all__ = [
     "Rule",
     "RowModel",
     "LinearRows",
+    "AdaGradRows",
+    "StepConfig",
+    "ADAGRAD_DELTA",
     "fold",
     "rule_code",
     "output_shape",
@@ -130,10 +137,53 @@ class LinearRows:
         if not (_float64_c(w) and _float64_c(scores) and Z.ndim == 2):
             return None
         if w.ndim == 1 and kind != MULTICLASS:
-            return int(jit.fold_weights(kind, eta, eps, Z, w, y, scores, start))
+            return int(jit.fold_weights(kind, eta, eps, Z, w, y, scores, start, _NO_ACCUMULATOR, 0.0, 0.0))
         if w.ndim == 2 and kind == MULTICLASS:
             return int(jit.fold_multiclass(eta, Z, w, False, y, scores, start))
         return None
+
+
+ADAGRAD_DELTA = 1e-8
+"""AdaGrad's ``delta`` (Duchi, Hazan & Singer 2011): the step of coordinate ``j`` is
+``eta / (delta + sqrt(G_j))``; it only keeps a coordinate whose gradients were all zero
+finite (no step there)."""
+
+
+class AdaGradRows(LinearRows):
+    """Weights ``w`` (k,) on feature rows ``Z`` learned with per-coordinate AdaGrad steps.
+
+    The rule is built with ``eta = 1``, so its coefficient ``u`` is the negative loss
+    derivative (hinge ``y``, regression ``y - f``); the gradient is ``g = -u z``.
+    Diagonal AdaGrad without a regularizer (Duchi, Hazan & Singer 2011, the diagonal
+    composite mirror descent update with ``phi = 0``)::
+
+        G_j += (u z_j)^2
+        w_j += eta (u z_j) / (delta + sqrt(G_j))
+
+    ``G`` (k,) is updated in place with ``w``. Compiled: ``_jit_folds.fold_weights`` given ``G``.
+    """
+
+    __slots__ = ("G", "eta")
+
+    def __init__(self, w: np.ndarray, G: np.ndarray, Z: np.ndarray, eta: float):
+        super().__init__(w, Z)
+        self.G, self.eta = G, float(eta)
+
+    def add(self, i: int, coef: Any) -> bool:
+        g = coef * self._z
+        self.G += g * g
+        self.w += (self.eta * g) / (ADAGRAD_DELTA + np.sqrt(self.G))
+        return False
+
+    def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
+        """:func:`fold` of this model in compiled code (None: not this shape, use the loop)."""
+        kind, _, eps = code  # the rule's eta is 1 (its coefficient is u)
+        if not (self.G.size and self.w.ndim == 1 and kind != MULTICLASS and all(_float64_c(a) for a in (self.w, self.G, scores)) and self.Z.ndim == 2):
+            return None
+        return int(jit.fold_weights(kind, 1.0, eps, self.Z, self.w, y, scores, start, self.G, self.eta, ADAGRAD_DELTA))
+
+
+_NO_ACCUMULATOR = np.zeros(0)  # the compiled fold's "constant step" (no AdaGrad sums)
 
 
 def _float64_c(a: np.ndarray) -> bool:
@@ -183,6 +233,22 @@ class RegressionRuleConfig(CheckedConfig):
         check_positive("eta", self.eta)
         check_nonnegative("eps", self.eps)
         check_choice("threshold", self.threshold, {"absolute", "squared"})
+
+
+STEPS = ("constant", "adagrad")
+"""Step rules of the random-feature learners: the papers' constant ``eta``, or AdaGrad."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepConfig(CheckedConfig):
+    """The step rule: ``'constant'`` (the papers' ``eta``, default) or ``'adagrad'``
+    (per-coordinate ``eta / (delta + sqrt(G_j))``, :class:`AdaGradRows`)."""
+
+    step: str = "constant"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("step", self.step, STEPS)
 
 
 # numba's on-disk cache is keyed by _jit_folds.py alone and freezes these values into the

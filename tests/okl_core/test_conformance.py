@@ -32,6 +32,24 @@ def test_conformance(name, check):
     check(build(name))
 
 
+# Options that change a learner's state or fold: the whole suite runs on them too.
+OPTION_CASES = [("fogd", {"step": "adagrad"}), ("mfogd", {"step": "adagrad"}), ("fogd_r", {"step": "adagrad"})]
+OPTION_IDS = [f"{n}-" + ",".join(f"{k}={v}" for k, v in p.items()) for n, p in OPTION_CASES]
+
+
+@pytest.mark.parametrize("check", PER_LEARNER_CHECKS, ids=lambda c: c.__name__.removeprefix("check_"))
+@pytest.mark.parametrize(("name", "params"), OPTION_CASES, ids=OPTION_IDS)
+def test_conformance_of_options(name, params, check):
+    check(build(name, **params))
+
+
+@pytest.mark.parametrize(("name", "params"), OPTION_CASES, ids=OPTION_IDS)
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n_rows=st.integers(min_value=0, max_value=40), seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_save_load_round_trip_of_options(name, params, n_rows, seed):
+    testing.check_round_trip(build(name, **params), n_rows=(n_rows,), seed=seed)
+
+
 @pytest.mark.parametrize("name", NAMES)
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n_rows=st.integers(min_value=0, max_value=40), seed=st.integers(min_value=0, max_value=2**32 - 1))
@@ -115,7 +133,7 @@ LINEAR_IN_PARAMETERS = {"fogd": {}, "mfogd": {}, "fogd_r": {}, "dsg": {}}
 # DSG also with strong decay (the lazy scale is far from 1) and the averaged iterate.
 # DSG's exact function-space checks use float64 features; its default float32 predictions
 # add rounding of ~1e-7 relative (the float32 case, with a float32 tolerance).
-LINEARITY_CASES = [(n, {}) for n in LINEAR_IN_PARAMETERS] + [
+LINEARITY_CASES = [(n, {}) for n in LINEAR_IN_PARAMETERS] + [(n, {"step": "adagrad"}) for n in ("fogd", "mfogd", "fogd_r")] + [
     ("dsg", {"nu": 0.05, "precision": "float64"}),
     ("dsg", {"nu": 0.05, "averaged": True, "precision": "float64"}),
     ("dsg", {"nu": 1e-3, "averaged": True, "precision": "float64"}),

@@ -284,7 +284,8 @@ def test_a_model_over_the_size_limit_is_refused_before_reading(tmp_path):
     size = path.stat().st_size
     with pytest.raises(ModelFileError, match=f"{size} bytes, more than the limit of 1000 bytes for a model file"):
         okl_core.load_model(path, max_bytes=1000)
-    with pytest.raises(ModelFileError, match="its arrays declare 766 bytes, more than the limit of 300 bytes"):
+    # 786 bytes: the header (fogd's config, with "step": "constant" since the option) and w
+    with pytest.raises(ModelFileError, match="its arrays declare 786 bytes, more than the limit of 300 bytes"):
         okl_core.model_from_bytes(path.read_bytes(), source="m", max_bytes=300)
 
 
@@ -357,11 +358,8 @@ def test_loaded_arrays_are_writable_copies(tmp_path):
     np.testing.assert_array_equal(loaded.w, state.w)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data())
-def test_random_damage_never_escapes_as_another_exception(data):
-    """Byte flips, truncations and insertions anywhere: a model or a ModelFileError, nothing else."""
-    good = _good()
+def _damage(data, good: bytes) -> bytes:
+    """Byte flips, truncations and insertions anywhere in ``good`` (hypothesis draws)."""
     damaged = bytearray(good)
     for _ in range(data.draw(st.integers(1, 4))):
         action = data.draw(st.sampled_from(["flip", "cut", "insert"]))
@@ -372,8 +370,16 @@ def test_random_damage_never_escapes_as_another_exception(data):
             del damaged[at : at + data.draw(st.integers(1, 64))]
         else:
             damaged[at:at] = data.draw(st.binary(min_size=1, max_size=16))
+    return bytes(damaged)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_damage_never_escapes_as_another_exception(data):
+    """Byte flips, truncations and insertions anywhere: a model or a ModelFileError, nothing else."""
+    damaged = _damage(data, _good())
     try:
-        learner, state = okl_core.model_from_bytes(bytes(damaged), source="damaged")
+        learner, state = okl_core.model_from_bytes(damaged, source="damaged")
     except ModelFileError as err:
         assert str(err).startswith("damaged: ") and "\n" not in str(err)
     else:
@@ -419,3 +425,48 @@ def test_a_config_inflating_a_filled_state_is_refused_without_building_it(tmp_pa
     path.write_bytes(_set_header(data, header))
     peak = _peak_while_refused(path, r"array 'gram' has dtype/shape float64\(10, 10\), expected float64\(230230, 230230\)")
     assert peak < 64 << 20  # the basis's exponent table (r x d, ~18 MB); the identity would be 424 GB
+
+
+# -- raw state bytes (a job's working copy: streaming shards' Beam state) -------------------------
+@pytest.mark.parametrize("name", okl_core.learner_names())
+def test_raw_state_bytes_round_trip_every_learner_bit_for_bit(name):
+    from okl_core.state import raw_state_bytes, state_from_raw_bytes
+    from okl_core.testing import conformance_learner
+
+    learner = conformance_learner(name)
+    X, y = tiny_problem(learner.task, learner.config.n_inputs, n=40, n_classes=getattr(learner.config, "n_classes", None) or 3)
+    for state in (learner.init(), learner.update(learner.init(), X, y)[0]):
+        back = state_from_raw_bytes(learner, raw_state_bytes(learner, state))
+        assert model_bytes(learner, back) == model_bytes(learner, state)
+        assert all(a.flags.writeable and a.flags.c_contiguous for a in back)
+
+
+def test_raw_state_bytes_keep_non_finite_values_and_refuse_other_learners_and_damage():
+    from okl_core.state import raw_state_bytes, state_from_raw_bytes
+
+    learner, state = _trained()
+    state = state._replace(w=np.where(np.arange(state.w.size) == 3, np.nan, state.w).reshape(state.w.shape))
+    data = raw_state_bytes(learner, state)
+    assert np.isnan(state_from_raw_bytes(learner, data).w[3])
+    other = okl_core.make_learner("fogd", n_inputs=4, n_components=32, sigma=1.0)
+    with pytest.raises(ModelFileError, match=r"^shard 0: .*expected"):
+        state_from_raw_bytes(other, data, source="shard 0")  # 32 features, not 16
+    with pytest.raises(ModelFileError, match="declares"):
+        state_from_raw_bytes(learner, data[:-8], source="shard 0")
+    with pytest.raises(ModelFileError, match="not raw okl state"):
+        state_from_raw_bytes(learner, model_bytes(learner, state), source="shard 0")
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_random_damage_to_raw_state_ends_in_a_state_or_model_file_error(data):
+    from okl_core.state import raw_state_bytes, state_from_raw_bytes
+
+    learner, state = _trained()
+    damaged = _damage(data, raw_state_bytes(learner, state))
+    try:
+        back = state_from_raw_bytes(learner, damaged, source="damaged")
+    except ModelFileError as err:
+        assert str(err).startswith("damaged: ") and "\n" not in str(err)
+    else:
+        assert back.w.shape == state.w.shape

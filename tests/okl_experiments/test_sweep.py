@@ -91,7 +91,7 @@ def test_best_config_is_valid_for_make_learner_and_reproduces_the_point(client, 
     assert best["rank_by"] == {"metric": "online_mistake_rate", "mean": best_row["online_mistake_rate_mean"], "std": best_row["online_mistake_rate_std"]}
     learner = okl_core.make_learner(best["learner"], **best["params"])
     assert best["params"] == {"n_inputs": 5, "n_components": 32, "kernel": "gaussian", "sigma": best["params"]["sigma"],
-                              "seed": 0, "block_size": 256, "scaled": False, "eta": 0.1}
+                              "seed": 0, "block_size": 256, "scaled": False, "eta": 0.1, "step": "constant"}
     online, _ = _serial(best["params"], X, y, 2)
     assert min(r["online_mistake_rate_mean"] for r in result.rows) == mean_std(online)[0]
     assert learner.task == "binary"

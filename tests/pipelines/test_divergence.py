@@ -102,6 +102,7 @@ def test_omkl_gf_with_a_huge_step_finishes(tmp_path):
     params = ["--learner", "omkl_gf", "--param", "n_components=8", "--eta", "1e6", "--batch_rows", "250"]
     result = _train(tmp_path, X, y, "regression", *params, shards=1)
     assert result.metrics["diverged"] == {"per_shard": [{"shard": 0, "round": 0, "batch": 1, "row": 250}],
-                                          "merged": {"shard": 0, "round": 0, "batch": 1, "row": 250, "non_finite_arrays": ["theta", "log_w"]}}
+                                          "merged": {"shard": 0, "round": 0, "batch": 1, "row": 250,
+                                                     "non_finite_arrays": ["theta", "log_w", "sq_error"]}}
     assert [b["diverged"] for b in result.metrics["batches"]] == [False, True, True, True]
     assert result.metrics["rows"]["trained"] == 1000

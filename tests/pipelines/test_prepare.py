@@ -172,7 +172,10 @@ def test_mnist8m_shards_report_rows_as_they_write_them(tmp_path, monkeypatch):
     (tmp_path / "stage").mkdir()
     (tmp_path / "beats").mkdir()
     plan = ShardPlan(450, 300)
-    with beam.Pipeline() as p:
+    # The FnApiRunner, not Beam's default: from Beam 2.68 its DirectRunner tries Prism first,
+    # whose process-wide job server then keeps this pipeline's options (no --prism_location)
+    # for every later Prism job of the test session.
+    with beam.Pipeline(runner="apache_beam.runners.portability.fn_api_runner.FnApiRunner") as p:
         _ = p | beam.Create([0, 1]) | WriteMnist8mShards(str(tmp_path / "stage"), base, 3, DeformationConfig().to_dict(), plan,
                                                          batch_rows=100, progress_dir=str(tmp_path / "beats"))
     assert sorted(b for b in beats if b[0] == "shard-0.json") == [("shard-0.json", n, d) for n, d in [(100, False), (200, False), (300, False), (300, True)]]

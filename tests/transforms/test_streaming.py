@@ -8,6 +8,7 @@ restarts, versions never overwritten.
 
 import json
 import os
+import typing
 
 import apache_beam as beam
 import numpy as np
@@ -21,7 +22,7 @@ from okl_core.merge import mix_states
 from okl_core.state import model_versions, version_file_name
 from tests.pipelines.reference import binary_data
 from transforms.elements import BatchPiece, StreamEvent
-from transforms.streaming import MergeSnapshots, StreamTrainOnline, WriteModelVersions
+from transforms.streaming import MergeSnapshots, StreamTrainOnline, WriteModelVersions, _StreamShard
 from transforms.train import LearnerSpec
 
 PARAMS = {"n_inputs": 5, "n_components": 16, "sigma": 1.0, "eta": 0.2}
@@ -350,3 +351,41 @@ def test_restart_picks_the_newest_version_and_continues_numbering(tmp_path):
     assert next_version == 4 and data == okl_core.model_bytes(learner, _fold(learner, X, y, 0, 1))
     data, next_version, source = initial_model(args, learner, str(tmp_path / "empty"))
     assert next_version == 1 and data == okl_core.model_bytes(learner, learner.init())
+
+
+_STATE_READS: list = []
+
+
+class _CountedShard(_StreamShard):
+    """The shard DoFn, counting its reads of Beam state here (the legacy runner's metrics drop later bundles')."""
+
+    def setup(self):
+        super().setup()
+        self.state_reads = type("Tally", (), {"inc": lambda _self, n=1: _STATE_READS.append(n)})()
+
+
+class _PoisonedShard(_CountedShard):
+    """A worker whose kept state is stale after every batch (as after a retried bundle or a moved key):
+    the kept entry is NaN under another token, so using it would change every later byte."""
+
+    def _keep(self, shard, state, model_state, meta):
+        super()._keep(shard, state, model_state, meta)
+        self.live[shard] = ("a token of another write", state._replace(w=np.full_like(state.w, np.nan)))
+
+
+@pytest.mark.parametrize("fn_class", [_CountedShard, _PoisonedShard])
+def test_a_shard_keeps_its_decoded_state_and_reads_the_beam_state_back_when_its_copy_is_stale(fn_class):
+    X, y = binary_data(600)
+    learner = SPEC.build()
+    fn = fn_class(SPEC, okl_core.model_bytes(learner, learner.init()), 2, None, 0.0, _zero)
+    snaps = []
+    _STATE_READS.clear()
+    # The FnApiRunner (Beam's worker code, as on Prism) keeps DoFn instances across bundles; the
+    # legacy runner that plays TestStreams sets up a new one for each, so the input here is bounded.
+    with beam.Pipeline(runner=FnApiRunner()) as pipe:
+        events = pipe | beam.Create(_pieces(X, y, 0, 0, 6), reshuffle=False)
+        _collect(events | beam.ParDo(fn).with_input_types(typing.Tuple[int, StreamEvent]), snaps)
+    snaps.sort(key=lambda s: s[1])
+    assert [s[2] for s in snaps] == [okl_core.model_bytes(learner, _fold(learner, X, y, 0, 2 * (k + 1))) for k in range(3)]
+    # batches 2..6 start from the kept state, or from the raw arrays written to Beam state after the previous one
+    assert len(_STATE_READS) == (0 if fn_class is _CountedShard else 5)

@@ -240,3 +240,37 @@ def test_merge_averages_coefficients_and_log_weights_by_examples_seen():
 def test_invalid_omkl_gf_configs(params):
     with pytest.raises(ValueError):
         okl_core.make_learner("omkl_gf", n_inputs=3, **params)
+
+
+def _first_frozen_example(learner, X, y):
+    state = learner.init()
+    for i in range(len(y)):
+        state, _ = learner.update(state, X[i : i + 1], y[i : i + 1])
+        if bool(state.frozen):
+            return i + 1, state
+    return None, state
+
+
+def test_freeze_on_reads_the_running_mse_or_one_example_error():
+    X, y = regression_stream(n=80)
+    params = dict(n_inputs=3, kernels="gaussian:0.5,gaussian:1,gaussian:2,gaussian:4", n_components=8,
+                  draws_per_node=2, seed=3)
+    free = okl_core.make_learner("omkl_gf", **params)
+    free_state, scores = free.update(free.init(), X, y)
+    errors = (scores - y) ** 2
+    assert float(free_state.sq_error) == pytest.approx(errors.sum(), rel=1e-12)
+    mse = np.cumsum(errors) / np.arange(1, len(y) + 1)
+    # A threshold between the smallest single error and the smallest running MSE: only the per-example reading fires.
+    threshold = float(np.sqrt(errors.min() * mse.min())) if errors.min() > 0 else mse.min() / 2
+    assert errors.min() < threshold < mse.min()
+    for freeze_on, want in (("example", int(np.argmax(errors < threshold)) + 1), ("mse", None)):
+        learner = okl_core.make_learner("omkl_gf", freeze_below=threshold, freeze_on=freeze_on, **params)
+        at, _ = _first_frozen_example(learner, X, y)
+        assert at == want, freeze_on
+    # A threshold the running MSE crosses: the 'mse' reading freezes at the first such example.
+    threshold = float(mse[len(y) // 2]) * 1.0000001
+    learner = okl_core.make_learner("omkl_gf", freeze_below=threshold, freeze_on="mse", **params)
+    at, _ = _first_frozen_example(learner, X, y)
+    assert at == int(np.argmax(mse < threshold)) + 1
+    with pytest.raises(ValueError, match="freeze_on"):
+        okl_core.make_learner("omkl_gf", freeze_on="loss", **params)

@@ -45,3 +45,23 @@ def test_omkl_gf_with_seven_draws_is_close_to_raker_and_one_draw_is_worse(friedm
     assert raker < 0.5 * variance and gf7 < 0.5 * variance
     assert gf7 <= 1.25 * raker, (gf7, raker)
     assert gf1 > 1.5 * gf7, (gf1, gf7)
+
+
+def test_the_per_example_freeze_fires_early_and_the_running_mse_reading_keeps_table_1s_pattern(friedman):
+    """bench/repro_gaps.py omkl_freeze: the spec's per-example reading freezes within the first
+    100 examples; the running-MSE reading (default) never fires here and keeps M = 7 near Raker."""
+    X, y = friedman
+    for seed in (0, 1):
+        learner = okl_core.make_learner("omkl_gf", n_inputs=10, seed=seed, draws_per_node=7, selective_nodes=1,
+                                        freeze_below=1e-4, freeze_on="example")
+        state = learner.init()
+        for t in range(200):
+            state, _ = learner.update(state, X[t : t + 1], y[t : t + 1])
+            if bool(state.frozen):
+                break
+        assert bool(state.frozen) and t < 100, (seed, t)
+    raker = online_mse(friedman, "raker")
+    gf7 = online_mse(friedman, "omkl_gf", draws_per_node=7, selective_nodes=1, freeze_below=1e-4, freeze_on="mse")
+    assert gf7 <= 1.25 * raker, (gf7, raker)
+    learner = okl_core.make_learner("omkl_gf", n_inputs=10, draws_per_node=7, freeze_below=1e-4)
+    assert not bool(learner.update(learner.init(), X, y)[0].frozen)

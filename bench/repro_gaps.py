@@ -1,0 +1,199 @@
+"""Experiments behind the README's reproduction gaps (issue 19, item 5; minutes, not ``make bench``).
+
+``nogd_rank``: NOGD (B = 100, eta = 0.2) on a9a + a9a.t (48,842 rows, binary features) for
+sigma in {0.5, 1, 2, 4, 8} and rank k in {20, 50, 100}: the online mistake rate, and how much
+of the landmark kernel matrix's spectrum the rank keeps (sum of the top k eigenvalues over the
+trace, first permutation). Small sigma against the data's scale (a9a rows are ~3.5 apart)
+makes the landmark matrix near diagonal: every eigenvalue is about 1 and k = 0.2 B keeps a
+fifth of the model.
+
+``omkl_freeze``: OMKL-GF's freeze readings (``freeze_on``) for M = 1, 7, 10, 17 (J = 1).
+
+``rf_oks``: RF-OKS++ (D = 400) on a9a with the scaling / tuning variants.
+
+``dsg_passes``: DSG with the tuned a9a parameters over 1-3 passes.
+
+``mfogd``, ``dsg``: variants of the ``mfogd-mnist-tuned`` and ``dsg-a9a`` settings, run with the
+reproduce protocol (:func:`okl_experiments.reproduction.run_setting`, serial).
+
+Run: ``python bench/repro_gaps.py {nogd_rank,omkl_freeze,rf_oks,mfogd,dsg,dsg_passes} [--runs R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+import okl_core
+from okl_core.evaluation import metric_value, permuted
+from okl_core.kernels import exact_kernel
+from okl_experiments.data import load_real
+
+DATA_ROOT = os.environ.get("OKL_SHARED_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+
+
+def data(name: str):
+    d = load_real(name, os.path.abspath(DATA_ROOT))
+    return d.X, d.y
+
+
+def run_nogd_rank(runs: int) -> None:
+    X, y = data("a9a+a9a.t")
+    print(f"a9a+a9a.t: {len(y)} rows; NOGD B=100 eta=0.2; online mistake rate % (mean +- std over {runs} permutations)")
+    print("| sigma | k | mistake rate % | spectrum kept by k (run 0) | mean off-diagonal K | s/run |")
+    print("|---|---|---|---|---|---|")
+    for sigma in (0.5, 1.0, 2.0, 4.0, 8.0):
+        for rank in (20, 50, 100):
+            rates, seconds, kept, offdiag = [], [], None, None
+            for r in range(runs):
+                Xr, yr = permuted(X, y, 0, r)
+                learner = okl_core.make_learner("nogd", n_inputs=123, budget=100, rank=rank, sigma=sigma, eta=0.2)
+                start = time.process_time()
+                state, scores = learner.update(learner.init(), Xr, yr)
+                seconds.append(time.process_time() - start)
+                rates.append(100.0 * np.mean(learner.to_labels(scores) != yr))
+                if r == 0:
+                    L = np.asarray(state.landmarks, dtype=np.float64)
+                    K = exact_kernel("gaussian", L, L, sigma)
+                    ev = np.sort(np.linalg.eigvalsh(K))[::-1]
+                    kept = ev[:rank].sum() / ev.sum()
+                    offdiag = (K.sum() - np.trace(K)) / (K.size - len(K))
+            std = np.std(rates, ddof=1) if runs > 1 else float("nan")
+            print(f"| {sigma} | {rank} | {np.mean(rates):.2f} +- {std:.2f} | {kept:.2f} | {offdiag:.3f} | {np.mean(seconds):.1f} |",
+                  flush=True)
+
+
+def friedman():
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(n_samples=10_000, n_features=10, noise=1.0, random_state=0)
+    return X.astype(np.float32), (y - y.min()) / (y.max() - y.min())
+
+
+def _omkl_run(X, y, seed: int, M: int, reading: str):
+    """One OMKL-GF pass (J = 1) under a freeze reading; returns (MSE, example at which it froze or None)."""
+    if reading == "raker":
+        learner = okl_core.make_learner("raker", n_inputs=X.shape[1], seed=seed)
+        _, scores = learner.update(learner.init(), X, y)
+        return float(np.mean((scores - y) ** 2)), None
+    freeze = {} if reading == "never" else {"freeze_below": 1e-4, "freeze_on": reading}
+    learner = okl_core.make_learner("omkl_gf", n_inputs=X.shape[1], seed=seed, draws_per_node=M, selective_nodes=1, **freeze)
+    state, froze = learner.init(), None
+    scores = np.empty(len(y))
+    for t in range(len(y)):  # row by row until the graph freezes, then the rest in one call
+        state, scores[t : t + 1] = learner.update(state, X[t : t + 1], y[t : t + 1])
+        if bool(state.frozen):
+            froze = t + 1
+            state, scores[t + 1 :] = learner.update(state, X[t + 1 :], y[t + 1 :])
+            break
+    return float(np.mean((scores - y) ** 2)), froze
+
+
+def run_omkl_freeze(runs: int) -> None:
+    X, y = friedman()
+    print(f"Friedman #1 (10,000 rows, target in [0, 1]); OMKL-GF J=1, paper settings; MSE x 1e-3 over {runs} seeds")
+    print("| reading | M | MSE x 1e-3 (mean +- std) | froze at example (per seed) |")
+    print("|---|---|---|---|")
+    print(_omkl_line(X, y, runs, "raker", 0))
+    for reading in ("never", "example", "mse"):
+        for M in (1, 7, 10, 17):
+            print(_omkl_line(X, y, runs, reading, M), flush=True)
+
+
+def _omkl_line(X, y, runs, reading, M) -> str:
+    out = [_omkl_run(X, y, seed, M, reading) for seed in range(runs)]
+    mse = 1e3 * np.array([o[0] for o in out])
+    return f"| {reading} | {M or '-'} | {mse.mean():.2f} +- {mse.std(ddof=1):.2f} | {[o[1] for o in out]} |"
+
+
+def run_rf_oks(runs: int) -> None:
+    X, y = data("a9a")
+    print(f"a9a: {len(y)} rows; RF-OKS++ D=400 logistic; online mistake rate % over {runs} permutations (paper 17.28 +- 0.29)")
+    print("| features | tuning | mistake rate % | s/run |")
+    print("|---|---|---|---|")
+    scalings = {"as distributed {0, 1}": X, "min-max to [-1, 1] (2x - 1)": 2.0 * X - 1.0}
+    for label, Xs in scalings.items():
+        for tuning in ("paper", "released_code"):
+            rates, seconds = [], []
+            for r in range(runs):
+                Xr, yr = permuted(Xs.astype(np.float32), y, 0, r)
+                learner = okl_core.make_learner("rf_oks_pp", n_inputs=123, seed=r, n_components=400, tuning=tuning)
+                start = time.process_time()
+                _, scores = learner.update(learner.init(), Xr, yr)
+                seconds.append(time.process_time() - start)
+                rates.append(100.0 * np.mean(learner.to_labels(scores) != yr))
+            std = np.std(rates, ddof=1) if runs > 1 else float("nan")
+            print(f"| {label} | {tuning} | {np.mean(rates):.2f} +- {std:.2f} | {np.mean(seconds):.1f} |", flush=True)
+
+
+def _variants(key: str, variants: dict, runs: int) -> None:
+    """Run setting ``key`` of the reproduction table with each variant's parameters (no tuning, ``runs`` permutations)."""
+    import dataclasses
+
+    from okl_experiments.reproduction import SETTINGS, run_setting
+
+    base = next(s for s in SETTINGS if s.key == key)
+    print(f"{key}: {base.metric} % over {runs} permutations (the reproduce protocol), paper {100 * base.paper:.2f}")
+    print("| variant | ours % | paper % | diff |")
+    print("|---|---|---|---|")
+    for label, params in variants.items():
+        setting = dataclasses.replace(base, params={**base.params, **(base.tuned or {}), **params}, tune=None, runs=runs)
+        out = run_setting(setting, os.path.abspath(DATA_ROOT))
+        if out.status != "ok":
+            print(f"| {label} | {out.status}: {out.reason} | | |", flush=True)
+            continue
+        print(f"| {label} | {100 * out.mean:.2f} +- {100 * out.std:.2f} | {100 * base.paper:.2f} | {100 * out.diff:+.2f} |",
+              flush=True)
+
+
+def run_mfogd(runs: int) -> None:
+    """MFOGD on MNIST: Table 7's D = rho_f B = 4 x 200 = 800 frequencies against the 400 of the setting."""
+    _variants("mfogd-mnist-tuned", {f"D={d}, eta={eta}": {"n_components": d, "eta": eta}
+                                    for d in (400, 800) for eta in (0.0005, 0.001, 0.002, 0.005)}, runs)
+
+
+def run_dsg(runs: int) -> None:
+    """DSG on a9a: the averaged iterate and the regularisation against the tuned setting."""
+    _variants("dsg-a9a", {"tuned (theta 1e4, offset 3e3)": {}, "averaged iterate": {"averaged": True},
+                          "nu = 1/n": {"nu": "1/n"}, "nu = 1e-6": {"nu": 1e-6},
+                          "sigma = median / sqrt 2": {"sigma": "0.7071*median"}, "sigma = 2 median": {"sigma": "2*median"}}, runs)
+
+
+def run_dsg_passes(runs: int) -> None:
+    """DSG (the tuned dsg-a9a parameters) trained for 1, 2 and 3 passes over a9a, tested on a9a.t."""
+    from okl_core.evaluation import evaluate
+    from okl_experiments.params import MEDIAN_ROWS
+
+    X, y = data("a9a")
+    Xt, yt = data("a9a.t")
+    sigma = okl_core.median_heuristic(X, n_samples=MEDIAN_ROWS)
+    params = {"loss": "hinge", "sigma": sigma, "nu": 0.01 / len(y), "batch_size": 64, "block_size": 32,
+              "theta": 10000.0, "step_offset": 3000.0}
+    print(f"DSG hinge on a9a (sigma = median = {sigma:.3f}), test error on a9a.t %, {runs} runs; paper 15.3")
+    print("| passes | test error % |")
+    print("|---|---|")
+    for passes in (1, 2, 3):
+        errors = []
+        for r in range(runs):
+            learner = okl_core.make_learner("dsg", n_inputs=123, seed=r, **params)
+            state = learner.init()
+            for p in range(passes):  # pass p: permutation (r, p) of the training rows
+                Xr, yr = permuted(X, y, 1000 * r, p)
+                state, _ = learner.update(state, Xr, yr)
+            errors.append(100.0 * metric_value(evaluate(learner, state, Xt, yt), "error"))
+        print(f"| {passes} | {np.mean(errors):.2f} +- {np.std(errors, ddof=1):.2f} |", flush=True)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("which", choices=["nogd_rank", "omkl_freeze", "rf_oks", "mfogd", "dsg", "dsg_passes"])
+    parser.add_argument("--runs", type=int, default=2, help="permutations / random-feature seeds")
+    args = parser.parse_args(argv)
+    globals()[f"run_{args.which}"](args.runs)
+
+
+if __name__ == "__main__":
+    main()
