@@ -10,6 +10,8 @@ Kinds (each writes Parquet shards + ``dataset.json``, DESIGN.md "Data layout"):
 * ``mnist8m``    the infinite-MNIST generator: deformed base digits, a Beam pipeline over
                  shard ids (any runner; ``--num_workers N`` for local processes)
 * ``molecular``  SMILES + target CSV -> randomly sorted Coulomb matrices (or Morgan bits)
+* ``pca``        an okl data set -> principal components (fitted on a sample; ``--like`` a
+                 projected training set for its test set; the model in ``pca.npz``)
 
 A progress bar is drawn on stderr when it is a terminal (``--progress``/``--quiet`` force
 it on/off); a one-line summary is printed at the end. Bad input stops with a message naming
@@ -123,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--download", action="store_true", help="use the official MNIST training split as the base")
     p.add_argument("--cache_dir", help="download cache (default $OKL_CACHE or ~/.cache/okl)")
     p.add_argument("--base_rows", default=None, metavar="START:STOP", help="use base digits [START, STOP) only (e.g. 0:8000)")
+    p.add_argument("--classes", metavar="D,D,...", help="keep only base digits of these labels, in class order (two: negative,positive -> binary -1/+1, e.g. 6,8 for 8 vs 6)")
     p.add_argument("--rows", type=int, default=8_100_000, help="rows to generate (default 8,100,000)")
     p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     p.add_argument("--elastic_alpha", type=float, default=12.0, help="elastic displacement scale, pixels (default 12)")
@@ -134,6 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--originals", action="store_true", help="rows 0..n_base-1 are the undeformed base digits (as infimnist starts)")
     p.add_argument("--num_workers", type=int, default=1, help="local worker processes for the DirectRunner (default 1: in-process)")
     p.add_argument("--batch_rows", type=int, default=1024, help="rows generated per vectorised batch (default 1024)")
+    _common(p)
+
+    p = kinds.add_parser("pca", help="an okl data set -> its principal components (fitted on a sample, or --like a projected training set)")
+    p.add_argument("input", help="okl data set directory")
+    p.add_argument("--components", type=int, help="principal components to keep (fit on a sample of INPUT), e.g. 50")
+    p.add_argument("--sample_rows", type=int, default=100_000, help="rows the PCA is fitted on, drawn at random (default 100,000)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--like", metavar="DATASET", help="project with the PCA recorded in this projected training set (for its test set)")
     _common(p)
 
     p = kinds.add_parser("molecular", help="SMILES + target CSV -> Coulomb matrix / Morgan features (needs RDKit)")
@@ -149,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--morgan_radius", type=int, default=2)
     p.add_argument("--morgan_bits", type=int, default=2048)
     p.add_argument("--seed", type=int, default=0, help="embedding and sorting seed (default 0)")
+    p.add_argument("--records", metavar="START:STOP", help="featurize only CSV records [START, STOP) (0-based, after the header): a train/test split")
     p.add_argument("--num_workers", type=int, default=1, help="featurizing processes (default 1)")
     deprecate(p, "--workers", "--num_workers")
     p.add_argument("--skip_bad_rows", action="store_true", help="skip rows with a bad target into rejects.csv instead of stopping")
@@ -252,18 +264,36 @@ def _run_molecular(args, progress) -> ConversionSummary:
     )
     return convert_molecules(
         args.input, args.out, smiles_column=args.smiles_column, target=args.target, config=config, skip_bad_rows=args.skip_bad_rows,
-        workers=args.num_workers, progress=progress, **_writer_args(args, _rows_per_shard(args, None)),
+        workers=args.num_workers, progress=progress, records=_base_rows(args.records, "--records") if args.records else None,
+        **_writer_args(args, _rows_per_shard(args, None)),
     )
 
 
-def _base_rows(text):
+def _run_pca(args, progress) -> ConversionSummary:
+    from okl_core.data.pca import project_dataset
+
+    writer = _writer_args(args, _rows_per_shard(args, open_dataset(args.input).info.n_rows))
+    return project_dataset(args.input, args.out, args.components, like=args.like, sample_rows=args.sample_rows, seed=args.seed,
+                           progress=progress, **writer)
+
+
+def _base_rows(text, flag="--base_rows"):
     if text is None:
         return 0, None
     start, sep, stop = text.partition(":")
     try:
         return int(start or 0), (int(stop) if stop else None)
     except ValueError:
-        raise ValueError(f"--base_rows must be START:STOP, got {text!r}") from None
+        raise ValueError(f"{flag} must be START:STOP, got {text!r}") from None
+
+
+def _digit_classes(text):
+    if text is None:
+        return None
+    try:
+        return [int(part) for part in _split_list(text)]
+    except ValueError:
+        raise ValueError(f"--classes must be digit labels such as 6,8, got {text!r}") from None
 
 
 def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
@@ -275,7 +305,8 @@ def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
 
     images, labels = _mnist_files(args, progress)
     start, stop = _base_rows(args.base_rows)
-    base = {"images": os.path.abspath(images), "labels": os.path.abspath(labels), "start": start, "stop": stop}
+    base = {"images": os.path.abspath(images), "labels": os.path.abspath(labels), "start": start, "stop": stop,
+            "classes": _digit_classes(args.classes)}
     config = DeformationConfig(
         elastic_alpha=args.elastic_alpha, elastic_sigma=args.elastic_sigma, rotation_deg=args.rotation, scale=args.scale,
         translation=args.translation, thickness=args.thickness, originals=args.originals,
@@ -303,7 +334,7 @@ def _beam_options(beam_argv, num_workers) -> list:
     return options
 
 
-_RUNNERS = {"mnist": _run_mnist, "libsvm": _run_libsvm, "csv": _run_csv, "parquet": _run_parquet, "molecular": _run_molecular}
+_RUNNERS = {"mnist": _run_mnist, "libsvm": _run_libsvm, "csv": _run_csv, "parquet": _run_parquet, "molecular": _run_molecular, "pca": _run_pca}
 
 
 def _parse(argv) -> tuple[argparse.Namespace, list[str]]:

@@ -5,6 +5,7 @@ Example::
     python -m pipelines.reproduce                      # every setting that can run here
     python -m pipelines.reproduce --only fogd-a9a,mfogd-mnist --runs 5
     python -m pipelines.reproduce --list               # the settings table
+    python -m pipelines.reproduce --only dsg-mnist8m-8v6 --slice --work /tmp/okl-scale   # a slice through Beam
     python -m pipelines.reproduce --only fogd-ijcnn1 --data ijcnn1=~/data/ijcnn1/   # your copy of a data set
 
 The command line of :mod:`okl_experiments.reproduction` (the settings table, tuning, how
@@ -18,8 +19,11 @@ the paper's number, and each setting whose data is missing as skipped with where
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import tempfile
 
+from okl_experiments.at_scale import SCALE_SETTINGS, ScaleOutcome, run_scale_setting, scale_lines, scale_table
 from okl_experiments.reproduction import (DEFAULT_DATA_ROOT, Outcome, parse_data_paths, reproduce, settings_lines, table,
                                          write_outcomes)
 from okl_experiments.runs import dask_client
@@ -44,6 +48,9 @@ def build_parser() -> Parser:
     p.add_argument("--num_workers", type=int, default=2, help="LocalCluster worker processes (default 2)")
     p.add_argument("--output", help="directory for reproduce.md, reproduce.json and each setting's sweep tables")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--slice", action="store_true", help="at-scale settings (dsg-mnist8m-*, dsg-molecular): each one's slice, not the full rows")
+    p.add_argument("--scale_rows", type=int, help="at-scale settings: this many training rows")
+    p.add_argument("--work", help="at-scale settings: folder for their data sets and runs (default: a new temporary folder)")
     deprecate(p, "--out", "--output")
     deprecate(p, "--workers", "--num_workers")
     return p
@@ -53,11 +60,17 @@ def run(argv: list[str] | None = None) -> list[Outcome]:
     """Run the reproductions and print the table."""
     args = build_parser().parse_args(argv)
     if args.list:
-        print("\n".join(settings_lines()))
+        print("\n".join(settings_lines() + scale_lines()))
         return []
     if args.runs is not None and args.runs < 1:
         raise SystemExit(f"{prog('reproduce')}: error: --runs must be >= 1")
     keys = [k.strip() for k in args.only.split(",")] if args.only else None
+    at_scale = [s for s in SCALE_SETTINGS if keys is not None and s.key in keys]
+    if at_scale:
+        _run_at_scale(at_scale, args)
+        keys = [k for k in keys if k not in {s.key for s in at_scale}]
+        if not keys:
+            return []
     try:
         data_paths = {name: os.path.expanduser(path) for name, path in parse_data_paths(args.data).items()}
         with dask_client(args.scheduler, args.num_workers) as client:
@@ -68,6 +81,31 @@ def run(argv: list[str] | None = None) -> list[Outcome]:
     print(table(outcomes))
     if args.output:
         print(f"\nwritten: {', '.join(write_outcomes(args.output, outcomes))}")
+    return outcomes
+
+
+def _run_cli(cli: str, argv: list[str]) -> None:
+    """One step of an at-scale setting: ``python -m pipelines.<cli> ARGV`` in a new process."""
+    print(f"$ python -m pipelines.{cli} {' '.join(argv)}", file=sys.stderr, flush=True)
+    done = subprocess.run([sys.executable, "-m", f"pipelines.{cli}", *argv])
+    if done.returncode:
+        raise SystemExit(f"{prog('reproduce')}: error: step failed (exit {done.returncode}): pipelines.{cli} {' '.join(argv)}")
+
+
+def _run_at_scale(settings, args) -> list[ScaleOutcome]:
+    """Run the at-scale settings through the Beam pipeline (subprocesses) and print their table."""
+    work = args.work or tempfile.mkdtemp(prefix="okl-scale-")
+    outcomes = []
+    for setting in settings:
+        rows = args.scale_rows if args.scale_rows is not None else (setting.slice_rows if args.slice else None)
+        test_rows = setting.slice_test_rows if rows is not None else None
+        outcomes.append(run_scale_setting(setting, args.data_root, os.path.join(work, setting.key), _run_cli, rows, test_rows))
+    print(scale_table(outcomes))
+    if args.output:
+        from okl_experiments.text import write_json
+
+        os.makedirs(args.output, exist_ok=True)
+        write_json(os.path.join(args.output, "reproduce-at-scale.json"), [o.to_dict() for o in outcomes])
     return outcomes
 
 

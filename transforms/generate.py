@@ -23,7 +23,7 @@ import time
 import apache_beam as beam
 
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetInfo, StagedDataset, shard_file_name, write_shard_file
-from okl_core.data.mnist8m import GENERATOR_NAME, DeformationConfig, Mnist8mGenerator, load_base
+from okl_core.data.mnist8m import GENERATOR_NAME, DeformationConfig, Mnist8mGenerator, class_task, load_base
 from okl_core.data.sources import ConversionSummary, DataFormatError
 from okl_experiments.progress import Heartbeat, read_heartbeats
 
@@ -66,7 +66,8 @@ class _WriteMnist8mShardFn(beam.DoFn):
         shard = self.plan.shard(int(index))
         batches = _counted(self._generator.shard_batches(shard["first_row"], shard["n_rows"], self.batch_rows),
                            Heartbeat(self.progress_dir, f"shard-{int(index)}"))
-        n = write_shard_file(os.path.join(self.staging_dir, shard["file"]), self._generator.n_features, "multiclass", batches, shard["first_row"], self.row_group_rows, self.compression)
+        task = class_task(self.base.get("classes"))
+        n = write_shard_file(os.path.join(self.staging_dir, shard["file"]), self._generator.n_features, task, batches, shard["first_row"], self.row_group_rows, self.compression)
         yield dict(shard, n_rows=n)
 
 
@@ -143,8 +144,11 @@ def generate_mnist8m(pipeline: beam.Pipeline, run, out: str, base: dict, seed: i
     started = time.perf_counter()
     base_images, base_labels = load_base(**base)  # fail early on bad input, in the driver
     classes = sorted(set(base_labels.tolist()))
-    if classes != list(range(len(classes))):
+    if base.get("classes") is None and classes != list(range(len(classes))):
         raise DataFormatError(f"{base['labels']}: base labels must be 0..C-1 for the generator, found {classes[:20]}")
+    task = class_task(base.get("classes"))
+    if base.get("classes") is not None:
+        classes = [int(c) for c in base["classes"]]  # original digits in class order ([negative, positive] when binary)
     plan = ShardPlan(rows, rows_per_shard)
     staged = StagedDataset(out, overwrite)
     progress_dir = tempfile.mkdtemp(prefix=".okl-progress-", dir=os.path.dirname(os.path.abspath(staged.tmp)))
@@ -167,9 +171,10 @@ def generate_mnist8m(pipeline: beam.Pipeline, run, out: str, base: dict, seed: i
         progress.finish()
         start, stop = base.get("start", 0), base.get("stop")
         info = DatasetInfo(
-            name=name or os.path.basename(staged.path), task="multiclass", n_rows=plan.n_rows, n_features=int(base_images[0].size),
+            name=name or os.path.basename(staged.path), task=task, n_rows=plan.n_rows, n_features=int(base_images[0].size),
             classes=classes, source=f"mnist8m:{base['images']},{base['labels']}", generator_seed=seed, shards=plan.shards(),
-            extra={"generator": GENERATOR_NAME, "deformation": config.to_dict(), "base_rows": [start, stop if stop is not None else len(base_labels) + start], "row_key": "block_bit_generator(seed, row)"},
+            extra={"generator": GENERATOR_NAME, "deformation": config.to_dict(), "base_rows": [start, stop if stop is not None else start + _base_count(base)],
+                   "base_digits": int(len(base_labels)), "row_key": "block_bit_generator(seed, row)"},
         )
         staged.commit(info)
     except BaseException:
@@ -180,3 +185,10 @@ def generate_mnist8m(pipeline: beam.Pipeline, run, out: str, base: dict, seed: i
         watcher.join()
         shutil.rmtree(progress_dir, ignore_errors=True)
     return ConversionSummary(info, staged.path, seconds=time.perf_counter() - started)
+
+
+def _base_count(base: dict) -> int:
+    """Rows of the base IDX file from ``start`` on (before any class filter)."""
+    from okl_core.data.idx import read_idx_images
+
+    return len(read_idx_images(base["images"], base["labels"])[1]) - int(base.get("start", 0))

@@ -55,7 +55,7 @@ from scipy import ndimage
 from okl_core.data.idx import read_idx_images
 from okl_core.random import block_bit_generator, uniform_open
 
-__all__ = ["DeformationConfig", "Mnist8mGenerator", "N_AFFINE_WORDS", "GENERATOR_NAME", "load_base"]
+__all__ = ["DeformationConfig", "Mnist8mGenerator", "N_AFFINE_WORDS", "GENERATOR_NAME", "class_task", "load_base"]
 
 GENERATOR_NAME = "okl-mnist8m-v1"
 """Recorded in ``dataset.json``; changes whenever the per-row bytes would change."""
@@ -115,17 +115,42 @@ class DeformationConfig:
         return dataclasses.asdict(self)
 
 
-def load_base(images: str, labels: str, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def load_base(images: str, labels: str, start: int = 0, stop: int | None = None,
+              classes: list | tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Base digits ``[start, stop)`` of an IDX pair: float32 ``(n, h, w)`` in [0, 1], labels.
 
-    E.g. ``start=0, stop=8000`` on the MNIST test files (the rest held out).
+    E.g. ``start=0, stop=8000`` on the MNIST test files (the rest held out). ``classes``
+    keeps only the digits of those labels, in file order, and relabels them: two classes
+    ``[negative, positive]`` become -1/+1 (okl's binary labels, e.g. ``[6, 8]`` for
+    MNIST-8M 8 vs 6), more become their index in ``classes``.
     """
     raw, y = read_idx_images(images, labels)
     stop = len(raw) if stop is None else int(stop)
     if not 0 <= int(start) < stop <= len(raw):
         raise ValueError(f"base rows [{start}, {stop}) are not a non-empty range of the {len(raw)} images in {images}")
-    chosen = raw[int(start) : stop]
-    return chosen.astype(np.float32) / np.float32(255.0), y[int(start) : stop]
+    chosen, y = raw[int(start) : stop], y[int(start) : stop]
+    if classes is not None:
+        chosen, y = _select_classes(chosen, y, [int(c) for c in classes], f"{labels} rows [{start}, {stop})")
+    return chosen.astype(np.float32) / np.float32(255.0), y
+
+
+def class_task(classes: list | tuple | None) -> str:
+    """The task of base digits filtered to ``classes`` (None: all ten, multiclass)."""
+    return "binary" if classes is not None and len(classes) == 2 else "multiclass"
+
+
+def _select_classes(images: np.ndarray, labels: np.ndarray, classes: list, where: str) -> tuple[np.ndarray, np.ndarray]:
+    if len(classes) < 2 or len(set(classes)) != len(classes):
+        raise ValueError(f"classes must be at least two distinct labels, got {classes}")
+    keep = np.isin(labels, classes)
+    missing = sorted(set(classes) - set(labels[keep].tolist()))
+    if missing:
+        raise ValueError(f"{where}: no digit with label {missing[0]} (classes {classes})")
+    index = {c: k for k, c in enumerate(classes)}
+    codes = np.array([index[int(v)] for v in labels[keep]], dtype=np.int64)
+    if len(classes) == 2:
+        codes = 2 * codes - 1  # [negative, positive] -> -1/+1
+    return images[keep], codes
 
 
 class Mnist8mGenerator:
