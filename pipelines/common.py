@@ -208,7 +208,20 @@ def run_pipeline(pipeline: beam.Pipeline):
     with _local_worker_options(pipeline.options):
         result = pipeline.run()
         result.wait_until_finish()
+    if _embedded_job_service(pipeline.options):
+        from pipelines.cli import exit_without_teardown
+
+        exit_without_teardown("Beam's embedded job service cannot be stopped")
     return result
+
+
+def _embedded_job_service(options: PipelineOptions) -> bool:
+    """Whether the job ran in Beam's in-process job service (``--job_endpoint=embed``)."""
+    from apache_beam.options.pipeline_options import PortableOptions
+
+    runner = options.view_as(StandardOptions).runner
+    name = runner if isinstance(runner, str) else type(runner).__name__
+    return name.rsplit(".", 1)[-1] == "PortableRunner" and options.view_as(PortableOptions).job_endpoint == "embed"
 
 
 def live_progress(label: str, total_rows: int, options: PipelineOptions):

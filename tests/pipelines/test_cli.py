@@ -182,3 +182,31 @@ def test_a_sweep_in_which_every_point_fails_exits_non_zero(binary_set, tmp_path,
     assert done.value.code not in (0, None)
     assert str(done.value).startswith("python -m pipelines.sweep: error: no point succeeded (first error: ValueError: ")
     assert "eta" in str(done.value) and not (tmp_path / "s" / "best.json").exists()
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_a_command_asked_to_skip_teardown_exits_with_its_status_and_flushed_output(status):
+    """Runs on Beam's embedded job service end with os._exit (pipelines.cli.exit_without_teardown)."""
+    import subprocess
+    import sys
+
+    code = ("import logging, sys\n"
+            "from pipelines.cli import main, exit_without_teardown\n"
+            "def run(argv):\n"
+            "    print('done', end='')\n"
+            "    print('to stderr', file=sys.stderr, end='')\n"
+            "    exit_without_teardown('test')\n"
+            f"    return {status}\n"
+            "main(run, 'train')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (status, "done", "to stderr")
+
+
+def test_runs_on_the_embedded_job_service_skip_teardown():
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.common import _embedded_job_service
+
+    assert _embedded_job_service(PipelineOptions(["--runner=PortableRunner", "--job_endpoint=embed"]))
+    assert not _embedded_job_service(PipelineOptions(["--runner=PortableRunner", "--job_endpoint=localhost:8099"]))
+    assert not _embedded_job_service(PipelineOptions(["--runner=DirectRunner"]))
