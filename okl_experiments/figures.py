@@ -48,7 +48,8 @@ from okl_experiments.runs import RunTask, run_task
 from okl_experiments.sweep import ranked, read_results
 from okl_experiments.text import read_json, write_json
 
-__all__ = ["Curve", "read_curves", "plot_curves", "plot_sweep", "run_spec", "curve_record", "write_curves"]
+__all__ = ["Curve", "read_curves", "plot_curves", "plot_sweep", "run_spec", "curve_record", "write_curves",
+           "reproduce_groups", "plot_reproduce", "scale_points", "plot_scale", "reproduce_figures"]
 
 _STYLES = list(itertools.product(["-", "--", "-.", ":"], ["o", "s", "^", "D", "v", "x"]))
 
@@ -376,3 +377,151 @@ def run_spec(spec_path: str, data_root: str | None = None, progress=None) -> tup
             raise ValueError(f"{spec_path}: runs[{i}] ({label}) failed: {failed[0]}")
         curves.append(Curve(label, results[0]["curve_n"], np.mean([r["curve_value"] for r in results], axis=0), headline(source.task).metric))
     return curves, spec.get("title", "")
+
+
+def _slug(text: str) -> str:
+    """A file-name part: lower case, runs of other characters as one ``_`` (``Lu et al. 2016, Table 5`` -> ``lu_et_al_2016_table_5``)."""
+    return "_".join("".join(ch if ch.isalnum() else " " for ch in text.lower()).split())
+
+
+def _table_name(source: str) -> str:
+    """The paper and table of a setting's source, without its parenthesised remark (``... Table 3 (accuracy ...)``)."""
+    return source.split(" (")[0].strip()
+
+
+def reproduce_groups(path: str) -> dict[str, list[dict]]:
+    """The settings of a ``reproduce.json`` that ran and have a curve, by figure file name.
+
+    One group per paper table (the ``source`` without its remark) and data set; a group whose
+    settings report different metrics (an MSE and an MAE table on one data set) is split by metric.
+    """
+    raw = read_json(path, "reproduce.json")
+    if not isinstance(raw, list) or not all(isinstance(r, dict) and {"key", "source", "data", "metric"} <= r.keys() for r in raw):
+        raise ValueError(f"{path}: not a reproduce.json (a list of settings with key, source, data and metric)")
+    by_table: dict[tuple[str, str], list[dict]] = {}
+    for rec in raw:
+        if rec.get("status") == "ok" and (rec.get("curve") or {}).get("n"):
+            by_table.setdefault((_table_name(rec["source"]), rec["data"]), []).append(rec)
+    groups = {}
+    for (table, data), recs in by_table.items():
+        metrics = list(dict.fromkeys(r["metric"] for r in recs))
+        for metric in metrics:
+            suffix = f"-{_slug(metric)}" if len(metrics) > 1 else ""
+            groups[f"{_slug(table)}-{_slug(data)}{suffix}.png"] = [r for r in recs if r["metric"] == metric]
+    return groups
+
+
+def _setting_label(rec: dict) -> str:
+    """A setting's name within its table and data set: its key without the data set (``omkl_gf-m7``)."""
+    return rec["key"].replace(f"-{rec['data']}", "") or rec["learner"]
+
+
+def plot_reproduce(path: str, out_dir: str) -> list[str]:
+    """One figure per paper table and data set of a ``reproduce.json``; returns the paths written.
+
+    Each setting's online curve against examples seen, and the paper's number as a short
+    horizontal mark in the same colour at the end of the examples axis (labelled "paper").
+    """
+    groups = reproduce_groups(path)
+    if not groups:
+        raise ValueError(f"{path}: no setting ran with a curve")
+    plt = _pyplot()
+    written = []
+    for name, recs in groups.items():
+        fig, ax = plt.subplots(figsize=(7.2, 4.4 + 0.22 * len(recs)), dpi=100, layout="constrained")
+        end = max(rec["curve"]["n"][-1] for rec in recs)
+        for rec, (style, marker) in zip(recs, itertools.cycle(_STYLES)):
+            curve = Curve(_setting_label(rec), rec["curve"]["n"], rec["curve"]["value"], rec["metric"])
+            keep = curve.n >= max(1.0, curve.n[-1] / 50)  # skip the noisy first rows, as plot_curves does
+            [line] = ax.plot(curve.n[keep], curve.value[keep], linestyle=style, marker=marker, markevery=max(1, keep.sum() // 8),
+                             markersize=4, linewidth=1.4, label=f"{curve.label} ({curve.value[-1]:.4g})")
+            paper = rec.get("paper")
+            if paper is not None and math.isfinite(paper):
+                ax.plot([end], [paper], linestyle="none", marker="_", markersize=16, markeredgewidth=2.5, color=line.get_color(),
+                        label=f"{curve.label} paper ({paper:.4g})", clip_on=False)
+        ax.set_xlabel("number of examples seen")
+        ax.set_ylabel(metric_label(metric_of(recs[0]["metric"])))
+        ax.set_title(f"{_table_name(recs[0]['source'])}: {recs[0]['data']}")
+        ax.grid(True, alpha=0.3)
+        # Below the axes, never over a curve (final values in the labels).
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+        out = os.path.join(out_dir, name)
+        _save(fig, out)
+        plt.close(fig)
+        written.append(out)
+    return written
+
+
+def scale_points(paths: list[str]) -> dict[str, dict]:
+    """Test metric against rows trained of each at-scale setting, from ``reproduce-at-scale.json`` files.
+
+    One file per ``reproduce --scale_rows`` run (each writes its own ``--output``); returns
+    ``{key: {"metric", "paper", "runs": {run name: [(rows, value), ...] sorted by rows}}}``.
+    """
+    settings: dict[str, dict] = {}
+    for path in paths:
+        raw = read_json(path, "reproduce-at-scale.json")
+        if not isinstance(raw, list) or not all(isinstance(r, dict) and {"key", "metric", "runs"} <= r.keys() for r in raw):
+            raise ValueError(f"{path}: not a reproduce-at-scale.json (a list of settings with key, metric and runs)")
+        for rec in raw:
+            if rec.get("skipped"):
+                continue
+            entry = settings.setdefault(rec["key"], {"metric": rec["metric"], "paper": rec.get("paper"), "runs": {}})
+            for name, run in rec["runs"].items():
+                entry["runs"].setdefault(name, []).append((run["rows"], run[rec["metric"]]))
+    for entry in settings.values():
+        for points in entry["runs"].values():
+            points.sort()
+    return settings
+
+
+def plot_scale(paths: list[str], out_dir: str) -> list[str]:
+    """Test metric against rows trained (log axis), one figure per at-scale setting; returns the paths.
+
+    One line per run of the setting (the DSG run and its baselines), a point per row count;
+    the paper's number as a dashed horizontal line.
+    """
+    from okl_experiments.at_scale import SCALE_SETTINGS
+
+    sources = {s.key: s.source for s in SCALE_SETTINGS}
+    settings = scale_points(paths)
+    if not settings:
+        raise ValueError(f"no at-scale setting ran in {paths}")
+    plt = _pyplot()
+    written = []
+    for key, entry in settings.items():
+        fig, ax = plt.subplots(figsize=(7.2, 4.6), dpi=100, layout="constrained")
+        for (name, points), (style, marker) in zip(entry["runs"].items(), itertools.cycle(_STYLES)):
+            rows, values = zip(*points)
+            ax.plot(rows, values, linestyle=style, marker=marker, markersize=5, linewidth=1.4, label=f"{name} ({values[-1]:.4g})")
+        paper = entry["paper"]
+        if paper is not None and math.isfinite(paper):
+            ax.axhline(paper, color="0.3", linestyle="--", linewidth=1.2, label=f"paper ({paper:.4g})")
+        ax.set_xscale("log")
+        ax.set_xlabel("rows trained (log scale)")
+        ax.set_ylabel(entry["metric"].replace("_", " ") + (" (fraction)" if entry["metric"].endswith("mistake_rate") else ""))
+        ax.set_title(f"{sources.get(key, key)}: {key}")
+        ax.grid(True, alpha=0.3, which="both")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+        out = os.path.join(out_dir, f"scale-{_slug(key)}.png")
+        _save(fig, out)
+        plt.close(fig)
+        written.append(out)
+    return written
+
+
+def reproduce_figures(paths: list[str], out_dir: str) -> list[str]:
+    """The figures of ``pipelines.reproduce`` outputs; returns the paths written.
+
+    A ``reproduce.json`` gives one figure per paper table and data set (:func:`plot_reproduce`);
+    the ``reproduce-at-scale.json`` files (told apart by their settings' ``runs``) together give
+    one figure per at-scale setting (:func:`plot_scale`).
+    """
+    tables, scale = [], []
+    for path in paths:
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: no such file")
+        raw = read_json(path, "reproduce output")
+        at_scale = isinstance(raw, list) and bool(raw) and all(isinstance(r, dict) and isinstance(r.get("runs"), dict) for r in raw)
+        (scale if at_scale else tables).append(path)
+    return [out for p in tables for out in plot_reproduce(p, out_dir)] + (plot_scale(scale, out_dir) if scale else [])

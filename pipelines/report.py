@@ -1,9 +1,13 @@
 """Figures of online learning runs and sweeps, saved as PNG (matplotlib, Agg backend).
 
-Three commands::
+Four commands::
 
     # online error vs examples seen, one curve per run (the papers' figure style)
     python -m pipelines.report curves sweep/results.parquet reproduce/reproduce.json run.json --output figures
+
+    # reproduce outputs: one figure per paper table and data set (each learner's online curve,
+    # the paper's number marked), and test error against rows trained per at-scale setting
+    python -m pipelines.report reproduce reproduce/reproduce.json reproduce-*/reproduce-at-scale.json --output figures
 
     # a sweep: the metric against each swept parameter, and a heatmap for two of them
     python -m pipelines.report sweep sweep/results.parquet --output figures
@@ -25,7 +29,7 @@ import argparse
 import os
 import sys
 
-from okl_experiments.figures import plot_curves, plot_sweep, read_curves, run_spec, write_curves
+from okl_experiments.figures import plot_curves, plot_sweep, read_curves, reproduce_figures, run_spec, write_curves
 from okl_experiments.progress import progress_wanted
 from pipelines.cli import Parser, deprecate, main, prog, warn
 
@@ -58,6 +62,9 @@ def build_parser() -> Parser:
     s.add_argument("-o", dest="output", help=argparse.SUPPRESS)
     s.add_argument("--metric", help="metric to plot (default: the one the sweep ranked by)")
     s.add_argument("--heatmap", help="two parameters A,B for the heatmap (default: the two swept, if two)")
+    d = sub.add_parser("reproduce", help="per paper table and data set: online curves with the paper's numbers; at-scale test error vs rows")
+    d.add_argument("inputs", nargs="+", help="reproduce.json and reproduce-at-scale.json files (pipelines.reproduce --output)")
+    d.add_argument("--output", default="figures", help="directory for the PNGs (default figures/)")
     r = sub.add_parser("run", help="run learners from a JSON spec and plot their online curves")
     r.add_argument("spec", help="run spec JSON (see okl_experiments.figures)")
     _png_output(r)
@@ -77,6 +84,8 @@ def _png_path(args) -> str:
 def _make(args) -> list[str]:
     if args.command == "curves":
         return [plot_curves(read_curves(args.inputs, args.top, args.metric), _png_path(args), args.title, args.log_x)]
+    if args.command == "reproduce":
+        return reproduce_figures(args.inputs, args.output)
     if args.command == "sweep":
         pair = tuple(x.strip() for x in args.heatmap.split(",")) if args.heatmap else None
         if pair is not None and len(pair) != 2:

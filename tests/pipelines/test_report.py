@@ -183,3 +183,98 @@ def test_run_spec_reports_each_run_as_it_starts_and_ends(tmp_path):
     ends = [float(line.split("online_mistake_rate ")[1].split()[0]) for line in (lines[5], lines[7])]  # the two repeats of FOGD slow
     assert np.mean(ends) == pytest.approx(curves[1].value[-1], abs=1e-4)  # the curve is their mean
     assert figures.run_spec(str(path))[0][0].value.tolist() == curves[0].value.tolist() and len(lines) == 8
+
+
+def _setting(key, learner, data, source, metric, paper, n, value, status="ok"):
+    return {"key": key, "learner": learner, "data": data, "metric": metric, "status": status, "source": source,
+            "paper": paper, "ours_mean": value[-1] if value else None, "curve": {"n": n, "value": value}}
+
+
+@pytest.fixture
+def reproduce_json(tmp_path):
+    n = list(range(10, 1010, 10))
+    rising = [0.5 / (1 + i / 20) for i in range(len(n))]
+    falling = [0.4 - 0.001 * i for i in range(len(n))]
+    outcomes = [
+        _setting("fogd-a9a", "fogd", "a9a", "Lu et al. 2016, Table 5", "online_mistake_rate", 0.169, n, rising),
+        _setting("nogd-a9a", "nogd", "a9a", "Lu et al. 2016, Table 5", "online_mistake_rate", 0.18, n, falling),
+        _setting("fogd-w8a", "fogd", "w8a", "Lu et al. 2016, Table 5", "online_mistake_rate", 0.0243, n[:50], falling[:50]),
+        _setting("fogd-w8a-batch", "fogd", "w8a-train", "Lu et al. 2016, Table 3 (accuracy 97.93%)", "test_mistake_rate", 0.0207,
+                 n[:30], rising[:30]),
+        _setting("pkawv_taylor-casp", "pkawv_taylor", "casp-pm1", "Jezequel et al. 2019, Figure 2 (no number in the text)",
+                 "online_mse", float("nan"), n[:20], falling[:20]),
+        _setting("nogd-w8a", "nogd", "w8a", "Lu et al. 2016, Table 5", "online_mistake_rate", 0.0292, [], [], status="skipped"),
+    ]
+    path = tmp_path / "reproduce.json"
+    path.write_text(json.dumps(outcomes))
+    return path, outcomes
+
+
+def _curves_and_marks(ax):
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    curves = {k.split(" (")[0]: v for k, v in lines.items() if " paper (" not in k}
+    marks = {k.split(" paper (")[0]: v for k, v in lines.items() if " paper (" in k}
+    return curves, marks
+
+
+def test_reproduce_figures_one_per_table_and_data_set(reproduce_json, tmp_path, saved_figures):
+    path, outcomes = reproduce_json
+    written = report.run(["reproduce", str(path), "--output", str(tmp_path / "fig")])
+    assert sorted(os.path.basename(p) for p in written) == [
+        "jezequel_et_al_2019_figure_2-casp_pm1.png", "lu_et_al_2016_table_3-w8a_train.png",
+        "lu_et_al_2016_table_5-a9a.png", "lu_et_al_2016_table_5-w8a.png"]  # the skipped nogd-w8a has no line
+    for p in written:
+        _png(p)
+    fig = saved_figures["lu_et_al_2016_table_5-a9a.png"]
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert ax.get_title() == "Lu et al. 2016, Table 5: a9a" and ax.get_ylabel() == figures.metric_label("mistake_rate")
+    curves, marks = _curves_and_marks(ax)
+    assert sorted(curves) == sorted(marks) == ["fogd", "nogd"]
+    for rec in outcomes[:2]:
+        name = rec["learner"]
+        n, value = np.array(rec["curve"]["n"], float), np.array(rec["curve"]["value"], float)
+        keep = n >= n[-1] / 50  # the first rows are left out, as in every curve figure
+        np.testing.assert_array_equal(curves[name].get_xdata(), n[keep])
+        np.testing.assert_array_equal(curves[name].get_ydata(), value[keep])
+        assert list(marks[name].get_xdata()) == [1000] and list(marks[name].get_ydata()) == [rec["paper"]]  # at the axis end
+        assert marks[name].get_color() == curves[name].get_color() and marks[name].get_linestyle() == "None"
+    assert curves["fogd"].get_color() != curves["nogd"].get_color()
+    legend = ax.get_legend().get_window_extent()
+    assert len(ax.get_legend().get_texts()) == 4 and legend.y1 <= ax.get_window_extent().y0  # below the axes
+    assert fig.get_window_extent().contains(legend.x0 + 1, legend.y0 + 1)
+    nan_paper = saved_figures["jezequel_et_al_2019_figure_2-casp_pm1.png"].axes[0]
+    curves, marks = _curves_and_marks(nan_paper)
+    assert list(curves) == ["pkawv_taylor-casp"] and not marks  # no number in the paper: no mark
+    assert nan_paper.get_ylabel() == figures.metric_label("mse")
+
+
+def test_reproduce_figures_refuse_what_has_no_curve(tmp_path):
+    path = tmp_path / "reproduce.json"
+    path.write_text(json.dumps([_setting("a-b", "a", "b", "X, Table 1", "online_mse", 0.1, [], [], status="error")]))
+    with pytest.raises(SystemExit, match="no setting ran with a curve"):
+        report.run(["reproduce", str(path), "--output", str(tmp_path)])
+    path.write_text(json.dumps([{"label": "x"}]))
+    with pytest.raises(SystemExit, match="not a reproduce.json"):
+        report.run(["reproduce", str(path), "--output", str(tmp_path)])
+
+
+def test_scale_figure_is_test_error_against_rows(tmp_path, saved_figures):
+    def outcome(rows, dsg, mfogd):
+        return {"key": "dsg-mnist8m-10class", "paper": 0.005, "metric": "test_mistake_rate", "rows": rows, "ours": dsg,
+                "skipped": None, "runs": {"dsg": {"rows": rows, "test_mistake_rate": dsg},
+                                          "mfogd": {"rows": rows, "test_mistake_rate": mfogd}}}
+    paths = []
+    for rows, dsg, mfogd in [(1_048_576, 0.1295, 0.16), (16_384, 0.1555, 0.2), (65_536, 0.14, 0.18)]:
+        (tmp_path / str(rows)).mkdir()
+        paths.append(tmp_path / str(rows) / "reproduce-at-scale.json")
+        paths[-1].write_text(json.dumps([outcome(rows, dsg, mfogd)]))
+    written = report.run(["reproduce", *map(str, paths), "--output", str(tmp_path / "fig")])
+    assert [os.path.basename(p) for p in written] == ["scale-dsg_mnist8m_10class.png"]
+    ax = saved_figures["scale-dsg_mnist8m_10class.png"].axes[0]
+    lines = {line.get_label().split(" (")[0]: line for line in ax.get_lines()}
+    assert ax.get_xscale() == "log" and "dsg-mnist8m-10class" in ax.get_title()
+    np.testing.assert_array_equal(lines["dsg"].get_xdata(), [16_384, 65_536, 1_048_576])  # sorted by rows
+    np.testing.assert_array_equal(lines["dsg"].get_ydata(), [0.1555, 0.14, 0.1295])
+    np.testing.assert_array_equal(lines["mfogd"].get_ydata(), [0.2, 0.18, 0.16])
+    assert list(lines["paper"].get_ydata()) == [0.005, 0.005]
