@@ -1,10 +1,13 @@
 """Figures of online learning runs and sweeps, saved as PNG (matplotlib, Agg backend).
 
-``python -m pipelines.report`` is the command line. Three figures:
+``python -m pipelines.report`` is the command line. Four figures:
 
 * :func:`plot_curves`: online metric vs examples seen, one curve per run (the papers'
   figure style), from :func:`read_curves` or :func:`run_spec`;
 * :func:`plot_sweep`: a sweep's metric against each swept parameter, and a heatmap for two;
+* :func:`reproduce_figures`: from ``pipelines.reproduce`` outputs, the papers' figures: each
+  learner's online curve per paper table and data set with the paper's number marked
+  (:func:`plot_reproduce`), and test error against rows trained per at-scale setting (:func:`plot_scale`);
 * :func:`run_spec`: run learners directly from a small JSON spec, for their curves.
 
 Curve inputs (:func:`read_curves`):
@@ -411,16 +414,18 @@ def reproduce_groups(path: str) -> dict[str, list[dict]]:
     return groups
 
 
-def _setting_label(rec: dict) -> str:
-    """A setting's name within its table and data set: its key without the data set (``omkl_gf-m7``)."""
-    return rec["key"].replace(f"-{rec['data']}", "") or rec["learner"]
+def _setting_labels(recs: list[dict]) -> list[str]:
+    """Each setting's name in its figure: its learner, or its key where a learner has several settings (``omkl_gf-m7-...``)."""
+    learners = [r["learner"] for r in recs]
+    return [r["learner"] if learners.count(r["learner"]) == 1 else r["key"] for r in recs]
 
 
 def plot_reproduce(path: str, out_dir: str) -> list[str]:
     """One figure per paper table and data set of a ``reproduce.json``; returns the paths written.
 
     Each setting's online curve against examples seen, and the paper's number as a short
-    horizontal mark in the same colour at the end of the examples axis (labelled "paper").
+    triangle in the same colour just past the end of the examples axis (labelled "paper"; side
+    by side, so equal numbers stay apart).
     """
     groups = reproduce_groups(path)
     if not groups:
@@ -430,15 +435,15 @@ def plot_reproduce(path: str, out_dir: str) -> list[str]:
     for name, recs in groups.items():
         fig, ax = plt.subplots(figsize=(7.2, 4.4 + 0.22 * len(recs)), dpi=100, layout="constrained")
         end = max(rec["curve"]["n"][-1] for rec in recs)
-        for rec, (style, marker) in zip(recs, itertools.cycle(_STYLES)):
-            curve = Curve(_setting_label(rec), rec["curve"]["n"], rec["curve"]["value"], rec["metric"])
+        for i, (rec, label, (style, marker)) in enumerate(zip(recs, _setting_labels(recs), itertools.cycle(_STYLES))):
+            curve = Curve(label, rec["curve"]["n"], rec["curve"]["value"], rec["metric"])
             keep = curve.n >= max(1.0, curve.n[-1] / 50)  # skip the noisy first rows, as plot_curves does
             [line] = ax.plot(curve.n[keep], curve.value[keep], linestyle=style, marker=marker, markevery=max(1, keep.sum() // 8),
                              markersize=4, linewidth=1.4, label=f"{curve.label} ({curve.value[-1]:.4g})")
             paper = rec.get("paper")
             if paper is not None and math.isfinite(paper):
-                ax.plot([end], [paper], linestyle="none", marker="_", markersize=16, markeredgewidth=2.5, color=line.get_color(),
-                        label=f"{curve.label} paper ({paper:.4g})", clip_on=False)
+                ax.plot([end * (1.02 + 0.025 * i)], [paper], linestyle="none", marker="<", markersize=8, color=line.get_color(),
+                        markeredgecolor="black", markeredgewidth=0.6, label=f"{curve.label} paper ({paper:.4g})")
         ax.set_xlabel("number of examples seen")
         ax.set_ylabel(metric_label(metric_of(recs[0]["metric"])))
         ax.set_title(f"{_table_name(recs[0]['source'])}: {recs[0]['data']}")

@@ -204,6 +204,11 @@ def reproduce_json(tmp_path):
         _setting("pkawv_taylor-casp", "pkawv_taylor", "casp-pm1", "Jezequel et al. 2019, Figure 2 (no number in the text)",
                  "online_mse", float("nan"), n[:20], falling[:20]),
         _setting("nogd-w8a", "nogd", "w8a", "Lu et al. 2016, Table 5", "online_mistake_rate", 0.0292, [], [], status="skipped"),
+        _setting("omkl_gf-m1-airquality", "omkl_gf", "airquality", "Ghari & Shen 2020, Table 1", "online_mse", 0.0081, n, falling),
+        _setting("omkl_gf-m7-airquality", "omkl_gf", "airquality", "Ghari & Shen 2020, Table 1", "online_mse", 0.0042, n, rising),
+        _setting("raker-airquality", "raker", "airquality", "Ghari & Shen 2020, Table 1", "online_mse", 0.0047, n, rising),
+        _setting("oks-bank-square", "oks", "bank", "Li & Liao 2022, regression (spec/oks.md)", "online_mse", 0.024, n, rising),
+        _setting("oks-bank-absolute", "oks", "bank", "Li & Liao 2022, regression (spec/oks.md)", "online_mae", 0.0961, n, rising),
     ]
     path = tmp_path / "reproduce.json"
     path.write_text(json.dumps(outcomes))
@@ -221,8 +226,9 @@ def test_reproduce_figures_one_per_table_and_data_set(reproduce_json, tmp_path, 
     path, outcomes = reproduce_json
     written = report.run(["reproduce", str(path), "--output", str(tmp_path / "fig")])
     assert sorted(os.path.basename(p) for p in written) == [
-        "jezequel_et_al_2019_figure_2-casp_pm1.png", "lu_et_al_2016_table_3-w8a_train.png",
-        "lu_et_al_2016_table_5-a9a.png", "lu_et_al_2016_table_5-w8a.png"]  # the skipped nogd-w8a has no line
+        "ghari_shen_2020_table_1-airquality.png", "jezequel_et_al_2019_figure_2-casp_pm1.png",
+        "li_liao_2022_regression-bank-online_mae.png", "li_liao_2022_regression-bank-online_mse.png",  # one metric per figure
+        "lu_et_al_2016_table_3-w8a_train.png", "lu_et_al_2016_table_5-a9a.png", "lu_et_al_2016_table_5-w8a.png"]
     for p in written:
         _png(p)
     fig = saved_figures["lu_et_al_2016_table_5-a9a.png"]
@@ -237,16 +243,21 @@ def test_reproduce_figures_one_per_table_and_data_set(reproduce_json, tmp_path, 
         keep = n >= n[-1] / 50  # the first rows are left out, as in every curve figure
         np.testing.assert_array_equal(curves[name].get_xdata(), n[keep])
         np.testing.assert_array_equal(curves[name].get_ydata(), value[keep])
-        assert list(marks[name].get_xdata()) == [1000] and list(marks[name].get_ydata()) == [rec["paper"]]  # at the axis end
+        assert list(marks[name].get_ydata()) == [rec["paper"]] and 1000 < marks[name].get_xdata()[0] < 1100  # past the curves' end
         assert marks[name].get_color() == curves[name].get_color() and marks[name].get_linestyle() == "None"
-    assert curves["fogd"].get_color() != curves["nogd"].get_color()
+    assert curves["fogd"].get_color() != curves["nogd"].get_color() and marks["fogd"].get_xdata() != marks["nogd"].get_xdata()
     legend = ax.get_legend().get_window_extent()
     assert len(ax.get_legend().get_texts()) == 4 and legend.y1 <= ax.get_window_extent().y0  # below the axes
     assert fig.get_window_extent().contains(legend.x0 + 1, legend.y0 + 1)
     nan_paper = saved_figures["jezequel_et_al_2019_figure_2-casp_pm1.png"].axes[0]
     curves, marks = _curves_and_marks(nan_paper)
-    assert list(curves) == ["pkawv_taylor-casp"] and not marks  # no number in the paper: no mark
+    assert list(curves) == ["pkawv_taylor"] and not marks  # no number in the paper: no mark
     assert nan_paper.get_ylabel() == figures.metric_label("mse")
+    curves, marks = _curves_and_marks(saved_figures["lu_et_al_2016_table_5-w8a.png"].axes[0])
+    assert list(curves) == list(marks) == ["fogd"]  # the skipped nogd-w8a has no line
+    curves, marks = _curves_and_marks(saved_figures["ghari_shen_2020_table_1-airquality.png"].axes[0])
+    assert list(curves) == list(marks) == ["omkl_gf-m1-airquality", "omkl_gf-m7-airquality", "raker"]  # keys where a learner repeats
+    assert saved_figures["li_liao_2022_regression-bank-online_mae.png"].axes[0].get_ylabel() == figures.metric_label("mae")
 
 
 def test_reproduce_figures_refuse_what_has_no_curve(tmp_path):
