@@ -392,6 +392,15 @@ def _table_name(source: str) -> str:
     return source.split(" (")[0].strip()
 
 
+def _finish(plt, fig, ax, out: str) -> str:
+    """Grid, the legend below the axes (never over a curve; final values in the labels), save, close."""
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
+    _save(fig, out)
+    plt.close(fig)
+    return out
+
+
 def reproduce_groups(path: str) -> dict[str, list[dict]]:
     """The settings of a ``reproduce.json`` that ran and have a curve, by figure file name.
 
@@ -423,7 +432,7 @@ def _setting_labels(recs: list[dict]) -> list[str]:
 def plot_reproduce(path: str, out_dir: str) -> list[str]:
     """One figure per paper table and data set of a ``reproduce.json``; returns the paths written.
 
-    Each setting's online curve against examples seen, and the paper's number as a short
+    Each setting's online curve against examples seen, and the paper's number as a
     triangle in the same colour just past the end of the examples axis (labelled "paper"; side
     by side, so equal numbers stay apart).
     """
@@ -447,13 +456,7 @@ def plot_reproduce(path: str, out_dir: str) -> list[str]:
         ax.set_xlabel("number of examples seen")
         ax.set_ylabel(metric_label(metric_of(recs[0]["metric"])))
         ax.set_title(f"{_table_name(recs[0]['source'])}: {recs[0]['data']}")
-        ax.grid(True, alpha=0.3)
-        # Below the axes, never over a curve (final values in the labels).
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
-        out = os.path.join(out_dir, name)
-        _save(fig, out)
-        plt.close(fig)
-        written.append(out)
+        written.append(_finish(plt, fig, ax, os.path.join(out_dir, name)))
     return written
 
 
@@ -506,12 +509,7 @@ def plot_scale(paths: list[str], out_dir: str) -> list[str]:
         ax.set_xlabel("rows trained (log scale)")
         ax.set_ylabel(entry["metric"].replace("_", " ") + (" (fraction)" if entry["metric"].endswith("mistake_rate") else ""))
         ax.set_title(f"{sources.get(key, key)}: {key}")
-        ax.grid(True, alpha=0.3, which="both")
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
-        out = os.path.join(out_dir, f"scale-{_slug(key)}.png")
-        _save(fig, out)
-        plt.close(fig)
-        written.append(out)
+        written.append(_finish(plt, fig, ax, os.path.join(out_dir, f"scale-{_slug(key)}.png")))
     return written
 
 
