@@ -216,12 +216,8 @@ def run_pipeline(pipeline: beam.Pipeline):
 
 
 def _embedded_job_service(options: PipelineOptions) -> bool:
-    """Whether the job ran in Beam's in-process job service (``--job_endpoint=embed``)."""
-    from apache_beam.options.pipeline_options import PortableOptions
-
-    runner = options.view_as(StandardOptions).runner
-    name = runner if isinstance(runner, str) else type(runner).__name__
-    return name.rsplit(".", 1)[-1] == "PortableRunner" and options.view_as(PortableOptions).job_endpoint == "embed"
+    """Whether the job ran in Beam's in-process job service (``--job_endpoint=embed``, as :func:`pipeline_options` reads it)."""
+    return options.view_as(PortableOptions).job_endpoint == "embed"
 
 
 def live_progress(label: str, total_rows: int, options: PipelineOptions):
