@@ -188,8 +188,7 @@ SLOW_UNPINNED = ("kernel_awv", "krr", "pkawv_nystrom", "pkawv_taylor")
 # dimension. Before kernels.py (kernel rows as BLAS matrix-vector products) they did differ.
 # The budget learners (okl_core/learners/budget.py) score with the same einsum rows, and their
 # small solves (Projectron's inverse kernel matrix, at most budget x budget) do not thread.
-BUDGET = ("bogd", "bogd_r", "bpa_s", "forgetron", "forgetron_r", "mbogd", "mbpa_s", "mforgetron", "mprojectron",
-          "mprojectron_pp", "mrbp", "norma_r", "projectron", "projectron_pp", "projectron_r", "rbp", "rbp_r")
+BUDGET = tuple(n for n in sorted(CASES) if okl_core.learner_class(n).__module__ == "okl_core.learners.budget")
 INVARIANT_UNPINNED = ("ioks", "kernel_ogd", "kernel_ogd_r", "kernel_perceptron", "mkernel_ogd", "oks", "oks_pp") + BUDGET
 
 
