@@ -548,6 +548,11 @@ def random_slot(u: float, n: int) -> int:
     return min(int(u * n), n - 1)
 
 
+def _put_or_replace_random(work: BudgetSet, x32: np.ndarray, x64: np.ndarray, coef: Any, t: int, u: float) -> None:
+    """RBP's insertion: ``x`` with ``coef`` in a free slot, or (set full) in slot ``floor(u B)``."""
+    work.put(random_slot(u, work.n) if work.full else work.n, x32, x64, coef, t)
+
+
 # -- the learners ---------------------------------------------------------------------------
 class _BudgetLearner(Learner[Any]):
     """Shared parts: fixed-shape state, prediction, the per-row loop, no merge.
@@ -643,8 +648,7 @@ class RBP(_SeededLearner):
         coef = self.rule(f, y)
         if coef is None:
             return
-        slot = random_slot(u, work.n) if work.full else work.n
-        work.put(slot, x32, x64, coef, t)
+        _put_or_replace_random(work, x32, x64, coef, t, u)
 
 
 def forgetron_shrink(sigma: float, mu: float, damage: float, mistakes: int, root: str = "feasible") -> float:
@@ -961,7 +965,7 @@ class MRBP(_SeededLearner):
     def _learn(self, work, x32, x64, y, k, f, t, u):
         coef = multiclass_mistake(f, y)
         if coef is not None:
-            work.put(random_slot(u, work.n) if work.full else work.n, x32, x64, coef, t)
+            _put_or_replace_random(work, x32, x64, coef, t, u)
 
 
 class MProjectron(Projectron):
@@ -1095,7 +1099,7 @@ class RBPRegressor(_SeededLearner):
     def _learn(self, work, x32, x64, y, k, f, t, u):
         coef = self.rule(f, y)
         if coef is not None:
-            work.put(random_slot(u, work.n) if work.full else work.n, x32, x64, coef, t)
+            _put_or_replace_random(work, x32, x64, coef, t, u)
 
 
 class BOGDRegressor(BOGD):
