@@ -549,8 +549,7 @@ def schema_problem(schema: pa.Schema, n_features: int | None, task: str | None) 
         if x_type.byte_width % 4:
             return f"column x is {x_type}: {x_type.byte_width} bytes is not a whole number of float32 features (4 bytes each)"
     elif pa.types.is_fixed_size_list(x_type) or pa.types.is_list(x_type) or pa.types.is_large_list(x_type):
-        item = x_type.value_type
-        if not (pa.types.is_floating(item) or pa.types.is_integer(item)):
+        if not _is_number_type(x_type.value_type):
             return f"column x is {x_type}, not a list of numbers"
     else:
         return f"column x is {x_type}, not float32 bytes (fixed_size_binary[4 d]) or a list of numbers"
@@ -558,11 +557,11 @@ def schema_problem(schema: pa.Schema, n_features: int | None, task: str | None) 
     if n_features is not None and width is not None and width != n_features:
         return f"column x holds {width} features per row ({x_type}), the data set {n_features}"
     y_type = schema.field("y").type
-    if not (pa.types.is_integer(y_type) or pa.types.is_floating(y_type)):
+    if not _is_number_type(y_type):
         needs = "numeric targets" if task == "regression" else "integer labels"
         return f"column y is {y_type}; {'a ' + task if task else 'an okl'} data set needs {needs}"
     row_type = schema.field("row").type
-    if not (pa.types.is_integer(row_type) or pa.types.is_floating(row_type)):
+    if not _is_number_type(row_type):
         return f"column row is {row_type}, not row numbers"
     return None
 

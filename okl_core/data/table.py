@@ -353,6 +353,12 @@ def _parquet_files(path) -> list:
     return files
 
 
+def _footer(path: str) -> tuple[pa.Schema, int]:
+    """The schema and row count of a Parquet file, from one read of its footer."""
+    with pq.ParquetFile(path) as pf:
+        return pf.schema_arrow, pf.metadata.num_rows
+
+
 def _is_text(t: pa.DataType) -> bool:
     if pa.types.is_dictionary(t):
         return _is_text(t.value_type)
@@ -374,11 +380,13 @@ class ParquetColumns(_TableSource):
         super().__init__(target, categorical, markers)
         self.files = _parquet_files(path)
         self.path, self.batch_rows = os.fspath(path), int(batch_rows)
-        schema = pq.read_schema(self.files[0])
+        schema, n_rows = _footer(self.files[0])  # each footer read once: schema and row count
         self.names = list(schema.names)
         self.features = select_columns(self.names, target, features, drop, where=self.files[0])
         for f in self.files[1:]:
-            missing = sorted((set(self.features) | {target}) - set(pq.read_schema(f).names))
+            file_schema, rows = _footer(f)
+            n_rows += rows
+            missing = sorted((set(self.features) | {target}) - set(file_schema.names))
             if missing:
                 raise DataFormatError(f"{f}: no column(s) {missing} (the first file {self.files[0]} has them)")
         for c in self.features:
@@ -391,7 +399,7 @@ class ParquetColumns(_TableSource):
         t = schema.field(target).type
         if not (_is_text(t) or _is_number(t)):
             raise DataFormatError(f"{self.files[0]}: target column {target!r} has type {t}; it must hold numbers or text")
-        self.total = sum(pq.ParquetFile(f).metadata.num_rows for f in self.files)
+        self.total = n_rows
         self.position = 0
 
     def batches(self) -> Iterator[RawBatch]:
