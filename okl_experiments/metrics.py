@@ -24,6 +24,7 @@ import typing
 import numpy as np
 
 from okl_core.evaluation import METRIC_ALIASES, canonical_metric, default_metric, task_metrics
+from okl_core.learners.base import labels_from_scores
 from okl_core.metrics import Prequential
 
 __all__ = ["Headline", "headline", "metric_of", "metric_label", "experiment_metrics", "experiment_metric", "ranking_metric",
@@ -117,12 +118,11 @@ def batch_curve(task: str, scores, y, points: int = CURVE_POINTS) -> list[list]:
     equals the batch record's own sum. A batch of fewer rows than ``points`` repeats rows.
     """
     key, n = headline(task).batch_sum, len(y)
-    out = []
-    for k in range(1, points + 1):
-        stop = n * k // points
-        value = getattr(Prequential(task).add(scores[:stop], np.asarray(y)[:stop]), key)
-        out.append([stop, value])
-    return out
+    stops = [n * k // points for k in range(1, points + 1)]
+    if key == "mistakes":  # classification: label the batch once, count the mistakes of each prefix
+        wrong = np.concatenate([[0], np.cumsum(labels_from_scores(task, scores) != np.asarray(y))])
+        return [[stop, int(wrong[stop])] for stop in stops]
+    return [[stop, getattr(Prequential(task).add(scores[:stop], np.asarray(y)[:stop]), key)] for stop in stops]
 
 
 class JobCurves(typing.NamedTuple):

@@ -245,8 +245,10 @@ class Heartbeat:
 
     def beat(self, rows: int, done: bool = False) -> None:
         """Record ``rows`` done so far (throttled unless ``done``); never fails the step."""
+        if self.path is None:
+            return
         now = time.time()
-        if self.path is None or (not done and now - self._last < self.interval):
+        if not done and now - self._last < self.interval:
             return
         self._last = now
         tmp = f"{self.path}.{os.getpid()}.tmp"

@@ -36,7 +36,7 @@ from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, Model
 import okl_core
 from okl_core.learners.base import labels_from_scores
 from okl_experiments.progress import Heartbeat
-from transforms.read import is_remote, read_bytes  # noqa: F401 (read_bytes: part of this module's API)
+from transforms.read import read_bytes  # noqa: F401 (read_bytes: part of this module's API)
 
 __all__ = ["OklModel", "OklModelHandler", "WatchModelVersions", "WritePredictions", "prediction_schema", "read_bytes"]
 
