@@ -20,6 +20,8 @@ arithmetic is the numpy fold's, operation for operation, so the bytes are the sa
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -157,3 +159,64 @@ def fold_multiclass_adagrad(eta, delta, Z, W, G, y, scores, start):
         adagrad_step(eta, delta, 1.0, z, W[y[i]], G[y[i]])
         adagrad_step(eta, delta, -1.0, z, W[s], G[s])
     return y.shape[0]
+
+
+# -- the multi-kernel folds (okl_core.learners.omkl, okl_core.learners.oks) ---------------
+# Their numpy folds take exp and log from the C library, sum sequentially and take dot
+# products with ddot (okl_core.learners.multikernel, "the per-example arithmetic of the
+# folds"), which is what math.exp, math.log, a loop and np.dot are here. Features come
+# precomputed by KernelFeatureBank.row_blocks (numpy's float32 cos and sin are not the C
+# library's), for every kernel of every row.
+@njit(cache=True)
+def fold_weights_into(log_w, out):
+    """``out = exp(log_w - max) / sum``: multikernel.fold_weights."""
+    top = np.max(log_w)
+    s = 0.0
+    for n in range(log_w.shape[0]):
+        out[n] = math.exp(log_w[n] - top)
+        s += out[n]
+    for n in range(log_w.shape[0]):
+        out[n] = out[n] / s
+
+
+@njit(cache=True)
+def log_normalize_in_place(log_w):
+    """multikernel.fold_log_normalize, in place."""
+    top = np.max(log_w)
+    s = 0.0
+    for n in range(log_w.shape[0]):
+        s += math.exp(log_w[n] - top)
+    lse = top + math.log(s)
+    for n in range(log_w.shape[0]):
+        log_w[n] = log_w[n] - lse
+
+
+@njit(cache=True)
+def step_theta(theta, Z, f, y, eta_t, lam, losses):
+    """omkl._step_theta on rows ``theta`` (m, 2D) with features ``Z`` and scores ``f``."""
+    for n in range(theta.shape[0]):
+        r = f[n] - y
+        losses[n] = 2.0 * (0.5 * (r * r)) + lam * np.dot(theta[n], theta[n])
+        g = 2.0 * r
+        for j in range(theta.shape[1]):
+            theta[n, j] -= eta_t * (g * Z[n, j] + (2.0 * lam) * theta[n, j])
+
+
+@njit(cache=True)
+def fold_raker(Z, y, theta, log_w, scores, counter, eta, constant, lam):
+    """omkl.Raker._fold: rows with features ``Z`` (n, N, 2D); ``theta``, ``log_w`` and
+    ``scores`` in place; ``counter`` examples seen before the first row."""
+    N = theta.shape[0]
+    f = np.empty(N)
+    q = np.empty(N)
+    losses = np.empty(N)
+    for r in range(y.shape[0]):
+        eta_t = eta if constant else eta / math.sqrt(counter + r + 1)
+        for n in range(N):
+            f[n] = np.dot(Z[r, n], theta[n])
+        fold_weights_into(log_w, q)
+        scores[r] = np.dot(q, f)
+        step_theta(theta, Z[r], f, y[r], eta_t, lam, losses)
+        for n in range(N):
+            log_w[n] = log_w[n] - eta_t * losses[n]
+        log_normalize_in_place(log_w)

@@ -68,6 +68,9 @@ __all__ = [
     "RandomFeatureMultiKernelConfig",
     "log_normalize",
     "normalized_weights",
+    "fold_log_normalize",
+    "fold_weights",
+    "row_dots",
 ]
 
 _EXAMPLE_LIMIT = 2**63
@@ -302,6 +305,23 @@ class KernelFeatureBank:
         z *= self._scale
         return z.astype(np.float64)
 
+    def row_blocks(self, omega: np.ndarray, X: np.ndarray, block_bytes: int = 8 * 2**20):
+        """:meth:`rows` of every row of ``X`` for all kernels of ``omega``, in blocks of rows.
+
+        Yields ``(start, Z)`` with ``Z`` float64 ``(n, k, 2 D)`` the features of rows
+        ``start..start+n-1``, at most ``block_bytes`` each. The same bits as :meth:`rows`
+        row by row: the stacked ``matmul`` makes one ``gemv`` per (row, kernel), the call
+        :meth:`rows` makes, and the rest is elementwise. The compiled folds read their
+        features from these blocks (:mod:`okl_core.learners.compiled`).
+        """
+        per_row = omega.shape[0] * 2 * omega.shape[2] * 8
+        step = max(1, block_bytes // max(per_row, 1))
+        for start in range(0, len(X), step):
+            proj = np.matmul(X[start : start + step, None, None, :], omega[None])[:, :, 0, :]  # (n, k, D)
+            z = np.concatenate((np.cos(proj), np.sin(proj)), axis=2)
+            z *= self._scale
+            yield start, z.astype(np.float64)
+
     def transform(self, j: int, X: np.ndarray) -> np.ndarray:
         """Kernel ``j``'s features of the rows of ``X``, float64 ``(n, 2 D)``."""
         return self.maps[j].transform(X).astype(np.float64)
@@ -364,3 +384,31 @@ def log_normalize(log_w: np.ndarray) -> np.ndarray:
 def normalized_weights(log_w: np.ndarray) -> np.ndarray:
     """``exp(log_w) / sum exp(log_w)`` (the softmax of :mod:`okl_core.losses`)."""
     return softmax(np.asarray(log_w, dtype=np.float64)[None, :])[0]
+
+
+# -- the per-example arithmetic of the folds, in the form the compiled folds repeat -------
+# The compiled folds (okl_core.learners._jit_folds) give these bytes: numba's exp and log
+# are the C library's (numpy's SIMD exp differed from it on 4.6% of 200,000 arguments,
+# its log on 0.06%), and its sums are sequential (numpy's pairwise np.sum differed from a
+# sequential sum on 63% of 17-element arrays). So the folds exponentiate with math.exp
+# and math.log element by element, sum with np.cumsum (sequential) and take dot products
+# with BLAS ddot (matmul of (1, k) by (k, 1) stacks), as the compiled code does.
+def _libm_exp(v: np.ndarray) -> np.ndarray:
+    return np.fromiter(map(math.exp, v.tolist()), np.float64, len(v))
+
+
+def fold_weights(log_w: np.ndarray) -> np.ndarray:
+    """:func:`normalized_weights` as the folds compute it (C-library exp, sequential sum)."""
+    e = _libm_exp(log_w - np.max(log_w))
+    return e / np.cumsum(e)[-1]
+
+
+def fold_log_normalize(log_w: np.ndarray) -> np.ndarray:
+    """:func:`log_normalize` as the folds compute it (C-library exp and log, sequential sum)."""
+    top = np.max(log_w)
+    return log_w - (top + math.log(np.cumsum(_libm_exp(log_w - top))[-1]))
+
+
+def row_dots(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``A[n] . B[n]`` for each row ``n`` of two float64 ``(k, m)`` arrays, one BLAS ddot each."""
+    return np.matmul(A[:, None, :], B[:, :, None])[:, 0, 0]

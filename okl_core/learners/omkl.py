@@ -95,6 +95,7 @@ from okl_core.learners.base import (
     validate_xy,
     weighted_average,
 )
+from okl_core.learners.compiled import kernels
 from okl_core.learners.multikernel import (
     OMKL_DICTIONARY,
     KernelFeatureBank,
@@ -102,8 +103,11 @@ from okl_core.learners.multikernel import (
     RandomFeatureMultiKernelConfig,
     draw_index,
     example_uniform_rows,
+    fold_log_normalize,
+    fold_weights,
     log_normalize,
     normalized_weights,
+    row_dots,
 )
 from okl_core.losses import LOSSES
 
@@ -302,7 +306,7 @@ class _RandomFeatureMultiKernel(MultiKernelLearner[WeightedStateT]):
         returns the losses ``L_n`` before the step.
         """
         lam = self.config.lam
-        losses = 2.0 * _SQUARE.value(f, y) + lam * np.einsum("nk,nk->n", theta, theta)
+        losses = 2.0 * _SQUARE.value(f, y) + lam * row_dots(theta, theta)
         grad = (2.0 * _SQUARE.grad(f, y))[:, None] * Z + (2.0 * lam) * theta
         theta -= eta_t * grad
         return losses
@@ -359,18 +363,27 @@ class Raker(_RandomFeatureMultiKernel[RakerState]):
         X, y = validate_xy(self, X, y)
         theta, log_w, n_seen = state.theta.copy(), state.log_w.copy(), int(state.n_seen)
         scores = np.empty(len(y))
+        cfg, jit = self.config, kernels()
         omega = self.bank.stack() if len(y) else np.empty((0, 0, 0), np.float32)  # no rows: no frequencies
-        for i in range(len(y)):
-            t = n_seen + i + 1
-            eta_t = self.config.rate(self.config.eta, t)
-            Z = self.bank.rows(omega, X[i])  # (N, 2D): all kernels every step
-            f = np.einsum("nk,nk->n", Z, theta)
-            scores[i] = normalized_weights(log_w) @ f
-            losses = self._step_theta(theta, Z, f, y[i], eta_t)
-            log_w = log_normalize(log_w - eta_t * losses)
+        for start, Z in self.bank.row_blocks(omega, X):  # (n, N, 2D): all kernels every step
+            part = slice(start, start + len(Z))
+            if jit is not None:
+                jit.fold_raker(Z, y[part], theta, log_w, scores[part], n_seen + start, cfg.eta, cfg.schedule == "constant", cfg.lam)
+            else:
+                log_w = self._fold(Z, y[part], theta, log_w, scores[part], n_seen + start)
         new = RakerState(theta=theta, log_w=log_w, n_seen=np.asarray(n_seen + len(y), dtype=np.int64))
         return new, scores
 
+    def _fold(self, Z: np.ndarray, y: np.ndarray, theta: np.ndarray, log_w: np.ndarray, scores: np.ndarray, counter: int) -> np.ndarray:
+        """The numpy fold of rows with features ``Z`` (``theta`` and ``scores`` in place);
+        returns the new log-weights. ``_jit_folds.fold_raker`` is the same, compiled."""
+        for r in range(len(y)):
+            eta_t = self.config.rate(self.config.eta, counter + r + 1)
+            f = row_dots(Z[r], theta)
+            scores[r] = fold_weights(log_w) @ f
+            losses = self._step_theta(theta, Z[r], f, y[r], eta_t)
+            log_w = fold_log_normalize(log_w - eta_t * losses)
+        return log_w
 
 
 class OMKLGF(_RandomFeatureMultiKernel[OMKLGFState]):
