@@ -192,14 +192,16 @@ def log_normalize_in_place(log_w):
 
 
 @njit(cache=True)
-def step_theta(theta, Z, f, y, eta_t, lam, losses):
-    """omkl._step_theta on rows ``theta`` (m, 2D) with features ``Z`` and scores ``f``."""
-    for n in range(theta.shape[0]):
-        r = f[n] - y
-        losses[n] = 2.0 * (0.5 * (r * r)) + lam * np.dot(theta[n], theta[n])
+def step_theta(theta, Zr, rows, m, f, y, eta_t, lam, losses):
+    """omkl._step_theta on the kernels ``rows[:m]`` of ``theta`` (N, 2D), features ``Zr``
+    (N, 2D) and scores ``f[:m]``; ``losses[:m]`` receives the losses before the step."""
+    for k in range(m):
+        n = rows[k]
+        r = f[k] - y
+        losses[k] = 2.0 * (0.5 * (r * r)) + lam * np.dot(theta[n], theta[n])
         g = 2.0 * r
         for j in range(theta.shape[1]):
-            theta[n, j] -= eta_t * (g * Z[n, j] + (2.0 * lam) * theta[n, j])
+            theta[n, j] -= eta_t * (g * Zr[n, j] + (2.0 * lam) * theta[n, j])
 
 
 @njit(cache=True)
@@ -207,6 +209,7 @@ def fold_raker(Z, y, theta, log_w, scores, counter, eta, constant, lam):
     """omkl.Raker._fold: rows with features ``Z`` (n, N, 2D); ``theta``, ``log_w`` and
     ``scores`` in place; ``counter`` examples seen before the first row."""
     N = theta.shape[0]
+    rows = np.arange(N)
     f = np.empty(N)
     q = np.empty(N)
     losses = np.empty(N)
@@ -216,7 +219,116 @@ def fold_raker(Z, y, theta, log_w, scores, counter, eta, constant, lam):
             f[n] = np.dot(Z[r, n], theta[n])
         fold_weights_into(log_w, q)
         scores[r] = np.dot(q, f)
-        step_theta(theta, Z[r], f, y[r], eta_t, lam, losses)
+        step_theta(theta, Z[r], rows, N, f, y[r], eta_t, lam, losses)
         for n in range(N):
             log_w[n] = log_w[n] - eta_t * losses[n]
         log_normalize_in_place(log_w)
+
+
+@njit(cache=True)
+def draw_index(weights, u):
+    """multikernel.draw_index: inverse CDF of ``u`` on the running sums of ``weights``."""
+    cdf = np.cumsum(weights)
+    return min(np.searchsorted(cdf, u * cdf[-1], side="right"), weights.shape[0] - 1)
+
+
+@njit(cache=True)
+def graph_draws(log_w, eta_e, U, M, P, A):
+    """omkl.graph_probabilities of ``fold_weights(log_w)`` into ``P`` (J, N) and, into ``A``
+    (N, J), omkl.draw_graph with the uniforms ``U``."""
+    J, N = P.shape
+    w = np.empty(N)
+    fold_weights_into(log_w, w)
+    s = 0.0
+    for n in range(N):
+        s += w[n]
+    for j in range(J):
+        e = math.pow(eta_e, float(j + 1))  # a float exponent: the C library pow, as math.pow in Python
+        for n in range(N):
+            P[j, n] = (1.0 - e) * (w[n] / s) + e / N
+    A[:, :] = False
+    for j in range(J):
+        for m in range(M):
+            A[draw_index(P[j], U[j * M + m]), j] = True
+
+
+@njit(cache=True)
+def selective_into(log_w, A, eta_e, p_sel):
+    """omkl.selective_probabilities into ``p_sel`` (J,)."""
+    N, J = A.shape
+    log_u = np.empty(J)
+    for j in range(J):
+        top = -np.inf
+        for n in range(N):
+            if A[n, j] and log_w[n] > top:
+                top = log_w[n]
+        s = 0.0
+        for n in range(N):
+            s += math.exp((log_w[n] if A[n, j] else -np.inf) - top)
+        log_u[j] = top + math.log(s)
+    fold_weights_into(log_u, p_sel)
+    for j in range(J):
+        p_sel[j] = (1.0 - eta_e) * p_sel[j] + eta_e / J
+
+
+@njit(cache=True)
+def fold_omkl_gf(Z, have, start, y, U, theta, log_w, graph, frozen, n_used, sq_error, scores, counter, eta, eta_e0,
+                 constant, lam, M, b_scale, freeze_below, freeze_mse, conditional):
+    """omkl.OMKLGF._draw and _step on rows ``start..`` of a feature block ``Z`` (n, N, 2D)
+    whose pairs ``have`` are computed; the state's arrays (and ``frozen``, ``sq_error`` of
+    shape (1,)) in place. Returns ``(rows done, -1)``, or ``(r, j)`` when row ``r`` needs
+    kernel ``j``'s features (row ``r`` not learned)."""
+    N, J = graph.shape
+    P = np.empty((J, N))
+    A = np.empty((N, J), dtype=np.bool_)
+    p_sel = np.ones(J)
+    chosen = np.empty(N, dtype=np.int64)
+    f = np.empty(N)
+    weights = np.empty(N)
+    picked = np.empty(N)
+    losses = np.empty(N)
+    q = np.empty(N)
+    for r in range(start, y.shape[0]):
+        t = counter + r + 1
+        eta_t = eta if constant else eta / math.sqrt(t)
+        eta_e = eta_e0 if constant else eta_e0 / math.sqrt(t)
+        graph_draws(log_w, eta_e, U[r, 1:], M, P, A)
+        if frozen[0]:
+            A[:, :] = graph
+        if J > 1:
+            selective_into(log_w, A, eta_e, p_sel)
+        node = draw_index(p_sel, U[r, 0]) if J > 1 else 0
+        m = 0
+        for n in range(N):
+            if A[n, node]:
+                if not have[r, n]:
+                    return r, n
+                chosen[m] = n
+                m += 1
+        for k in range(m):
+            f[k] = np.dot(Z[r, chosen[k]], theta[chosen[k]])
+            picked[k] = log_w[chosen[k]]
+        fold_weights_into(picked[:m], weights[:m])
+        y_hat = np.dot(weights[:m], f[:m])
+        step_theta(theta, Z[r], chosen, m, f, y[r], eta_t, lam, losses)
+        for n in range(N):
+            s = 0.0
+            for j in range(J):
+                if frozen[0] and conditional:
+                    s += (1.0 if A[n, j] else 0.0) * p_sel[j]
+                else:
+                    s += p_sel[j] * (1.0 - math.pow(1.0 - P[j, n], float(M)))
+            q[n] = s
+        for k in range(m):
+            n = chosen[k]
+            log_w[n] = log_w[n] - (eta_t / b_scale) * losses[k] / q[n]
+            n_used[n] += 1
+        error = y_hat - y[r]
+        sq_error[0] = sq_error[0] + error * error
+        if not frozen[0]:
+            loss = sq_error[0] / t if freeze_mse else error * error
+            graph[:, :] = A
+            frozen[0] = loss < freeze_below
+        log_normalize_in_place(log_w)
+        scores[r] = y_hat
+    return y.shape[0], -1

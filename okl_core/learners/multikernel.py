@@ -71,6 +71,8 @@ __all__ = [
     "fold_log_normalize",
     "fold_weights",
     "row_dots",
+    "FeatureBlock",
+    "fold_on_demand",
 ]
 
 _EXAMPLE_LIMIT = 2**63
@@ -412,3 +414,55 @@ def fold_log_normalize(log_w: np.ndarray) -> np.ndarray:
 def row_dots(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``A[n] . B[n]`` for each row ``n`` of two float64 ``(k, m)`` arrays, one BLAS ddot each."""
     return np.matmul(A[:, None, :], B[:, :, None])[:, 0, 0]
+
+
+class FeatureBlock:
+    """Features of a block of rows for the (row, kernel) pairs asked for so far.
+
+    ``Z`` float64 ``(n, k, 2 D)`` and ``have`` bool ``(n, k)``: ``Z[r, j]`` holds
+    :meth:`KernelFeatureBank.rows` of row ``r`` for kernel ``j`` (the same bits: one stacked
+    ``matmul``, so one ``gemv`` per row, then the same elementwise steps) where ``have[r, j]``.
+    """
+
+    def __init__(self, bank: KernelFeatureBank, omega: np.ndarray, X: np.ndarray):
+        self.bank, self.omega, self.X = bank, omega, X
+        self.Z = np.empty((len(X), omega.shape[0], 2 * omega.shape[2]))
+        self.have = np.zeros((len(X), omega.shape[0]), dtype=bool)
+
+    def fill(self, need: np.ndarray) -> None:
+        """Compute the features of the pairs ``need`` (bool ``(n, k)``) not there yet."""
+        for j in np.flatnonzero(need.any(axis=0)):
+            rows = np.flatnonzero(need[:, j] & ~self.have[:, j])
+            if len(rows):
+                proj = np.matmul(self.X[rows][:, None, :], self.omega[j])[:, 0, :]
+                z = np.concatenate((np.cos(proj), np.sin(proj)), axis=1)
+                z *= self.bank._scale
+                self.Z[rows, j] = z
+                self.have[rows, j] = True
+
+
+def fold_on_demand(bank: KernelFeatureBank, omega: np.ndarray, X: np.ndarray, guess, run, block_bytes: int = 8 * 2**20) -> None:
+    """Drive a compiled fold that evaluates only some kernels per row (decided as it goes).
+
+    Rows go in blocks of at most ``block_bytes`` of features. For each block,
+    ``guess(start, stop)`` (bool ``(n, k)``) names the kernels each row will probably use
+    (drawn from the state at the block's start) and their features are computed in one
+    batch; ``run(start, Z, have, r)`` folds the block's rows from ``r`` and returns
+    ``(r, j)``: the rows done, and, if it stopped early, the kernel ``j`` whose features
+    row ``r`` lacks (nothing of row ``r`` learned yet). That kernel's features are then
+    computed for the rest of the block and the fold resumes, so a block costs at most one
+    such stop per kernel.
+    """
+    per_row = omega.shape[0] * 2 * omega.shape[2] * 8
+    step = max(1, block_bytes // max(per_row, 1))
+    for start in range(0, len(X), step):
+        stop = min(start + step, len(X))
+        block = FeatureBlock(bank, omega, X[start:stop])
+        block.fill(guess(start, stop))
+        r = 0
+        while r < stop - start:
+            r, j = run(start, block.Z, block.have, r)
+            if r < stop - start:
+                need = np.zeros_like(block.have)
+                need[r:, j] = True
+                block.fill(need)

@@ -104,6 +104,7 @@ from okl_core.learners.multikernel import (
     draw_index,
     example_uniform_rows,
     fold_log_normalize,
+    fold_on_demand,
     fold_weights,
     log_normalize,
     normalized_weights,
@@ -235,11 +236,14 @@ class OMKLGFState(NamedTuple):
 
 
 # -- the graph (Algorithm 1) and its probabilities, as pure functions (tested alone) --------
+# Written as the compiled fold (okl_core.learners._jit_folds.fold_omkl_gf) computes them,
+# so that both give the same bytes: powers and exponentials from the C library (math.pow,
+# math.exp), sums sequential (np.cumsum) -- see multikernel's "per-example arithmetic".
 def graph_probabilities(weights: np.ndarray, eta_e: float, n_selective: int) -> np.ndarray:
     """``p_{t,j}(n) = (1 - eta_e^j) w_n / sum w + eta_e^j / N`` for ``j = 1..J``: ``(J, N)``."""
     w = np.asarray(weights, dtype=np.float64)
-    w = w / w.sum()
-    explore = eta_e ** np.arange(1, n_selective + 1, dtype=np.float64)[:, None]
+    w = w / np.cumsum(w)[-1]
+    explore = np.array([math.pow(eta_e, j) for j in range(1, n_selective + 1)])[:, None]
     return (1.0 - explore) * w[None, :] + explore / len(w)
 
 
@@ -259,13 +263,21 @@ def selective_probabilities(log_w: np.ndarray, A: np.ndarray, eta_e: float) -> n
     """``p_j = (1 - eta_e) u_j / sum u + eta_e / J`` with ``u_j = sum_{A(n,j)=1} w_n`` (log domain)."""
     masked = np.where(A, log_w[:, None], -np.inf)  # (N, J)
     top = masked.max(axis=0)
-    log_u = top + np.log(np.exp(masked - top).sum(axis=0))
-    return (1.0 - eta_e) * normalized_weights(log_u) + eta_e / A.shape[1]
+    e = np.fromiter(map(math.exp, (masked - top).ravel().tolist()), np.float64, masked.size).reshape(masked.shape)
+    log_u = top + np.fromiter(map(math.log, np.cumsum(e, axis=0)[-1].tolist()), np.float64, A.shape[1])
+    return (1.0 - eta_e) * fold_weights(log_u) + eta_e / A.shape[1]
 
 
 def observation_probabilities(probabilities: np.ndarray, p_selective: np.ndarray, n_draws: int) -> np.ndarray:
     """``q_n = sum_j p_j [1 - (1 - p_{t,j}(n))^M]``: probability that kernel ``n`` is in ``S_t``."""
-    return p_selective @ (1.0 - (1.0 - probabilities) ** n_draws)
+    miss = 1.0 - probabilities
+    powers = np.fromiter((math.pow(v, n_draws) for v in miss.ravel().tolist()), np.float64, miss.size)
+    return np.cumsum(p_selective[:, None] * (1.0 - powers.reshape(miss.shape)), axis=0)[-1]
+
+
+def _conditional_probabilities(A: np.ndarray, p_selective: np.ndarray) -> np.ndarray:
+    """``q_n = sum_j p_j A(n, j)``: the probability that ``n`` is observed given the graph."""
+    return np.cumsum(A * p_selective[None, :], axis=1)[:, -1]
 
 
 class _WeightedKernelsState(State, Protocol):
@@ -428,50 +440,97 @@ class OMKLGF(_RandomFeatureMultiKernel[OMKLGFState]):
             n_seen=state.n_seen,
         )
         n_seen = int(state.n_seen)
-        omega = self.bank.stack() if len(y) else np.empty((0, 0, 0), np.float32)  # no rows: no frequencies
         cfg = self.config
         uniforms = example_uniform_rows(cfg.seed, n_seen, n_seen + len(y), 1 + cfg.selective_nodes * cfg.draws_per_node)
         scores = np.empty(len(y))
-        for i in range(len(y)):
-            scores[i], work = self._step(work, omega, X[i], y[i], n_seen + i, uniforms[i])
+        jit = kernels() if len(y) else None
+        if jit is not None:
+            work = self._compiled_fold(jit, work, X, y, uniforms, scores)
+        elif len(y):
+            omega = self.bank.stack()
+            for i in range(len(y)):
+                chosen, A, p_sel, P = self._draw(work, n_seen + i, uniforms[i])
+                Z = self.bank.rows(omega, X[i], chosen)  # (|S|, 2D): only the chosen kernels' features
+                scores[i], work = self._step(work, Z, y[i], n_seen + i, chosen, A, p_sel, P)
         return work._replace(n_seen=np.asarray(n_seen + len(y), dtype=np.int64)), scores
 
-    def _step(
-        self, work: OMKLGFState, omega: np.ndarray, x: np.ndarray, y: float, counter: int, uniforms: np.ndarray
-    ) -> tuple[float, OMKLGFState]:
-        """One example (0-based ``counter``): Algorithm 2 steps 1-7; returns the prediction and
-        the new working state (``theta`` and ``n_used`` updated in place)."""
+    def _draw(self, work: OMKLGFState, counter: int, uniforms: np.ndarray):
+        """Algorithm 2 steps 1-3 for example ``counter`` (0-based): ``(S_t, A, p, P)``."""
         cfg = self.config
         J, M = cfg.selective_nodes, cfg.draws_per_node
-        t = counter + 1
-        eta_t, eta_e = cfg.rate(cfg.eta, t), cfg.rate(cfg.eta_e, t)
-        log_w, theta, frozen = work.log_w, work.theta, bool(work.frozen)
-        P = graph_probabilities(np.exp(log_w), eta_e, J)  # log_w is normalised
-        A = work.graph if frozen else draw_graph(P, uniforms[1:], M)
+        eta_e = cfg.rate(cfg.eta_e, counter + 1)
+        P = graph_probabilities(fold_weights(work.log_w), eta_e, J)
+        A = work.graph if bool(work.frozen) else draw_graph(P, uniforms[1:], M)
         # One selective node is chosen with probability (1 - eta_e) + eta_e = 1.
-        p_sel = selective_probabilities(log_w, A, eta_e) if J > 1 else _ONE
-        chosen = np.flatnonzero(A[:, draw_index(p_sel, uniforms[0]) if J > 1 else 0])
+        p_sel = selective_probabilities(work.log_w, A, eta_e) if J > 1 else _ONE
+        return np.flatnonzero(A[:, draw_index(p_sel, uniforms[0]) if J > 1 else 0]), A, p_sel, P
 
-        Z = self.bank.rows(omega, x, chosen)  # (|S|, 2D): only the chosen kernels' features
+    def _step(
+        self, work: OMKLGFState, Z: np.ndarray, y: float, counter: int, chosen: np.ndarray, A: np.ndarray, p_sel: np.ndarray, P: np.ndarray
+    ) -> tuple[float, OMKLGFState]:
+        """One example (0-based ``counter``) with the draws of :meth:`_draw` and the chosen
+        kernels' features ``Z``: Algorithm 2 steps 4-7; returns the prediction and the new
+        working state (``theta`` and ``n_used`` updated in place). ``_jit_folds.fold_omkl_gf``
+        is the same, compiled."""
+        cfg = self.config
+        t = counter + 1
+        eta_t = cfg.rate(cfg.eta, t)
+        log_w, theta, frozen = work.log_w, work.theta, bool(work.frozen)
         sub = theta[chosen]
-        f = np.einsum("nk,nk->n", Z, sub)
-        y_hat = float(normalized_weights(log_w[chosen]) @ f)
+        f = row_dots(Z, sub)
+        y_hat = float(fold_weights(log_w[chosen]) @ f)
 
         losses = self._step_theta(sub, Z, f, y, eta_t)
         theta[chosen] = sub
         if frozen and cfg.frozen_q == "conditional":
-            q = A.astype(np.float64) @ p_sel
+            q = _conditional_probabilities(A, p_sel)
         else:
-            q = observation_probabilities(P, p_sel, M)
-        b = int(math.floor(math.log2(J)))
-        log_w[chosen] -= (eta_t / 2**b) * losses / q[chosen]
+            q = observation_probabilities(P, p_sel, cfg.draws_per_node)
+        log_w[chosen] -= (eta_t / self._b_scale) * losses / q[chosen]
         work.n_used[chosen] += 1
-        sq_error = float(work.sq_error) + (y_hat - y) ** 2
+        error = y_hat - y
+        sq_error = float(work.sq_error) + error * error
         work = work._replace(sq_error=np.asarray(sq_error))
         if not frozen:
-            loss = sq_error / t if cfg.freeze_on == "mse" else (y_hat - y) ** 2
+            loss = sq_error / t if cfg.freeze_on == "mse" else error * error
             work = work._replace(graph=A, frozen=np.asarray(loss < cfg.freeze_below))
-        return y_hat, work._replace(log_w=log_normalize(log_w))
+        return y_hat, work._replace(log_w=fold_log_normalize(log_w))
+
+    @property
+    def _b_scale(self) -> float:
+        """``2^b``, ``b = floor(log2 J)``."""
+        return float(2 ** int(math.floor(math.log2(self.config.selective_nodes))))
+
+    def _compiled_fold(self, jit, work: OMKLGFState, X: np.ndarray, y: np.ndarray, uniforms: np.ndarray, scores: np.ndarray) -> OMKLGFState:
+        """The fold in compiled code, features computed for the kernels the rows draw
+        (:func:`~okl_core.learners.multikernel.fold_on_demand`); the same bytes as :meth:`_step`."""
+        cfg, n_seen = self.config, int(work.n_seen)
+        frozen, sq_error = np.array([bool(work.frozen)]), np.array([float(work.sq_error)])
+        J, M = cfg.selective_nodes, cfg.draws_per_node
+
+        def guess(start, stop):
+            # Every node's draws with the weights at the block's start (a superset for J > 1).
+            need = np.zeros((stop - start, self.n_kernels), dtype=bool)
+            if frozen[0]:
+                need[:, work.graph.any(axis=1)] = True
+                return need
+            P = graph_probabilities(np.exp(work.log_w), cfg.rate(cfg.eta_e, n_seen + start + 1), J)
+            for j in range(J):
+                cdf = np.cumsum(P[j])
+                picks = np.searchsorted(cdf, uniforms[start:stop, 1 + j * M : 1 + (j + 1) * M] * cdf[-1], side="right")
+                need[np.arange(stop - start)[:, None], np.minimum(picks, self.n_kernels - 1)] = True
+            return need
+
+        def run(start, Z, have, r):
+            part = slice(start, start + len(Z))
+            return jit.fold_omkl_gf(
+                Z, have, r, y[part], uniforms[part], work.theta, work.log_w, work.graph, frozen, work.n_used, sq_error,
+                scores[part], n_seen + start, cfg.eta, cfg.eta_e, cfg.schedule == "constant", cfg.lam, M, self._b_scale,
+                cfg.freeze_below, cfg.freeze_on == "mse", cfg.frozen_q == "conditional",
+            )
+
+        fold_on_demand(self.bank, self.bank.stack(), X, guess, run)
+        return work._replace(frozen=np.asarray(bool(frozen[0])), sq_error=np.asarray(float(sq_error[0])))
 
     def _graph_fields(self, states) -> dict:
         """The first state's graph, frozen only when every state froze that same graph."""
