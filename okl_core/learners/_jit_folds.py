@@ -332,3 +332,158 @@ def fold_omkl_gf(Z, have, start, y, U, theta, log_w, graph, frozen, n_used, sq_e
         log_normalize_in_place(log_w)
         scores[r] = y_hat
     return y.shape[0], -1
+
+
+@njit(cache=True)
+def paper_loss(kind, f, y):
+    """``(value, derivative)`` of oks's paper loss ``kind`` (oks.LOSS_CODES), as oks computes them."""
+    if kind == 0:  # logistic
+        t = -y * f
+        if t == 0.0:
+            value = math.log(2.0)
+        elif t < 0.0:
+            value = math.log1p(math.exp(t))
+        else:
+            value = t + math.log1p(math.exp(-t))
+        if t >= 0.0:
+            grad = -y * (1.0 / (1.0 + math.exp(-t)))
+        else:
+            e = math.exp(t)
+            grad = -y * (e / (1.0 + e))
+        return value, grad
+    r = f - y
+    if kind == 1:  # square, twice okl's
+        return 2.0 * (0.5 * (r * r)), 2.0 * r
+    return abs(r), (1.0 if r > 0.0 else (-1.0 if r < 0.0 else r))
+
+
+@njit(cache=True)
+def clipped_step(w, z, coef, clip):
+    """oks._FeatureWeights.step: ``w += coef z``, then every coordinate clipped to ``+-clip``."""
+    for j in range(w.shape[0]):
+        v = w[j] + coef * z[j]
+        w[j] = min(max(v, -clip), clip)
+
+
+@njit(cache=True)
+def fold_rf_oks_pp(Z, have, start, y, u, w, loss_sum, sq_loss_sum, delta_constant, n_used, scores, kind,
+                   code_constant, eta_scale, lam_top, lam_bottom, radius, clip):
+    """oks.OKSPlusPlusRule.step on random features: rows ``start..`` of a feature block (see
+    fold_omkl_gf for ``Z``, ``have`` and the return); ``sq_loss_sum`` and ``delta_constant``
+    of shape (1,). ``eta_scale = sqrt(2 ln K)``, ``lam_top = U^(4/3)``,
+    ``lam_bottom = sqrt(4/3) K^(1/6) (G C0)^(1/3)``."""
+    K = w.shape[0]
+    v = np.empty(K)
+    q = np.empty(K)
+    p = np.empty(K)
+    for r in range(start, y.shape[0]):
+        # oks_pp_distribution
+        eta = eta_scale / math.sqrt(1.0 + sq_loss_sum[0])
+        for k in range(K):
+            v[k] = -eta * loss_sum[k]
+        fold_weights_into(v, q)
+        total = 0.0
+        for k in range(K):
+            total += loss_sum[k]
+        a = delta_constant[0]
+        delta = a / (2.0 * max(a, 2.0 * math.pow(total, 1.0 / 3.0)))
+        for k in range(K):
+            p[k] = (1.0 - delta) * q[k] + delta / K
+        i = draw_index(p, u[r])
+        if not have[r, i]:
+            return r, i
+        f = np.dot(Z[r, i], w[i])
+        loss, grad = paper_loss(kind, f, y[r])
+        if code_constant:
+            delta_constant[0] = math.exp(min(-y[r] * f, 700.0))
+        a = delta_constant[0]
+        c_tilde = loss / p[i]
+        loss_sum[i] += c_tilde
+        total = 0.0
+        for k in range(K):
+            total += loss_sum[k]
+        lam = (lam_top * math.pow(max(math.pow(a, 3.0), 8.0 * total), -1.0 / 6.0)) / (lam_bottom * math.sqrt(1.0 + loss_sum[i]))
+        sq_loss_sum[0] = sq_loss_sum[0] + q[i] * c_tilde * c_tilde
+        if grad != 0.0:
+            clipped_step(w[i], Z[r, i], -lam * grad / p[i], clip)
+        scores[r] = f
+        n_used[i] += 1
+    return y.shape[0], -1
+
+
+@njit(cache=True)
+def tsallis_total(base, eta, mu, power):
+    """oks.tsallis_step's ``total``: ``sum (base - eta mu)^power`` (inf if a term is <= 0)."""
+    for k in range(base.shape[0]):
+        if base[k] - eta[k] * mu <= 0.0:
+            return np.inf
+    s = 0.0
+    for k in range(base.shape[0]):
+        s += math.pow(base[k] - eta[k] * mu, power)
+    return s
+
+
+@njit(cache=True)
+def tsallis_step(q, eta, c_tilde, out, tol, max_iter, alpha):
+    """oks.tsallis_step, the new ``q`` into ``out``."""
+    K = q.shape[0]
+    base = np.empty(K)
+    for k in range(K):
+        base[k] = math.pow(q[k], 1.0 / alpha - 1.0) + eta[k] * c_tilde[k]
+    power = alpha / (1.0 - alpha)
+    lo, hi = 0.0, np.max(c_tilde)
+    width = max(hi, 1.0)
+    while tsallis_total(base, eta, lo, power) > 1.0 + tol:
+        lo, width = lo - width, 2.0 * width
+    while tsallis_total(base, eta, hi, power) < 1.0 - tol:
+        hi, width = hi + width, 2.0 * width
+    mu = lo
+    for _ in range(max_iter):
+        value = tsallis_total(base, eta, mu, power)
+        if abs(value - 1.0) <= tol:
+            break
+        if value > 1.0:
+            hi = mu
+        else:
+            lo = mu
+        mu = 0.5 * (lo + hi)
+    for k in range(K):
+        out[k] = math.pow(base[k] - eta[k] * mu, power)
+
+
+@njit(cache=True)
+def fold_rf_ioks(Z, have, start, y, u, w, q, eta, rho, grad_sq_sum, n_used, scores, kind, delta, upsilon, radius,
+                 loss_max, clip, alpha):
+    """oks.IOKSRule.step on random features (rows and return as fold_rf_oks_pp)."""
+    K = w.shape[0]
+    p = np.empty(K)
+    c_tilde = np.zeros(K)
+    q_next = np.empty(K)
+    for r in range(start, y.shape[0]):
+        for k in range(K):
+            p[k] = (1.0 - delta) * q[k] + delta / K
+        i = draw_index(p, u[r])
+        if not have[r, i]:
+            return r, i
+        z = Z[r, i]
+        f = np.dot(z, w[i])
+        loss, grad = paper_loss(kind, f, y[r])
+        g = grad / p[i]
+        grad_sq_sum[i] += g * g * np.dot(z, z)
+        if grad != 0.0:
+            lam = radius / (math.sqrt(2.0) * math.sqrt(1.0 + grad_sq_sum[i]))
+            clipped_step(w[i], z, -lam * grad / p[i], clip)
+        c = min(loss / loss_max, 1.0)
+        max_eta = np.max(eta)
+        c_tilde[:] = 0.0
+        c_tilde[i] = c / p[i] if p[i] >= max_eta else c / (p[i] + max_eta)
+        tsallis_step(q, eta, c_tilde, q_next, 1e-5, 200, alpha)
+        for k in range(K):
+            q[k] = q_next[k]
+            p_next = (1.0 - delta) * q[k] + delta / K
+            if 1.0 / p_next > rho[k]:
+                rho[k] = 2.0 / p_next
+                eta[k] = eta[k] * upsilon
+        scores[r] = f
+        n_used[i] += 1
+    return y.shape[0], -1

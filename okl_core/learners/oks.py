@@ -102,7 +102,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import ClassVar, Generic, NamedTuple, Protocol, TypeVar
+from typing import ClassVar, Generic, NamedTuple, Protocol, TypeVar, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -118,6 +118,7 @@ from okl_core.learners.base import (
     check_positive,
     validate_xy,
 )
+from okl_core.learners.compiled import kernels
 from okl_core.learners.multikernel import (
     OKS_DICTIONARY,
     KernelFeatureBank,
@@ -126,11 +127,12 @@ from okl_core.learners.multikernel import (
     RandomFeatureMultiKernelConfig,
     draw_index,
     example_uniform_rows,
+    fold_on_demand,
+    fold_weights,
     log_normalize,
     normalized_weights,
 )
 from okl_core.learners.support import SupportBuffer, SupportCap, SupportCapConfig
-from okl_core.losses import LOSSES
 
 __all__ = [
     "OKSConfig",
@@ -166,13 +168,57 @@ _OKS_STEP_SCALE = {"logistic": 25.0, "square": 25.0, "absolute": 5.0}  # OKS m
 _PREDICT_CHUNK = 4 * 2**20  # rows x support vectors per exact-kernel block in predict
 
 
+LOSS_CODES = {"logistic": 0, "square": 1, "absolute": 2}  # the compiled folds' loss kinds
+
+
+# The paper's losses on scalars, in the C library's exp and log1p (numpy's SIMD exp differs
+# from it on some arguments), as the compiled folds (okl_core.learners._jit_folds) compute
+# them: okl_core.losses' logistic (np.logaddexp(0, -y f) and -y sigmoid(-y f)), twice its
+# square, its absolute loss.
+def _logistic_value(f: float, y: float) -> float:
+    t = -y * f
+    if t == 0.0:
+        return math.log(2.0)
+    return math.log1p(math.exp(t)) if t < 0.0 else t + math.log1p(math.exp(-t))
+
+
+def _logistic_grad(f: float, y: float) -> float:
+    t = -y * f
+    if t >= 0.0:
+        return -y * (1.0 / (1.0 + math.exp(-t)))
+    e = math.exp(t)
+    return -y * (e / (1.0 + e))
+
+
+def _square_value(f: float, y: float) -> float:
+    r = f - y
+    return 2.0 * (0.5 * (r * r))
+
+
+def _square_grad(f: float, y: float) -> float:
+    return 2.0 * (f - y)
+
+
+def _absolute_value(f: float, y: float) -> float:
+    return abs(f - y)
+
+
+def _absolute_grad(f: float, y: float) -> float:
+    r = f - y
+    return 1.0 if r > 0.0 else (-1.0 if r < 0.0 else r)  # np.sign, NaN kept
+
+
+_PAPER_LOSSES = {
+    "logistic": (_logistic_value, _logistic_grad),
+    "square": (_square_value, _square_grad),  # (f - y)^2, twice okl's 0.5 (f - y)^2
+    "absolute": (_absolute_value, _absolute_grad),
+}
+
+
 def _paper_loss(name: str):
-    """``(value, derivative)`` of the paper's loss ``name`` for scalar ``f, y``."""
-    if name == "square":  # (f - y)^2, twice okl's 0.5 (f - y)^2
-        base = LOSSES["square"]
-        return (lambda f, y: 2.0 * float(base.value(f, y))), (lambda f, y: 2.0 * float(base.grad(f, y)))
-    base = LOSSES[name]
-    return (lambda f, y: float(base.value(f, y))), (lambda f, y: float(base.grad(f, y)))
+    """``(value, derivative)`` of the paper's loss ``name`` for scalar ``f, y`` (Python floats)."""
+    value, grad = _PAPER_LOSSES[name]
+    return (lambda f, y: value(float(f), float(y))), (lambda f, y: grad(float(f), float(y)))
 
 
 # -- configs -----------------------------------------------------------------------------
@@ -420,8 +466,8 @@ def oks_pp_distribution(loss_sum: np.ndarray, sq_loss_sum: float, a: float):
     """
     K = len(loss_sum)
     eta = math.sqrt(2.0 * math.log(K)) / math.sqrt(1.0 + sq_loss_sum)
-    q = normalized_weights(-eta * loss_sum)
-    delta = a / (2.0 * max(a, 2.0 * float(np.sum(loss_sum)) ** (1.0 / 3.0)))
+    q = fold_weights(-eta * loss_sum)
+    delta = a / (2.0 * max(a, 2.0 * float(np.cumsum(loss_sum)[-1]) ** (1.0 / 3.0)))
     return q, (1.0 - delta) * q + delta / K, delta
 
 
@@ -429,19 +475,20 @@ def tsallis_step(q: np.ndarray, eta: np.ndarray, c_tilde: np.ndarray, tol: float
     """IOKS's mirror step: ``q'_i = (q_i^{-7/8} + eta_i (c~_i - mu))^{-8/7}`` with ``sum q' = 1``.
 
     ``mu`` is found by bisection (the paper's interval ``[0, max c~]``, widened if the
-    bracket does not hold) until ``|sum q' - 1| <= tol``.
+    bracket does not hold) until ``|sum q' - 1| <= tol``. Powers from the C library, sums
+    sequential (the arithmetic ``_jit_folds.tsallis_step`` repeats).
 
     Returns
     -------
     q_new : ndarray (K,)
     mu : float
     """
-    base = q ** (1.0 / ALPHA - 1.0) + eta * c_tilde
+    base = _powers(q, 1.0 / ALPHA - 1.0) + eta * c_tilde
     power = ALPHA / (1.0 - ALPHA)
 
     def total(mu: float) -> float:
         b = base - eta * mu
-        return math.inf if np.any(b <= 0.0) else float(np.sum(b**power))
+        return math.inf if np.any(b <= 0.0) else float(np.cumsum(_powers(b, power))[-1])
 
     lo, hi = 0.0, float(np.max(c_tilde))
     width = max(hi, 1.0)
@@ -459,7 +506,12 @@ def tsallis_step(q: np.ndarray, eta: np.ndarray, c_tilde: np.ndarray, tol: float
         else:
             lo = mu
         mu = 0.5 * (lo + hi)
-    return (base - eta * mu) ** power, mu
+    return _powers(base - eta * mu, power), mu
+
+
+def _powers(v: np.ndarray, exponent: float) -> np.ndarray:
+    """``v ** exponent`` elementwise with the C library's pow (as the compiled folds)."""
+    return np.fromiter((math.pow(x, exponent) for x in v.tolist()), np.float64, len(v))
 
 
 # -- the rules' statistics: each rule's part of the state ----------------------------------
@@ -671,6 +723,21 @@ class FeatureStorage:
         return self.bank.transform(i, X) @ state.w[i]
 
 
+class _FoldArgs(NamedTuple):
+    """What a compiled selection fold takes besides the rule's statistics (a feature block's
+    rows from ``start``, see :func:`~okl_core.learners.multikernel.fold_on_demand`)."""
+
+    Z: np.ndarray
+    have: np.ndarray
+    start: int
+    y: np.ndarray
+    uniforms: np.ndarray
+    w: np.ndarray
+    n_used: np.ndarray
+    scores: np.ndarray
+    clip: float
+
+
 # -- rules: draw a kernel, predict with it, update it and the selection statistics -------
 class SelectionRule(Generic[StatsT]):
     """A kernel-selection rule: its statistics (a NamedTuple), the distributions they
@@ -688,6 +755,7 @@ class SelectionRule(Generic[StatsT]):
 
     def __init__(self, config, n_kernels: int):
         self.K = n_kernels
+        self.loss = config.loss
         self.loss_value, self.loss_grad = _paper_loss(config.loss)
 
     def init(self) -> StatsT:
@@ -777,7 +845,7 @@ class OKSPlusPlusRule(SelectionRule[OKSPlusPlusStats]):
         c_tilde = loss / p[i]
         loss_sum = stats.loss_sum
         loss_sum[i] += c_tilde
-        total = float(np.sum(loss_sum))
+        total = float(np.cumsum(loss_sum)[-1])
         lam = (U ** (4.0 / 3.0) * max(a**3, 8.0 * total) ** (-1.0 / 6.0)) / (
             math.sqrt(4.0 / 3.0) * K ** (1.0 / 6.0) * gc0 ** (1.0 / 3.0) * math.sqrt(1.0 + loss_sum[i])
         )
@@ -785,6 +853,16 @@ class OKSPlusPlusRule(SelectionRule[OKSPlusPlusStats]):
         if grad != 0.0:
             hyp.step(i, x, f, -lam * grad / p[i], U)
         return f, i, OKSPlusPlusStats(loss_sum=loss_sum, sq_loss_sum=sq_loss_sum, delta_constant=delta_constant)
+
+
+    def compiled_fold(self, jit, fold: _FoldArgs, stats: OKSPlusPlusStats) -> tuple[int, int]:
+        """:meth:`step` over a feature block in compiled code (``_jit_folds.fold_rf_oks_pp``)."""
+        K, U = self.K, self.radius
+        lam_bottom = math.sqrt(4.0 / 3.0) * K ** (1.0 / 6.0) * (self.g * self.c0) ** (1.0 / 3.0)
+        return jit.fold_rf_oks_pp(
+            *fold[:6], stats.loss_sum, stats.sq_loss_sum.reshape(1), stats.delta_constant.reshape(1), *fold[6:8],
+            LOSS_CODES[self.loss], self.code_constant, math.sqrt(2.0 * math.log(K)), U ** (4.0 / 3.0), lam_bottom, U, fold.clip,
+        )
 
 
 class IOKSRule(SelectionRule[IOKSStats]):
@@ -816,7 +894,8 @@ class IOKSRule(SelectionRule[IOKSStats]):
         p = self._p(q)
         i, f, loss, grad = self._observe(p, hyp, x, y, u)
         grad_sq_sum = stats.grad_sq_sum
-        grad_sq_sum[i] += (grad / p[i]) ** 2 * hyp.feature_sq_norm()
+        g = grad / p[i]
+        grad_sq_sum[i] += g * g * hyp.feature_sq_norm()
         if grad != 0.0:
             lam = U / (math.sqrt(2.0) * math.sqrt(1.0 + grad_sq_sum[i]))
             hyp.step(i, x, f, -lam * grad / p[i], U)
@@ -829,6 +908,13 @@ class IOKSRule(SelectionRule[IOKSStats]):
         grow = 1.0 / p_next > stats.rho
         rho = np.where(grow, 2.0 / p_next, stats.rho)
         return f, i, IOKSStats(q=q_next, eta=np.where(grow, eta * self.upsilon, eta), rho=rho, grad_sq_sum=grad_sq_sum)
+
+    def compiled_fold(self, jit, fold: _FoldArgs, stats: IOKSStats) -> tuple[int, int]:
+        """:meth:`step` over a feature block in compiled code (``_jit_folds.fold_rf_ioks``)."""
+        return jit.fold_rf_ioks(
+            *fold[:6], stats.q, stats.eta, stats.rho, stats.grad_sq_sum, *fold[6:8], LOSS_CODES[self.loss],
+            self.delta, self.upsilon, self.radius, self.loss_max, fold.clip, ALPHA,
+        )
 
 
 # -- learners: a rule and a storage ---------------------------------------------------------
@@ -921,6 +1007,35 @@ class _FeatureSelection(_KernelSelection[SelectionStateT]):
     def kernel_feature_specs(self) -> tuple[FeatureSpec, ...]:
         """Each kernel's :class:`~okl_core.features.FeatureSpec` (kernel ``i`` seeded by ``kernel_seed(seed, i)``)."""
         return self.storage.bank.specs
+
+    def update(self, state: SelectionStateT, X: ArrayLike, y: ArrayLike) -> tuple[SelectionStateT, np.ndarray]:
+        jit = kernels()
+        compiled = getattr(self.rule, "compiled_fold", None)
+        if jit is None or compiled is None:
+            return super().update(state, X, y)
+        X, y = validate_xy(self, X, y)
+        w = cast("RFOKSPlusPlusState | RFIOKSState", state).w.copy()
+        n_used, n_seen = state.n_used.copy(), int(state.n_seen)
+        stats = self.rule.stats_class(*(np.array(a, copy=True) for a in self.rule.stats_of(state)))
+        uniforms = example_uniform_rows(self.config.seed, n_seen, n_seen + len(y), 1)[:, 0]
+        scores = np.empty(len(y))
+
+        def guess(start: int, stop: int) -> np.ndarray:
+            # The kernels the rows would draw from the distribution at the block's start.
+            _, p = self.rule.distribution(stats)
+            cdf = np.cumsum(p)
+            picks = np.minimum(np.searchsorted(cdf, uniforms[start:stop] * cdf[-1], side="right"), self.n_kernels - 1)
+            need = np.zeros((stop - start, self.n_kernels), dtype=bool)
+            need[np.arange(stop - start), picks] = True
+            return need
+
+        def run(start: int, Z: np.ndarray, have: np.ndarray, r: int) -> tuple[int, int]:
+            part = slice(start, start + len(Z))
+            return compiled(jit, _FoldArgs(Z, have, r, y[part], uniforms[part], w, n_used, scores[part], self.storage.clip), stats)
+
+        if len(y):
+            fold_on_demand(self.storage.bank, self.storage.bank.stack(), X, guess, run)
+        return self.state_class(w=w, **stats._asdict(), n_used=n_used, n_seen=np.asarray(n_seen + len(y), np.int64)), scores
 
 
 class OKS(_SupportSelection[OKSState]):
