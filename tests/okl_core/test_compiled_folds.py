@@ -16,10 +16,13 @@ import numpy as np
 import pytest
 
 import okl_core
-from okl_core.learners import compiled, rules
+import okl_core.learners.omkl
+import okl_core.learners.oks
+from okl_core.learners import compiled, multikernel, rules
 from okl_core.learners.fogd import _ClassRows
 from okl_core.learners.nogd import _BudgetedExpansion
 from okl_core.learners.rules import LinearRows, MulticlassHingeRule, RegressionRule, RegressionRuleConfig, rule_code
+from tests.okl_core.real_data import a9a
 
 numba = pytest.importorskip("numba", reason="numba is not installed: only the numpy folds run")
 
@@ -98,6 +101,124 @@ def test_compiled_fold_gives_the_numpy_folds_bytes(monkeypatch, name, params, sp
     reference, learner, X, y = both_folds(monkeypatch, name, params, splits=splits)
     _forbid(monkeypatch)
     assert train_bytes(learner, X, y, splits) == reference
+
+
+# The multi-kernel learners (okl_core.learners.omkl, .oks): every loss, rule option and
+# graph shape, on the pixel rows; their numpy folds raise while the compiled ones run.
+TWO = "gaussian:0.5,gaussian:2"
+NINE = ",".join(f"gaussian:2^{k}" for k in range(-2, 7))
+MK_CASES = [
+    ("raker", dict(n_components=50)),
+    ("raker", dict(n_components=32, kernels=TWO, eta=0.3, schedule="constant", lam=0.0)),
+    ("omkl_gf", dict(n_components=50)),
+    ("omkl_gf", dict(n_components=30, draws_per_node=3, selective_nodes=3, eta_e=0.5)),
+    ("omkl_gf", dict(n_components=30, draws_per_node=2, freeze_below=0.05, freeze_on="example")),
+    ("omkl_gf", dict(n_components=30, selective_nodes=2, freeze_below=0.05, freeze_on="example", frozen_q="marginal")),
+    ("omkl_gf", dict(n_components=20, draws_per_node=1, schedule="constant", eta=0.2, eta_e=0.3)),
+    ("rf_oks_pp", dict(n_components=64)),
+    ("rf_oks_pp", dict(n_components=32, tuning="released_code")),
+    ("rf_oks_pp", dict(n_components=32, loss="square", kernels=NINE, norm_bound=2.0)),
+    ("rf_ioks", dict(n_components=64, horizon=600)),
+    ("rf_ioks", dict(n_components=32, loss="absolute", horizon=2000)),
+    ("rf_ioks", dict(n_components=32, loss="square", kernels=NINE, horizon=600, loss_max=2.0)),
+]
+
+
+def _forbid_multikernel(monkeypatch):
+    """Make the multi-kernel learners' numpy per-row steps fail."""
+    from okl_core.learners.oks import IOKSRule, OKSPlusPlusRule
+
+    def fail(*args, **kwargs):
+        raise AssertionError("the numpy per-row fold ran where the compiled fold should have")
+
+    for cls, method in ((okl_core.learners.omkl.Raker, "_fold"), (okl_core.learners.omkl.OMKLGF, "_step"),
+                        (OKSPlusPlusRule, "step"), (IOKSRule, "step")):
+        monkeypatch.setattr(cls, method, fail)
+
+
+@pytest.mark.parametrize(("name", "params"), MK_CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(MK_CASES)])
+@pytest.mark.parametrize("splits", [1, 4])
+def test_compiled_multikernel_folds_give_the_numpy_folds_bytes(monkeypatch, name, params, splits):
+    reference, learner, X, y = both_folds(monkeypatch, name, params, splits=splits)
+    _forbid_multikernel(monkeypatch)
+    assert train_bytes(learner, X, y, splits) == reference
+
+
+def _merged_then_trained(learner, X, y):
+    """Two shards trained apart, merged, the merge trained on: states and scores as bytes."""
+    halves = np.array_split(np.arange(len(y)), 3)
+    shards = [learner.update(learner.init(), X[part], y[part]) for part in halves[:2]]
+    merged = learner.merge([state for state, _ in shards])
+    final, scores = learner.update(merged, X[halves[2]], y[halves[2]])
+    return [okl_core.model_bytes(learner, s) for s in (shards[0][0], shards[1][0], merged, final)] + [scores.tobytes()]
+
+
+@pytest.mark.parametrize("name", ["raker", "omkl_gf", "rf_oks_pp", "rf_ioks"])
+def test_compiled_multikernel_folds_after_a_merge(monkeypatch, name):
+    params = {"rf_ioks": dict(horizon=600)}.get(name, {})
+    learner = okl_core.make_learner(name, n_inputs=D_IN, n_components=40, **params)
+    X, digits = pixels(600, seed=2)
+    y = labels(learner, digits)
+    monkeypatch.setenv("OKL_NO_JIT", "1")
+    reference = _merged_then_trained(learner, X, y)
+    monkeypatch.delenv("OKL_NO_JIT")
+    _forbid_multikernel(monkeypatch)
+    assert _merged_then_trained(learner, X, y) == reference
+
+
+@pytest.mark.parametrize(("module", "name", "params"), [
+    ("oks", "rf_oks_pp", dict(n_components=40)),
+    ("oks", "rf_ioks", dict(n_components=40, horizon=600)),
+    ("omkl", "omkl_gf", dict(n_components=40, draws_per_node=3, selective_nodes=2)),
+])
+def test_compiled_fold_without_guessed_features_stops_and_resumes(monkeypatch, module, name, params):
+    # No features computed ahead: the fold stops at every row for the kernel it drew, the
+    # driver computes that kernel for the rest of the block, and the bytes do not change.
+    reference, learner, X, y = both_folds(monkeypatch, name, params, splits=2)
+    original = multikernel.fold_on_demand
+    stops = []
+
+    def no_guess(bank, omega, X, guess, run, block_bytes=8 * 2**20):
+        def counted(*args):
+            stops.append(run(*args))
+            return stops[-1]
+
+        original(bank, omega, X, lambda start, stop: np.zeros((stop - start, omega.shape[0]), dtype=bool), counted, block_bytes=40_000)
+
+    monkeypatch.setattr(getattr(okl_core.learners, module), "fold_on_demand", no_guess)
+    _forbid_multikernel(monkeypatch)
+    assert train_bytes(learner, X, y, 2) == reference
+    assert sum(j >= 0 for _, j in stops) > 2
+
+
+@pytest.mark.parametrize(("name", "params"), [
+    ("rf_oks_pp", dict(n_components=400)),
+    ("rf_ioks", dict(n_components=400, horizon=32561)),
+    ("rf_oks_pp", dict(n_components=400, tuning="released_code")),
+])
+def test_compiled_selection_folds_on_a9a_at_the_papers_size(monkeypatch, name, params):
+    # a9a rows (d = 123), D = 400, the six kernels of spec/oks.md.
+    X, y = a9a()
+    X, y = X[:1500], y[:1500].astype(np.float64)
+    learner = okl_core.make_learner(name, n_inputs=123, **params)
+    monkeypatch.setenv("OKL_NO_JIT", "1")
+    reference = train_bytes(learner, X, y, 3)
+    monkeypatch.delenv("OKL_NO_JIT")
+    _forbid_multikernel(monkeypatch)
+    assert train_bytes(learner, X, y, 3) == reference
+
+
+def test_feature_blocks_are_the_per_row_features_bit_for_bit():
+    learner = okl_core.make_learner("raker", n_inputs=D_IN, n_components=100, kernels=NINE)
+    X, _ = pixels(300, seed=4)
+    bank, omega = learner.bank, learner.bank.stack()
+    rows = np.stack([bank.rows(omega, x) for x in X])
+    blocks = list(bank.row_blocks(omega, X, block_bytes=100_000))
+    assert len(blocks) > 1 and np.concatenate([Z for _, Z in blocks]).tobytes() == rows.tobytes()
+    block = multikernel.FeatureBlock(bank, omega, X)
+    need = np.random.default_rng(0).random(block.have.shape) < 0.3
+    block.fill(need)
+    assert np.array_equal(block.have, need) and block.Z[need].tobytes() == rows[need].tobytes()
 
 
 def test_nogd_kernel_phase_stays_numpy_and_the_linear_phase_is_compiled(monkeypatch):
