@@ -21,7 +21,16 @@ It also prints what a fresh process pays on the first compiled update: the impor
 numba and the loading of the cached machine code (measured in a subprocess; the first run
 after an okl install or upgrade compiles instead, which it prints when it happens).
 
-Run: ``python bench/bench_folds.py [--rows 10000] [--repeats 3]``.
+The multi-kernel learners (second table) at their papers' sizes: RF-OKS++ and RF-IOKS on
+a9a rows (d = 123, D = 400, the 6 kernels of spec/oks.md), Raker and OMKL-GF (M = 7, J = 1)
+on Air-Quality-shaped rows (d = 13, D = 50, the 17 kernels of spec/omkl_gf.md), and
+OMKL-GF on MNIST digits with D = 400, M = 1 (features dominate). Their "feature map" is
+the features of the (row, kernel) pairs the fold uses -- all kernels for Raker, the drawn
+kernel for RF-OKS++ / RF-IOKS, the drawn subset for OMKL-GF (as many pairs as the run
+used, on random kernels) -- computed in batches as the compiled fold's feature blocks do.
+``speed-up`` is the numpy update's time over the compiled one's.
+
+Run: ``python bench/bench_folds.py [--rows 10000] [--repeats 3] [--tables all|single|multi]``.
 """
 
 from __future__ import annotations
@@ -35,7 +44,8 @@ import time
 import numpy as np
 
 import okl_core
-from bench.common import best_of, mnist_shaped
+from bench.common import a9a_shaped, best_of, mnist_shaped
+from okl_core.learners.multikernel import FeatureBlock
 from okl_core.numerics import single_threaded_blas
 
 BATCH = 1000
@@ -114,6 +124,72 @@ def measure(name, params, X, digits, repeats):
     return learner, len(y), result
 
 
+MNIST_KERNELS = ",".join(f"gaussian:2^{k}" for k in range(1, 7))  # 6 kernels around MNIST's sigma = 8
+AIR = dict(n_inputs=13, n_components=50)  # spec/omkl_gf.md: Air Quality d = 13, D = 50, 17 kernels
+MULTI_KERNEL_CASES = [
+    ("rf_oks_pp", dict(n_inputs=123, n_components=400), "a9a"),
+    ("rf_ioks", dict(n_inputs=123, n_components=400, horizon=32561), "a9a"),
+    ("rf_oks_pp", dict(n_inputs=784, n_components=400, kernels=MNIST_KERNELS), "mnist"),
+    ("raker", dict(AIR), "air"),
+    ("omkl_gf", dict(AIR, draws_per_node=7), "air"),
+    ("omkl_gf", dict(n_inputs=784, n_components=400, draws_per_node=1), "mnist"),
+]
+
+
+def multi_kernel_rows(kind, n, name_task):
+    """Rows and labels for a multi-kernel case: a9a, MNIST digits (targets digit / 9) or
+    Air-Quality-shaped uniform rows with y = sin(sum x)."""
+    if kind == "a9a":
+        return a9a_shaped(n)
+    if kind == "mnist":
+        X, digits = mnist_shaped(n)
+        return X, np.where(digits % 2 == 0, 1.0, -1.0) if name_task == "binary" else digits / 9.0
+    X = np.random.default_rng(0).random((n, 13), dtype=np.float32)
+    return X, np.sin(X.sum(axis=1))
+
+
+def used_pairs(learner, state, n):
+    """(row, kernel) pairs the fold evaluated: all for Raker, else the usage counts'."""
+    if learner.name == "raker":
+        return np.ones((n, learner.n_kernels), dtype=bool)
+    per_row = int(round(state.n_used.sum() / n))
+    rng = np.random.default_rng(0)
+    need = np.zeros((n, learner.n_kernels), dtype=bool)
+    for r in range(n):
+        need[r, rng.choice(learner.n_kernels, per_row, replace=False)] = True
+    return need
+
+
+def measure_multi_kernel(name, params, kind, n, repeats):
+    learner = okl_core.make_learner(name, **params)
+    X, y = multi_kernel_rows(kind, n, learner.task)
+    bank = learner.storage.bank if hasattr(learner, "storage") else learner.bank
+    omega = bank.stack()  # generated once, outside the timing
+    out = {}
+
+    def learn():
+        state = learner.init()
+        for part in batches(len(y)):
+            state, _ = learner.update(state, X[part], y[part])
+        out["bytes"], out["state"] = okl_core.model_bytes(learner, state), state
+
+    result = {}
+    for mode in ("numpy", "compiled"):
+        os.environ["OKL_NO_JIT"] = "1" if mode == "numpy" else "0"
+        learn()
+        result[mode] = [best_of(learn, repeats, time.process_time), out["bytes"]]
+    os.environ.pop("OKL_NO_JIT")
+    need = used_pairs(learner, out["state"], len(y))
+
+    def features_only():
+        with single_threaded_blas():
+            for part in batches(len(y)):
+                FeatureBlock(bank, omega, X[part]).fill(need[part])
+
+    feature_s = best_of(features_only, repeats, time.process_time)
+    return len(y), feature_s, result
+
+
 FIRST_USE = """
 import time, numpy as np
 t0 = time.perf_counter()
@@ -131,9 +207,17 @@ print(t1 - t0, t2 - t1, t3 - t2)
 """
 
 
+FIRST_USE_ARGS = {  # name: (extra parameters, labels)
+    "fogd": ("", "np.where(np.arange(1000) % 2 == 0, 1.0, -1.0)"),
+    "mfogd": (", n_classes=10", "np.arange(1000) % 10"),
+    "rf_oks_pp": ("", "np.where(np.arange(1000) % 2 == 0, 1.0, -1.0)"),
+    "omkl_gf": ("", "(np.arange(1000) % 10) / 9.0"),
+}
+
+
 def first_use(name, no_jit):
     """Seconds of import, first update and second update in a fresh process."""
-    extra, labels = (", n_classes=10", "np.arange(1000) % 10") if name == "mfogd" else ("", "np.where(np.arange(1000) % 2 == 0, 1.0, -1.0)")
+    extra, labels = FIRST_USE_ARGS[name]
     env = dict(os.environ, OKL_NO_JIT="1" if no_jit else "0")
     code = FIRST_USE.format(name=name, extra=extra, labels=labels)
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
@@ -144,7 +228,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tables", choices=("all", "single", "multi"), default="all", help="which learners (default all)")
     args = parser.parse_args()
+    if args.tables != "multi":
+        single_kernel_table(args)
+    if args.tables != "single":
+        multi_kernel_table(args)
+    first_use_table()
+
+
+def single_kernel_table(args):
     X, digits = mnist_shaped(args.rows)
     print(f"MNIST digits, d = 784, batch {BATCH}; best of {args.repeats}, process CPU time")
     print(f"{'learner':<22}{'rows':>7}   {'feature map / update':>22}   {'fold us/row':>17}   same bytes")
@@ -154,8 +247,26 @@ def main():
         label = name + (f" D={params['n_components']}" if "n_components" in params else "")
         ratios = "".join(f"{'-' if r[m][0] is None else f'{r[m][0]:.2f}':>11}" for m in ("numpy", "compiled"))
         print(f"{label:<22}{n:>7}  {ratios}   {r['numpy'][1]:8.2f} {r['compiled'][1]:8.2f}   {r['numpy'][2] == r['compiled'][2]}")
+
+
+def multi_kernel_table(args):
+    print(f"\nmulti-kernel learners (papers' sizes), batch {BATCH}; best of {args.repeats}, process CPU time")
+    print(f"{'learner':<30}{'rows':>7}   {'feature map / update':>22}   {'us/row':>17}   {'speed-up':>8}   same bytes")
+    print(f"{'':<30}{'':>7}   {'numpy':>10} {'compiled':>11}   {'numpy':>8} {'compiled':>8}")
+    for name, params, kind in MULTI_KERNEL_CASES:
+        n = min(args.rows, 5000)
+        n, feature_s, r = measure_multi_kernel(name, params, kind, n, args.repeats)
+        (numpy_s, numpy_bytes), (compiled_s, compiled_bytes) = r["numpy"], r["compiled"]
+        label = f"{name} {kind} D={params['n_components']}" + (f" M={params['draws_per_node']}" if "draws_per_node" in params else "")
+        print(
+            f"{label:<30}{n:>7}  {feature_s / numpy_s:11.2f}{feature_s / compiled_s:11.2f}   "
+            f"{numpy_s / n * 1e6:8.1f} {compiled_s / n * 1e6:8.1f}   {numpy_s / compiled_s:7.1f}x   {numpy_bytes == compiled_bytes}"
+        )
+
+
+def first_use_table():
     print("\nfirst use in a fresh process (wall s): import okl_core, 1st update, 2nd update of 1,000 rows, D = 400")
-    for name in ("fogd", "mfogd"):
+    for name in FIRST_USE_ARGS:
         for no_jit in (True, False):
             runs = [first_use(name, no_jit) for _ in range(2)]
             label = f"{name} {'numpy' if no_jit else 'compiled'}"

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from okl_core.data import read_idx
+from okl_core.data import read_idx, read_libsvm
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -36,3 +36,15 @@ def mnist_shaped(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         return np.tile(X, (reps, 1))[:n], np.tile(y, reps)[:n]
     rng = np.random.default_rng(seed)
     return rng.random((n, 784), dtype=np.float32), rng.integers(0, 10, n)
+
+
+def a9a_shaped(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``n`` a9a rows (123 binary inputs, labels +-1) when ../shared/data has them,
+    else random rows with a9a's density (11% ones)."""
+    path = SHARED_DATA / "a9a" / "a9a"
+    if path.exists():
+        X, y = read_libsvm(path, n_features=123)
+        return X[:n], y[:n].astype(np.float64)
+    rng = np.random.default_rng(seed)
+    X = (rng.random((n, 123)) < 0.11).astype(np.float32)
+    return X, np.where(X @ rng.standard_normal(123) > 0, 1.0, -1.0)
