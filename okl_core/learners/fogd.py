@@ -25,15 +25,16 @@ local ``g2`` (the shard's own history, so a later merge counts each row once).
 ``'normalized'`` is NAG, the normalized adaptive gradient of Ross, Mineiro & Langford
 ("Normalized Online Learning", UAI 2013, Algorithm 2), on the same decisions. Before
 row ``t`` is scored (``t`` counts every row learned, ``n_seen + 1``): each feature ``j``
-with ``|z_j| > s_j`` has its weights multiplied by ``s_j / |z_j|`` (the algorithm's rescale,
-first power: its steps scale as ``1 / s_j``; the squared ratio is its non-adaptive NG) and
-``s_j = |z_j|``; then ``N += sum_j (z_j / s_j)^2``. When the rule fires,
+with ``|z_j| > s_j`` has its weights multiplied by ``s_j / |z_j|`` and ``s_j = |z_j|`` (the
+first power: each past NAG step on ``j`` was proportional to ``1 / s_j``, so this makes it
+the step the new scale would have given; the squared ratio belongs to the paper's
+non-adaptive NG, Algorithm 1, whose steps go as ``1 / s_j^2``); then ``N += sum_j (z_j / s_j)^2``. When the rule fires,
 ``G_j += g_j^2`` and ``w_j -= eta sqrt(t / N) g_j / (s_j sqrt(G_j))`` (``g = -u z`` as for
 AdaGrad). This is Vowpal Wabbit's ``--adaptive --normalized`` update with its default
 ``power_t = 0.5`` (the two square roots), *without* ``--invariant`` (VW's default also
 makes each step importance-invariant; okl's rows all have weight 1 and the rules keep
-their own decisions); VW also advances its scales and ``N`` only on rows it updates,
-where the paper (and okl) does so on every row. The state then holds ``scale`` (``s``,
+their own decisions); the scales and ``N`` advance on every row, as in the paper
+(VW's implementation may differ in such bookkeeping). The state then holds ``scale`` (``s``,
 per feature ``(2D,)``, shared by MFOGD's classes), ``g2`` (``G``, shaped as ``w``) and
 ``norm_sum`` (``N``). Merging averages ``w`` (so the merged model is the average of the
 shards' functions), takes the elementwise maximum of ``scale`` (the largest ``|z_j|`` any
