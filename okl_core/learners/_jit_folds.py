@@ -161,6 +161,80 @@ def fold_multiclass_adagrad(eta, delta, Z, W, G, y, scores, start):
     return y.shape[0]
 
 
+@njit(cache=True)
+def normalize_row(z, s, W, q, N):
+    """NAG's steps before the prediction, as ``rules.normalize_row``: rescale ``W[:, j]`` by
+    ``s_j / |z_j|`` and set ``s_j = |z_j|`` where ``|z_j| > s_j``; ``N[0] += q . q`` with
+    ``q_j = z_j / s_j`` (0 where ``s_j = 0``), ``q`` (k,) scratch."""
+    for j in range(z.shape[0]):
+        a = abs(z[j])
+        if a > s[j]:
+            r = s[j] / a
+            for c in range(W.shape[0]):
+                W[c, j] *= r
+            s[j] = a
+        q[j] = z[j] / s[j] if s[j] > 0 else 0.0
+    N[0] += np.dot(q, q)
+
+
+@njit(cache=True)
+def normalized_rate(eta, t, N):
+    """``eta sqrt(t / N)``, 0 while ``N = 0`` (``rules.normalized_rate``)."""
+    return eta * np.sqrt(t / N[0]) if N[0] > 0 else 0.0
+
+
+@njit(cache=True)
+def normalized_step(rate, u, z, s, w, G):
+    """``G_j += (u z_j)^2``; where ``G_j > 0``, ``w_j += rate (u z_j) / (s_j sqrt(G_j))``."""
+    for j in range(z.shape[0]):
+        g = u * z[j]
+        G[j] += g * g
+        if G[j] > 0:
+            w[j] += (rate * g) / (s[j] * np.sqrt(G[j]))
+
+
+@njit(cache=True)
+def fold_weights_normalized(kind, eps, Z, w, s, G, N, t0, eta, y, scores, start):
+    """Weights ``w`` (k,) learned with NAG (``rules.NormalizedRows``): per row,
+    :func:`normalize_row`, ``f = z . w``, and on an update (the scalar rule coded with
+    ``eta = 1`` gives ``u``) :func:`normalized_step` at row ``t = t0 + i + 1``."""
+    k = Z.shape[1]
+    z = np.empty(k)
+    q = np.empty(k)
+    W = w.reshape((1, k))
+    for i in range(start, y.shape[0]):
+        widen_row(Z, i, z)
+        normalize_row(z, s, W, q, N)
+        f = np.dot(z, w)
+        scores[i] = f
+        update, u = scalar_coefficient(kind, 1.0, eps, f, y[i])
+        if update:
+            normalized_step(normalized_rate(eta, t0 + i + 1, N), u, z, s, w, G)
+    return y.shape[0]
+
+
+@njit(cache=True)
+def fold_multiclass_normalized(eta, Z, W, s, G, N, t0, y, scores, start):
+    """MFOGD's multiclass rule (``W`` (C, k)) with NAG: the scales ``s`` (k,) and ``N`` are
+    the features' (shared by the classes), ``G`` (C, k) per weight; an update steps
+    ``W[y]`` with ``u = +1`` and ``W[rival]`` with ``u = -1``."""
+    k = W.shape[1]
+    z = np.empty(k)
+    q = np.empty(k)
+    for i in range(start, y.shape[0]):
+        widen_row(Z, i, z)
+        normalize_row(z, s, W, q, N)
+        f = np.dot(W, z)
+        scores[i, :] = f
+        r = rival(f, y[i])
+        if r < 0:
+            continue
+        rate = normalized_rate(eta, t0 + i + 1, N)
+        normalized_step(rate, 1.0, z, s, W[y[i]], G[y[i]])
+        normalized_step(rate, -1.0, z, s, W[r], G[r])
+    return y.shape[0]
+
+
 # -- the multi-kernel folds (okl_core.learners.omkl, okl_core.learners.oks) ---------------
 # Their numpy folds take exp and log from the C library, sum sequentially and take dot
 # products with ddot (okl_core.learners.multikernel, "the per-example arithmetic of the

@@ -22,6 +22,28 @@ once plus each shard's increase): ``G`` is a sum over the rows learned, so the m
 model steps as a learner that had seen all the shards' rows would; mixing keeps the
 local ``g2`` (the shard's own history, so a later merge counts each row once).
 
+``'normalized'`` is NAG, the normalized adaptive gradient of Ross, Mineiro & Langford
+("Normalized Online Learning", UAI 2013, Algorithm 2), on the same decisions. Before
+row ``t`` is scored (``t`` counts every row learned, ``n_seen + 1``): each feature ``j``
+with ``|z_j| > s_j`` has its weights multiplied by ``s_j / |z_j|`` and ``s_j = |z_j|`` (the
+first power: each past NAG step on ``j`` was proportional to ``1 / s_j``, so this makes it
+the step the new scale would have given; the squared ratio belongs to the paper's
+non-adaptive NG, Algorithm 1, whose steps go as ``1 / s_j^2``); then ``N += sum_j (z_j / s_j)^2``. When the rule fires,
+``G_j += g_j^2`` and ``w_j -= eta sqrt(t / N) g_j / (s_j sqrt(G_j))`` (``g = -u z`` as for
+AdaGrad). This is Vowpal Wabbit's ``--adaptive --normalized`` update with its default
+``power_t = 0.5`` (the two square roots), *without* ``--invariant`` (VW's default also
+makes each step importance-invariant; okl's rows all have weight 1 and the rules keep
+their own decisions); the scales and ``N`` advance on every row, as in the paper
+(VW's implementation may differ in such bookkeeping). The state then holds ``scale`` (``s``,
+per feature ``(2D,)``, shared by MFOGD's classes), ``g2`` (``G``, shaped as ``w``) and
+``norm_sum`` (``N``). Merging averages ``w`` (so the merged model is the average of the
+shards' functions), takes the elementwise maximum of ``scale`` (the largest ``|z_j|`` any
+shard saw), and sums ``g2`` and ``norm_sum`` as AdaGrad sums ``g2`` (from a base: the base
+once plus each increase), so ``t / N`` stays the mean over all rows learned (``n_seen`` is
+summed the same way); mixing keeps the local ``g2`` and ``norm_sum`` and the maximum scale.
+Unlike the paper's rescale on a new row, neither rescales ``w`` (that would change the
+averaged function).
+
 Defaults are the paper's: sigma = 8, D = 400 frequencies, unscaled features, eta from the
 authors' code (binary 0.002, multiclass 0.005, regression 6e-4).
 
@@ -51,6 +73,7 @@ from okl_core.learners.rules import (
     MulticlassRuleConfig,
     ADAGRAD_DELTA,
     AdaGradRows,
+    NormalizedRows,
     RegressionRule,
     RegressionRuleConfig,
     Rule,
@@ -58,6 +81,9 @@ from okl_core.learners.rules import (
     RowModel,
     StepConfig,
     fold,
+    normalize_row,
+    normalized_rate,
+    normalized_step,
 )
 
 __all__ = [
@@ -66,6 +92,7 @@ __all__ = [
     "FOGDRConfig",
     "LinearState",
     "AdaGradState",
+    "NormalizedState",
     "FOGD",
     "MFOGD",
     "FOGDRegressor",
@@ -110,6 +137,21 @@ class AdaGradState(NamedTuple):
     n_seen: np.ndarray
 
 
+class NormalizedState(NamedTuple):
+    """``step='normalized'`` (NAG): coefficients ``w``, the features' scales ``scale``
+    (largest ``|z_j|`` seen, ``(2D,)``), the sums of squared gradients ``g2`` (shaped as ``w``),
+    the sum of the rows' normalized squared norms ``norm_sum`` (0-d), all float64, and rows seen."""
+
+    w: np.ndarray
+    scale: np.ndarray
+    g2: np.ndarray
+    norm_sum: np.ndarray
+    n_seen: np.ndarray
+
+
+_STEP_STATES: dict[str, type[Any]] = {"constant": LinearState, "adagrad": AdaGradState, "normalized": NormalizedState}
+
+
 def merge_linear_states(learner: Learner, states: list[LinearState], weights=None) -> LinearState:
     """Average ``w`` weighted by ``n_seen`` (one-shot parameter averaging), add ``n_seen``.
 
@@ -123,12 +165,13 @@ class _FourierLinear(Learner[LinearState]):
     """Shared machinery: the seeded feature map, scores, state.
 
     Merge and mix are the protocol's defaults on ``w`` (linear in ``w``: a weighted average
-    of models, a convex combination of two), ``n_seen`` counted; with AdaGrad steps ``g2``
-    is summed by merge and kept local by mix (module docstring).
+    of models, a convex combination of two), ``n_seen`` counted; with adaptive steps ``g2``
+    (and NAG's ``norm_sum``) is summed by merge and kept local by mix, NAG's ``scale`` is a
+    maximum (module docstring).
     """
 
     conformance_params = {"n_components": 32, "sigma": 1.0, "eta": 0.2}
-    state_class: ClassVar[type[Any]] = LinearState  # AdaGradState with step="adagrad" (per instance)
+    state_class: ClassVar[type[Any]] = LinearState  # per instance: the step's state (_STEP_STATES)
     averaged_fields = ("w",)
     mixable = True
     legacy_config = {"step": "constant"}  # files from before the option: the paper's rule
@@ -138,10 +181,13 @@ class _FourierLinear(Learner[LinearState]):
         super().__init__(config)
         self.features = FourierFeatures(config.feature_spec())
         self.adagrad = config.step == "adagrad"
-        # AdaGrad: the rule at eta = 1 gives the loss derivative u; eta scales the AdaGrad step.
-        self.rule = self.rule_class(dataclasses.replace(config, eta=1.0) if self.adagrad else config)
-        if self.adagrad:  # the state gains the accumulator only with this option (old files unchanged)
-            self.state_class = AdaGradState  # type: ignore[misc]
+        self.normalized = config.step == "normalized"
+        # Adaptive steps: the rule at eta = 1 gives the loss derivative u; eta scales the step.
+        self.rule = self.rule_class(dataclasses.replace(config, eta=1.0) if config.step != "constant" else config)
+        # the state gains the accumulators only with an adaptive step (old files unchanged)
+        self.state_class = _STEP_STATES[config.step]  # type: ignore[misc]
+        if self.normalized:
+            self.maximum_fields = ("scale",)  # type: ignore[misc]
 
     def feature_spec(self):
         return self.features.spec
@@ -154,10 +200,12 @@ class _FourierLinear(Learner[LinearState]):
         n_outputs = self._n_outputs()
         if n_outputs is not None:
             shape = (n_outputs,) + shape
-        n_seen = np.asarray(0, dtype=np.int64)
-        if self.adagrad:
-            return AdaGradState(w=np.zeros(shape), g2=np.zeros(shape), n_seen=n_seen)  # type: ignore[return-value]
-        return LinearState(w=np.zeros(shape), n_seen=n_seen)
+        fields = {"w": np.zeros(shape), "n_seen": np.asarray(0, dtype=np.int64)}
+        if self.state_class is not LinearState:
+            fields["g2"] = np.zeros(shape)
+        if self.normalized:
+            fields.update(scale=np.zeros(shape[-1]), norm_sum=np.asarray(0.0))
+        return self.state_class(**fields)
 
     def predict(self, state: LinearState, X: ArrayLike) -> np.ndarray:
         X, _ = validate_xy(self, X)
@@ -168,35 +216,44 @@ class _FourierLinear(Learner[LinearState]):
         # float32 features; each row is widened to float64 as it is learned (cheaper than
         # widening the whole batch, and the same numbers).
         Z = self.features.transform(X)
-        w = state.w.copy()
-        g2 = state.g2.copy() if self.adagrad else None  # type: ignore[attr-defined]
-        scores = np.empty((len(y),) + w.shape[:-1])
-        decide, model = self._fold_parts(w, g2, Z, y)
+        arrays = {f: np.array(getattr(state, f), copy=True) for f in self.state_class._fields if f != "n_seen"}
+        scores = np.empty((len(y),) + arrays["w"].shape[:-1])
+        decide, model = self._fold_parts(arrays, Z, y, int(state.n_seen))
         fold(decide, model, y, scores)
         n_seen = np.asarray(int(state.n_seen) + len(y), dtype=np.int64)
-        if g2 is not None:
-            return AdaGradState(w=w, g2=g2, n_seen=n_seen), scores  # type: ignore[return-value]
-        return LinearState(w=w, n_seen=n_seen), scores
+        return self.state_class(**arrays, n_seen=n_seen), scores
 
-    def _fold_parts(self, w: np.ndarray, g2: np.ndarray | None, Z: np.ndarray, y: np.ndarray) -> tuple[Callable[[Any, Any], Any], RowModel[Any]]:
-        """The rule and the model of :func:`~okl_core.learners.rules.fold`: ``w += rule(f, y) z``
-        (``g2`` given: the AdaGrad step of :class:`~okl_core.learners.rules.AdaGradRows`)."""
-        if g2 is not None:
-            return self.rule, AdaGradRows(w, g2, Z, self.config.eta)
+    def _fold_parts(self, arrays: dict[str, np.ndarray], Z: np.ndarray, y: np.ndarray, t0: int) -> tuple[Callable[[Any, Any], Any], RowModel[Any]]:
+        """The rule and the model of :func:`~okl_core.learners.rules.fold` on the state's
+        ``arrays`` (updated in place; ``t0`` rows learned before): ``w += rule(f, y) z``, or the
+        adaptive step of :class:`~okl_core.learners.rules.AdaGradRows` /
+        :class:`~okl_core.learners.rules.NormalizedRows`."""
+        w = arrays["w"]
+        if self.normalized:
+            return self.rule, NormalizedRows(w, arrays["scale"], arrays["g2"], arrays["norm_sum"].reshape(1), Z, self.config.eta, t0)
+        if self.adagrad:
+            return self.rule, AdaGradRows(w, arrays["g2"], Z, self.config.eta)
         return self.rule, LinearRows(w, Z)
 
     def merge_special(self, states, weights, base):
-        """``g2`` (AdaGrad) is summed in list order; from a base, the base once plus each increase."""
-        if not self.adagrad:
-            return {}
-        total = np.zeros_like(states[0].g2) if base is None else base.g2.copy()
-        for s in states:
-            total = total + (s.g2 if base is None else s.g2 - base.g2)
-        return {"g2": total}
+        """The adaptive steps' sums (``g2``; NAG's ``norm_sum`` too) are summed in list order;
+        from a base, the base once plus each increase (module docstring)."""
+        return {name: _sum_from_base([getattr(s, name) for s in states], None if base is None else getattr(base, name)) for name in self._summed_fields()}
 
     def mix_special(self, local, merged, weight):
-        """``g2`` (AdaGrad) stays the local one: the shard's own rows, counted once by later merges."""
-        return {"g2": local.g2} if self.adagrad else {}
+        """The adaptive steps' sums stay the local ones: the shard's own rows, counted once by later merges."""
+        return {name: getattr(local, name) for name in self._summed_fields()}
+
+    def _summed_fields(self) -> tuple[str, ...]:
+        return ("g2", "norm_sum") if self.normalized else ("g2",) if self.adagrad else ()
+
+
+def _sum_from_base(values: list[np.ndarray], base: np.ndarray | None) -> np.ndarray:
+    """``sum(values)`` in list order, or ``base + sum(v - base)`` (each shard's increase)."""
+    total = np.zeros_like(values[0]) if base is None else np.array(base, copy=True)
+    for v in values:
+        total = total + (v if base is None else v - base)
+    return np.asarray(total)
 
 
 class FOGD(_FourierLinear):
@@ -219,11 +276,14 @@ class MFOGD(_FourierLinear):
     def _n_outputs(self):
         return self.config.n_classes
 
-    def _fold_parts(self, W: np.ndarray, g2: np.ndarray | None, Z: np.ndarray, y: np.ndarray) -> tuple[Callable[[Any, Any], Any], RowModel[Any]]:
+    def _fold_parts(self, arrays: dict[str, np.ndarray], Z: np.ndarray, y: np.ndarray, t0: int) -> tuple[Callable[[Any, Any], Any], RowModel[Any]]:
         # Only the true and the rival class change: update those two rows rather than
         # adding the rule's dense (C,) coefficient vector times z (C times the traffic).
-        if g2 is not None:
-            return self.rule.rival, _AdaGradClassRows(W, g2, Z, y, self.config.eta)
+        W = arrays["w"]
+        if self.normalized:
+            return self.rule.rival, _NormalizedClassRows(W, arrays["scale"], arrays["g2"], arrays["norm_sum"].reshape(1), Z, y, self.config.eta, t0)
+        if self.adagrad:
+            return self.rule.rival, _AdaGradClassRows(W, arrays["g2"], Z, y, self.config.eta)
         return self.rule.rival, _ClassRows(W, Z, y, self.rule.eta)
 
 
@@ -278,6 +338,36 @@ class _AdaGradClassRows(_ClassRows):
         if code[0] != MULTICLASS or not all(a.dtype == np.float64 and a.flags.c_contiguous for a in (self.W, self.G, scores)):
             return None
         return int(jit.fold_multiclass_adagrad(self.eta, ADAGRAD_DELTA, self.Z, self.W, self.G, y, scores, start))
+
+
+class _NormalizedClassRows(_ClassRows):
+    """:class:`_ClassRows` with NAG steps: the scales ``s`` (2D,) and ``N`` are the
+    features' (:func:`~okl_core.learners.rules.normalize_row` rescales every class's column),
+    ``G`` (C, 2D) per weight; learning a row steps ``W[y]`` with ``u = +1`` and ``W[s]`` with
+    ``u = -1`` at the row's rate (:func:`~okl_core.learners.rules.normalized_step`)."""
+
+    __slots__ = ("s", "G", "N", "t0")
+
+    def __init__(self, W: np.ndarray, s: np.ndarray, G: np.ndarray, N: np.ndarray, Z: np.ndarray, y: np.ndarray, eta: float, t0: int):
+        super().__init__(W, Z, y, float(eta))
+        self.s, self.G, self.N, self.t0 = s, G, N, int(t0)
+
+    def score(self, i: int) -> np.ndarray:
+        self._z = z = self.Z[i].astype(np.float64)
+        normalize_row(z, self.s, self.W, self.N)
+        return self.W @ z
+
+    def add(self, i: int, rival: int) -> bool:
+        rate = normalized_rate(self.eta, self.t0 + i + 1, self.N)
+        for row, u in ((self.y[i], 1.0), (rival, -1.0)):
+            normalized_step(rate, u, self._z, self.s, self.W[row], self.G[row])
+        return False
+
+    def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
+        """:func:`~okl_core.learners.rules.fold` of this model in compiled code (same bytes)."""
+        if code[0] != MULTICLASS or not all(a.dtype == np.float64 and a.flags.c_contiguous for a in (self.W, self.s, self.G, self.N, scores)):
+            return None
+        return int(jit.fold_multiclass_normalized(self.eta, self.Z, self.W, self.s, self.G, self.N, self.t0, y, scores, start))
 
 
 class FOGDRegressor(_FourierLinear):

@@ -15,6 +15,8 @@ weights on precomputed features, a growing support set, NOGD's budgeted expansio
 :class:`AdaGradRows` is the same model with per-coordinate AdaGrad steps (the learners'
 ``step='adagrad'``, :class:`StepConfig`): the rule, built with ``eta = 1``, decides and
 gives the loss derivative, and the model scales each coordinate's step.
+:class:`NormalizedRows` does the same with the normalized adaptive gradient of Ross,
+Mineiro & Langford (``step='normalized'``).
 
 A model may also offer the same fold compiled (a ``compiled_fold`` method, as
 :class:`LinearRows` does): :func:`fold` then runs it for the rules of this module, with
@@ -24,6 +26,7 @@ the same bytes (:mod:`okl_core.learners.compiled`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
@@ -45,6 +48,10 @@ __all__ = [
     "RowModel",
     "LinearRows",
     "AdaGradRows",
+    "NormalizedRows",
+    "normalize_row",
+    "normalized_rate",
+    "normalized_step",
     "StepConfig",
     "ADAGRAD_DELTA",
     "fold",
@@ -183,6 +190,72 @@ class AdaGradRows(LinearRows):
         return int(jit.fold_weights(kind, 1.0, eps, self.Z, self.w, y, scores, start, self.G, self.eta, ADAGRAD_DELTA))
 
 
+def normalize_row(z: np.ndarray, s: np.ndarray, W: np.ndarray, N: np.ndarray) -> None:
+    """NAG's steps before the prediction (Ross, Mineiro & Langford 2013, Algorithm 2, steps
+    2 and 4), in place: each coordinate ``j`` with ``|z_j| > s_j`` has its weights (``W[..., j]``,
+    every class) multiplied by ``s_j / |z_j|`` and ``s_j = |z_j|``; then ``N += q . q`` with
+    ``q_j = z_j / s_j`` (0 where ``s_j = 0``: a coordinate never seen non-zero).
+
+    ``s`` (k,) is the largest ``|z_j|`` seen, ``N`` (1,) the running sum of the rows' squared
+    norms in those units. Compiled: ``_jit_folds.normalize_row`` (same operations).
+    """
+    a = np.abs(z)
+    grow = a > s
+    if grow.any():
+        W[..., grow] *= s[grow] / a[grow]
+        s[grow] = a[grow]
+    q = np.divide(z, s, out=np.zeros_like(z), where=s > 0)
+    N += q @ q
+
+
+def normalized_rate(eta: float, t: int, N: np.ndarray) -> float:
+    """NAG's global factor ``eta sqrt(t / N)`` (0 while ``N = 0``: no coordinate has a step)."""
+    return eta * math.sqrt(t / float(N[0])) if N[0] > 0 else 0.0
+
+
+def normalized_step(rate: float, u: float, z: np.ndarray, s: np.ndarray, w: np.ndarray, G: np.ndarray) -> None:
+    """NAG's step 5 for the rule's coefficient ``u`` (gradient ``-u z``), in place:
+    ``G_j += (u z_j)^2`` and, where ``G_j > 0``, ``w_j += rate (u z_j) / (s_j sqrt(G_j))``."""
+    g = u * z
+    G += g * g
+    seen = G > 0
+    np.add(w, np.divide(rate * g, s * np.sqrt(G), out=np.zeros_like(g), where=seen), out=w, where=seen)
+
+
+class NormalizedRows(LinearRows):
+    """Weights ``w`` (k,) on feature rows ``Z`` learned with NAG, the normalized adaptive
+    gradient of Ross, Mineiro & Langford ("Normalized Online Learning", UAI 2013, Algorithm 2).
+
+    For row ``t`` (``t`` counts every row learned, from ``t0 + 1``): :func:`normalize_row`
+    (rescale on a larger ``|z_j|``, accumulate ``N``), then the prediction ``f = z . w``;
+    when the rule (built with ``eta = 1``) gives ``u``, :func:`normalized_step` with
+    :func:`normalized_rate`. ``s`` (k,), ``G`` (k,) and ``N`` (1,) are updated in place with
+    ``w``. Compiled: ``_jit_folds.fold_weights_normalized``.
+    """
+
+    __slots__ = ("s", "G", "N", "eta", "t0")
+
+    def __init__(self, w: np.ndarray, s: np.ndarray, G: np.ndarray, N: np.ndarray, Z: np.ndarray, eta: float, t0: int):
+        super().__init__(w, Z)
+        self.s, self.G, self.N, self.eta, self.t0 = s, G, N, float(eta), int(t0)
+
+    def score(self, i: int) -> Any:
+        z = self._z = self.Z[i].astype(np.float64)
+        normalize_row(z, self.s, self.w, self.N)
+        return z @ self.w
+
+    def add(self, i: int, coef: Any) -> bool:
+        normalized_step(normalized_rate(self.eta, self.t0 + i + 1, self.N), coef, self._z, self.s, self.w, self.G)
+        return False
+
+    def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
+        """:func:`fold` of this model in compiled code (None: not this shape, use the loop)."""
+        kind, _, eps = code  # the rule's eta is 1 (its coefficient is u)
+        if not (self.w.ndim == 1 and kind != MULTICLASS and self.Z.ndim == 2 and all(_float64_c(a) for a in (self.w, self.s, self.G, self.N, scores))):
+            return None
+        return int(jit.fold_weights_normalized(kind, eps, self.Z, self.w, self.s, self.G, self.N, self.t0, self.eta, y, scores, start))
+
+
 _NO_ACCUMULATOR = np.zeros(0)  # the compiled fold's "constant step" (no AdaGrad sums)
 
 
@@ -235,14 +308,15 @@ class RegressionRuleConfig(CheckedConfig):
         check_choice("threshold", self.threshold, {"absolute", "squared"})
 
 
-STEPS = ("constant", "adagrad")
-"""Step rules of the random-feature learners: the papers' constant ``eta``, or AdaGrad."""
+STEPS = ("constant", "adagrad", "normalized")
+"""Step rules of the random-feature learners: the papers' constant ``eta``, AdaGrad, or NAG."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class StepConfig(CheckedConfig):
-    """The step rule: ``'constant'`` (the papers' ``eta``, default) or ``'adagrad'``
-    (per-coordinate ``eta / (delta + sqrt(G_j))``, :class:`AdaGradRows`)."""
+    """The step rule: ``'constant'`` (the papers' ``eta``, default), ``'adagrad'``
+    (per-coordinate ``eta / (delta + sqrt(G_j))``, :class:`AdaGradRows`) or ``'normalized'``
+    (NAG, ``eta sqrt(t / N) / (s_j sqrt(G_j))``, :class:`NormalizedRows`)."""
 
     step: str = "constant"
 

@@ -89,7 +89,7 @@ def test_adagrad_differs_from_the_constant_step_and_constant_is_the_default():
     a = constant.update(constant.init(), X, y)[0]
     b = adaptive.update(adaptive.init(), X, y)[0]
     assert isinstance(a, LinearState) and not np.allclose(a.w, b.w)
-    with pytest.raises(ValueError, match=r"step must be one of \['adagrad', 'constant'\], got 'adam'"):
+    with pytest.raises(ValueError, match=r"step must be one of \['adagrad', 'constant', 'normalized'\], got 'adam'"):
         okl_core.make_learner("mfogd", n_inputs=4, n_classes=3, step="adam")
 
 

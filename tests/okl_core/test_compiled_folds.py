@@ -19,9 +19,9 @@ import okl_core
 import okl_core.learners.omkl
 import okl_core.learners.oks
 from okl_core.learners import compiled, multikernel, rules
-from okl_core.learners.fogd import _ClassRows
+from okl_core.learners.fogd import _ClassRows, _NormalizedClassRows
 from okl_core.learners.nogd import _BudgetedExpansion
-from okl_core.learners.rules import LinearRows, MulticlassHingeRule, RegressionRule, RegressionRuleConfig, rule_code
+from okl_core.learners.rules import LinearRows, MulticlassHingeRule, NormalizedRows, RegressionRule, RegressionRuleConfig, rule_code
 from tests.okl_core.real_data import a9a
 
 numba = pytest.importorskip("numba", reason="numba is not installed: only the numpy folds run")
@@ -39,6 +39,9 @@ CASES = [
     ("fogd", dict(n_components=40, sigma=1.0, eta=0.3, step="adagrad")),
     ("mfogd", dict(n_components=400, sigma=4.0, eta=0.03, n_classes=10, seed=7, step="adagrad")),
     ("fogd_r", dict(n_components=200, sigma=2.0, eta=0.1, eps=0.01, threshold="squared", step="adagrad")),
+    ("fogd", dict(n_components=40, sigma=1.0, eta=0.3, step="normalized")),
+    ("mfogd", dict(n_components=400, sigma=4.0, eta=0.03, n_classes=10, seed=7, step="normalized")),
+    ("fogd_r", dict(n_components=200, sigma=2.0, eta=0.1, eps=0.01, threshold="squared", step="normalized")),
     ("nogd", dict(sigma=2.0, budget=20, rank=10, eta=0.5)),
     ("nogd", dict(sigma=2.0, budget=20, rank=20, eta=0.5, switch="next_update")),
     ("mnogd", dict(sigma=2.0, budget=20, rank=8, eta=0.5, n_classes=10)),
@@ -81,7 +84,7 @@ def _forbid(monkeypatch):
     def fail(self, i):
         raise AssertionError("the numpy per-row fold ran where the compiled fold should have")
 
-    for model in (LinearRows, _ClassRows):
+    for model in (LinearRows, _ClassRows, NormalizedRows, _NormalizedClassRows):  # the NAG models score on their own
         monkeypatch.setattr(model, "score", fail)
 
 

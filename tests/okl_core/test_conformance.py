@@ -33,7 +33,7 @@ def test_conformance(name, check):
 
 
 # Options that change a learner's state or fold: the whole suite runs on them too.
-OPTION_CASES = [("fogd", {"step": "adagrad"}), ("mfogd", {"step": "adagrad"}), ("fogd_r", {"step": "adagrad"})]
+OPTION_CASES = [(n, {"step": step}) for step in ("adagrad", "normalized") for n in ("fogd", "mfogd", "fogd_r")]
 OPTION_IDS = [f"{n}-" + ",".join(f"{k}={v}" for k, v in p.items()) for n, p in OPTION_CASES]
 
 
@@ -133,7 +133,7 @@ LINEAR_IN_PARAMETERS = {"fogd": {}, "mfogd": {}, "fogd_r": {}, "dsg": {}}
 # DSG also with strong decay (the lazy scale is far from 1) and the averaged iterate.
 # DSG's exact function-space checks use float64 features; its default float32 predictions
 # add rounding of ~1e-7 relative (the float32 case, with a float32 tolerance).
-LINEARITY_CASES = [(n, {}) for n in LINEAR_IN_PARAMETERS] + [(n, {"step": "adagrad"}) for n in ("fogd", "mfogd", "fogd_r")] + [
+LINEARITY_CASES = [(n, {}) for n in LINEAR_IN_PARAMETERS] + [(n, {"step": step}) for step in ("adagrad", "normalized") for n in ("fogd", "mfogd", "fogd_r")] + [
     ("dsg", {"nu": 0.05, "precision": "float64"}),
     ("dsg", {"nu": 0.05, "averaged": True, "precision": "float64"}),
     ("dsg", {"nu": 1e-3, "averaged": True, "precision": "float64"}),
