@@ -1,26 +1,27 @@
 """The streaming job on Prism against the batch pipeline on the same rows, and its latency.
 
-Runs on this machine, in one process each (ratios, since absolute times are noisy here):
+Runs on this machine, every job in this process, one at a time (ratios, since absolute times
+are noisy here):
 
 * batch: ``pipelines.train`` over N rows (FnApiRunner in-process, and on Prism), 2 shards;
 * streaming throughput: ``pipelines.train --streaming`` on Prism (LOOPBACK) over the same
   rows as Parquet files that are all present at launch, 2 shards, a snapshot every
   ``--snapshot_batches`` batches.
 
-Both learn the same N rows, 2 shards of N/2 rows each, in batches of ``--batch`` rows (the
-streaming job cuts each file into batches: 60 batches at 100k rows against the batch job's
-50), on the same Prism server (LOOPBACK, one server per process). Both are timed the same
-way: from the call of ``run`` to the moment the last row is learned (batch: the end of the
-last shard step in ``metrics.json``, recorded after its last batch and before its model is
-serialised; streaming: the time in the record of the snapshot cut right after the last batch,
-likewise), so start-up counts for both and neither the batch job's outputs nor the streaming
-job's wait for ``--stop_after`` do. The streaming figure is refused when a shard's last
-batches were only snapshotted at the end of the stream (their record would carry the stop
-time): the files' batches per shard must be a multiple of ``--snapshot_batches``, as they are
-for the defaults at 100k and 500k rows. A small Prism job runs first, so that starting the
-Prism server is billed to neither. ``steady`` leaves start-up out: batch, rows over first
-shard start to last shard end; streaming, rows after the first snapshot over first to last
-snapshot.
+Both learn the same N rows, 2 shards of N/2 rows each (the 20 file names split 10/10), in
+batches of ``--batch`` rows (the streaming job cuts each file into batches: 60 batches at
+100k rows against the batch job's 50), on the same Prism server (LOOPBACK, one server per
+process). Both are timed the same way: from the call of ``run`` to the moment the last row
+is learned (batch: the end of the last shard step in ``metrics.json``, recorded after its
+last batch and before its model is serialised; streaming: the time in the record of the
+snapshot cut right after the last batch, likewise), so start-up counts for both and neither
+the batch job's outputs nor the streaming job's wait for ``--stop_after`` do. The streaming
+figure is refused when a shard's last batches were only snapshotted at the end of the stream
+(their record would carry the stop time): the files' batches per shard must be a multiple of
+``--snapshot_batches``, as they are for the defaults at 100k and 500k rows. A small Prism
+job runs first, so that starting the Prism server is billed to neither. ``steady`` leaves
+start-up out: batch, rows over first shard start to last shard end; streaming, rows after
+the first snapshot over first to last snapshot.
 * latency: a streaming job into which one file lands every ``--every`` seconds; for each
   file, the delay from its rename into the watched directory to the first model version
   whose record includes it (``model-vNNNNNN.json`` -> snapshots -> their batches).
