@@ -117,7 +117,8 @@ class _StreamShard(beam.DoFn):
 
     Keeping the decoded state saves parsing a model file and rebuilding the learner per
     batch, and the raw arrays cost 11-57x less to write than a model file
-    (:func:`okl_core.state.raw_state_bytes`).
+    (:func:`okl_core.state.raw_state_bytes`). A whole-file event is read here (``read``)
+    and its batches learned one after the other, the state written once at the end.
     """
 
     MODEL = ReadModifyWriteStateSpec("model", BytesCoder())
