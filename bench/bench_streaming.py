@@ -1,24 +1,34 @@
 """The streaming job on Prism against the batch pipeline on the same rows, and its latency.
 
-Runs on this machine, in one process each (ratios, since absolute times are noisy here):
+Runs on this machine, every job in this process, one at a time (ratios, since absolute times
+are noisy here):
 
 * batch: ``pipelines.train`` over N rows (FnApiRunner in-process, and on Prism), 2 shards;
 * streaming throughput: ``pipelines.train --streaming`` on Prism (LOOPBACK) over the same
   rows as Parquet files that are all present at launch, 2 shards, a snapshot every
   ``--snapshot_batches`` batches.
 
-Both are timed the same way: from the call of ``run`` to the moment the last row is learned
-(batch: the end of the last shard step in ``metrics.json``; streaming: the last snapshot's
-record), so start-up counts for both and neither the batch job's outputs nor the streaming
-job's wait for ``--stop_after`` do. A small Prism job runs first, so that starting the Prism
-server is billed to neither. ``steady`` leaves start-up out: batch, rows over first shard
-start to last shard end; streaming, rows after the first snapshot over first to last snapshot.
+Both learn the same N rows, 2 shards of N/2 rows each (the 20 file names split 10/10), in
+batches of ``--batch`` rows (the streaming job cuts each file into batches: 60 batches at
+100k rows against the batch job's 50), on the same Prism server (LOOPBACK, one server per
+process). Both are timed the same way: from the call of ``run`` to the moment the last row
+is learned (batch: the end of the last shard step in ``metrics.json``, recorded after its
+last batch and before its model is serialised; streaming: the time in the record of the
+snapshot cut right after the last batch, likewise), so start-up counts for both and neither
+the batch job's outputs nor the streaming job's wait for ``--stop_after`` do. The streaming
+figure is refused when a shard's last batches were only snapshotted at the end of the stream
+(their record would carry the stop time): the files' batches per shard must be a multiple of
+``--snapshot_batches``, as they are for the defaults at 100k and 500k rows. A small Prism
+job runs first, so that starting the Prism server is billed to neither. ``steady`` leaves
+start-up out: batch, rows over first shard start to last shard end; streaming, rows after
+the first snapshot over first to last snapshot.
 * latency: a streaming job into which one file lands every ``--every`` seconds; for each
   file, the delay from its rename into the watched directory to the first model version
   whose record includes it (``model-vNNNNNN.json`` -> snapshots -> their batches).
 
-``python bench/bench_streaming.py [--rows N] [--prism_location PATH]`` (the binary of
-``make runners`` by default).
+``python bench/bench_streaming.py [--rows N] [--repeat K] [--prism_location PATH]`` (the
+binary of ``make runners`` by default); each job runs K times, interleaved, and the medians
+are compared.
 """
 
 from __future__ import annotations
@@ -96,9 +106,10 @@ def streaming(X, y, batch_rows, shards, snapshot_batches, tmp, prism, n_files=20
     """Throughput of a streaming job over files that are all there at launch."""
     from pipelines.train import run
 
+    tmp = tempfile.mkdtemp(dir=tmp)
     watched, output = os.path.join(tmp, "in"), os.path.join(tmp, "stream-out")
     _write_files(X, y, n_files, watched)
-    stop_after = 20 + len(y) / 20_000  # long enough to read everything at a few 10k rows/s
+    stop_after = 5 + len(y) / 50_000  # long enough to learn everything at 50k rows/s after a 5 s start (not timed)
     argv = ["--streaming", "--input", os.path.join(watched, "*.parquet"), *_learner_args(batch_rows, shards),
             "--snapshot_batches", str(snapshot_batches), "--poll_seconds", "1", "--stop_after", str(stop_after),
             "--output", output, "--runner=PrismRunner", f"--prism_location={prism}"]
@@ -107,6 +118,10 @@ def streaming(X, y, batch_rows, shards, snapshot_batches, tmp, prism, n_files=20
     records = _records(output)
     learned = sum(b["rows"] for r in records for b in r["batches"])
     assert learned == len(y), (learned, len(y))
+    short = [(r["shard"], r["interval"], len(r["batches"])) for r in records if len(r["batches"]) != snapshot_batches]
+    if short:  # cut when the stream ended: its time is the stop, not when the rows were learned
+        sys.exit(f"streaming: snapshots (shard, interval, batches) {short} were not cut after {snapshot_batches} batches; "
+                 f"pick --rows or --snapshot_batches so that each shard's batches are a multiple of it")
     first = min(r["time"] for r in records)  # end of the first snapshot interval
     last = max(r["time"] for r in records)
     first_rows = sum(b["rows"] for r in records if r["time"] == first for b in r["batches"])
@@ -161,6 +176,7 @@ def main():
     parser.add_argument("--snapshot_batches", type=int, default=5)
     parser.add_argument("--every", type=float, default=2.0, help="latency run: seconds between landing files")
     parser.add_argument("--files", type=int, default=10, help="latency run: files landed (0: no latency run)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each job, interleaved (medians and per-round ratios printed)")
     parser.add_argument("--prism_location")
     args = parser.parse_args()
     prism = args.prism_location
@@ -174,19 +190,24 @@ def main():
     prism_args = ["--runner=PrismRunner", f"--prism_location={prism}", "--environment_type=LOOPBACK"]
     with tempfile.TemporaryDirectory() as tmp:
         batch(*_data(4096, seed=2), args.batch, args.shards, tmp, prism_args)  # starts the Prism server
-        t_batch = batch(X, y, args.batch, args.shards, tmp, ["--runner=DirectRunner"])
-        t_batch_prism = batch(X, y, args.batch, args.shards, tmp, prism_args)
-        stream = streaming(X, y, args.batch, args.shards, args.snapshot_batches, tmp, prism)
+        runs: dict[str, list[dict]] = {"in-process": [], "prism": [], "stream": []}
+        for _ in range(args.repeat):  # interleaved, so that a burst of other jobs hits every kind alike
+            runs["in-process"].append(batch(X, y, args.batch, args.shards, tmp, ["--runner=DirectRunner"]))
+            runs["prism"].append(batch(X, y, args.batch, args.shards, tmp, prism_args))
+            runs["stream"].append(streaming(X, y, args.batch, args.shards, args.snapshot_batches, tmp, prism))
         delays = latency(args.batch, args.shards, 1, tmp, prism, args.every, args.files, poll=1.0, merge=1.0) if args.files else []
     n = args.rows
-    print(f"rows {n}, d {D}, batch {args.batch}, shards {args.shards}, fogd D={PARAMS['n_components']}; one process each (Prism: LOOPBACK, "
-          f"server started before); launch to last row learned, and steady (start-up left out)")
-    for name, t in (("batch pipeline, in-process FnApiRunner", t_batch), ("batch pipeline, Prism", t_batch_prism), ("streaming, Prism", stream)):
+    print(f"rows {n}, d {D}, batch {args.batch}, shards {args.shards}, fogd D={PARAMS['n_components']}; Prism: LOOPBACK, server started "
+          f"before; launch to last row learned, and steady (start-up left out); median of {args.repeat} interleaved runs; load {os.getloadavg()[0]:.1f}")
+    med = {k: {m: statistics.median(r[m] for r in v) for m in ("to_last_row", "steady")} for k, v in runs.items()}
+    for name, key in (("batch pipeline, in-process FnApiRunner", "in-process"), ("batch pipeline, Prism", "prism"), ("streaming, Prism", "stream")):
+        t = med[key]
         print(f"{name:40s} {n / t['to_last_row']:9.0f} rows/s ({t['to_last_row']:.2f} s)   steady {t['steady']:9.0f} rows/s")
-    print(f"streaming / batch on Prism: {t_batch_prism['to_last_row'] / stream['to_last_row']:.2f} x launch to last row, "
-          f"{stream['steady'] / t_batch_prism['steady']:.2f} x steady; / batch in-process: "
-          f"{t_batch['to_last_row'] / stream['to_last_row']:.2f} x, {stream['steady'] / t_batch['steady']:.2f} x steady "
-          f"(snapshot every {args.snapshot_batches} batches; shard states read back from Beam state: {stream['state_reads']})")
+    rounds = [p["to_last_row"] / s["to_last_row"] for p, s in zip(runs["prism"], runs["stream"])]
+    print(f"streaming / batch on Prism: {med['prism']['to_last_row'] / med['stream']['to_last_row']:.2f} x launch to last row "
+          f"(per round {min(rounds):.2f}-{max(rounds):.2f}), {med['stream']['steady'] / med['prism']['steady']:.2f} x steady; / batch in-process: "
+          f"{med['in-process']['to_last_row'] / med['stream']['to_last_row']:.2f} x, {med['stream']['steady'] / med['in-process']['steady']:.2f} x steady "
+          f"(snapshot every {args.snapshot_batches} batches; shard states read back from Beam state: {sum(r['state_reads'] for r in runs['stream'])})")
     if delays:
         print(f"latency, file landed -> first version including it (poll 1 s, merge window 1 s, snapshot every batch): "
               f"median {statistics.median(delays):.2f} s, max {max(delays):.2f} s over {len(delays)} files")

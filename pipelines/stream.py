@@ -8,11 +8,11 @@
 
 The graph (transforms/streaming.py)::
 
-    WatchParquet(--input) ──────────────┐
+    WatchParquet(--input) ──────────────┐  (file names: each shard reads its own files)
     VersionNotices(--output, polled) ───┴─> StreamTrainOnline ─> MergeSnapshots(--merge_seconds)
-          │                                       │                  ─> WriteModelVersions(--output)
-          │                                       └─> WriteSnapshotRecords(--output/snapshots/run-V/)
-          └─ bad rows ─> WriteDeadLetterFiles(--output/dead_letter/<file>.jsonl)
+                                                  │                  ─> WriteModelVersions(--output)
+                                                  ├─> WriteSnapshotRecords(--output/snapshots/run-V/)
+                                                  └─ bad rows ─> WriteDeadLetterFiles(--output/dead_letter/<file>.jsonl)
 
 At launch the job starts from ``--init_model`` or, when ``--output`` already holds
 ``model-vNNNNNN.npz`` files, from the newest of them (a restart); new versions continue
@@ -118,14 +118,15 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     stop = None if args.stop_after is None else start + args.stop_after
     num_shards = job.plan.num_shards
     read = ReadParquetFiles(learner.config.n_inputs, learner.task, getattr(learner.config, "n_classes", None), num_shards, job.plan.batch_rows)
-    source = pipeline | "WatchParquet" >> WatchParquet(watch_pattern(args.input), read, args.poll_seconds, start, stop)
+    files = pipeline | "WatchParquet" >> WatchParquet(watch_pattern(args.input), num_shards, args.poll_seconds, start, stop)
     notices = pipeline | "VersionNotices" >> VersionNotices(job.output, args.poll_seconds, num_shards, start, stop)
     snapshot_batches = args.snapshot_batches or (None if args.snapshot_seconds else 10)
-    snapshots = (
-        (source["batches"], notices)
-        | "BatchesAndVersions" >> beam.Flatten()
-        | "StreamTrainOnline" >> StreamTrainOnline(spec, data, snapshot_batches=snapshot_batches, snapshot_seconds=args.snapshot_seconds, mix_weight=args.mix_weight)
+    trained = (
+        (files, notices)
+        | "FilesAndVersions" >> beam.Flatten()
+        | "StreamTrainOnline" >> StreamTrainOnline(spec, data, snapshot_batches=snapshot_batches, snapshot_seconds=args.snapshot_seconds, mix_weight=args.mix_weight, read=read)
     )
+    snapshots = trained["snapshots"]
     merge_seconds = args.merge_seconds or args.poll_seconds
     versions = (
         snapshots
@@ -133,7 +134,7 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
         | "WriteModelVersions" >> WriteModelVersions(job.output)
     )
     versions | "LogVersions" >> beam.Map(lambda v: print(f"model version {v[0]}: {v[1]}", flush=True))
-    dead = source["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFiles(job.output)
+    dead = trained["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFiles(job.output)
     dead | "LogDeadLetters" >> beam.Map(lambda path: print(f"bad rows: {path}", flush=True))
     snapshots | "WriteSnapshotRecords" >> WriteSnapshotRecords(job.output, first_version) | "LogSnapshots" >> beam.Map(_print_snapshot, headline(learner.task).summary_key)
     resolved = {"started_from": started_from, "first_version": first_version, "pattern": watch_pattern(args.input), "merge_seconds": merge_seconds}

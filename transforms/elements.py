@@ -173,15 +173,18 @@ class ModelCache:
         return self._parsed
 
 
-_EVENT_HEADER = struct.Struct("<qqqB")  # seq, version, path bytes, has piece
+_EVENT_HEADER = struct.Struct("<qqqB")  # seq, version, path bytes, kind (_VERSION, _PIECE or _FILE)
+_VERSION, _PIECE, _FILE = 0, 1, 2
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class StreamEvent:
-    """What reaches a streaming shard: a batch of a streamed file, or a newer model version.
+    """What reaches a streaming shard: a batch of a streamed file, a whole file, or a newer model version.
 
     Versions travel to the shards as ordinary elements (not a side input): every runner
-    delivers them, and a shard sees them in the order it processes its input.
+    delivers them, and a shard sees them in the order it processes its input. A whole-file
+    event names a Parquet file that the shard reads and cuts into batches itself, so the
+    rows never cross a shuffle (:class:`~transforms.streaming.StreamTrainOnline`).
 
     Attributes
     ----------
@@ -192,36 +195,40 @@ class StreamEvent:
     version : int
         Model version number (0 for a batch).
     piece : BatchPiece or None
-        The batch's good rows; None for a version.
+        The batch's good rows; None for a version or a whole file.
+    whole_file : bool
+        The event is the whole file ``path``, still to be read.
     """
 
     path: str
     seq: int = 0
     version: int = 0
     piece: BatchPiece | None = None
+    whole_file: bool = False
 
     @property
     def is_version(self) -> bool:
-        return self.piece is None
+        return self.piece is None and not self.whole_file
 
 
 class StreamEventCoder(coders.Coder):
-    """Header of integers + the UTF-8 path + the piece's :class:`BatchPieceCoder` bytes."""
+    """Header of integers and the event's kind + the UTF-8 path + the piece's :class:`BatchPieceCoder` bytes."""
 
     _pieces = BatchPieceCoder()
 
     def encode(self, event: StreamEvent) -> bytes:
         path = event.path.encode("utf-8")
-        header = _EVENT_HEADER.pack(event.seq, event.version, len(path), event.piece is not None)
+        kind = _PIECE if event.piece is not None else _FILE if event.whole_file else _VERSION
+        header = _EVENT_HEADER.pack(event.seq, event.version, len(path), kind)
         body = b"" if event.piece is None else self._pieces.encode(event.piece)
         return b"".join((header, path, body))
 
     def decode(self, data: bytes) -> StreamEvent:
-        seq, version, n_path, has_piece = _EVENT_HEADER.unpack_from(data)
+        seq, version, n_path, kind = _EVENT_HEADER.unpack_from(data)
         start = _EVENT_HEADER.size
         path = bytes(data[start : start + n_path]).decode("utf-8")
-        piece = self._pieces.decode(memoryview(data)[start + n_path :]) if has_piece else None  # no copy of the rows
-        return StreamEvent(path, seq, version, piece)
+        piece = self._pieces.decode(memoryview(data)[start + n_path :]) if kind == _PIECE else None  # no copy of the rows
+        return StreamEvent(path, seq, version, piece, kind == _FILE)
 
     def is_deterministic(self) -> bool:
         return True

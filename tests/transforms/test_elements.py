@@ -1,9 +1,9 @@
-"""BatchPieceCoder round trips; ModelCache parses each model once."""
+"""BatchPieceCoder, PieceRefCoder and StreamEventCoder round trips; ModelCache parses each model once."""
 
 import numpy as np
 
 import okl_core
-from transforms.elements import BatchPiece, BatchPieceCoder, ModelCache, PieceRef, PieceRefCoder
+from transforms.elements import BatchPiece, BatchPieceCoder, ModelCache, PieceRef, PieceRefCoder, StreamEvent, StreamEventCoder
 
 
 def test_coder_round_trip_labels_targets_and_empty():
@@ -39,3 +39,14 @@ def test_model_cache_parses_once_per_value(monkeypatch):
 def test_piece_ref_coder_round_trip():
     ref = PieceRef(2, 1, 9, 4100, 4200, "/data/part-00001-of-00004.parquet", 3, 4096, 4096)
     assert PieceRefCoder().decode(PieceRefCoder().encode(ref)) == ref
+
+
+def test_stream_event_coder_keeps_the_kind_of_event():
+    coder = StreamEventCoder()
+    piece = BatchPiece(1, 0, 2, 10, 12, np.ones((2, 3), np.float32), np.array([1, -1], np.int32), np.array([10, 11]))
+    batch, version, whole = StreamEvent("a.parquet", 2, piece=piece), StreamEvent("model-v000003.npz", version=3), StreamEvent("b.parquet", whole_file=True)
+    back = [coder.decode(coder.encode(e)) for e in (batch, version, whole)]
+    assert [(e.path, e.seq, e.version, e.is_version, e.whole_file, e.piece is None) for e in back] == [
+        ("a.parquet", 2, 0, False, False, False), ("model-v000003.npz", 0, 3, True, False, True), ("b.parquet", 0, 0, False, True, True)
+    ]
+    np.testing.assert_array_equal(back[0].piece.X, piece.X)

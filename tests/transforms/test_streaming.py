@@ -313,6 +313,52 @@ def test_bad_rows_and_unreadable_files_of_a_stream_are_written_per_input_file(tm
     assert unreadable["file"] == str(broken) and unreadable["reason"].startswith("unreadable Parquet file")
 
 
+def _without_time(record: str) -> dict:
+    return {k: v for k, v in json.loads(record).items() if k != "time"}
+
+
+def test_a_shard_reads_whole_files_itself_exactly_as_their_batches_arriving_one_by_one(tmp_path):
+    """WatchParquet's whole-file events: the shard reads each file and learns its batches in file
+    order, with the same snapshots (bytes and records, a snapshot in the middle of a file) and
+    the same dead letters as the batches ReadParquetFiles sends, and a model equal to the fold."""
+    from okl_core.data.layout import write_dataset
+    from transforms.streaming import ReadParquetFiles
+
+    X, y = binary_data(330)
+    X = X.copy()
+    X[[20, 200], 2] = np.nan  # one bad row in each file
+    write_dataset(tmp_path / "ds", X, y, "binary", n_shards=2, row_group_rows=100)
+    files = sorted(str(p) for p in (tmp_path / "ds").glob("*.parquet"))
+    read = ReadParquetFiles(5, "binary", None, 1, BATCH)
+    learner = SPEC.build()
+    initial = okl_core.model_bytes(learner, learner.init())
+    by_batch = [[(0, e)] for f in files for e in read.read(f, 0)[0]]  # 4 batches per file, the last one short
+    snaps: dict = {"files": [], "batches": []}
+    dead: list = []
+    with _streaming_pipeline() as p:  # (one TestStream per pipeline on the direct runner)
+        out = p | _stream([[(0, StreamEvent(f, whole_file=True))] for f in files]) | StreamTrainOnline(SPEC, initial, snapshot_batches=3, clock=_zero, read=read)
+        _collect(out["snapshots"], snaps["files"])
+        _collect(out["dead_letter"], dead, "CollectDead")
+    with _streaming_pipeline() as p:
+        _collect(p | _stream(by_batch) | StreamTrainOnline(SPEC, initial, snapshot_batches=3, clock=_zero), snaps["batches"])
+    got, expected = (sorted(snaps[k], key=lambda s: s[1]) for k in ("files", "batches"))
+    assert [(s[0], s[1], s[2], _without_time(s[3])) for s in got] == [(s[0], s[1], s[2], _without_time(s[3])) for s in expected]
+    assert [len(_without_time(s[3])["batches"]) for s in got] == [3, 3, 2]  # the first snapshot ends inside the first file
+    good = np.isfinite(X).all(axis=1)
+    fold = _fold_batches(learner, [(X[a:b][good[a:b]], y[a:b][good[a:b]]) for a, b in ((0, 165), (165, 330))])
+    assert got[-1][2] == okl_core.model_bytes(learner, fold)
+    assert sorted((path, [json.loads(r)["row"] for r in records]) for path, records in dead) == [(files[0], [20]), (files[1], [200])]
+
+
+def _fold_batches(learner, files):
+    """Each file's good rows, learned in batches of BATCH rows, file after file."""
+    state = learner.init()
+    for Xf, yf in files:
+        for a in range(0, len(yf), BATCH):
+            state, _ = learner.update(state, Xf[a : a + BATCH], yf[a : a + BATCH])
+    return state
+
+
 def test_the_streaming_graph_writes_its_dead_letters(tmp_path, caplog):
     """The CLI's streaming graph consumes the source's dead letters (built, not run: no Prism here),
     and its stateful shards are keyed with a deterministic coder (no warning)."""
