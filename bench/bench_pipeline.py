@@ -61,7 +61,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import okl_core  # noqa: E402
-from okl_core.data.layout import DatasetWriter, open_dataset  # noqa: E402
+from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter, open_dataset  # noqa: E402
 from okl_core.random import block_bit_generator, uniform_open  # noqa: E402
 
 D_IN, CLASSES, CHUNK = 784, 10, 16384
@@ -72,9 +72,10 @@ LEARNERS = {
 }
 
 
-def write_mnist_like(path: str, n_rows: int, seed: int = 0) -> None:
+def write_mnist_like(path: str, n_rows: int, seed: int = 0, compression: str = DEFAULT_COMPRESSION) -> None:
     """MNIST-shaped rows: 784 features in [0, 1], about 80% zeros; labels 0..9."""
-    with DatasetWriter(path, D_IN, "multiclass", rows_per_shard=max(CHUNK, -(-n_rows // 4)), classes=list(range(CLASSES))) as writer:
+    rows_per_shard = max(CHUNK, -(-n_rows // 4))
+    with DatasetWriter(path, D_IN, "multiclass", rows_per_shard=rows_per_shard, compression=compression, classes=list(range(CLASSES))) as writer:
         for chunk, start in enumerate(range(0, n_rows, CHUNK)):
             m = min(CHUNK, n_rows - start)
             u = uniform_open(block_bit_generator(seed, chunk).random_raw(m * D_IN + m)).astype(np.float32)

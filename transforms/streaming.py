@@ -64,6 +64,7 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 import okl_core
 from okl_core.data.validate import check_rows
 from okl_core.divergence import diverged as is_diverged
+from okl_core.learners.compiled import warm_up
 from okl_core.merge import check_mergeable, mix_states
 from okl_core.metrics import Prequential
 from okl_core.state import model_versions, parse_version, raw_state_bytes, state_from_raw_bytes, version_file_name, write_new_file
@@ -139,6 +140,7 @@ class _StreamShard(beam.DoFn):
 
     def setup(self):
         self.learner = self.spec.build()
+        warm_up(self.learner)  # the first compiled update's one-time cost, before the first batch
         self.models = ModelCache()
         self.merged = ModelCache()
         # shard -> (token, state): the state this instance last wrote for the shard. Tokens are

@@ -33,10 +33,16 @@ from __future__ import annotations
 import os
 import warnings
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from okl_core.numerics import pin_new_libraries
 
-__all__ = ["kernels", "jit_disabled"]
+if TYPE_CHECKING:
+    from okl_core.learners.base import Learner
+
+__all__ = ["kernels", "jit_disabled", "warm_up"]
 
 _loaded: list[ModuleType | None] = []  # [] until the first load, then [module or None]
 
@@ -73,3 +79,19 @@ def _load() -> ModuleType | None:
         )
         return None
     return _jit_folds
+
+
+_WARM_LABEL = {"binary": 1, "multiclass": 0, "regression": 0.0}
+
+
+def warm_up(learner: "Learner[Any]") -> None:
+    """Run ``learner`` once on one row of zeros from its initial state, and drop the result.
+
+    A fresh process pays for its first compiled update once: importing numba and scipy's
+    BLAS and loading the cached fold (mfogd, D = 800: 0.45 s of CPU, as much as learning
+    7 batches of 4,096 MNIST rows). Workers call this when they start, so that the cost is
+    paid before their first batch instead of inside it. Learners are pure functions of
+    ``(state, rows)``, so nothing of this run reaches a model.
+    """
+    n_inputs = int(learner.config.n_inputs)
+    learner.update(learner.init(), np.zeros((1, n_inputs), np.float32), np.array([_WARM_LABEL[learner.task]]))

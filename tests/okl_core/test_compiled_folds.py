@@ -349,3 +349,30 @@ def test_without_pinning_the_new_blas_the_first_use_would_differ():
     # The control of the test above: it is large enough to fail without the pin.
     results = _fresh_process("unpinned")
     assert any(c != n for c, n in results.values())
+
+
+WARM_UP = """
+import json, sys
+import numpy as np
+import okl_core
+from okl_core.learners import _jit_folds, compiled
+def loaded():
+    return {name: [str(s) for s in f.signatures] for name, f in vars(_jit_folds).items() if hasattr(f, "signatures") and f.signatures}
+learner = okl_core.make_learner(sys.argv[1], n_inputs=64, n_components=50, n_classes=10, eta=0.05)
+before = loaded()
+compiled.warm_up(learner)
+warmed = loaded()
+rng = np.random.default_rng(0)
+learner.update(learner.init(), rng.random((300, 64), dtype=np.float32), rng.integers(0, 10, 300))
+print(json.dumps([before, warmed, loaded()]))
+"""
+
+
+def test_warm_up_loads_the_compiled_fold_that_a_batch_then_uses():
+    # A worker warms its learner at start: the first real batch must then find every compiled
+    # kernel it calls already loaded (same signatures), and none may have been loaded before.
+    env = {k: v for k, v in os.environ.items() if k != "OKL_NO_JIT"}
+    result = subprocess.run([sys.executable, "-c", WARM_UP, "mfogd"], env=env, capture_output=True, text=True, check=True)
+    before, warmed, after = json.loads(result.stdout.strip().splitlines()[-1])
+    assert before == {} and "fold_multiclass" in warmed
+    assert after == warmed

@@ -196,3 +196,16 @@ def test_explicit_merge_weights_average_the_functions(name):
     weighted = learner.merge([a, b], weights=[1.0, 3.0])
     want = 0.25 * learner.predict(a, X) + 0.75 * learner.predict(b, X)
     np.testing.assert_allclose(learner.predict(weighted, X), want, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_warm_up_changes_nothing_a_learner_then_computes(name):
+    # Workers call warm_up at start (okl_core.learners.compiled): one update on a zero row,
+    # dropped. The same learner object must then train to a fresh learner's bytes.
+    from okl_core.learners.compiled import warm_up
+
+    warmed, fresh = build(name), build(name)
+    warm_up(warmed)
+    X, y = testing._data(fresh)
+    trained = [okl_core.model_bytes(lrn, lrn.update(lrn.init(), X, y)[0]) for lrn in (warmed, fresh)]
+    assert trained[0] == trained[1]

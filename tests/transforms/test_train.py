@@ -12,7 +12,7 @@ from apache_beam.testing.util import assert_that
 import okl_core
 from okl_core.data.plan import StreamPlan
 from transforms.elements import BatchPiece
-from transforms.train import LearnerSpec, MergeBySeed, TrainOnline
+from transforms.train import LearnerSpec, MergeBySeed, TrainOnline, _rows_together
 
 PARAMS = {"n_inputs": 4, "n_components": 16, "sigma": 1.0, "eta": 0.1}
 
@@ -77,6 +77,18 @@ def test_out_of_order_pieces_give_the_sequential_fold_per_shard():
         merged = trained.states | "Merge" >> MergeBySeed(LearnerSpec("fogd", PARAMS), base=initial)
         want = okl_core.model_bytes(learner, okl_core.merge_states(learner, [okl_core.model_from_bytes(expected[s])[1] for s in range(2)]))
         assert_that(merged, lambda got: got == [want] or pytest.fail("merged model differs"), label="Merged")
+
+
+def test_rows_of_a_batch_in_two_pieces_are_put_together_in_an_array_of_their_own():
+    rng = np.random.default_rng(0)
+    parts = [rng.random((n, 7), dtype=np.float32) for n in (5, 0, 3)]
+    want = np.concatenate(parts)
+    got = _rows_together(parts)
+    assert got.dtype == np.float32 and got.flags.c_contiguous and got.flags.writeable
+    np.testing.assert_array_equal(got, want)
+    view = got[2:4]
+    del got, parts
+    np.testing.assert_array_equal(view, want[2:4])  # a view (a state may hold one) outlives the batch
 
 
 def test_a_missing_piece_is_an_error_not_a_silent_gap():

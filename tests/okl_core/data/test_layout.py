@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from okl_core.data.layout import DatasetWriter, open_dataset, write_dataset, x_matrix
+from okl_core.data.layout import DatasetWriter, open_dataset, write_dataset, write_shard_file, x_matrix
 
 
 def _data(n=5000, d=6, seed=0):
@@ -44,6 +44,30 @@ def test_streaming_writer_splits_shards_and_regression_targets(tmp_path):
     assert [s.n_rows for s in ds.shards] == [300, 300, 300, 100]
     assert [s.first_row for s in ds.shards] == [0, 300, 600, 900]
     np.testing.assert_array_equal(ds.read_all().y, t.astype(np.float32))
+
+
+def _group_rows(path):
+    metadata = pq.ParquetFile(path).metadata
+    return [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+
+
+def test_row_groups_end_at_multiples_of_row_group_rows_in_the_stream(tmp_path):
+    # The plan cuts batches at multiples of batch_rows in the stream: a shard starting at
+    # row 250 begins with a group of 50 rows, so that its later groups line up with them.
+    X, y = _data(600)
+    with DatasetWriter(tmp_path / "ds", 6, "multiclass", rows_per_shard=250, row_group_rows=100) as w:
+        for i in range(0, 600, 77):
+            w.write(X[i : i + 77], y[i : i + 77])
+    ds = open_dataset(tmp_path / "ds")
+    assert [_group_rows(s.path) for s in ds.shards] == [[100, 100, 50], [50, 100, 100], [100]]
+    everything = ds.read_all()
+    np.testing.assert_array_equal(everything.X, X)
+    np.testing.assert_array_equal(everything.row, np.arange(600))
+    # The parallel writers' shards (MNIST-8M) likewise.
+    path = tmp_path / "part.parquet"
+    assert write_shard_file(path, 6, "multiclass", [(X[:130], y[:130]), (X[130:300], y[130:300])], first_row=250, row_group_rows=100) == 300
+    assert _group_rows(path) == [50, 100, 100, 50]
+    np.testing.assert_array_equal(pq.read_table(path).column("row").to_numpy(), np.arange(250, 550))
 
 
 def test_failed_write_leaves_nothing(tmp_path):
