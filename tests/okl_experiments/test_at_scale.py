@@ -36,6 +36,17 @@ def test_the_8v6_setting_is_the_papers():
         assert part in argv
 
 
+def test_the_molecular_setting_is_the_one_the_readme_measures():
+    """Raw Coulomb matrices (the step predicates lost on the holdout, README), 2^16 DSG features, the tuned steps."""
+    setting = next(s for s in SCALE_SETTINGS if s.key == "dsg-molecular")
+    steps = scale_steps(setting, "/d", "/w")
+    argv = " ".join(" ".join(a) for _, a in steps)
+    assert "--steps" not in argv
+    for part in ("--records 0:23978", "--records 24000:29978", 'loss="square"', "batch_size=64", "block_size=176", "theta=1000",
+                 "step_offset=1000", "--n_components 4096 --eta 3e-5"):
+        assert part in argv
+
+
 def test_regression_baselines_match_the_closed_forms(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 6)).astype(np.float32)
