@@ -19,10 +19,17 @@ is C = 100) for a few C and sigma, and a batch linear SVM on the ~16k random fea
 one pass (8,192 frequencies, no bias as in DSG; dual coordinate descent, Hsieh et al. 2008),
 trained on a9a and tested on a9a.t.
 
+``dsg_10class``: the ``dsg-mnist8m-10class`` at-scale setting folded in memory as the 2-shard
+pipeline cuts it (first and second half folded apart, then merged; 2^15 features per shard), for
+a few sigma / theta / nu: the online error (all rows and each shard's last quarter), the error on
+2,000 unseen deformed rows and on the test set. Needs ``--train`` and ``--test`` data sets
+(``okl prepare mnist8m``, see the README's "The papers at scale").
+
 ``mfogd``, ``dsg``: variants of the ``mfogd-mnist-tuned`` and ``dsg-a9a`` settings, run with the
 reproduce protocol (:func:`okl_experiments.reproduction.run_setting`, serial).
 
-Run: ``python bench/repro_gaps.py {nogd_rank,omkl_freeze,rf_oks,mfogd,dsg,dsg_passes,dsg_batch} [--runs R]``.
+Run: ``python bench/repro_gaps.py {nogd_rank,omkl_freeze,rf_oks,mfogd,dsg,dsg_passes,dsg_batch} [--runs R]``;
+``python bench/repro_gaps.py dsg_10class --train DIR --test DIR [--rows N]``.
 """
 
 from __future__ import annotations
@@ -250,12 +257,71 @@ def run_dsg_batch(runs: int) -> None:
                   f"{train:.2f} | {test:.2f} | 16,384 features | {time.process_time() - start:.0f} |", flush=True)
 
 
+DSG_10CLASS_VARIANTS = (  # (sigma / median, theta, nu)
+    (1.0, 100.0, 0.0005), (0.5, 300.0, 0.0005), (0.5, 1000.0, 0.0005), (0.5, 1000.0, 0.0), (0.5, 2000.0, 0.0005),
+    (0.5, 3000.0, 0.0005), (0.5, 1e4, 1e-4), (0.35, 2000.0, 0.0005), (0.25, 2000.0, 0.0005), (0.35, 1e4, 1e-4),
+)
+
+
+def _fold_shards(learner, X, y, shards: int = 2, batch_rows: int = 4096):
+    """Fold each consecutive ``1/shards`` of the rows apart (as ``pipelines.train`` cuts them), then merge.
+
+    Returns the merged state, the online mistakes over all rows and over each shard's last quarter.
+    """
+    half = len(y) // shards
+    states, mistakes, late = [], 0, 0
+    for s in range(shards):
+        state = learner.init()
+        for start in range(s * half, (s + 1) * half, batch_rows):
+            stop = min(start + batch_rows, (s + 1) * half)
+            state, scores = learner.update(state, X[start:stop], y[start:stop])
+            wrong = int(np.sum(learner.to_labels(scores) != y[start:stop]))
+            mistakes += wrong
+            late += wrong if start - s * half >= 0.75 * half else 0
+        states.append(state)
+    return learner.merge(states), mistakes / (shards * half), late / (shards * half / 4)
+
+
+def run_dsg_10class(train: str, test: str, rows: int | None) -> None:
+    """Softmax DSG on generated MNIST-8M rows: the at-scale setting's variants, in memory."""
+    from okl_core.data import open_dataset
+
+    tr, te = open_dataset(train).read_all(), open_dataset(test).read_all()
+    rows = len(tr.y) - 2000 if rows is None else rows
+    X, y, Xh, yh = tr.X[:rows], tr.y[:rows], tr.X[rows : rows + 2000], tr.y[rows : rows + 2000]
+    median = okl_core.median_heuristic(X)
+    block = max(2, 2 * round(2**15 / (rows // 2 // 1024) / 2))
+    print(f"{rows:,} rows, 2 shards of {rows // 2 // 1024} batches of 1024, block {block} (2^15 features per shard); "
+          f"median {median:.3f}; held out: {len(yh)} deformed rows after them; test {len(te.y)} rows")
+    print("| sigma / median | theta | nu | online % | last quarter online % | held-out deformed % | test % | rows per CPU s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for factor, theta, nu in DSG_10CLASS_VARIANTS:
+        learner = okl_core.make_learner("dsg", n_inputs=X.shape[1], loss="softmax", n_classes=10, sigma=factor * median,
+                                        nu=nu, theta=theta, batch_size=1024, block_size=block)
+        start = time.process_time()
+        state, online, late = _fold_shards(learner, X, y)
+        rate = rows / (time.process_time() - start)
+        held = 100.0 * np.mean(learner.to_labels(learner.predict(state, Xh)) != yh) if len(yh) else float("nan")
+        tested = 100.0 * np.mean(learner.to_labels(learner.predict(state, te.X)) != te.y)
+        print(f"| {factor:g} | {theta:g} | {nu:g} | {100 * online:.2f} | {100 * late:.2f} | {held:.2f} | {tested:.2f} | {rate:,.0f} |",
+              flush=True)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("which", choices=["nogd_rank", "omkl_freeze", "rf_oks", "mfogd", "dsg", "dsg_passes", "dsg_batch"])
+    parser.add_argument("which", choices=["nogd_rank", "omkl_freeze", "rf_oks", "mfogd", "dsg", "dsg_passes", "dsg_batch",
+                                          "dsg_10class"])
     parser.add_argument("--runs", type=int, default=2, help="permutations / random-feature seeds")
+    parser.add_argument("--train", help="dsg_10class: generated MNIST-8M training rows (okl prepare mnist8m)")
+    parser.add_argument("--test", help="dsg_10class: test rows")
+    parser.add_argument("--rows", type=int, help="dsg_10class: training rows used (default: all but the last 2,000, held out)")
     args = parser.parse_args(argv)
-    globals()[f"run_{args.which}"](args.runs)
+    if args.which == "dsg_10class":
+        if not (args.train and args.test):
+            parser.error("dsg_10class needs --train and --test")
+        run_dsg_10class(args.train, args.test, args.rows)
+    else:
+        globals()[f"run_{args.which}"](args.runs)
 
 
 if __name__ == "__main__":
