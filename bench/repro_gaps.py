@@ -298,7 +298,7 @@ DSG_10CLASS_VARIANTS = (  # (sigma / median, theta, nu)
 )
 
 
-def _fold_shards(learner, X, y, shards: int = 2, batch_rows: int = 4096):
+def _fold_shards(learner, X, y, shards: int = 2, batch_rows: int = 1024):
     """Fold each consecutive ``1/shards`` of the rows apart (as ``pipelines.train`` cuts them), then merge.
 
     Returns the merged state, the online mistakes over all rows and over each shard's last quarter.
