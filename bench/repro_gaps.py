@@ -11,12 +11,27 @@ fifth of the model.
 
 ``rf_oks``: RF-OKS++ (D = 400) on a9a with the scaling / tuning variants.
 
-``dsg_passes``: DSG with the tuned a9a parameters over 1-3 passes.
+``dsg_passes``: DSG with the tuned a9a parameters over 1-3 passes; ``dsg_passes_nu``: the same at
+nu = 1/n (the exact SVM's C = 1) over 1, 3, 5 and 10 passes.
+
+``dsg_batch``: what the model class reaches on a9a at all: exact-kernel batch SVMs
+(``sklearn.svm.SVC``, Gaussian gamma = 1 / (2 sigma^2), C = 1 / (nu n); the setting's nu = 1/(100 n)
+is C = 100) for a few C and sigma, trained on a9a and tested on a9a.t. ``dsg_rff``: a batch linear
+SVM (C = 100) on the ~16k random features DSG has after one pass (8,192 frequencies, no bias as in
+DSG; dual coordinate descent, Hsieh et al. 2008). ``dsg_nu``: DSG (the reproduce protocol) at the
+regularisation the exact SVM prefers, with theta nu = 1 (gamma_i = 1 / (nu i)) or the tuned steps.
+
+``dsg_10class``: the ``dsg-mnist8m-10class`` at-scale setting folded in memory as the 2-shard
+pipeline cuts it (first and second half folded apart, then merged; 2^15 features per shard), for
+a few sigma / theta / nu: the online error (all rows and each shard's last quarter), the error on
+2,000 unseen deformed rows and on the test set. Needs ``--train`` and ``--test`` data sets
+(``okl prepare mnist8m``, see the README's "The papers at scale").
 
 ``mfogd``, ``dsg``: variants of the ``mfogd-mnist-tuned`` and ``dsg-a9a`` settings, run with the
 reproduce protocol (:func:`okl_experiments.reproduction.run_setting`, serial).
 
-Run: ``python bench/repro_gaps.py {nogd_rank,omkl_freeze,rf_oks,mfogd,dsg,dsg_passes} [--runs R]``.
+Run: ``python bench/repro_gaps.py {nogd_rank,omkl_freeze,rf_oks,mfogd,dsg,dsg_passes,dsg_batch,dsg_rff,dsg_nu,dsg_passes_nu} [--runs R]``;
+``python bench/repro_gaps.py dsg_10class --train DIR --test DIR [--rows N]``.
 """
 
 from __future__ import annotations
@@ -162,37 +177,186 @@ def run_dsg(runs: int) -> None:
                           "sigma = median / sqrt 2": {"sigma": "0.7071*median"}, "sigma = 2 median": {"sigma": "2*median"}}, runs)
 
 
+def run_dsg_nu(runs: int) -> None:
+    """DSG on a9a at the C the exact SVM prefers (C = 10, 1: nu = 1/(10 n), 1/n), with theta nu = 1 or the tuned steps."""
+    n = 32561  # a9a's rows: theta = 1 / nu
+    _variants("dsg-a9a", {"nu = 1/(100 n), theta nu = 1": {"nu": "0.01/n", "theta": 100.0 * n, "step_offset": 0.0},
+                          "nu = 1/(10 n), tuned steps": {"nu": "0.1/n"},
+                          "nu = 1/(10 n), theta nu = 1": {"nu": "0.1/n", "theta": 10.0 * n, "step_offset": 0.0},
+                          "nu = 1/n, theta nu = 1": {"nu": "1/n", "theta": float(n), "step_offset": 0.0}}, runs)
+
+
 def run_dsg_passes(runs: int) -> None:
     """DSG (the tuned dsg-a9a parameters) trained for 1, 2 and 3 passes over a9a, tested on a9a.t."""
+    _dsg_passes(runs, 0.01, (1, 2, 3))
+
+
+def run_dsg_passes_nu(runs: int) -> None:
+    """DSG (the tuned steps) at nu = 1/n, the regularisation of the exact SVM's C = 1, for 1, 3, 5 and 10 passes."""
+    _dsg_passes(runs, 1.0, (1, 3, 5, 10))
+
+
+def _dsg_passes(runs: int, nu_n: float, passes: tuple) -> None:
+    """Test error on a9a.t of DSG (nu = nu_n / n, theta 1e4, offset 3e3) after each count of ``passes``."""
     from okl_core.evaluation import evaluate
     from okl_experiments.params import MEDIAN_ROWS
 
     X, y = data("a9a")
     Xt, yt = data("a9a.t")
     sigma = okl_core.median_heuristic(X, n_samples=MEDIAN_ROWS)
-    params = {"loss": "hinge", "sigma": sigma, "nu": 0.01 / len(y), "batch_size": 64, "block_size": 32,
+    params = {"loss": "hinge", "sigma": sigma, "nu": nu_n / len(y), "batch_size": 64, "block_size": 32,
               "theta": 10000.0, "step_offset": 3000.0}
-    print(f"DSG hinge on a9a (sigma = median = {sigma:.3f}), test error on a9a.t %, {runs} runs; paper 15.3")
+    print(f"DSG hinge on a9a (sigma = median = {sigma:.3f}, nu = {nu_n:g}/n), test error on a9a.t %, {runs} runs; paper 15.3")
     print("| passes | test error % |")
     print("|---|---|")
-    for passes in (1, 2, 3):
-        errors = []
-        for r in range(runs):
-            learner = okl_core.make_learner("dsg", n_inputs=123, seed=r, **params)
-            state = learner.init()
-            for p in range(passes):  # pass p: permutation (r, p) of the training rows
-                Xr, yr = permuted(X, y, 1000 * r, p)
-                state, _ = learner.update(state, Xr, yr)
-            errors.append(100.0 * metric_value(evaluate(learner, state, Xt, yt), "error"))
-        print(f"| {passes} | {np.mean(errors):.2f} +- {np.std(errors, ddof=1):.2f} |", flush=True)
+    errors: dict = {k: [] for k in passes}
+    for r in range(runs):
+        learner = okl_core.make_learner("dsg", n_inputs=123, seed=r, **params)
+        state = learner.init()
+        for p in range(max(passes)):  # pass p: permutation (r, p) of the training rows
+            Xr, yr = permuted(X, y, 1000 * r, p)
+            state, _ = learner.update(state, Xr, yr)
+            if p + 1 in passes:
+                errors[p + 1].append(100.0 * metric_value(evaluate(learner, state, Xt, yt), "error"))
+    for k in passes:
+        std = np.std(errors[k], ddof=1) if runs > 1 else float("nan")
+        print(f"| {k} | {np.mean(errors[k]):.2f} +- {std:.2f} |", flush=True)
+
+
+def _svc_line(X, y, Xt, yt, sigma: float, C: float, label: str) -> str:
+    from sklearn.svm import SVC
+
+    start = time.process_time()
+    svc = SVC(C=C, kernel="rbf", gamma=1.0 / (2.0 * sigma**2), cache_size=2000).fit(X, y)
+    seconds = time.process_time() - start
+    train, test = 100.0 * np.mean(svc.predict(X) != y), 100.0 * np.mean(svc.predict(Xt) != yt)
+    return f"| exact SVC, {label} | {sigma:.3f} | {C:g} | {train:.2f} | {test:.2f} | {len(svc.support_)} SV | {seconds:.0f} |"
+
+
+def _rff_hinge(Z, y, C: float, epochs, seed: int = 0):
+    """Batch linear hinge SVM without bias on features ``Z`` by dual coordinate descent (Hsieh et al. 2008).
+
+    min_w (1/2)||w||^2 + C sum_i max(0, 1 - y_i w^T z_i), i.e. DSG's objective with
+    nu = 1 / (C n). Yields ``(epoch, w, primal objective, dual objective)`` after each epoch in ``epochs``.
+    """
+    rng = np.random.default_rng(seed)
+    alpha, w = np.zeros(len(y)), np.zeros(Z.shape[1], dtype=Z.dtype)  # w in Z's dtype: no per-row casts
+    q = np.einsum("ij,ij->i", Z, Z, dtype=np.float64)
+    for epoch in range(1, max(epochs) + 1):
+        for i in rng.permutation(len(y)):
+            z = Z[i]
+            g = y[i] * float(np.dot(w, z)) - 1.0
+            new = min(max(alpha[i] - g / q[i], 0.0), C)
+            if new != alpha[i]:
+                w += np.float32((new - alpha[i]) * y[i]) * z
+                alpha[i] = new
+        if epoch in epochs:
+            primal = 0.5 * float(w @ w) + C * float(np.maximum(0.0, 1.0 - y * (Z @ w)).sum())
+            yield epoch, w, primal, float(alpha.sum()) - 0.5 * float(w @ w)
+
+
+def run_dsg_batch(runs: int) -> None:
+    """Exact-kernel and random-feature batch SVMs on a9a at DSG's hyperparameters (test on a9a.t)."""
+    from okl_experiments.params import MEDIAN_ROWS
+
+    X, y = data("a9a")
+    Xt, yt = data("a9a.t")
+    X, Xt = X.astype(np.float64), Xt.astype(np.float64)
+    sigma = okl_core.median_heuristic(X, n_samples=MEDIAN_ROWS)
+    print(f"a9a -> a9a.t, Gaussian kernel, sigma = median = {sigma:.3f}; DSG's nu = 1/(100 n) is C = 100; paper (DSG) 15.3")
+    print("| model | sigma | C | train error % | test error % | size | CPU s |")
+    print("|---|---|---|---|---|---|---|")
+    for factor, C in ((1.0, 100.0), (1.0, 10.0), (1.0, 1.0), (2.0, 100.0), (2.0, 10.0)):
+        print(_svc_line(X, y, Xt, yt, factor * sigma, C, "sigma = median" if factor == 1 else f"sigma = {factor:g} median"), flush=True)
+
+
+def run_dsg_rff(runs: int) -> None:
+    """A batch linear hinge SVM on DSG's ~16k random features after one a9a pass (C = 100, test on a9a.t)."""
+    from okl_core.features import FeatureSpec, FourierFeatures
+    from okl_experiments.params import MEDIAN_ROWS
+
+    X, y = data("a9a")
+    Xt, yt = data("a9a.t")
+    sigma = okl_core.median_heuristic(X, n_samples=MEDIAN_ROWS)
+    print(f"a9a -> a9a.t, 8,192 Gaussian frequencies (16,384 features), sigma = median = {sigma:.3f}, C = 100, no bias")
+    print("| model | sigma | C | train error % | test error % | size | CPU s |")
+    print("|---|---|---|---|---|---|---|")
+    for r in range(runs):
+        spec = FeatureSpec(n_inputs=123, n_components=8192, sigma=sigma, seed=r, block_size=256, scaled=True)
+        features = FourierFeatures(spec)
+        Z, Zt = features.transform(X), features.transform(Xt)
+        start = time.process_time()
+        for epoch, w, primal, dual in _rff_hinge(Z, y, 100.0, (1, 10, 30, 100, 300), seed=r):
+            train, test = 100.0 * np.mean(np.sign(Z @ w) != y), 100.0 * np.mean(np.sign(Zt @ w) != yt)
+            print(f"| RFF 16,384 features (seed {r}), linear hinge SVM, {epoch} epochs (primal {primal:.0f}, dual {dual:.0f}) | {sigma:.3f} | 100 | "
+                  f"{train:.2f} | {test:.2f} | 16,384 features | {time.process_time() - start:.0f} |", flush=True)
+
+
+DSG_10CLASS_VARIANTS = (  # (sigma / median, theta, nu)
+    (1.0, 100.0, 0.0005), (0.5, 300.0, 0.0005), (0.5, 1000.0, 0.0005), (0.5, 1000.0, 0.0), (0.5, 2000.0, 0.0005),
+    (0.5, 3000.0, 0.0005), (0.5, 1e4, 1e-4), (0.35, 2000.0, 0.0005), (0.25, 2000.0, 0.0005), (0.35, 1e4, 1e-4),
+)
+
+
+def _fold_shards(learner, X, y, shards: int = 2, batch_rows: int = 1024):
+    """Fold each consecutive ``1/shards`` of the rows apart (as ``pipelines.train`` cuts them), then merge.
+
+    Returns the merged state, the online mistakes over all rows and over each shard's last quarter.
+    """
+    half = len(y) // shards
+    states, mistakes, late = [], 0, 0
+    for s in range(shards):
+        state = learner.init()
+        for start in range(s * half, (s + 1) * half, batch_rows):
+            stop = min(start + batch_rows, (s + 1) * half)
+            state, scores = learner.update(state, X[start:stop], y[start:stop])
+            wrong = int(np.sum(learner.to_labels(scores) != y[start:stop]))
+            mistakes += wrong
+            late += wrong if start - s * half >= 0.75 * half else 0
+        states.append(state)
+    return learner.merge(states), mistakes / (shards * half), late / (shards * half / 4)
+
+
+def run_dsg_10class(train: str, test: str, rows: int | None) -> None:
+    """Softmax DSG on generated MNIST-8M rows: the at-scale setting's variants, in memory."""
+    from okl_core.data import open_dataset
+
+    tr, te = open_dataset(train).read_all(), open_dataset(test).read_all()
+    rows = len(tr.y) - 2000 if rows is None else rows
+    X, y, Xh, yh = tr.X[:rows], tr.y[:rows], tr.X[rows : rows + 2000], tr.y[rows : rows + 2000]
+    median = okl_core.median_heuristic(X)
+    block = max(2, 2 * round(2**15 / (rows // 2 // 1024) / 2))
+    print(f"{rows:,} rows, 2 shards of {rows // 2 // 1024} batches of 1024, block {block} (2^15 features per shard); "
+          f"median {median:.3f}; held out: {len(yh)} deformed rows after them; test {len(te.y)} rows")
+    print("| sigma / median | theta | nu | online % | last quarter online % | held-out deformed % | test % | rows per CPU s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for factor, theta, nu in DSG_10CLASS_VARIANTS:
+        learner = okl_core.make_learner("dsg", n_inputs=X.shape[1], loss="softmax", n_classes=10, sigma=factor * median,
+                                        nu=nu, theta=theta, batch_size=1024, block_size=block)
+        start = time.process_time()
+        state, online, late = _fold_shards(learner, X, y)
+        rate = rows / (time.process_time() - start)
+        held = 100.0 * np.mean(learner.to_labels(learner.predict(state, Xh)) != yh) if len(yh) else float("nan")
+        tested = 100.0 * np.mean(learner.to_labels(learner.predict(state, te.X)) != te.y)
+        print(f"| {factor:g} | {theta:g} | {nu:g} | {100 * online:.2f} | {100 * late:.2f} | {held:.2f} | {tested:.2f} | {rate:,.0f} |",
+              flush=True)
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("which", choices=["nogd_rank", "omkl_freeze", "rf_oks", "mfogd", "dsg", "dsg_passes"])
+    parser.add_argument("which", choices=["nogd_rank", "omkl_freeze", "rf_oks", "mfogd", "dsg", "dsg_passes", "dsg_batch",
+                                          "dsg_rff", "dsg_nu", "dsg_passes_nu", "dsg_10class"])
     parser.add_argument("--runs", type=int, default=2, help="permutations / random-feature seeds")
+    parser.add_argument("--train", help="dsg_10class: generated MNIST-8M training rows (okl prepare mnist8m)")
+    parser.add_argument("--test", help="dsg_10class: test rows")
+    parser.add_argument("--rows", type=int, help="dsg_10class: training rows used (default: all but the last 2,000, held out)")
     args = parser.parse_args(argv)
-    globals()[f"run_{args.which}"](args.runs)
+    if args.which == "dsg_10class":
+        if not (args.train and args.test):
+            parser.error("dsg_10class needs --train and --test")
+        run_dsg_10class(args.train, args.test, args.rows)
+    else:
+        globals()[f"run_{args.which}"](args.runs)
 
 
 if __name__ == "__main__":

@@ -79,3 +79,14 @@ def test_table_marks_skipped_settings():
     from okl_experiments.at_scale import ScaleOutcome
 
     assert "skipped: data not found" in scale_table([ScaleOutcome(SCALE_SETTINGS[0], 10, skipped="data not found: x")])
+
+
+def test_the_10class_setting_args():
+    """Softmax DSG on raw pixels: the tuned kernel width and step, and 2^15 features per shard (block 8 at 8.1M rows)."""
+    setting = next(s for s in SCALE_SETTINGS if s.key == "dsg-mnist8m-10class")
+    argv = " ".join(" ".join(a) for _, a in scale_steps(setting, "/d", "/w"))
+    for part in ('loss="softmax"', "--sigma 0.35*median", "nu=0.0001", "theta=10000", "batch_size=1024", "block_size=8 ",
+                 "--rows 8100000"):
+        assert part in argv
+    sliced = " ".join(" ".join(a) for _, a in scale_steps(setting, "/d", "/w", rows=setting.slice_rows))
+    assert "block_size=1024 " in sliced  # 65,536 rows: 32 blocks per shard of 1024 = 2^15 features
