@@ -26,7 +26,8 @@ from okl_experiments.baselines import regression_baselines
 
 __all__ = ["ScaleSetting", "SCALE_SETTINGS", "ScaleOutcome", "scale_steps", "run_scale_setting", "scale_table", "scale_lines"]
 
-_PIPELINE = ("--num_shards", "2", "--direct_num_workers=2", "--direct_running_mode=multi_processing")
+_SHARDS = 2
+_PIPELINE = ("--num_shards", str(_SHARDS), "--direct_num_workers=2", "--direct_running_mode=multi_processing")
 _MNIST = ("--images", "{mnist}/t10k-images-idx3-ubyte.gz", "--labels", "{mnist}/t10k-labels-idx1-ubyte.gz")
 _DSG_8V6 = ("--learner", "dsg", "--param", 'loss="hinge"', "--sigma", "median", "--param", 'nu="1/n"',
             "--param", "batch_size=1024", "--param", "block_size=256", "--param", "theta=10")
@@ -155,9 +156,14 @@ def scale_steps(setting: ScaleSetting, data_root: str, work: str, rows: int | No
     return [(step[0], [arg.format(**values) for arg in step[1:]]) for step in setting.steps]
 
 
-def _block_for(features: int, rows: int, batch: int = 1024, largest: int = 2**12) -> int:
-    """Even DSG block size giving about ``features`` features in all after ``rows`` rows (at most ``largest``)."""
-    blocks = max(1, rows // batch)
+def _block_for(features: int, rows: int, batch: int = 1024, largest: int = 2**12, shards: int = _SHARDS) -> int:
+    """Even DSG block size giving about ``features`` distinct features after ``rows`` rows (at most ``largest``).
+
+    Each of the ``shards`` shards learns ``rows / shards`` rows in mini-batches of ``batch``, drawing
+    feature blocks 0, 1, ... from the same seed, so the merged model holds one shard's blocks:
+    ``rows / (shards * batch)`` of them.
+    """
+    blocks = max(1, rows // (shards * batch))
     return min(largest, max(2, 2 * round(features / blocks / 2)))
 
 

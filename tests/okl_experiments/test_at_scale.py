@@ -42,7 +42,7 @@ def test_the_molecular_setting_is_the_one_the_readme_measures():
     steps = scale_steps(setting, "/d", "/w")
     argv = " ".join(" ".join(a) for _, a in steps)
     assert "--steps" not in argv
-    for part in ("--records 0:23978", "--records 24000:29978", 'loss="square"', "batch_size=64", "block_size=176", "theta=1000",
+    for part in ("--records 0:23978", "--records 24000:29978", 'loss="square"', "batch_size=64", "block_size=350", "theta=1000",
                  "step_offset=1000", "--n_components 4096 --eta 3e-5"):
         assert part in argv
 
@@ -82,11 +82,14 @@ def test_table_marks_skipped_settings():
 
 
 def test_the_10class_setting_args():
-    """Softmax DSG on raw pixels: the tuned kernel width and step, and 2^15 features per shard (block 8 at 8.1M rows)."""
+    """Softmax DSG on raw pixels: the tuned kernel width and step, and 2^16 distinct features in the merged model.
+
+    Both shards draw blocks 0..t-1 from the same seed, t = rows / (2 shards x 1024): block 16 at 8.1M rows.
+    """
     setting = next(s for s in SCALE_SETTINGS if s.key == "dsg-mnist8m-10class")
     argv = " ".join(" ".join(a) for _, a in scale_steps(setting, "/d", "/w"))
-    for part in ('loss="softmax"', "--sigma 0.35*median", "nu=0.0001", "theta=10000", "batch_size=1024", "block_size=8 ",
+    for part in ('loss="softmax"', "--sigma 0.35*median", "nu=0.0001", "theta=10000", "batch_size=1024", "block_size=16 ",
                  "--rows 8100000"):
         assert part in argv
     sliced = " ".join(" ".join(a) for _, a in scale_steps(setting, "/d", "/w", rows=setting.slice_rows))
-    assert "block_size=1024 " in sliced  # 65,536 rows: 32 blocks per shard of 1024 = 2^15 features
+    assert "block_size=2048 " in sliced  # 65,536 rows: 32 blocks per shard of 2048 = 2^16 features
