@@ -6,6 +6,8 @@ pixels, random values; the learning result does not matter here, only the work):
 
 * ``bare``: ``learner.update`` over batches of 4096 rows held in memory, one process
   (``bare+read`` adds the time to read the Parquet data set into memory);
+* ``of 2 read procs``: the steady rate against two plain processes that each read half of
+  the data set's Parquet files and fold them (the shards' work without Beam);
 * ``2 bare procs``: two plain processes fold one half each (no Beam, no reading): what two
   workers can get from this machine at this moment -- other jobs on a shared machine
   lower it, so the pipeline figures are read against it;
@@ -135,6 +137,32 @@ def two_process_seconds(path: str, name: str, params: dict, batch_rows: int = 40
         return max(pool.map(_fold_half, jobs))
 
 
+def _read_and_fold(args) -> float:
+    """Seconds to read some file shards of a data set and fold their batches (a forked process)."""
+    path, shards, name, params, batch_rows = args
+    learner = okl_core.make_learner(name, n_inputs=D_IN, n_classes=CLASSES, **params)
+    state = learner.init()
+    began = time.perf_counter()
+    dataset = open_dataset(path)
+    for shard in shards:
+        for batch in dataset.iter_batches(shard=shard, batch_rows=batch_rows):
+            state, _ = learner.update(state, batch.X, batch.y)
+    return time.perf_counter() - began
+
+
+def two_process_read_seconds(path: str, name: str, params: dict, batch_rows: int = 4096) -> float:
+    """Wall seconds of two plain processes each reading half of the data set's files and folding them.
+
+    The same work as the pipeline's two shards (read Parquet, learn), without Beam: what the
+    pipeline's steady rate is read against to isolate Beam's own cost.
+    """
+    shards = list(range(len(open_dataset(path).info.shards)))
+    half = len(shards) // 2
+    jobs = [(path, shards[:half], name, params, batch_rows), (path, shards[half:], name, params, batch_rows)]
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        return max(pool.map(_read_and_fold, jobs))
+
+
 class PeakRSS:
     """Sample the memory (PSS) of this process's children and their descendants (Linux /proc).
 
@@ -259,6 +287,7 @@ def main() -> None:
             # Best of --repeats for each measure: the least disturbed run on a shared machine.
             bare, bare_cpu, read = min(bare_seconds(path, name, params) for _ in range(args.repeats))
             ideal = min(two_process_seconds(path, name, params) for _ in range(args.repeats))
+            ideal_read = min(two_process_read_seconds(path, name, params) for _ in range(args.repeats))
             one, one_cpu = min(pipeline_run(path, os.path.join(tmp, f"{key}-1"), name, params, 1, 1) for _ in range(args.repeats))
             runs = []
             for _ in range(args.repeats):
@@ -268,12 +297,12 @@ def main() -> None:
             two, two_cpu, _, _ = min(runs)
             steady = min(r[2] for r in runs)
             steady_cpu = min(r[3] for r in runs)
-            results.append((key, rows, bare, bare_cpu, read, ideal, one, one_cpu, two, two_cpu, steady, steady_cpu))
+            results.append((key, rows, bare, bare_cpu, read, ideal, one, one_cpu, two, two_cpu, steady, steady_cpu, ideal_read))
             shutil.rmtree(path)
         print(f"\nload average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (other jobs share the machine)")
         print("wall-clock rows/s (ratio to bare):" if results else "(--fogd_rows 0 --dsg_rows 0: no table)")
-        print(f"{'learner':7} {'rows':>7} {'bare':>6} {'bare+read':>16} {'2 bare procs':>16} {'pipeline 1 shard':>17} {'pipeline 2x2':>16} {'2x2 steady':>16} {'of 2 procs':>10} {'fixed':>6} {'at 8.1M':>7}")
-        for key, rows, bare, _, read, ideal, one, _, two, _, steady, _ in results:
+        print(f"{'learner':7} {'rows':>7} {'bare':>6} {'bare+read':>16} {'2 bare procs':>16} {'pipeline 1 shard':>17} {'pipeline 2x2':>16} {'2x2 steady':>16} {'of 2 procs':>10} {'of 2 read procs':>15} {'fixed':>6} {'at 8.1M':>7}")
+        for key, rows, bare, _, read, ideal, one, _, two, _, steady, _, ideal_read in results:
             base = rows / bare
 
             def cell(rate):
@@ -283,17 +312,18 @@ def main() -> None:
             at_scale = (8.1e6 / base) / (fixed + 8.1e6 * steady / rows)
             print(
                 f"{key:7} {rows:7d} {base:6.0f} {cell(rows / (bare + read))} {cell(rows / ideal)} {cell(rows / one):>17} {cell(rows / two)} "
-                f"{cell(rows / steady)} {ideal / steady:9.0%} {fixed:5.1f}s {at_scale:6.2f}x"
+                f"{cell(rows / steady)} {ideal / steady:9.0%} {ideal_read / steady:14.0%} {fixed:5.1f}s {at_scale:6.2f}x"
             )
         print("CPU microseconds per row, all processes (ratio to bare):")
         print(f"{'learner':7} {'bare':>6} {'pipeline 1 shard':>17} {'pipeline 2x2':>16} {'2x2 shard steps':>16}")
-        for key, rows, bare, bare_cpu, _, _, one, one_cpu, two, two_cpu, _, steady_cpu in results:
+        for key, rows, bare, bare_cpu, _, _, one, one_cpu, two, two_cpu, _, steady_cpu, _ in results:
             per = 1e6 * bare_cpu / rows
             print(f"{key:7} {per:6.1f} {1e6 * one_cpu / rows:9.1f} ({1e6 * one_cpu / rows / per:4.2f})  {1e6 * two_cpu / rows:9.1f} ({1e6 * two_cpu / rows / per:4.2f})"
                   f"  {1e6 * steady_cpu / rows:9.1f} ({1e6 * steady_cpu / rows / per:4.2f})")
         print(
             "2 bare procs: two plain processes fold one half each, no Beam, no reading: what two workers can get from the\n"
-            "machine now. 2x2: 2 shards on 2 workers, end to end. steady: while the shards train (first shard start to last\n"
+            "machine now. of 2 read procs: steady rate / the rate of two plain processes that each read half the Parquet\n"
+            "files and fold them (the shards' work without Beam: Beam's own share). 2x2: 2 shards on 2 workers, end to end. steady: while the shards train (first shard start to last\n"
             "shard end); of 2 procs: steady rate / 2 bare procs rate (the noise-robust figure: both see the same machine).\n"
             "fixed: the rest of the 2x2 time (imports, worker start-up, merge, outputs). at 8.1M: end-to-end ratio to bare\n"
             "projected for 8.1M rows from fixed + steady. CPU: all processes end to end; 2x2 shard steps: the workers' CPU while\n"
