@@ -98,8 +98,8 @@ SCALE_SETTINGS = [
              "--n_components", "32768", "--eta", "0.002", *_PIPELINE, "--output", "{work}/mfogd"),
         ),
         note="raw pixels / 255 (the paper: convolutional features, which okl does not have); softmax DSG, block = "
-             "2^16 x 1024 / rows (each shard learns rows / 2048 blocks, so the merged model has 2^15 distinct features: "
-             "both shards draw blocks 0..t-1); sigma = 0.35 x median (raw pixels need a narrower kernel than the paper's "
+             "2^16 x 2048 / rows (each shard learns rows / 2048 blocks and both draw blocks 0..t-1, so the merged "
+             "model has 2^16 distinct features); sigma = 0.35 x median (raw pixels need a narrower kernel than the paper's "
              "4 x median on conv features: median gave 14.4% test error on the 65,536-row slice), nu = 1e-4, theta = 1e4 "
              "(theta nu = 1, the paper's condition; the least online error on a 1M-row stream folded in memory as the "
              "pipeline cuts it: the paper's nu = 0.0005 stops improving at 262k rows); base = MNIST test digits 0-7999, test = the 2,000 undeformed "
