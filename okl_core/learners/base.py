@@ -22,7 +22,11 @@ learner's declarations of what each state field is:
     integer counters (always ``n_seen``): merge = sum (a ``base`` counted once), mix = the
     local value (a shard's own examples, so later merges still weight shards by them);
 ``maximum_fields``
-    monotone quantities (increasing rates): merge and mix = elementwise maximum.
+    monotone quantities (increasing rates): merge and mix = elementwise maximum;
+``summed_fields``
+    float statistics accumulated over the rows learned (AdaGrad's squared gradients, squared
+    errors): merge = sum in list order (from a ``base``: the base once plus each state's
+    increase over it), mix = the local value, as for the counters.
 
 Any other field is the learner's: it overrides :meth:`Learner.merge_special` /
 :meth:`Learner.mix_special` (or :meth:`Learner.merge` / :meth:`Learner.mix` as a whole where
@@ -224,7 +228,7 @@ class Learner(Generic[StateT]):
         equal states gives the same model; ``'sum'`` -- additive sufficient statistics, so
         merging equals training on the concatenated shards (equal states: the data twice);
         ``'none'`` -- :meth:`merge` raises :class:`NotMergeableError`.
-    averaged_fields, counted_fields, maximum_fields : tuple of str
+    averaged_fields, counted_fields, maximum_fields, summed_fields : tuple of str
         How the default :meth:`merge` and :meth:`mix` treat each state field (module
         docstring). ``counted_fields`` always holds ``n_seen``.
     mixable : bool
@@ -246,6 +250,7 @@ class Learner(Generic[StateT]):
     averaged_fields: ClassVar[tuple[str, ...]] = ()
     counted_fields: ClassVar[tuple[str, ...]] = ("n_seen",)
     maximum_fields: ClassVar[tuple[str, ...]] = ()
+    summed_fields: ClassVar[tuple[str, ...]] = ()
     mixable: ClassVar[bool] = False
     mix_refusal: ClassVar[str] = ""
 
@@ -341,7 +346,7 @@ class Learner(Generic[StateT]):
             ``counted_fields`` count it once; summing learners subtract its statistics.
 
         The default averages ``averaged_fields`` with :func:`weighted_average`, sums
-        ``counted_fields``, takes the maximum of ``maximum_fields`` and asks
+        ``counted_fields`` and ``summed_fields``, takes the maximum of ``maximum_fields`` and asks
         :meth:`merge_special` for the rest.
         """
         if self.merge_semantics == "none":
@@ -356,6 +361,8 @@ class Learner(Generic[StateT]):
             fields[name] = np.max([getattr(s, name) for s in states], axis=0)
         for name in self.counted_fields:
             fields[name] = self._count(name, states, base)
+        for name in self.summed_fields:
+            fields[name] = _sum_from_base([getattr(s, name) for s in states], None if base is None else getattr(base, name))
         fields.update(self.merge_special(states, weights, base))
         return self._build(fields)
 
@@ -391,7 +398,7 @@ class Learner(Generic[StateT]):
         if missing:
             raise NotMergeableError(
                 f"{self.name} states cannot be combined: fields {missing} are neither declared (averaged_fields, "
-                "counted_fields, maximum_fields) nor produced by merge_special / mix_special"
+                "counted_fields, maximum_fields, summed_fields) nor produced by merge_special / mix_special"
             )
         return self.state_class(**{f: fields[f] for f in self.state_class._fields})
 
@@ -424,7 +431,7 @@ class Learner(Generic[StateT]):
 
         ``weight = 0`` returns ``local`` unchanged; ``weight = 1`` gives the merged model
         (with the local counters). The default: ``averaged_fields`` become
-        ``(1 - weight) local + weight merged`` (local dtype), ``counted_fields`` stay local,
+        ``(1 - weight) local + weight merged`` (local dtype), ``counted_fields`` and ``summed_fields`` stay local,
         ``maximum_fields`` take the elementwise maximum, :meth:`mix_special` gives the rest.
 
         Raises
@@ -449,7 +456,7 @@ class Learner(Generic[StateT]):
             fields[name] = np.asarray(((1.0 - weight) * a + weight * b).astype(a.dtype, copy=False))
         for name in self.maximum_fields:
             fields[name] = np.maximum(getattr(local, name), getattr(merged, name))
-        for name in self.counted_fields:
+        for name in (*self.counted_fields, *self.summed_fields):
             fields[name] = getattr(local, name)
         fields.update(self.mix_special(local, merged, weight))
         return self._build(fields)
@@ -537,3 +544,11 @@ class RandomFeatureConfig(CheckedConfig):
             block_size=self.block_size,
             scaled=self.scaled,
         )
+
+
+def _sum_from_base(values: list[Any], base: Any | None) -> np.ndarray:
+    """``sum(values)`` in list order, or ``base + sum(v - base)`` (each state's increase over the base)."""
+    total = np.zeros_like(np.asarray(values[0], dtype=np.float64)) if base is None else np.array(base, dtype=np.float64, copy=True)
+    for v in values:
+        total = total + (v if base is None else v - base)
+    return np.asarray(total)

@@ -150,6 +150,8 @@ class NormalizedState(NamedTuple):
 
 
 _STEP_STATES: dict[str, type[Any]] = {"constant": LinearState, "adagrad": AdaGradState, "normalized": NormalizedState}
+# Summed by merge (the base once plus each shard's increase), kept local by mix (module docstring).
+_STEP_SUMS: dict[str, tuple[str, ...]] = {"constant": (), "adagrad": ("g2",), "normalized": ("g2", "norm_sum")}
 
 
 def merge_linear_states(learner: Learner, states: list[LinearState], weights=None) -> LinearState:
@@ -186,6 +188,7 @@ class _FourierLinear(Learner[LinearState]):
         self.rule = self.rule_class(dataclasses.replace(config, eta=1.0) if config.step != "constant" else config)
         # the state gains the accumulators only with an adaptive step (old files unchanged)
         self.state_class = _STEP_STATES[config.step]  # type: ignore[misc]
+        self.summed_fields = _STEP_SUMS[config.step]  # type: ignore[misc]
         if self.normalized:
             self.maximum_fields = ("scale",)  # type: ignore[misc]
 
@@ -234,26 +237,6 @@ class _FourierLinear(Learner[LinearState]):
         if self.adagrad:
             return self.rule, AdaGradRows(w, arrays["g2"], Z, self.config.eta)
         return self.rule, LinearRows(w, Z)
-
-    def merge_special(self, states, weights, base):
-        """The adaptive steps' sums (``g2``; NAG's ``norm_sum`` too) are summed in list order;
-        from a base, the base once plus each increase (module docstring)."""
-        return {name: _sum_from_base([getattr(s, name) for s in states], None if base is None else getattr(base, name)) for name in self._summed_fields()}
-
-    def mix_special(self, local, merged, weight):
-        """The adaptive steps' sums stay the local ones: the shard's own rows, counted once by later merges."""
-        return {name: getattr(local, name) for name in self._summed_fields()}
-
-    def _summed_fields(self) -> tuple[str, ...]:
-        return ("g2", "norm_sum") if self.normalized else ("g2",) if self.adagrad else ()
-
-
-def _sum_from_base(values: list[np.ndarray], base: np.ndarray | None) -> np.ndarray:
-    """``sum(values)`` in list order, or ``base + sum(v - base)`` (each shard's increase)."""
-    total = np.zeros_like(values[0]) if base is None else np.array(base, copy=True)
-    for v in values:
-        total = total + (v if base is None else v - base)
-    return np.asarray(total)
 
 
 class FOGD(_FourierLinear):

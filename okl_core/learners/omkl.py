@@ -410,6 +410,7 @@ class OMKLGF(_RandomFeatureMultiKernel[OMKLGFState]):
     config_class = OMKLGFConfig
     state_class = OMKLGFState
     counted_fields = ("n_used", "n_seen")
+    summed_fields = ("sq_error",)  # squared errors add like the counters: the base's once, each shard's own since
     conformance_params = {**Raker.conformance_params, "eta_e": 0.2, "draws_per_node": 2}
 
     def init(self) -> OMKLGFState:
@@ -539,12 +540,7 @@ class OMKLGF(_RandomFeatureMultiKernel[OMKLGFState]):
         return {"graph": first.graph.copy(), "frozen": np.asarray(keep)}
 
     def merge_special(self, states, weights, base) -> dict:
-        # Squared errors add like the counters: the base's once, each shard's own since it.
-        b0 = 0.0 if base is None else float(base.sq_error)
-        sq_error = b0 + sum(float(s.sq_error) - b0 for s in states)
-        return {**super().merge_special(states, weights, base), **self._graph_fields(states), "sq_error": np.asarray(sq_error)}
+        return {**super().merge_special(states, weights, base), **self._graph_fields(states)}
 
     def mix_special(self, local, merged, weight) -> dict:
-        # The shard's own squared errors, like its counters.
-        return {**super().mix_special(local, merged, weight), **self._graph_fields((local, merged)),
-                "sq_error": np.asarray(float(local.sq_error))}
+        return {**super().mix_special(local, merged, weight), **self._graph_fields((local, merged))}

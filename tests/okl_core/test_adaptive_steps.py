@@ -13,7 +13,7 @@ import okl_core
 from okl_core.learners.fogd import AdaGradState, LinearState
 from okl_core.learners.rules import ADAGRAD_DELTA
 
-from .learner_data import tiny_problem
+from .learner_data import rule_updates, tiny_problem
 from .test_fogd import _reference_features
 
 D, SIGMA, SEED, BLOCK = 30, 1.0, 5, 16
@@ -38,15 +38,7 @@ def _reference(task, X, y, eta, n_classes=None, eps=0.0):
     for z, label in zip(Z, y):
         f = [sum(W[r][j] * z[j] for j in range(k)) for r in range(rows)]
         scores.append(f if n_classes else f[0])
-        if task == "multiclass":
-            rival = max((c for c in range(rows) if c != label), key=lambda c: (f[c], -c))
-            updates = [(label, -1.0), (rival, 1.0)] if f[label] - f[rival] < 1.0 else []  # gradient -z on y, +z on s
-        elif task == "binary":
-            updates = [(0, -label)] if label * f[0] < 1.0 else []  # hinge: g = -y z
-        else:
-            residual = label - f[0]
-            updates = [(0, -residual)] if abs(residual) > eps else []  # squared loss / 2: g = -(y - f) z
-        for r, u in updates:
+        for r, u in rule_updates(task, f, label, eps):
             for j in range(k):
                 _adagrad_coordinate(W[r], G[r], j, u * z[j], eta)
     return np.array(W).squeeze(), np.array(G).squeeze(), np.array(scores)
