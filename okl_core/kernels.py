@@ -23,9 +23,12 @@ Determinism (the same bits on every machine, see :mod:`okl_core.numerics`):
   a BLAS product ``X @ Y.T``; learners call it inside their pinned methods, so BLAS runs
   with one thread and the result does not depend on the machine's thread count.
 * :func:`row_against_buffer` (one row against a stored buffer, the per-example path of
-  OKS) uses ``einsum`` rather than BLAS for the Gaussian: a fixed summation order that no
-  BLAS build or thread count changes, and it reads only the buffer rows of the row's
-  non-zero coordinates (sparse data such as a9a read a tenth of the buffer). Its scale is
+  OKS and the budget learners) is compiled (numba) with a numpy reference of the same
+  bytes (:func:`reference_row_against_buffer`): for the Gaussian, dot products summed
+  over the row's non-zero coordinates in order rather than BLAS (a fixed summation order
+  that no BLAS build or thread count changes; sparse data such as a9a read a tenth of
+  the buffer), exp from the C library (numpy's SIMD exp differs from it in the last bit
+  on some arguments, and compiled code calls the C library's). Its scale is
   a multiplication by ``-1 / (2 sigma^2)`` where :func:`exact_kernel` divides by
   ``2 sigma^2``: the two agree to one rounding (exactly when ``2 sigma^2`` is a power of
   two), and each stays as it is so that existing models keep their bytes.
@@ -38,7 +41,8 @@ import dataclasses
 import numpy as np
 from numpy.typing import ArrayLike
 
-from okl_core.numerics import pinned
+from okl_core.learners.compiled import kernels
+from okl_core.numerics import libm_exp, pinned
 from okl_core.random import permutation
 
 __all__ = [
@@ -49,11 +53,16 @@ __all__ = [
     "diagonal",
     "squared_distances",
     "row_against_buffer",
+    "reference_row_against_buffer",
+    "KERNEL_CODES",
     "median_heuristic",
 ]
 
 KERNELS = {"gaussian": "normal", "laplacian": "cauchy", "cauchy": "laplace"}
 """Kernel name -> distribution of its random Fourier frequencies (in units of 1/sigma)."""
+
+KERNEL_CODES = {"gaussian": 0, "laplacian": 1, "cauchy": 2}
+"""Kernel name -> its code in the compiled kernel rows (``_jit_folds.GAUSSIAN`` ...)."""
 
 SELF_SIMILARITY = 1.0
 """``k(x, x)`` for every kernel of :data:`KERNELS` (each is 1 at zero distance)."""
@@ -120,14 +129,39 @@ def row_against_buffer(kernel: str, sigma: float, x: np.ndarray, columns: np.nda
     Returns
     -------
     ndarray (m,) float64
-        See the module docstring for the arithmetic (einsum, non-zero coordinates only).
+        Compiled (``okl_core.learners._jit_folds.kernel_row_into``) when numba is there, else
+        :func:`reference_row_against_buffer`: the same bytes.
+    """
+    jit = kernels()
+    if jit is None or not (x.dtype == columns.dtype == sq_norms.dtype == np.float64):
+        return reference_row_against_buffer(kernel, sigma, x, columns, sq_norms)
+    _check_kernel(kernel)
+    m = columns.shape[1]
+    out = np.empty(m)
+    jit.kernel_row_into(KERNEL_CODES[kernel], float(sigma), -0.5 / sigma**2, x, columns, sq_norms, m, out)
+    return out
+
+
+def reference_row_against_buffer(kernel: str, sigma: float, x: np.ndarray, columns: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
+    """:func:`row_against_buffer` in numpy: the arithmetic the compiled kernel row repeats.
+
+    Fixed summation orders that no BLAS build or thread count changes, and exp from the C
+    library (:func:`okl_core.numerics.libm_exp`): the Gaussian's dot products are an
+    ``einsum`` over the row's non-zero coordinates only (sparse data such as a9a read a
+    tenth of the buffer), sequential in the coordinate; the Laplacian's and Cauchy's sums
+    and products run over the coordinates in order (a reduction over the buffer's first
+    axis).
     """
     if kernel == "gaussian":
         nz = np.flatnonzero(x)
         dots = np.einsum("k,km->m", x[nz], columns[nz])
         sq = np.maximum(sq_norms + float(x @ x) - 2.0 * dots, 0.0)
-        return np.exp(sq * (-0.5 / sigma**2))
-    return exact_kernel(kernel, columns.T, x[None, :], sigma)[:, 0]
+        return libm_exp(sq * (-0.5 / sigma**2))
+    _check_kernel(kernel)
+    diff = np.abs(columns - x[:, None])  # (d, m): reductions over axis 0 add row after row
+    if kernel == "laplacian":
+        return libm_exp(-diff.sum(0) / sigma)
+    return np.prod(1.0 / (1.0 + (diff / sigma) ** 2), axis=0)  # cauchy
 
 
 @dataclasses.dataclass(frozen=True)

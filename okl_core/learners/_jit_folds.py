@@ -570,3 +570,51 @@ def fold_rf_ioks(Z, have, start, y, u, w, q, eta, rho, grad_sq_sum, n_used, scor
         scores[r] = f
         n_used[i] += 1
     return y.shape[0], -1
+
+
+# -- exact kernel rows (okl_core.kernels.row_against_buffer, compiled) ----------------------
+GAUSSIAN, LAPLACIAN, CAUCHY = 0, 1, 2  # okl_core.kernels.KERNEL_CODES
+
+
+@njit(cache=True)
+def kernel_row_into(kind, sigma, gauss_scale, x, columns, sq_norms, m, out):
+    """``k(s_j, x)`` for the first ``m`` columns ``s_j`` of ``columns`` (d, capacity) into ``out[:m]``.
+
+    :func:`okl_core.kernels.row_against_buffer`'s arithmetic: Gaussian dot products summed
+    over the row's non-zero coordinates in order (as its einsum), ``x . x`` by BLAS ddot,
+    ``exp(max(|s|^2 + |x|^2 - 2 s.x, 0) * gauss_scale)``; Laplacian ``exp(-sum_k |s_k - x_k|
+    / sigma)`` and Cauchy ``prod_k 1 / (1 + ((s_k - x_k) / sigma)^2)`` summed / multiplied
+    over ``k`` in order; exp from the C library.
+    """
+    d = x.shape[0]
+    if kind == GAUSSIAN:
+        for j in range(m):
+            out[j] = 0.0
+        for k in range(d):
+            xk = x[k]
+            if xk != 0.0:
+                for j in range(m):
+                    out[j] += xk * columns[k, j]
+        xx = np.dot(x, x)
+        for j in range(m):
+            sq = sq_norms[j] + xx - 2.0 * out[j]
+            out[j] = math.exp((sq if sq > 0.0 else 0.0) * gauss_scale)
+        return
+    if kind == LAPLACIAN:
+        for j in range(m):
+            out[j] = abs(columns[0, j] - x[0])
+        for k in range(1, d):
+            xk = x[k]
+            for j in range(m):
+                out[j] += abs(columns[k, j] - xk)
+        for j in range(m):
+            out[j] = math.exp(-out[j] / sigma)
+        return
+    for j in range(m):
+        a = abs(columns[0, j] - x[0]) / sigma
+        out[j] = 1.0 / (1.0 + a * a)
+    for k in range(1, d):
+        xk = x[k]
+        for j in range(m):
+            a = abs(columns[k, j] - xk) / sigma
+            out[j] *= 1.0 / (1.0 + a * a)

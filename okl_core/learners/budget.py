@@ -108,6 +108,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -125,6 +126,7 @@ from okl_core.learners.base import (
     check_positive,
     validate_xy,
 )
+from okl_core.learners.compiled import kernels
 from okl_core.learners.kernel_ogd import KernelConfig
 from okl_core.learners.rules import MulticlassHingeRule, PerceptronRule, RegressionRule, RegressionRuleConfig
 from okl_core.random import row_uniforms
@@ -601,6 +603,9 @@ class _BudgetLearner(Learner[Any]):
         start = int(state.n_seen)
         draws = self._draws(start, start + len(y))
         scores = np.zeros((len(y),) + work.alpha.shape[1:])
+        jit = kernels()
+        if jit is not None and self._compiled_fold(jit, work, X, y, draws, scores, start):
+            return work.state(self.state_class, start + len(y)), scores
         labels = y.tolist()  # floats, or class indices for multiclass
         for i in range(len(y)):
             x64 = X[i].astype(np.float64)
@@ -611,6 +616,13 @@ class _BudgetLearner(Learner[Any]):
             u = 0.0 if draws is None else float(draws[i])
             self._learn(work, X[i], x64, labels[i], k, f, start + i, u)
         return work.state(self.state_class, start + len(y)), scores
+
+    def _compiled_fold(self, jit: ModuleType, work: BudgetSet, X: np.ndarray, y: np.ndarray, draws: np.ndarray | None, scores: np.ndarray, start: int) -> bool:
+        """Learn the batch in compiled code, changing ``work`` in place and filling ``scores``
+        (the numpy loop's bytes); False when this learner has no compiled fold (the numpy
+        loop runs). ``X`` float32 rows, ``draws`` the rows' uniforms (or None), ``start`` the
+        first row's stream position."""
+        return False
 
     def _learn(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, y: Any, k: np.ndarray, f: Any, t: int, u: float) -> None:
         """Learn example ``t`` (``x``, label ``y``) scored ``f`` (a float, or ``(C,)`` scores) with

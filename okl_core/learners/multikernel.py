@@ -49,6 +49,7 @@ import numpy as np
 from okl_core.features import KERNELS, FeatureSpec, FourierFeatures
 from okl_core.learners.base import CheckedConfig, Learner, StateT, check_int
 from okl_core.losses import softmax
+from okl_core.numerics import libm_exp
 from okl_core.random import block_bit_generator, row_uniforms
 
 __all__ = [
@@ -395,20 +396,16 @@ def normalized_weights(log_w: np.ndarray) -> np.ndarray:
 # sequential sum on 63% of 17-element arrays). So the folds exponentiate with math.exp
 # and math.log element by element, sum with np.cumsum (sequential) and take dot products
 # with BLAS ddot (matmul of (1, k) by (k, 1) stacks), as the compiled code does.
-def _libm_exp(v: np.ndarray) -> np.ndarray:
-    return np.fromiter(map(math.exp, v.tolist()), np.float64, len(v))
-
-
 def fold_weights(log_w: np.ndarray) -> np.ndarray:
     """:func:`normalized_weights` as the folds compute it (C-library exp, sequential sum)."""
-    e = _libm_exp(log_w - np.max(log_w))
+    e = libm_exp(log_w - np.max(log_w))
     return e / np.cumsum(e)[-1]
 
 
 def fold_log_normalize(log_w: np.ndarray) -> np.ndarray:
     """:func:`log_normalize` as the folds compute it (C-library exp and log, sequential sum)."""
     top = np.max(log_w)
-    return log_w - (top + math.log(np.cumsum(_libm_exp(log_w - top))[-1]))
+    return log_w - (top + math.log(np.cumsum(libm_exp(log_w - top))[-1]))
 
 
 def row_dots(A: np.ndarray, B: np.ndarray) -> np.ndarray:
