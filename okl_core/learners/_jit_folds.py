@@ -618,3 +618,284 @@ def kernel_row_into(kind, sigma, gauss_scale, x, columns, sq_norms, m, out):
         for j in range(m):
             a = abs(columns[k, j] - xk) / sigma
             out[j] *= 1.0 / (1.0 + a * a)
+
+
+# -- budget learners: RBP, Forgetron, BOGD, NORMA (rbp, mrbp, rbp_r, forgetron, mforgetron,
+# forgetron_r, bogd, mbogd, bogd_r, norma_r); okl_core.learners.budget --------------------
+# Each fold is ``_BudgetLearner.update`` with that learner's ``_learn`` over the batch, on the
+# ``BudgetSet`` arrays in place. ``alpha`` is the state's coefficients as numpy scores them
+# ((B,): ddot, (B, C): gemv, as ``k @ alpha[:n]``); ``A`` is the same memory as (B, C) (C = 1
+# for binary and regression), which every update writes elementwise, as numpy's ``*=`` and
+# slot assignments do. ``cls_coef`` (C,) holds a row's coefficient (numpy's ``coef``).
+from okl_core.learners.rules import MULTICLASS  # noqa: E402  (kept in this section: merges stay trivial)
+
+MULTICLASS_PERCEPTRON = -1  # the multiclass Perceptron (budget.multiclass_mistake), not a rules.py code
+
+
+@njit(cache=True)
+def support_put(X, i, x, slot, rows, columns, sq_norms, A, coef, stamp, t):
+    """``BudgetSet.put``: row ``i`` of ``X`` (float32) and its float64 copy ``x`` into ``slot``,
+    its squared norm summed in order (``budget.squared_norms``), ``A[slot] = coef``, stamp ``t``."""
+    s = 0.0
+    for j in range(x.shape[0]):
+        rows[slot, j] = X[i, j]
+        columns[j, slot] = x[j]
+        s += x[j] * x[j]
+    sq_norms[slot] = s
+    for c in range(A.shape[1]):
+        A[slot, c] = coef[c]
+    stamp[slot] = t
+
+
+@njit(cache=True)
+def support_scores(k, alpha, n, f):
+    """``f = k . alpha[:n]`` into ``f`` (C,): BLAS ddot (binary) or gemv, numpy's ``k @ alpha``; 0 when empty."""
+    if n == 0:
+        f[:] = 0.0
+    else:
+        f[:] = np.dot(k[:n], alpha[:n])
+
+
+@njit(cache=True)
+def argmax_skipping(f, skip):
+    """``np.argmax(f)`` with ``f[skip]`` read as -inf (``skip < 0``: none): the first maximum, or the first NaN."""
+    best_i, best = 0, -np.inf if skip == 0 else f[0]
+    if np.isnan(best):
+        return 0
+    for c in range(1, f.shape[0]):
+        v = -np.inf if c == skip else f[c]
+        if np.isnan(v):
+            return c
+        if v > best:
+            best_i, best = c, v
+    return best_i
+
+
+@njit(cache=True)
+def oldest_slot(stamp, n):
+    """``BudgetSet.oldest``: the first slot of the smallest stamp among the first ``n``."""
+    r = 0
+    for j in range(1, n):
+        if stamp[j] < stamp[r]:
+            r = j
+    return r
+
+
+@njit(cache=True)
+def uniform_slot(u, n):
+    """``budget.random_slot``: ``min(floor(u n), n - 1)``."""
+    s = int(u * n)
+    return s if s < n - 1 else n - 1
+
+
+@njit(cache=True)
+def budget_coefficient(kind, eta, eps, f, y, coef):
+    """Whether the rule updates on scores ``f`` (C,) and label ``y``, its coefficient into ``coef``.
+
+    ``kind``: a scalar code of :mod:`~okl_core.learners.rules` (``f[0]``, ``coef[0]``), the
+    multiclass hinge (``MulticlassHingeRule``) or ``MULTICLASS_PERCEPTRON`` (``e_y - e_p``,
+    ``p`` the first argmax, ``budget.multiclass_mistake``); multiclass ``coef`` is dense.
+    """
+    if kind == MULTICLASS or kind == MULTICLASS_PERCEPTRON:
+        label = int(y)
+        if kind == MULTICLASS:
+            s, value = rival(f, label), eta
+        else:
+            s, value = argmax_skipping(f, -1), 1.0
+            if s == label:
+                s = -1
+        if s < 0:
+            return False
+        coef[:] = 0.0
+        coef[label] = value
+        coef[s] = -value
+        return True
+    update, c = scalar_coefficient(kind, eta, eps, f[0], y)
+    coef[0] = c
+    return update
+
+
+@njit(cache=True)
+def fold_rbp(kind, eta, eps, X, y, u, rows, columns, sq_norms, alpha, A, stamp, n, S, t0, kernel, sigma, gauss_scale):
+    """RBP (``rbp``, ``mrbp``, ``rbp_r``) over the batch: on an update ``x`` goes to a free slot,
+    or (set full) to slot ``floor(u B)``. ``S`` (N, C) the scores; returns the support set's size."""
+    B = A.shape[0]
+    x = np.empty(X.shape[1])
+    k = np.empty(B)
+    f = np.empty(A.shape[1])
+    coef = np.empty(A.shape[1])
+    for i in range(y.shape[0]):
+        widen_row(X, i, x)
+        kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, n, k)
+        support_scores(k, alpha, n, f)
+        S[i, :] = f
+        if budget_coefficient(kind, eta, eps, f, y[i], coef):
+            slot = uniform_slot(u[i], n) if n == B else n
+            support_put(X, i, x, slot, rows, columns, sq_norms, A, coef, stamp, t0 + i)
+            if slot == n:
+                n += 1
+    return n
+
+
+@njit(cache=True)
+def forgetron_phi(sigma, mu, damage, mistakes, ratio, code_root):
+    """``budget.forgetron_shrink`` (Python's ``min``/``max`` as written there, NaN included)."""
+    a = sigma * sigma - 2.0 * sigma * mu
+    b = 2.0 * sigma
+    v = damage - ratio * mistakes
+    c = 0.0 if 0.0 < v else v
+    if a + b + c <= 0.0:
+        return 1.0
+    w = b * b - 4.0 * a * c
+    disc = math.sqrt(0.0 if 0.0 > w else w)
+    if code_root and a < 0.0:
+        return (-b - disc) / (2.0 * a)
+    return -2.0 * c / (b + disc)
+
+
+@njit(cache=True)
+def forgetron_weight_margin(A, r, fr, class_score):
+    """``_weight_and_margin`` of the oldest vector ``r`` with scores ``fr`` (C,) under ``f'``:
+    binary / regression ``(|alpha_r|, sign(alpha_r) f'(x_r))``; multiclass (``MForgetron``) the
+    weight at ``y_r`` (first argmax of ``alpha_r``) and its class score or multiclass margin."""
+    if A.shape[1] == 1:
+        a = A[r, 0]
+        return abs(a), (1.0 if a >= 0 else -1.0) * fr[0]
+    y_r = argmax_skipping(A[r], -1)
+    if class_score:
+        return A[r, y_r], fr[y_r]
+    return A[r, y_r], fr[y_r] - fr[argmax_skipping(fr, y_r)]
+
+
+@njit(cache=True)
+def fold_forgetron(kind, eta, eps, shrinking, code_root, class_score, ratio, X, y, rows, columns, sq_norms, alpha, A,
+                   stamp, n, mistakes, damage, S, t0, kernel, sigma, gauss_scale):
+    """The Forgetron (``forgetron``, ``mforgetron``, ``forgetron_r``) over the batch
+    (``Forgetron._forget``): returns ``(n, mistakes, damage)``."""
+    B, C = A.shape
+    x = np.empty(X.shape[1])
+    xr = np.empty(X.shape[1])
+    k = np.empty(B)
+    kr = np.empty(B)
+    f = np.empty(C)
+    fr = np.empty(C)
+    coef = np.empty(C)
+    for i in range(y.shape[0]):
+        widen_row(X, i, x)
+        kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, n, k)
+        support_scores(k, alpha, n, f)
+        S[i, :] = f
+        if not budget_coefficient(kind, eta, eps, f, y[i], coef):
+            continue
+        mistakes += 1
+        if n < B:
+            support_put(X, i, x, n, rows, columns, sq_norms, A, coef, stamp, t0 + i)
+            n += 1
+            continue
+        r = oldest_slot(stamp, n)
+        for j in range(x.shape[0]):
+            xr[j] = columns[j, r]
+        kernel_row_into(kernel, sigma, gauss_scale, xr, columns, sq_norms, n, kr)
+        support_scores(kr, alpha, n, fr)
+        for c in range(C):
+            fr[c] = fr[c] + coef[c] * k[r]
+        weight, mu = forgetron_weight_margin(A, r, fr, class_score)
+        phi = forgetron_phi(weight, mu, damage, mistakes, ratio, code_root) if shrinking else 1.0
+        lam = phi * weight
+        damage = damage + lam * lam + 2.0 * lam - 2.0 * lam * (phi * mu)
+        for j in range(n):
+            for c in range(C):
+                A[j, c] *= phi
+        for c in range(C):
+            coef[c] = coef[c] * phi
+        support_put(X, i, x, r, rows, columns, sq_norms, A, coef, stamp, t0 + i)
+    return n, mistakes, damage
+
+
+@njit(cache=True)
+def scale_rows(A, n, factor):
+    """``A[:n] *= factor`` elementwise."""
+    for j in range(n):
+        for c in range(A.shape[1]):
+            A[j, c] *= factor
+
+
+@njit(cache=True)
+def bound_coefficients(A, n, limit):
+    """``BOGD._bound``: ``A[:n]`` scaled by ``limit / max |A|`` when the largest exceeds ``limit``
+    (a NaN largest, as numpy's ``max``, scales nothing)."""
+    largest = 0.0
+    for j in range(n):
+        for c in range(A.shape[1]):
+            v = abs(A[j, c])
+            if np.isnan(v):
+                return
+            if v > largest:
+                largest = v
+    if largest > limit:
+        scale_rows(A, n, limit / largest)
+
+
+@njit(cache=True)
+def fold_bogd(kind, eta, eps, decay_always, decay, oldest, rescale, limit, X, y, u, rows, columns, sq_norms, alpha, A,
+              stamp, n, S, t0, kernel, sigma, gauss_scale):
+    """BOGD (``bogd``, ``mbogd``, ``bogd_r``) over the batch (``BOGD._step``): ``decay`` the
+    factor ``1 - eta lam`` (at every example with ``decay_always``, else on updates), ``oldest``
+    the removal (else uniform, with ``rescale = B / (B - 1)``), ``limit = eta gamma``."""
+    B, C = A.shape
+    x = np.empty(X.shape[1])
+    k = np.empty(B)
+    f = np.empty(C)
+    coef = np.empty(C)
+    for i in range(y.shape[0]):
+        widen_row(X, i, x)
+        kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, n, k)
+        support_scores(k, alpha, n, f)
+        S[i, :] = f
+        update = budget_coefficient(kind, eta, eps, f, y[i], coef)
+        if decay_always or update:
+            scale_rows(A, n, decay)
+        if not update:
+            continue
+        if n < B:
+            support_put(X, i, x, n, rows, columns, sq_norms, A, coef, stamp, t0 + i)
+            n += 1
+            continue
+        if oldest:
+            slot = oldest_slot(stamp, n)
+        else:
+            scale_rows(A, n, rescale)
+            slot = uniform_slot(u[i], n)
+        support_put(X, i, x, slot, rows, columns, sq_norms, A, coef, stamp, t0 + i)
+        bound_coefficients(A, n, limit)
+    return n
+
+
+@njit(cache=True)
+def fold_norma(eta, decay, down, up, X, y, rows, columns, sq_norms, alpha, A, stamp, n, eps, S, t0, kernel, sigma,
+               gauss_scale):
+    """NORMA (``norma_r``) over the batch: decay by ``decay``; ``|y - f| <= eps``: ``eps -= down``
+    (``nu eta``), else ``eps += up`` (``(1 - nu) eta``) and ``x`` with ``eta sign(y - f)`` in a
+    free slot or the oldest's. Returns ``(n, eps)``."""
+    B = A.shape[0]
+    x = np.empty(X.shape[1])
+    k = np.empty(B)
+    f = np.empty(1)
+    coef = np.empty(1)
+    for i in range(y.shape[0]):
+        widen_row(X, i, x)
+        kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, n, k)
+        support_scores(k, alpha, n, f)
+        S[i, 0] = f[0]
+        scale_rows(A, n, decay)
+        residual = y[i] - f[0]
+        if abs(residual) <= eps:
+            eps = eps - down
+            continue
+        eps = eps + up
+        coef[0] = eta * (1.0 if residual > 0 else -1.0)
+        slot = oldest_slot(stamp, n) if n == B else n
+        support_put(X, i, x, slot, rows, columns, sq_norms, A, coef, stamp, t0 + i)
+        if slot == n:
+            n += 1
+    return n, eps

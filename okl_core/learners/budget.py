@@ -114,7 +114,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from okl_core.kernels import Kernel
+from okl_core.kernels import KERNEL_CODES, Kernel
 from okl_core.learners.base import (
     CheckedConfig,
     Learner,
@@ -128,7 +128,7 @@ from okl_core.learners.base import (
 )
 from okl_core.learners.compiled import kernels
 from okl_core.learners.kernel_ogd import KernelConfig
-from okl_core.learners.rules import MulticlassHingeRule, PerceptronRule, RegressionRule, RegressionRuleConfig
+from okl_core.learners.rules import HINGE, MulticlassHingeRule, PerceptronRule, RegressionRule, RegressionRuleConfig
 from okl_core.random import row_uniforms
 
 __all__ = [
@@ -482,8 +482,10 @@ _BASE_FIELDS = BudgetState._fields
 def squared_norms(rows: np.ndarray) -> np.ndarray:
     """``||r||^2`` of C-ordered float64 rows, by one expression whether one row or many: a vector
     stored during an update and the same vector read back from a state at the next update get
-    the same bits, so a model does not depend on where the stream is cut into batches."""
-    return np.einsum("ij,ij->i", rows, rows)
+    the same bits, so a model does not depend on where the stream is cut into batches. The
+    squares are summed in coordinate order (``cumsum``), as the compiled folds do
+    (``_jit_folds.support_put``); einsum's SIMD partial sums depend on the CPU's vector width."""
+    return np.cumsum(rows * rows, axis=1)[:, -1]
 
 
 
@@ -624,6 +626,19 @@ class _BudgetLearner(Learner[Any]):
         first row's stream position."""
         return False
 
+    def _fold_views(self, work: BudgetSet, X: np.ndarray, y: np.ndarray, scores: np.ndarray) -> tuple[Any, ...]:
+        """The arguments every compiled budget fold shares (``_jit_folds``, budget section): the
+        rows (C-ordered float32), labels as float64, ``work``'s arrays with the coefficients
+        also as a (B, C) view (C = 1 unless multiclass), and the scores as an (N, C) view."""
+        B, N, C = len(work.alpha), len(scores), work.alpha.shape[1] if work.alpha.ndim == 2 else 1
+        return (np.ascontiguousarray(X), np.asarray(y, dtype=np.float64), work.rows, work.columns, work.sq_norms,
+                work.alpha, work.alpha.reshape(B, C), work.stamp, work.n, scores.reshape(N, C))
+
+    def _kernel_code(self) -> tuple[int, float, float]:
+        """The kernel as ``_jit_folds.kernel_row_into`` takes it (as :func:`okl_core.kernels.row_against_buffer` passes it)."""
+        sigma = self.kernel.sigma
+        return KERNEL_CODES[self.kernel.name], float(sigma), -0.5 / sigma**2
+
     def _learn(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, y: Any, k: np.ndarray, f: Any, t: int, u: float) -> None:
         """Learn example ``t`` (``x``, label ``y``) scored ``f`` (a float, or ``(C,)`` scores) with
         kernel row ``k``; ``u`` is its uniform."""
@@ -639,6 +654,12 @@ class _BudgetLearner(Learner[Any]):
 class _SeededLearner(_BudgetLearner):
     def _draws(self, start: int, stop: int) -> np.ndarray:
         return row_uniforms(self.config.seed, start, stop, 1)[:, 0]
+
+    def _compiled_rbp(self, jit: ModuleType, work: BudgetSet, X: np.ndarray, y: np.ndarray, draws: Any, scores: np.ndarray, start: int, code: Any) -> bool:
+        """RBP's compiled fold (``_jit_folds.fold_rbp``) with the rule ``code``."""
+        X, labels, *arrays, S = self._fold_views(work, X, y, scores)
+        work.n = int(jit.fold_rbp(*code, X, labels, draws, *arrays, S, start, *self._kernel_code()))
+        return True
 
 
 class RBP(_SeededLearner):
@@ -661,6 +682,9 @@ class RBP(_SeededLearner):
         if coef is None:
             return
         _put_or_replace_random(work, x32, x64, coef, t, u)
+
+    def _compiled_fold(self, jit, work, X, y, draws, scores, start):
+        return type(self) is RBP and self._compiled_rbp(jit, work, X, y, draws, scores, start, self.rule.code)
 
 
 def forgetron_shrink(sigma: float, mu: float, damage: float, mistakes: int, root: str = "feasible") -> float:
@@ -739,6 +763,21 @@ class Forgetron(_BudgetLearner):
         extra["damage"] = np.asarray(damage + lam * lam + 2.0 * lam - 2.0 * lam * (phi * mu))
         work.alpha[: work.n] *= phi
         work.put(r, x32, x64, np.multiply(coef, phi), t)
+
+    def _compiled_fold(self, jit, work, X, y, draws, scores, start):
+        codes = {Forgetron: lambda: self.rule.code, ForgetronRegressor: lambda: self.regression_rule.code,
+                 MForgetron: lambda: (jit.MULTICLASS_PERCEPTRON, 0.0, 0.0)}
+        if type(self) not in codes:  # a subclass may change the rule: the numpy loop
+            return False
+        cfg = self.config
+        options = (cfg.shrinking, cfg.phi_root == "code", getattr(cfg, "margin", "class_score") == "class_score", FORGETRON_RATIO)
+        X, labels, *arrays, S = self._fold_views(work, X, y, scores)
+        extra = work.extra
+        n, mistakes, damage = jit.fold_forgetron(*codes[type(self)](), *options, X, labels, *arrays, int(extra["mistakes"]),
+                                                 float(extra["damage"]), S, start, *self._kernel_code())
+        work.n = int(n)
+        extra["mistakes"], extra["damage"] = np.asarray(mistakes, dtype=np.int64), np.asarray(float(damage))
+        return True
 
     def _weight_and_margin(self, alpha_r: Any, f_r: Any) -> tuple[float, float]:
         """``sigma = |alpha_r|`` and ``mu = y_r f'(x_r)`` of the oldest vector (``y_r = sign(alpha_r)``)."""
@@ -918,6 +957,17 @@ class BOGD(_SeededLearner):
             work.put(random_slot(u, B), x32, x64, coef, t)
         self._bound(work.alpha[:B])
 
+    def _compiled_fold(self, jit, work, X, y, draws, scores, start):
+        codes = {BOGD: lambda: (HINGE, float(self.config.eta), 0.0), MBOGD: lambda: self.rule.code,
+                 BOGDRegressor: lambda: self.rule.code}
+        if type(self) not in codes:  # a subclass may change the rule: the numpy loop
+            return False
+        cfg, B = self.config, self.config.budget
+        options = (cfg.decay == "every_example", 1.0 - cfg.eta * cfg.lam, cfg.removal == "oldest", B / (B - 1.0), cfg.eta * cfg.gamma)
+        X, labels, *arrays, S = self._fold_views(work, X, y, scores)
+        work.n = int(jit.fold_bogd(*codes[type(self)](), *options, X, labels, draws, *arrays, S, start, *self._kernel_code()))
+        return True
+
     def _bound(self, alpha: np.ndarray) -> None:
         """The authors' code's bound ``eta gamma`` on the coefficients after a removal (no-op for
         ``gamma = inf``): binary, all are scaled by ``min(1, eta gamma / max |alpha_i|)``."""
@@ -957,6 +1007,16 @@ class NORMARegressor(_BudgetLearner):
         slot = work.oldest() if work.full else work.n
         work.put(slot, x32, x64, cfg.eta * (1.0 if residual > 0 else -1.0), t)
 
+    def _compiled_fold(self, jit, work, X, y, draws, scores, start):
+        if type(self) is not NORMARegressor:
+            return False
+        cfg = self.config
+        steps = (float(cfg.eta), 1.0 - cfg.eta * cfg.lam, cfg.nu * cfg.eta, (1.0 - cfg.nu) * cfg.eta)
+        X, labels, *arrays, S = self._fold_views(work, X, y, scores)
+        n, eps = jit.fold_norma(*steps, X, labels, *arrays, float(work.extra["eps"]), S, start, *self._kernel_code())
+        work.n, work.extra["eps"] = int(n), np.asarray(float(eps))
+        return True
+
 
 # -- multiclass -------------------------------------------------------------------------------
 def multiclass_mistake(f: np.ndarray, y: int) -> np.ndarray | None:
@@ -978,6 +1038,10 @@ class MRBP(_SeededLearner):
         coef = multiclass_mistake(f, y)
         if coef is not None:
             _put_or_replace_random(work, x32, x64, coef, t, u)
+
+    def _compiled_fold(self, jit, work, X, y, draws, scores, start):
+        code = (jit.MULTICLASS_PERCEPTRON, 0.0, 0.0)
+        return type(self) is MRBP and self._compiled_rbp(jit, work, X, y, draws, scores, start, code)
 
 
 class MProjectron(Projectron):
@@ -1112,6 +1176,9 @@ class RBPRegressor(_SeededLearner):
         coef = self.rule(f, y)
         if coef is not None:
             _put_or_replace_random(work, x32, x64, coef, t, u)
+
+    def _compiled_fold(self, jit, work, X, y, draws, scores, start):
+        return type(self) is RBPRegressor and self._compiled_rbp(jit, work, X, y, draws, scores, start, self.rule.code)
 
 
 class BOGDRegressor(BOGD):
