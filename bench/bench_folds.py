@@ -30,7 +30,12 @@ kernel for RF-OKS++ / RF-IOKS, the drawn subset for OMKL-GF (as many pairs as th
 used, on random kernels) -- computed in batches as the compiled fold's feature blocks do.
 ``speed-up`` is the numpy update's time over the compiled one's.
 
-Run: ``python bench/bench_folds.py [--rows 10000] [--repeats 3] [--tables all|single|multi]``.
+The budget learners (third table, ``okl_core.learners.budget``) at B = 100 and 800: a9a rows
+(d = 123, sigma = 4) for the binary and regression ones, MNIST digits (sigma = 8) for the
+multiclass ones; each starts from a full support set (learned on the rows before the timed
+ones), so every timed row pays the budget maintenance. ``us/row`` is the whole update.
+
+Run: ``python bench/bench_folds.py [--rows 10000] [--repeats 3] [--tables all|single|multi|budget]``.
 """
 
 from __future__ import annotations
@@ -228,13 +233,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--tables", choices=("all", "single", "multi"), default="all", help="which learners (default all)")
+    parser.add_argument("--tables", choices=("all", "single", "multi", "budget"), default="all", help="which learners (default all)")
     args = parser.parse_args()
-    if args.tables != "multi":
+    if args.tables in ("all", "single"):
         single_kernel_table(args)
-    if args.tables != "single":
+    if args.tables in ("all", "multi"):
         multi_kernel_table(args)
-    first_use_table()
+    if args.tables in ("all", "budget"):
+        budget_table(args)
+    if args.tables == "all":
+        first_use_table()
 
 
 def single_kernel_table(args):
@@ -262,6 +270,62 @@ def multi_kernel_table(args):
             f"{label:<30}{n:>7}  {feature_s / numpy_s:11.2f}{feature_s / compiled_s:11.2f}   "
             f"{numpy_s / n * 1e6:8.1f} {compiled_s / n * 1e6:8.1f}   {numpy_s / compiled_s:7.1f}x   {numpy_bytes == compiled_bytes}"
         )
+
+
+# The budget learners (okl_core.learners.budget): (name, parameters), each at B = 100 and 800.
+A9A_BUDGET = dict(n_inputs=123, sigma=4.0)
+BUDGET_CASES = [
+    ("rbp", dict(A9A_BUDGET)),
+    ("forgetron", dict(A9A_BUDGET)),
+    ("forgetron", dict(A9A_BUDGET, phi_root="code")),
+    ("bogd", dict(A9A_BUDGET, eta=0.5, lam=1e-6, gamma=10.0)),
+    ("rbp_r", dict(A9A_BUDGET, eps=0.1)),
+    ("forgetron_r", dict(A9A_BUDGET, eta=0.5, eps=0.1)),
+    ("bogd_r", dict(A9A_BUDGET, eps=0.1)),
+    ("norma_r", dict(A9A_BUDGET)),
+    ("mrbp", dict(MNIST, n_classes=10)),
+    ("mforgetron", dict(MNIST, n_classes=10)),
+    ("mbogd", dict(MNIST, n_classes=10, eta=0.5, lam=1e-5, removal="oldest")),
+]
+
+
+def measure_budget(name, params, B, rows, repeats):
+    """(timed rows, numpy and compiled seconds and model bytes) of a budget learner from a full set."""
+    learner = okl_core.make_learner(name, budget=B, **params)
+    X, y = mnist_shaped(12 * B + rows) if learner.task == "multiclass" else a9a_shaped(12 * B + rows)
+    if learner.task == "regression":
+        y = y * 0.5 + 0.25 * (X[:, 0] - X[:, 1])  # targets that the eps threshold does not always fire on
+    os.environ["OKL_NO_JIT"] = "0"
+    state0, _ = learner.update(learner.init(), X[: 12 * B], y[: 12 * B])
+    assert int(state0.n_support) == B, f"{name}: the warm-up did not fill B = {B}"
+    X, y, out = X[12 * B :], y[12 * B :], {}
+
+    def learn():
+        state = state0
+        for part in batches(len(y)):
+            state, _ = learner.update(state, X[part], y[part])
+        out["bytes"] = okl_core.model_bytes(learner, state)
+
+    result = {}
+    for mode in ("numpy", "compiled"):
+        os.environ["OKL_NO_JIT"] = "1" if mode == "numpy" else "0"
+        learn()
+        result[mode] = (best_of(learn, repeats, time.process_time), out["bytes"])
+    os.environ.pop("OKL_NO_JIT")
+    return len(y), result
+
+
+def budget_table(args):
+    rows = min(args.rows, 3000)
+    print(f"\nbudget learners from a full support set, batch {BATCH}; best of {args.repeats}, process CPU time")
+    print(f"{'learner':<30}{'B':>5}{'rows':>7}   {'us/row numpy':>12} {'compiled':>9}   {'speed-up':>8}   same bytes")
+    for name, params in BUDGET_CASES:
+        for B in (100, 800):
+            n, r = measure_budget(name, params, B, rows, args.repeats)
+            (numpy_s, numpy_bytes), (compiled_s, compiled_bytes) = r["numpy"], r["compiled"]
+            label = name + "".join(f" {k}={v}" for k, v in params.items() if k in ("phi_root", "removal"))
+            print(f"{label:<30}{B:>5}{n:>7}   {numpy_s / n * 1e6:12.1f} {compiled_s / n * 1e6:9.1f}   "
+                  f"{numpy_s / compiled_s:7.1f}x   {numpy_bytes == compiled_bytes}", flush=True)
 
 
 def first_use_table():

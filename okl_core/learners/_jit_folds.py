@@ -657,6 +657,15 @@ def support_scores(k, alpha, n, f):
 
 
 @njit(cache=True)
+def score_row(X, i, x, columns, sq_norms, alpha, n, k, f, kernel, sigma, gauss_scale):
+    """Row ``i`` of ``X`` widened into ``x``, its kernel row into ``k`` and its scores into ``f``
+    (``BudgetSet.kernel_row`` and ``BudgetSet.score``)."""
+    widen_row(X, i, x)
+    kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, n, k)
+    support_scores(k, alpha, n, f)
+
+
+@njit(cache=True)
 def argmax_skipping(f, skip):
     """``np.argmax(f)`` with ``f[skip]`` read as -inf (``skip < 0``: none): the first maximum, or the first NaN."""
     best_i, best = 0, -np.inf if skip == 0 else f[0]
@@ -725,9 +734,7 @@ def fold_rbp(kind, eta, eps, X, y, u, rows, columns, sq_norms, alpha, A, stamp, 
     f = np.empty(A.shape[1])
     coef = np.empty(A.shape[1])
     for i in range(y.shape[0]):
-        widen_row(X, i, x)
-        kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, n, k)
-        support_scores(k, alpha, n, f)
+        score_row(X, i, x, columns, sq_norms, alpha, n, k, f, kernel, sigma, gauss_scale)
         S[i, :] = f
         if budget_coefficient(kind, eta, eps, f, y[i], coef):
             slot = uniform_slot(u[i], n) if n == B else n
@@ -781,9 +788,7 @@ def fold_forgetron(kind, eta, eps, shrinking, code_root, class_score, ratio, X, 
     fr = np.empty(C)
     coef = np.empty(C)
     for i in range(y.shape[0]):
-        widen_row(X, i, x)
-        kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, n, k)
-        support_scores(k, alpha, n, f)
+        score_row(X, i, x, columns, sq_norms, alpha, n, k, f, kernel, sigma, gauss_scale)
         S[i, :] = f
         if not budget_coefficient(kind, eta, eps, f, y[i], coef):
             continue
@@ -848,9 +853,7 @@ def fold_bogd(kind, eta, eps, decay_always, decay, oldest, rescale, limit, X, y,
     f = np.empty(C)
     coef = np.empty(C)
     for i in range(y.shape[0]):
-        widen_row(X, i, x)
-        kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, n, k)
-        support_scores(k, alpha, n, f)
+        score_row(X, i, x, columns, sq_norms, alpha, n, k, f, kernel, sigma, gauss_scale)
         S[i, :] = f
         update = budget_coefficient(kind, eta, eps, f, y[i], coef)
         if decay_always or update:
@@ -883,9 +886,7 @@ def fold_norma(eta, decay, down, up, X, y, rows, columns, sq_norms, alpha, A, st
     f = np.empty(1)
     coef = np.empty(1)
     for i in range(y.shape[0]):
-        widen_row(X, i, x)
-        kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, n, k)
-        support_scores(k, alpha, n, f)
+        score_row(X, i, x, columns, sq_norms, alpha, n, k, f, kernel, sigma, gauss_scale)
         S[i, 0] = f[0]
         scale_rows(A, n, decay)
         residual = y[i] - f[0]

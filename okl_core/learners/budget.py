@@ -71,6 +71,12 @@ Conventions shared by all:
   of the stream (``n_seen`` before the batch, plus its row) reads the uniform ``u`` of
   :func:`okl_core.random.row_uniforms` ``(seed, t)`` and removes slot ``floor(u B)``. Runs
   are bit-identical whatever the batching and on every runner.
+* RBP, the Forgetron, BOGD and NORMA (all their variants) run the per-row loop of
+  ``update`` compiled with numba when it is there (:mod:`okl_core.learners.compiled`;
+  ``OKL_NO_JIT=1`` forces numpy): the numpy loop's arithmetic -- the kernel row of
+  :func:`okl_core.kernels.row_against_buffer`, scores by the same BLAS products, the
+  updates elementwise -- so the same model bytes, 4-17x faster (``python
+  bench/bench_folds.py --tables budget``).
 * States have fixed shapes (``B`` rows whatever the stream), so a model file has the same
   layout at every point.
 * Merge: none (:class:`~okl_core.learners.base.NotMergeableError`). Averaging two budgeted
@@ -667,6 +673,7 @@ class RBP(_SeededLearner):
 
     On a mistake add ``x`` with ``alpha = y``; when the set is full, first remove the vector
     in slot ``floor(u B)`` (``u`` the example's uniform), which the new one replaces.
+    The per-row loop of ``rbp``, ``mrbp`` and ``rbp_r`` runs compiled (``_jit_folds.fold_rbp``).
     """
 
     name = "rbp"
@@ -726,7 +733,8 @@ class Forgetron(_BudgetLearner):
     With ``shrinking=False``, ``phi = 1`` (``Q`` is still recorded); ``phi_root='code'``: the
     authors' code's ``phi`` (:func:`forgetron_shrink`). On a9a + a9a.t (B = 100, sigma = 8,
     20 permutations) the self-tuned rule makes 29.9% mistakes, no shrinking 27.2%, the code's
-    root 28.0%; the FOGD paper reports 27.8 +- 0.4%.
+    root 28.0%; the FOGD paper reports 27.8 +- 0.4%. The per-row loop of ``forgetron``,
+    ``mforgetron`` and ``forgetron_r`` runs compiled (``_jit_folds.fold_forgetron``).
     """
 
     name = "forgetron"
@@ -765,19 +773,21 @@ class Forgetron(_BudgetLearner):
         work.put(r, x32, x64, np.multiply(coef, phi), t)
 
     def _compiled_fold(self, jit, work, X, y, draws, scores, start):
-        codes = {Forgetron: lambda: self.rule.code, ForgetronRegressor: lambda: self.regression_rule.code,
-                 MForgetron: lambda: (jit.MULTICLASS_PERCEPTRON, 0.0, 0.0)}
-        if type(self) not in codes:  # a subclass may change the rule: the numpy loop
+        if type(self) not in (Forgetron, MForgetron, ForgetronRegressor):  # a subclass may change the rule
             return False
         cfg = self.config
         options = (cfg.shrinking, cfg.phi_root == "code", getattr(cfg, "margin", "class_score") == "class_score", FORGETRON_RATIO)
         X, labels, *arrays, S = self._fold_views(work, X, y, scores)
         extra = work.extra
-        n, mistakes, damage = jit.fold_forgetron(*codes[type(self)](), *options, X, labels, *arrays, int(extra["mistakes"]),
+        n, mistakes, damage = jit.fold_forgetron(*self._fold_rule(jit), *options, X, labels, *arrays, int(extra["mistakes"]),
                                                  float(extra["damage"]), S, start, *self._kernel_code())
         work.n = int(n)
         extra["mistakes"], extra["damage"] = np.asarray(mistakes, dtype=np.int64), np.asarray(float(damage))
         return True
+
+    def _fold_rule(self, jit: ModuleType) -> tuple[int, float, float]:
+        """The update rule as the compiled fold takes it (``_jit_folds.budget_coefficient``)."""
+        return self.rule.code
 
     def _weight_and_margin(self, alpha_r: Any, f_r: Any) -> tuple[float, float]:
         """``sigma = |alpha_r|`` and ``mu = y_r f'(x_r)`` of the oldest vector (``y_r = sign(alpha_r)``)."""
@@ -929,7 +939,8 @@ class BOGD(_SeededLearner):
     expected model is unchanged), then the new vector takes the freed slot. With
     ``removal='oldest'`` (the authors' multiclass code) the oldest vector goes and nothing is
     rescaled. A finite ``gamma`` (the authors' binary code) then scales all coefficients by
-    ``min(1, eta gamma / max_i |alpha_i|)``.
+    ``min(1, eta gamma / max_i |alpha_i|)``. The per-row loop of ``bogd``, ``mbogd`` and
+    ``bogd_r`` runs compiled (``_jit_folds.fold_bogd``).
     """
 
     name = "bogd"
@@ -958,15 +969,17 @@ class BOGD(_SeededLearner):
         self._bound(work.alpha[:B])
 
     def _compiled_fold(self, jit, work, X, y, draws, scores, start):
-        codes = {BOGD: lambda: (HINGE, float(self.config.eta), 0.0), MBOGD: lambda: self.rule.code,
-                 BOGDRegressor: lambda: self.rule.code}
-        if type(self) not in codes:  # a subclass may change the rule: the numpy loop
+        if type(self) not in (BOGD, MBOGD, BOGDRegressor):  # a subclass may change the rule
             return False
         cfg, B = self.config, self.config.budget
         options = (cfg.decay == "every_example", 1.0 - cfg.eta * cfg.lam, cfg.removal == "oldest", B / (B - 1.0), cfg.eta * cfg.gamma)
         X, labels, *arrays, S = self._fold_views(work, X, y, scores)
-        work.n = int(jit.fold_bogd(*codes[type(self)](), *options, X, labels, draws, *arrays, S, start, *self._kernel_code()))
+        work.n = int(jit.fold_bogd(*self._fold_rule(jit), *options, X, labels, draws, *arrays, S, start, *self._kernel_code()))
         return True
+
+    def _fold_rule(self, jit: ModuleType) -> tuple[int, float, float]:
+        """The update rule as the compiled fold takes it (``_jit_folds.budget_coefficient``)."""
+        return HINGE, float(self.config.eta), 0.0
 
     def _bound(self, alpha: np.ndarray) -> None:
         """The authors' code's bound ``eta gamma`` on the coefficients after a removal (no-op for
@@ -985,7 +998,8 @@ class NORMARegressor(_BudgetLearner):
     ``eps -= nu eta`` (the nu-adaptive eps-insensitive loss, with the authors' code's
     defaults, spec/fogd_nogd.md). Truncation: when ``budget`` vectors are held, the oldest
     goes (its coefficient has decayed by ``(1 - eta lam)^age``). The paper runs NORMA without
-    a budget: pass a budget at least the stream's length for that.
+    a budget: pass a budget at least the stream's length for that. The per-row loop runs
+    compiled (``_jit_folds.fold_norma``).
     """
 
     name = "norma_r"
@@ -1075,6 +1089,9 @@ class MBOGD(BOGD):
     def _learn(self, work, x32, x64, y, k, f, t, u):
         self._step(work, x32, x64, self.rule(f, y), t, u)
 
+    def _fold_rule(self, jit):
+        return self.rule.code
+
 
 def best_wrong_class(f: np.ndarray, y: int) -> tuple[int, float]:
     """``s``, the highest-scoring class other than ``y`` (first on ties), and the margin ``f_y - f_s``."""
@@ -1112,6 +1129,9 @@ class MForgetron(Forgetron):
         coef = multiclass_mistake(f, y)
         if coef is not None:
             self._forget(work, x32, x64, coef, k, t)
+
+    def _fold_rule(self, jit):
+        return jit.MULTICLASS_PERCEPTRON, 0.0, 0.0
 
     def _weight_and_margin(self, alpha_r, f_r):
         y_r = int(np.argmax(alpha_r))
@@ -1196,6 +1216,9 @@ class BOGDRegressor(BOGD):
     def _learn(self, work, x32, x64, y, k, f, t, u):
         self._step(work, x32, x64, self.rule(f, y), t, u)
 
+    def _fold_rule(self, jit):
+        return self.rule.code
+
 
 class ForgetronRegressor(Forgetron):
     """The Forgetron for regression (registry ``forgetron_r``).
@@ -1225,6 +1248,9 @@ class ForgetronRegressor(Forgetron):
         coef = self.regression_rule(f, y)
         if coef is not None:
             self._forget(work, x32, x64, coef, k, t)
+
+    def _fold_rule(self, jit):
+        return self.regression_rule.code
 
 
 class ProjectronRegressor(Projectron):

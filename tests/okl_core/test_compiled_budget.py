@@ -15,6 +15,7 @@ import okl_core
 from okl_core.learners import budget
 from okl_core.learners.budget import BudgetSet, squared_norms
 from tests.okl_core.real_data import a9a, mnist_test
+from tests.okl_core.test_compiled_folds import labels, pixels
 
 numba = pytest.importorskip("numba", reason="numba is not installed: only the numpy folds run")
 
@@ -51,23 +52,6 @@ D_IN = 32
 IDS = [f"{n}-{i}" for i, (n, _) in enumerate(CASES)]
 
 
-def pixels(n, d=D_IN, seed=0):
-    """Pixel-like rows (k/255, ~70% zero) and digit labels from a linear map."""
-    rng = np.random.default_rng(seed)
-    X = rng.random((n, d), dtype=np.float32)
-    X[rng.random((n, d)) < 0.7] = 0.0
-    X = (np.round(X * 255.0) / 255.0).astype(np.float32)
-    return X, np.argmax(X @ rng.standard_normal((d, 10)), axis=1)
-
-
-def labels(learner, digits):
-    if learner.task == "binary":
-        return np.where(digits % 2 == 0, 1.0, -1.0)
-    if learner.task == "regression":
-        return digits / 9.0
-    return digits % learner.config.n_classes
-
-
 def train(learner, X, y, splits, state=None):
     """The state after the batches, and per batch the state's and the online scores' bytes."""
     state, out = state if state is not None else learner.init(), []
@@ -96,7 +80,7 @@ def numpy_run(monkeypatch, learner, X, y, splits):
 
 def setup(name, params, n=400, seed=0):
     learner = okl_core.make_learner(name, n_inputs=D_IN, **params)
-    X, digits = pixels(n, seed=seed)
+    X, digits = pixels(n, D_IN, seed=seed)
     return learner, X, labels(learner, digits)
 
 
@@ -168,7 +152,7 @@ def test_subclass_that_changes_the_rule_runs_the_numpy_loop(monkeypatch):
             super()._learn(work, x32, x64, y, k, f - 0.5, t, u)
 
     learner = Shifted(budget.RBPConfig(n_inputs=D_IN, sigma=2.0, budget=15))
-    X, digits = pixels(200)
+    X, digits = pixels(200, D_IN)
     y = labels(learner, digits)
     monkeypatch.setenv("OKL_NO_JIT", "1")
     reference = train(learner, X, y, 2)[1]
