@@ -224,3 +224,38 @@ def test_compiled_budget_folds_on_real_data_at_the_papers_budget(monkeypatch, na
     assert_maintained(learner, reference_state, len(y))
     forbid_numpy(monkeypatch)
     assert train(learner, X, y, 3)[1] == reference
+
+
+def random_case(seed):
+    """A learner of this file with options, kernel, bandwidth and budget drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    name = ["rbp", "mrbp", "rbp_r", "forgetron", "mforgetron", "forgetron_r", "bogd", "mbogd", "bogd_r", "norma_r"][seed % 10]
+    params = dict(sigma=float(rng.choice([0.5, 1.0, 2.0, 4.0])), budget=int(rng.integers(5, 30)),
+                  kernel=str(rng.choice(["gaussian", "gaussian", "laplacian", "cauchy"])))
+    if name.startswith("m"):
+        params["n_classes"] = int(rng.integers(2, 11))
+    if name.endswith("_r") and name != "norma_r":
+        params.update(eta=float(rng.choice([0.1, 0.5, 1.0])), eps=float(rng.choice([0.0, 0.01, 0.1])),
+                      threshold=str(rng.choice(["absolute", "squared"])))
+    if "forgetron" in name:
+        params.update(shrinking=bool(rng.random() < 0.8), phi_root=str(rng.choice(["feasible", "code"])))
+        if name == "mforgetron":
+            params["margin"] = str(rng.choice(["class_score", "multiclass"]))
+    if "bogd" in name:
+        params.update(decay=str(rng.choice(["every_example", "on_update"])), removal=str(rng.choice(["random", "oldest"])),
+                      gamma=float(rng.choice([np.inf, 10.0, 0.5])), lam=float(rng.choice([0.0, 1e-3, 0.05])))
+        if name == "mbogd":
+            params["eta"] = float(rng.choice([0.2, 0.5]))
+    if name == "norma_r":
+        params.update(eta=float(rng.choice([0.03, 0.3])), lam=float(rng.choice([0.0, 0.03])), nu=float(rng.choice([0.2, 1.0])))
+    return name, params
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_compiled_budget_folds_on_drawn_options(monkeypatch, seed):
+    name, params = random_case(seed)
+    learner, X, y = setup(name, params, n=300, seed=seed)
+    splits = 1 + seed % 5
+    _, reference = numpy_run(monkeypatch, learner, X, y, splits)
+    forbid_numpy(monkeypatch)
+    assert train(learner, X, y, splits)[1] == reference, (name, params)
