@@ -30,7 +30,7 @@ CASES = [
     ("rbp_r", dict(sigma=2.0, budget=15, eta=0.3, eps=0.01, threshold="squared")),
     ("forgetron", dict(sigma=2.0, budget=15)),
     ("forgetron", dict(sigma=2.0, budget=15, phi_root="code")),
-    ("forgetron", dict(sigma=2.0, budget=15, shrinking=False, kernel="laplacian", )),
+    ("forgetron", dict(sigma=2.0, budget=15, shrinking=False, kernel="laplacian")),
     ("mforgetron", dict(sigma=2.0, budget=15, n_classes=10)),
     ("mforgetron", dict(sigma=2.0, budget=15, n_classes=10, margin="multiclass")),
     ("mforgetron", dict(sigma=2.0, budget=15, n_classes=3, phi_root="code", margin="multiclass")),
