@@ -114,7 +114,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from okl_core.kernels import Kernel
+from okl_core.kernels import KERNEL_CODES, Kernel
 from okl_core.learners.base import (
     CheckedConfig,
     Learner,
@@ -231,6 +231,7 @@ class ForgetronConfig(SupportBudgetConfig):
 
 
 MARGIN_TESTS = ("eta", "code")
+MARGIN_CODES = {"eta": 1, "code": 2}  # the compiled fold's codes (_jit_folds.MARGIN_ETA, MARGIN_CODE)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -482,8 +483,9 @@ _BASE_FIELDS = BudgetState._fields
 def squared_norms(rows: np.ndarray) -> np.ndarray:
     """``||r||^2`` of C-ordered float64 rows, by one expression whether one row or many: a vector
     stored during an update and the same vector read back from a state at the next update get
-    the same bits, so a model does not depend on where the stream is cut into batches."""
-    return np.einsum("ij,ij->i", rows, rows)
+    the same bits, so a model does not depend on where the stream is cut into batches. The sum
+    runs over the coordinates in order (a cumulative sum), as the compiled folds add."""
+    return np.ascontiguousarray(np.cumsum(rows * rows, axis=1)[:, -1])
 
 
 
@@ -543,6 +545,12 @@ class BudgetSet:
             n_seen=np.asarray(n_seen, dtype=np.int64),
             **self.extra,
         )
+
+
+def _compilable(work: BudgetSet) -> bool:
+    """Whether the compiled folds can change ``work``'s arrays in place (C-contiguous, writable)."""
+    arrays = [work.rows, work.columns, work.sq_norms, work.alpha, work.stamp, *work.extra.values()]
+    return all(a.flags.c_contiguous and a.flags.writeable for a in arrays)
 
 
 def random_slot(u: float, n: int) -> int:
@@ -775,6 +783,25 @@ class Projectron(_BudgetLearner):
         """The bound on ``delta^2`` under which a new vector is projected (the config's ``eta``)."""
         return float(self.config.eta)
 
+    def _compiled_fold(self, jit, work, X, y, draws, scores, start):
+        if type(self) not in _COMPILED_PROJECTRONS or not _compilable(work):
+            return False
+        cfg, kernel = self.config, self.kernel
+        margin = MARGIN_CODES[cfg.margin_test] if self.margin_updates else 0
+        kind, rule_eta, eps = self._rule_code()
+        B = cfg.budget
+        U = 0.25 * np.sqrt((B + 1) / np.log(B + 1)) if margin == MARGIN_CODES["code"] else 0.0
+        eta = float(getattr(cfg, "eta", 0.0)) if self.margin_updates else 0.0
+        fold = jit.fold_mprojectron if self.task == "multiclass" else jit.fold_projectron
+        work.n = int(fold(kind, rule_eta, eps, margin, eta, self._projection_bound(), float(U), X, y, work.rows, work.columns,
+                          work.sq_norms, work.alpha, work.stamp, work.extra["gram_inverse"], work.n, scores, start,
+                          KERNEL_CODES[kernel.name], float(kernel.sigma), -0.5 / kernel.sigma**2))
+        return True
+
+    def _rule_code(self) -> tuple[int, float, float]:
+        """The compiled fold's code of the update rule (the Perceptron's; see the regressor)."""
+        return self.rule.code
+
     def _projection(self, work: BudgetSet, k: np.ndarray) -> tuple[np.ndarray, float]:
         """``d = K^{-1} k`` and ``delta^2`` (clipped at 0 against rounding)."""
         n = work.n
@@ -868,6 +895,15 @@ class BPAS(_BudgetLearner):
         if loss > 0.0:
             self._insert(work, x32, x64, min(self.config.C, loss) * y, k, t)
 
+    def _compiled_fold(self, jit, work, X, y, draws, scores, start):
+        if type(self) not in (BPAS, MBPAS) or not _compilable(work):
+            return False
+        kernel = self.kernel
+        work.n = int(jit.fold_bpa_s(float(self.config.C), X, y, work.rows, work.columns, work.sq_norms, work.alpha,
+                                    work.stamp, work.n, scores, start, KERNEL_CODES[kernel.name], float(kernel.sigma),
+                                    -0.5 / kernel.sigma**2))
+        return True
+
     def _insert(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, step: Any, k: np.ndarray, t: int) -> None:
         """Add ``x`` with the PA step (a float, or a ``(C,)`` vector); when full, replace the
         vector ``r`` minimising ``|alpha_r|^2 (1 - k_r^2)``, folding ``alpha_r k_r`` into ``x``'s."""
@@ -875,7 +911,7 @@ class BPAS(_BudgetLearner):
             work.put(work.n, x32, x64, step, t)
             return
         alpha = work.alpha[: work.n]
-        weights = alpha * alpha if alpha.ndim == 1 else np.einsum("ij,ij->i", alpha, alpha)
+        weights = alpha * alpha if alpha.ndim == 1 else squared_norms(alpha)
         r = int(np.argmin(weights * (1.0 - k * k)))
         work.put(r, x32, x64, alpha[r] * float(k[r]) + step, t)
 
@@ -1064,6 +1100,7 @@ class MProjectronPlusPlus(MProjectron):
 
     name = "mprojectron_pp"
     conformance_params = {"sigma": 0.5, "budget": 30, "eta": 0.1, "n_classes": 3}
+    margin_updates = True
 
     def _learn(self, work, x32, x64, y, k, f, t, u):
         coef = multiclass_mistake(f, y)
@@ -1183,7 +1220,14 @@ class ProjectronRegressor(Projectron):
     def _projection_bound(self) -> float:
         return float(self.config.projection_eta)
 
+    def _rule_code(self) -> tuple[int, float, float]:
+        return self.regression_rule.code
+
     def _learn(self, work, x32, x64, y, k, f, t, u):
         coef = self.regression_rule(f, y)
         if coef is not None:
             self._mistake(work, x32, x64, coef, k, t)
+
+
+_COMPILED_PROJECTRONS = (Projectron, ProjectronPlusPlus, ProjectronRegressor, MProjectron, MProjectronPlusPlus)
+"""The Projectrons whose update has a compiled fold (a subclass runs the numpy loop)."""
