@@ -762,7 +762,9 @@ class Projectron(_BudgetLearner):
     ``delta^2 <= eta`` or the set is full, project: ``alpha += y d`` (the set is unchanged);
     otherwise add ``x`` with ``alpha = y`` and grow ``K^{-1}`` by the block (Schur complement)
     update ``[[K^{-1} + d d^T / delta^2, -d / delta^2], [-d^T / delta^2, 1 / delta^2]]``.
-    Cost O(B^2) per update (the product ``K^{-1} k``), memory O(B^2).
+    Cost O(B^2) per update (the product ``K^{-1} k``), memory O(B^2). The update's loop is
+    compiled (``_jit_folds.fold_projectron``, ``fold_mprojectron`` for the multiclass
+    versions) when numba is there: the numpy loop's bytes (tests/okl_core/test_compiled_projectron.py).
     """
 
     name = "projectron"
@@ -784,6 +786,8 @@ class Projectron(_BudgetLearner):
         return float(self.config.eta)
 
     def _compiled_fold(self, jit, work, X, y, draws, scores, start):
+        """The batch in ``_jit_folds.fold_projectron`` / ``fold_mprojectron`` (this class's
+        own ``_learn`` only: a subclass runs the numpy loop)."""
         if type(self) not in _COMPILED_PROJECTRONS or not _compilable(work):
             return False
         cfg, kernel = self.config, self.kernel
@@ -868,7 +872,8 @@ class Projectron(_BudgetLearner):
 class ProjectronPlusPlus(Projectron):
     """Projectron++ (Orabona, Keshet & Caputo 2009; registry ``projectron_pp``): the Projectron,
     plus projected updates on margin errors (``y f < 1`` without a mistake; ``f = 0`` with
-    ``y = +1`` is one, loss 1) -- see :meth:`Projectron._margin_update`."""
+    ``y = +1`` is one, loss 1) -- see :meth:`Projectron._margin_update`. Compiled as the
+    Projectron's (``_jit_folds.fold_projectron``)."""
 
     name = "projectron_pp"
     margin_updates = True
@@ -883,7 +888,9 @@ class BPAS(_BudgetLearner):
     new coefficient is ``beta = alpha_r k(x_r, x) + tau y`` (``alpha_r k(x_r, .)`` projected on
     ``k(x, .)``, plus the PA step; the prediction at ``x`` is the same with or without ``r``, so
     ``tau`` does not depend on ``r``) and ``r`` minimises the resulting objective, i.e.
-    ``alpha_r^2 (1 - k(x_r, x)^2)`` (first slot on ties). Cost O(B).
+    ``alpha_r^2 (1 - k(x_r, x)^2)`` (first slot on ties). Cost O(B). The update's loop is
+    compiled (``_jit_folds.fold_bpa_s``, also for :class:`MBPAS`) when numba is there: the
+    numpy loop's bytes.
     """
 
     name = "bpa_s"
@@ -896,6 +903,7 @@ class BPAS(_BudgetLearner):
             self._insert(work, x32, x64, min(self.config.C, loss) * y, k, t)
 
     def _compiled_fold(self, jit, work, X, y, draws, scores, start):
+        """The batch in ``_jit_folds.fold_bpa_s`` (BPA-S and MBPA-S only, not subclasses)."""
         if type(self) not in (BPAS, MBPAS) or not _compilable(work):
             return False
         kernel = self.kernel
@@ -1019,7 +1027,8 @@ class MRBP(_SeededLearner):
 class MProjectron(Projectron):
     """Multiclass Projectron (Orabona, Keshet & Caputo 2009; registry ``mprojectron``): on a
     mistake the coefficient vector ``c = e_y - e_p`` is added with ``x``, or projected --
-    ``alpha += d c^T`` with ``d = K^{-1} k`` -- under the same rule as :class:`Projectron`."""
+    ``alpha += d c^T`` with ``d = K^{-1} k`` -- under the same rule as :class:`Projectron`.
+    Compiled: ``_jit_folds.fold_mprojectron``."""
 
     name = "mprojectron"
     config_class = MProjectronConfig
@@ -1096,7 +1105,8 @@ class MProjectronPlusPlus(MProjectron):
     """Multiclass Projectron++ (registry ``mprojectron_pp``): :class:`MProjectron`, plus on a
     margin error (prediction right, ``f_y - f_s < 1`` with ``s`` the best wrong class) the
     projected update ``alpha += tau d (e_y - e_s)^T`` of :meth:`Projectron._margin_update`
-    with ``loss = 1 - (f_y - f_s)`` and ``|e_y - e_s|^2 = 2``."""
+    with ``loss = 1 - (f_y - f_s)`` and ``|e_y - e_s|^2 = 2``. Compiled:
+    ``_jit_folds.fold_mprojectron``."""
 
     name = "mprojectron_pp"
     conformance_params = {"sigma": 0.5, "budget": 30, "eta": 0.1, "n_classes": 3}
@@ -1119,7 +1129,7 @@ class MBPAS(BPAS):
     minimises ``|alpha_r|^2 (1 - k_r^2)`` (the binary derivation with the coefficient vector's
     squared norm; the loss after the step does not depend on ``r``) and ``x`` takes
     ``alpha_r k_r + tau (e_y - e_s)``: every class of the new vector can change, O(B C) per
-    update as the FOGD paper notes."""
+    update as the FOGD paper notes. Compiled: ``_jit_folds.fold_bpa_s``."""
 
     name = "mbpa_s"
     config_class = MBPASConfig
@@ -1206,7 +1216,8 @@ class ProjectronRegressor(Projectron):
     and added with ``c`` otherwise (``K^{-1}`` grown as in :class:`Projectron`). Reading: the
     projection is that of the update ``c k(x, .)`` onto the span, exactly as in the binary
     rule; only the coefficient changes. There is no regression Projectron++ (its margin
-    updates are defined by the hinge loss). Cost O(B^2).
+    updates are defined by the hinge loss). Cost O(B^2). Compiled as the Projectron's
+    (``_jit_folds.fold_projectron``, with the regression rule's code).
     """
 
     name = "projectron_r"
