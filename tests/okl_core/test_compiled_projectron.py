@@ -17,6 +17,7 @@ import pytest
 import okl_core
 from okl_core.learners import budget
 from tests.okl_core.real_data import a9a, mnist_test
+from tests.okl_core.test_compiled_folds import labels, pixels
 
 pytest.importorskip("numba", reason="numba is not installed: only the numpy folds run")
 
@@ -34,7 +35,7 @@ CASES = [
     ("projectron_r", dict(sigma=2.0, budget=16, eta=0.5, eps=0.01, threshold="squared", projection_eta=0.3),
      {"add", "project_room", "project_full"}),
     ("mprojectron", dict(sigma=0.5, budget=12, eta=0.1, n_classes=3), {"add", "project_full"}),
-    ("mprojectron", dict(sigma=15.0, budget=40, eta=0.3, n_classes=10, kernel="laplacian"), {"add", "project_room", "project_full"}),
+    ("mprojectron", dict(sigma=12.0, budget=24, eta=0.3, n_classes=10, kernel="laplacian"), {"add", "project_room", "project_full"}),
     ("mprojectron_pp", dict(sigma=1.0, budget=12, eta=1.0, n_classes=4), {"add", "project_room", "margin"}),
     ("mprojectron_pp", dict(sigma=1.0, budget=12, eta=0.1, n_classes=3, margin_test="code"), {"add", "project_full", "margin"}),
     ("bpa_s", dict(sigma=0.5, budget=12), {"add", "replace"}),
@@ -43,23 +44,6 @@ CASES = [
     ("mbpa_s", dict(sigma=2.0, budget=16, C=0.3, n_classes=10, kernel="laplacian"), {"add", "replace"}),
 ]
 IDS = [f"{name}-{i}" for i, (name, _, _) in enumerate(CASES)]
-
-
-def pixels(n, d=D_IN, seed=0):
-    """Pixel-like rows (k/255, ~60% zero) and digit labels from a linear map."""
-    rng = np.random.default_rng(seed)
-    X = rng.random((n, d), dtype=np.float32)
-    X[rng.random((n, d)) < 0.6] = 0.0
-    X = (np.round(X * 255.0) / 255.0).astype(np.float32)
-    return X, np.argmax(X @ rng.standard_normal((d, 10)), axis=1)
-
-
-def labels(learner, digits):
-    if learner.task == "binary":
-        return np.where(digits % 2 == 0, 1.0, -1.0)
-    if learner.task == "regression":
-        return digits / 9.0
-    return digits % learner.config.n_classes
 
 
 def train_bytes(learner, X, y, splits, resume=False):
@@ -127,7 +111,7 @@ def both_folds(monkeypatch, learner, X, y, splits, expected=(), resume=False):
 @pytest.mark.parametrize("splits", [1, 3, 7])
 def test_compiled_budget_fold_gives_the_numpy_folds_bytes(monkeypatch, name, params, expected, splits):
     learner = okl_core.make_learner(name, n_inputs=D_IN, **params)
-    X, digits = pixels(400, seed=len(params))
+    X, digits = pixels(400, D_IN, seed=len(params))
     got, reference = both_folds(monkeypatch, learner, X, labels(learner, digits), splits, expected)
     assert got == reference
 
@@ -135,7 +119,7 @@ def test_compiled_budget_fold_gives_the_numpy_folds_bytes(monkeypatch, name, par
 @pytest.mark.parametrize(("name", "params", "expected"), CASES[::2], ids=IDS[::2])
 def test_compiled_budget_fold_stops_and_resumes_from_model_bytes(monkeypatch, name, params, expected):
     learner = okl_core.make_learner(name, n_inputs=D_IN, **params)
-    X, digits = pixels(300, seed=1)
+    X, digits = pixels(300, D_IN, seed=1)
     got, reference = both_folds(monkeypatch, learner, X, labels(learner, digits), 5, resume=True)
     assert got == reference
     assert got[-1] == train_bytes(learner, X, labels(learner, digits), 1)[-1]  # batching does not change the model
@@ -147,7 +131,7 @@ def test_a_subclass_runs_the_numpy_fold(monkeypatch):
             super()._learn(work, x32, x64, y, k, f + 0.5, t, u)
 
     learner = Shifted(budget.ProjectronConfig(n_inputs=D_IN, sigma=0.5, budget=12))
-    X, digits = pixels(100)
+    X, digits = pixels(100, D_IN)
     state, _ = learner.update(learner.init(), X, labels(learner, digits))
     monkeypatch.setenv("OKL_NO_JIT", "1")
     assert okl_core.model_bytes(learner, learner.update(learner.init(), X, labels(learner, digits))[0]) == \
