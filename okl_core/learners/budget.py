@@ -1110,7 +1110,7 @@ class MProjectronPlusPlus(MProjectron):
 
     name = "mprojectron_pp"
     conformance_params = {"sigma": 0.5, "budget": 30, "eta": 0.1, "n_classes": 3}
-    margin_updates = True
+    margin_updates = True  # made by its own _learn; the compiled fold reads the flag
 
     def _learn(self, work, x32, x64, y, k, f, t, u):
         coef = multiclass_mistake(f, y)
