@@ -102,6 +102,7 @@ def both_folds(monkeypatch, learner, X, y, splits, expected=(), resume=False):
         reference = train_bytes(learner, X, y, splits, resume)
     assert set(expected) <= {k for k, v in seen.items() if v}, seen
     with monkeypatch.context() as m:
+        m.delenv("OKL_NO_JIT", raising=False)
         forbid_numpy(m)
         got = train_bytes(learner, X, y, splits, resume)
     return got, reference
