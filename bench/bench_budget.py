@@ -26,10 +26,17 @@ multiclass learners (their reference scores one column: the ratio includes the C
 outputs); Projectron ``eta`` = 1e-4 so that its support set fills up. Run: ``python
 bench/bench_budget.py [LEARNER ...]`` (about two minutes on one core for all); set
 ``OPENBLAS_NUM_THREADS=1`` on a shared machine.
+
+``python bench/bench_budget.py --folds [LEARNER ...]`` prints, instead, the numpy fold
+(``OKL_NO_JIT=1``) against the compiled one (okl_core.learners.compiled) at B = 100 and
+800 from the same full state on the same rows: us per example of each, the speed-up and
+whether both gave the same model bytes and scores (learners with a compiled fold:
+``FOLD_LEARNERS``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -86,6 +93,37 @@ def reference_time(state, X: np.ndarray, B: int) -> float:
     return best_of(lambda: ref.update(ref_state, X, labels), repeats=5, clock=time.process_time) / len(X)
 
 
+FOLD_LEARNERS = {
+    "projectron": {"eta": 1e-4},
+    "projectron_pp": {"eta": 1e-4},
+    "projectron_r": {"projection_eta": 1e-4},
+    "mprojectron": {"eta": 1e-4, "n_classes": CLASSES},
+    "mprojectron_pp": {"eta": 1e-4, "n_classes": CLASSES},
+    "bpa_s": {},
+    "mbpa_s": {"n_classes": CLASSES},
+}
+
+
+def compare_folds(names: list[str], budgets=(100, 800), rows: int = 1000) -> None:
+    """The numpy fold against the compiled one from the same full state (see the module doc)."""
+    print(f"Budget learners' folds: us per example at a full budget, numpy -> compiled (d = {D}, {rows} rows, best of 3)")
+    print(f"{'learner':>14} {'B':>5} {'numpy us':>9} {'compiled us':>12} {'speed-up':>9} {'same bytes':>11}")
+    for name in names or FOLD_LEARNERS:
+        for B in budgets:
+            learner = okl_core.make_learner(name, n_inputs=D, sigma=SIGMA, budget=B, **FOLD_LEARNERS[name])
+            state = full_state(learner, B)
+            X, y = stream(rows, learner.task, 999)
+            result = {}
+            for mode in ("numpy", "compiled"):
+                os.environ["OKL_NO_JIT"] = "1" if mode == "numpy" else "0"
+                new, scores = learner.update(state, X, y)  # warm; its bytes
+                seconds = best_of(lambda: learner.update(state, X, y), repeats=3, clock=time.process_time)
+                result[mode] = (seconds / rows, okl_core.model_bytes(learner, new) + scores.tobytes())
+            (slow, ref), (fast, got) = result["numpy"], result["compiled"]
+            print(f"{name:>14} {B:>5} {1e6 * slow:>9.1f} {1e6 * fast:>12.1f} {slow / fast:>9.1f} {str(ref == got):>11}", flush=True)
+    os.environ.pop("OKL_NO_JIT")
+
+
 def main(names: list[str]) -> None:
     chosen = {name: LEARNERS[name] for name in names or LEARNERS}
     print(f"Budget learners: microseconds per example at a full budget (d = {D}, {TIMED_ROWS} timed rows, best of 5)")
@@ -113,4 +151,7 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["--folds"]:
+        compare_folds(sys.argv[2:])
+    else:
+        main(sys.argv[1:])

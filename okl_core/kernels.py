@@ -146,22 +146,29 @@ def reference_row_against_buffer(kernel: str, sigma: float, x: np.ndarray, colum
     """:func:`row_against_buffer` in numpy: the arithmetic the compiled kernel row repeats.
 
     Fixed summation orders that no BLAS build or thread count changes, and exp from the C
-    library (:func:`okl_core.numerics.libm_exp`): the Gaussian's dot products are an
-    ``einsum`` over the row's non-zero coordinates only (sparse data such as a9a read a
-    tenth of the buffer), sequential in the coordinate; the Laplacian's and Cauchy's sums
-    and products run over the coordinates in order (a reduction over the buffer's first
-    axis).
+    library (:func:`okl_core.numerics.libm_exp`): the Gaussian's dot products run over the
+    row's non-zero coordinates only (sparse data such as a9a read a tenth of the buffer),
+    sequential in the coordinate; the Laplacian's and Cauchy's sums and products run over
+    the coordinates in order (reductions over the buffer's first axis).
     """
+    # Over m > 1 columns, numpy's einsum and reductions over axis 0 add row after row; over
+    # one column they are its pairwise / unrolled loops, so m = 1 takes a cumulative sum
+    # (or product), which adds in order (a cumulative sum over m = 800 costs 8x the einsum).
+    one = columns.shape[1] == 1
     if kernel == "gaussian":
         nz = np.flatnonzero(x)
-        dots = np.einsum("k,km->m", x[nz], columns[nz])
+        if one:
+            dots = np.cumsum(x[nz] * columns[nz, 0])[-1:] if nz.size else np.zeros(1)
+        else:
+            dots = np.einsum("k,km->m", x[nz], columns[nz])
         sq = np.maximum(sq_norms + float(x @ x) - 2.0 * dots, 0.0)
         return libm_exp(sq * (-0.5 / sigma**2))
     _check_kernel(kernel)
-    diff = np.abs(columns - x[:, None])  # (d, m): reductions over axis 0 add row after row
+    diff = np.abs(columns - x[:, None])  # (d, m)
     if kernel == "laplacian":
-        return libm_exp(-diff.sum(0) / sigma)
-    return np.prod(1.0 / (1.0 + (diff / sigma) ** 2), axis=0)  # cauchy
+        return libm_exp(-(np.cumsum(diff[:, 0])[-1:] if one else diff.sum(0)) / sigma)
+    factors = 1.0 / (1.0 + (diff / sigma) ** 2)
+    return np.cumprod(factors[:, 0])[-1:] if one else factors.prod(0)  # cauchy
 
 
 @dataclasses.dataclass(frozen=True)

@@ -633,18 +633,24 @@ MULTICLASS_PERCEPTRON = -1  # the multiclass Perceptron (budget.multiclass_mista
 
 
 @njit(cache=True)
-def support_put(X, i, x, slot, rows, columns, sq_norms, A, coef, stamp, t):
-    """``BudgetSet.put``: row ``i`` of ``X`` (float32) and its float64 copy ``x`` into ``slot``,
-    its squared norm summed in order (``budget.squared_norms``), ``A[slot] = coef``, stamp ``t``."""
+def budget_put(X, i, x, slot, rows, columns, sq_norms, stamp, t):
+    """``BudgetSet.put`` of the vector: row ``i`` of ``X`` (float32) and its float64 copy ``x``
+    into ``slot``, its squared norm summed in order (``budget.squared_norms``), stamp ``t``."""
     s = 0.0
     for j in range(x.shape[0]):
         rows[slot, j] = X[i, j]
         columns[j, slot] = x[j]
         s += x[j] * x[j]
     sq_norms[slot] = s
+    stamp[slot] = t
+
+
+@njit(cache=True)
+def support_put(X, i, x, slot, rows, columns, sq_norms, A, coef, stamp, t):
+    """:func:`budget_put` of the vector and ``A[slot] = coef`` (the whole ``BudgetSet.put``)."""
+    budget_put(X, i, x, slot, rows, columns, sq_norms, stamp, t)
     for c in range(A.shape[1]):
         A[slot, c] = coef[c]
-    stamp[slot] = t
 
 
 @njit(cache=True)
@@ -900,3 +906,249 @@ def fold_norma(eta, decay, down, up, X, y, rows, columns, sq_norms, alpha, A, st
         if slot == n:
             n += 1
     return n, eps
+
+
+# -- budget learners: Projectron, Projectron++ (projectron, mprojectron, projectron_r,
+# projectron_pp, mprojectron_pp) and BPA-S (bpa_s, mbpa_s); okl_core.learners.budget --------
+NO_MARGIN, MARGIN_ETA, MARGIN_CODE = 0, 1, 2  # Projectron++'s margin test (budget.MARGIN_CODES)
+
+
+@njit(cache=True)
+def pack_inverse(G, n, H):
+    """``H[:n*n] = G[:n, :n]`` (row stride ``n``)."""
+    for a in range(n):
+        for b in range(n):
+            H[a * n + b] = G[a, b]
+
+
+@njit(cache=True)
+def unpack_inverse(H, n, G):
+    """``G[:n, :n] = H[:n*n]``, the inverse back in the state's layout."""
+    for a in range(n):
+        for b in range(n):
+            G[a, b] = H[a * n + b]
+
+
+@njit(cache=True)
+def projection(H, k, n):
+    """``d = K^{-1} k`` (BLAS gemv on the packed block, numpy's ``G[:n, :n] @ k``) and
+    ``delta^2 = max(1 - k . d, 0)``."""
+    d = np.dot(H[: n * n].reshape((n, n)), k[:n])
+    v = 1.0 - np.dot(k[:n], d)
+    return d, (0.0 if 0.0 > v else v)
+
+
+@njit(cache=True)
+def grow_inverse(H, spare, d, delta2, n):
+    """``K^{-1}`` grown by one vector (the Schur complement block update of
+    ``Projectron._mistake``), packed into ``spare`` with row stride ``n + 1``."""
+    m = n + 1
+    for a in range(n):
+        for b in range(n):
+            spare[a * m + b] = H[a * n + b] + d[a] * d[b] / delta2
+    for a in range(n):
+        spare[a * m + n] = spare[n * m + a] = -d[a] / delta2
+    spare[n * m + n] = 1.0 / delta2
+
+
+@njit(cache=True)
+def projectron_margin_tau(margin, eta, U, d, delta2, loss, coef_norm2):
+    """Projectron++ on a margin error: ``(update, tau)`` of ``Projectron._margin_update``."""
+    if margin == MARGIN_CODE:
+        norm2 = 1.0 - delta2
+        if norm2 <= 0.0:
+            return False, 0.0
+        tau = loss / norm2
+        if 1.0 < tau:
+            tau = 1.0
+        return tau * (2.0 * loss - tau * norm2 - 2.0 * U * math.sqrt(delta2)) >= 0.0, tau
+    norm2 = (1.0 - delta2) * coef_norm2
+    gain = loss - delta2 / eta
+    if norm2 <= 0.0 or gain <= 0.0:
+        return False, 0.0
+    tau = loss / norm2
+    if 1.0 < tau:
+        tau = 1.0
+    b = 2.0 * gain / norm2
+    return True, (b if b < tau else tau)
+
+
+@njit(cache=True)
+def fold_projectron(kind, rule_eta, eps, margin, eta, bound, U, X, y, rows, columns, sq_norms, alpha, stamp, G, n, scores,
+                    t0, kernel, sigma, gauss_scale):
+    """``_BudgetLearner.update`` of the scalar Projectrons (``projectron``, ``projectron_pp``,
+    ``projectron_r``) over a batch: ``kind, rule_eta, eps`` the rule's code
+    (perceptron or regression), ``margin`` the Projectron++ test (``NO_MARGIN`` for the
+    others), ``eta`` its ``eta``, ``bound`` the projection bound on ``delta^2``, ``U`` the
+    code test's norm bound; ``t0`` the first row's stream index. Returns the support set's size."""
+    B = alpha.shape[0]
+    x = np.empty(X.shape[1])
+    k = np.empty(B)
+    H, spare = np.empty(B * B), np.empty(B * B)
+    pack_inverse(G, n, H)
+    f = np.empty(1)
+    for i in range(y.shape[0]):
+        widen_row(X, i, x)
+        kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, n, k)
+        support_scores(k, alpha, n, f)
+        fi, yi, t = f[0], y[i], t0 + i
+        scores[i] = fi
+        update, coef = scalar_coefficient(kind, rule_eta, eps, fi, yi)
+        if update:
+            if n == 0:
+                budget_put(X, i, x, 0, rows, columns, sq_norms, stamp, t)
+                alpha[0] = coef
+                H[0] = 1.0
+                n = 1
+                continue
+            d, delta2 = projection(H, k, n)
+            if delta2 <= bound or n == B:
+                for j in range(n):
+                    alpha[j] += d[j] * coef
+                continue
+            grow_inverse(H, spare, d, delta2, n)
+            H, spare = spare, H
+            budget_put(X, i, x, n, rows, columns, sq_norms, stamp, t)
+            alpha[n] = coef
+            n += 1
+        elif margin != NO_MARGIN and yi * fi < 1.0 and n > 0:
+            d, delta2 = projection(H, k, n)
+            apply, tau = projectron_margin_tau(margin, eta, U, d, delta2, 1.0 - yi * fi, 1.0)
+            if apply:
+                for j in range(n):
+                    alpha[j] += tau * d[j] * yi
+    unpack_inverse(H, n, G)
+    return n
+
+
+@njit(cache=True)
+def pair_into(coef, y, s, value):
+    """``coef = value (e_y - e_s)`` (``budget.pair``)."""
+    coef[:] = 0.0
+    coef[y], coef[s] = value, -value
+
+
+@njit(cache=True)
+def add_outer(alpha, d, tau, coef, n):
+    """``alpha[:n] += np.multiply.outer(tau d, coef)``, every class (zeros too, as numpy)."""
+    for j in range(n):
+        step = tau * d[j]
+        for c in range(coef.shape[0]):
+            alpha[j, c] += step * coef[c]
+
+
+@njit(cache=True)
+def fold_mprojectron(kind, rule_eta, eps, margin, eta, bound, U, X, y, rows, columns, sq_norms, alpha, stamp, G, n, scores,
+                     t0, kernel, sigma, gauss_scale):
+    """:func:`fold_projectron` of the multiclass Projectrons (``mprojectron``,
+    ``mprojectron_pp``): the multiclass Perceptron's ``e_y - e_p`` on a mistake, Projectron++'s
+    ``e_y - e_s`` on a margin error (``kind``, ``rule_eta``, ``eps`` unused)."""
+    B, C = alpha.shape
+    x = np.empty(X.shape[1])
+    k = np.empty(B)
+    H, spare = np.empty(B * B), np.empty(B * B)
+    pack_inverse(G, n, H)
+    f = np.empty(C)
+    coef = np.empty(C)
+    for i in range(y.shape[0]):
+        widen_row(X, i, x)
+        kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, n, k)
+        support_scores(k, alpha, n, f)
+        yi, t = y[i], t0 + i
+        scores[i, :] = f
+        p = argmax_skipping(f, -1)
+        if p != yi:
+            pair_into(coef, yi, p, 1.0)
+            if n == 0:
+                budget_put(X, i, x, 0, rows, columns, sq_norms, stamp, t)
+                alpha[0, :] = coef
+                H[0] = 1.0
+                n = 1
+                continue
+            d, delta2 = projection(H, k, n)
+            if delta2 <= bound or n == B:
+                add_outer(alpha, d, 1.0, coef, n)
+                continue
+            grow_inverse(H, spare, d, delta2, n)
+            H, spare = spare, H
+            budget_put(X, i, x, n, rows, columns, sq_norms, stamp, t)
+            alpha[n, :] = coef
+            n += 1
+        elif margin != NO_MARGIN:
+            s = argmax_skipping(f, yi)
+            gap = f[yi] - f[s]
+            if gap < 1.0 and n > 0:
+                pair_into(coef, yi, s, 1.0)
+                d, delta2 = projection(H, k, n)
+                apply, tau = projectron_margin_tau(margin, eta, U, d, delta2, 1.0 - gap, 2.0)
+                if apply:
+                    add_outer(alpha, d, tau, coef, n)
+    unpack_inverse(H, n, G)
+    return n
+
+
+@njit(cache=True)
+def bpa_s_slot(alpha, k, n):
+    """BPA-S's removal: the first slot minimising ``|alpha_r|^2 (1 - k_r^2)`` (first NaN, as
+    ``np.argmin``); ``|alpha_r|^2`` summed over the classes in order (``budget.squared_norms``)."""
+    best_r, best = 0, 0.0
+    for r in range(n):
+        if alpha.ndim == 1:
+            w = alpha[r] * alpha[r]
+        else:
+            w = 0.0
+            for c in range(alpha.shape[1]):
+                w += alpha[r, c] * alpha[r, c]
+        v = w * (1.0 - k[r] * k[r])
+        if np.isnan(v):
+            return r
+        if r == 0 or v < best:
+            best_r, best = r, v
+    return best_r
+
+
+@njit(cache=True)
+def fold_bpa_s(C, X, y, rows, columns, sq_norms, alpha, stamp, n, scores, t0, kernel, sigma, gauss_scale):
+    """``_BudgetLearner.update`` of BPA-S (``bpa_s``; ``mbpa_s`` when ``alpha`` is (B, C)): PA-I
+    on the (multiclass) hinge, and when full the replacement of :func:`bpa_s_slot`, the new
+    vector taking ``alpha_r k_r`` plus the step. Returns the support set's size."""
+    B = alpha.shape[0]
+    multiclass = alpha.ndim == 2
+    x = np.empty(X.shape[1])
+    k = np.empty(B)
+    f = np.empty(alpha.shape[1] if multiclass else 1)
+    step = np.empty(f.shape[0])
+    for i in range(y.shape[0]):
+        widen_row(X, i, x)
+        kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, n, k)
+        support_scores(k, alpha, n, f)
+        t = t0 + i
+        if multiclass:
+            scores[i, :] = f
+            yi = int(y[i])
+            s = argmax_skipping(f, yi)
+            loss = 1.0 - (f[yi] - f[s])
+            if not loss > 0.0:
+                continue
+            half = loss / 2.0
+            pair_into(step, yi, s, C if not half < C else half)
+        else:
+            scores[i] = f[0]
+            loss = 1.0 - y[i] * f[0]
+            if not loss > 0.0:
+                continue
+            step[0] = (C if not loss < C else loss) * y[i]
+        slot = n
+        if n == B:
+            slot = bpa_s_slot(alpha, k, n)
+            kr = k[slot]
+            for c in range(step.shape[0]):
+                step[c] = alpha[slot, c] * kr + step[c] if multiclass else alpha[slot] * kr + step[c]
+        else:
+            n += 1
+        budget_put(X, i, x, slot, rows, columns, sq_norms, stamp, t)
+        if multiclass:
+            alpha[slot, :] = step
+        else:
+            alpha[slot] = step[0]
+    return n

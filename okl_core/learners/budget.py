@@ -237,6 +237,7 @@ class ForgetronConfig(SupportBudgetConfig):
 
 
 MARGIN_TESTS = ("eta", "code")
+MARGIN_CODES = {"eta": 1, "code": 2}  # the compiled fold's codes (_jit_folds.MARGIN_ETA, MARGIN_CODE)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -490,8 +491,8 @@ def squared_norms(rows: np.ndarray) -> np.ndarray:
     stored during an update and the same vector read back from a state at the next update get
     the same bits, so a model does not depend on where the stream is cut into batches. The
     squares are summed in coordinate order (``cumsum``), as the compiled folds do
-    (``_jit_folds.support_put``); einsum's SIMD partial sums depend on the CPU's vector width."""
-    return np.cumsum(rows * rows, axis=1)[:, -1]
+    (``_jit_folds.budget_put``); einsum's SIMD partial sums depend on the CPU's vector width."""
+    return np.ascontiguousarray(np.cumsum(rows * rows, axis=1)[:, -1])
 
 
 
@@ -551,6 +552,12 @@ class BudgetSet:
             n_seen=np.asarray(n_seen, dtype=np.int64),
             **self.extra,
         )
+
+
+def _compilable(work: BudgetSet) -> bool:
+    """Whether the compiled folds can change ``work``'s arrays in place (C-contiguous, writable)."""
+    arrays = [work.rows, work.columns, work.sq_norms, work.alpha, work.stamp, *work.extra.values()]
+    return all(a.flags.c_contiguous and a.flags.writeable for a in arrays)
 
 
 def random_slot(u: float, n: int) -> int:
@@ -803,7 +810,9 @@ class Projectron(_BudgetLearner):
     ``delta^2 <= eta`` or the set is full, project: ``alpha += y d`` (the set is unchanged);
     otherwise add ``x`` with ``alpha = y`` and grow ``K^{-1}`` by the block (Schur complement)
     update ``[[K^{-1} + d d^T / delta^2, -d / delta^2], [-d^T / delta^2, 1 / delta^2]]``.
-    Cost O(B^2) per update (the product ``K^{-1} k``), memory O(B^2).
+    Cost O(B^2) per update (the product ``K^{-1} k``), memory O(B^2). The update's loop is
+    compiled (``_jit_folds.fold_projectron``, ``fold_mprojectron`` for the multiclass
+    versions) when numba is there: the numpy loop's bytes (tests/okl_core/test_compiled_projectron.py).
     """
 
     name = "projectron"
@@ -823,6 +832,27 @@ class Projectron(_BudgetLearner):
     def _projection_bound(self) -> float:
         """The bound on ``delta^2`` under which a new vector is projected (the config's ``eta``)."""
         return float(self.config.eta)
+
+    def _compiled_fold(self, jit, work, X, y, draws, scores, start):
+        """The batch in ``_jit_folds.fold_projectron`` / ``fold_mprojectron`` (this class's
+        own ``_learn`` only: a subclass runs the numpy loop)."""
+        if type(self) not in _COMPILED_PROJECTRONS or not _compilable(work):
+            return False
+        cfg, kernel = self.config, self.kernel
+        margin = MARGIN_CODES[cfg.margin_test] if self.margin_updates else 0
+        kind, rule_eta, eps = self._rule_code()
+        B = cfg.budget
+        U = 0.25 * np.sqrt((B + 1) / np.log(B + 1)) if margin == MARGIN_CODES["code"] else 0.0
+        eta = float(getattr(cfg, "eta", 0.0)) if self.margin_updates else 0.0
+        fold = jit.fold_mprojectron if self.task == "multiclass" else jit.fold_projectron
+        work.n = int(fold(kind, rule_eta, eps, margin, eta, self._projection_bound(), float(U), X, y, work.rows, work.columns,
+                          work.sq_norms, work.alpha, work.stamp, work.extra["gram_inverse"], work.n, scores, start,
+                          KERNEL_CODES[kernel.name], float(kernel.sigma), -0.5 / kernel.sigma**2))
+        return True
+
+    def _rule_code(self) -> tuple[int, float, float]:
+        """The compiled fold's code of the update rule (the Perceptron's; see the regressor)."""
+        return self.rule.code
 
     def _projection(self, work: BudgetSet, k: np.ndarray) -> tuple[np.ndarray, float]:
         """``d = K^{-1} k`` and ``delta^2`` (clipped at 0 against rounding)."""
@@ -890,7 +920,8 @@ class Projectron(_BudgetLearner):
 class ProjectronPlusPlus(Projectron):
     """Projectron++ (Orabona, Keshet & Caputo 2009; registry ``projectron_pp``): the Projectron,
     plus projected updates on margin errors (``y f < 1`` without a mistake; ``f = 0`` with
-    ``y = +1`` is one, loss 1) -- see :meth:`Projectron._margin_update`."""
+    ``y = +1`` is one, loss 1) -- see :meth:`Projectron._margin_update`. Compiled as the
+    Projectron's (``_jit_folds.fold_projectron``)."""
 
     name = "projectron_pp"
     margin_updates = True
@@ -905,7 +936,9 @@ class BPAS(_BudgetLearner):
     new coefficient is ``beta = alpha_r k(x_r, x) + tau y`` (``alpha_r k(x_r, .)`` projected on
     ``k(x, .)``, plus the PA step; the prediction at ``x`` is the same with or without ``r``, so
     ``tau`` does not depend on ``r``) and ``r`` minimises the resulting objective, i.e.
-    ``alpha_r^2 (1 - k(x_r, x)^2)`` (first slot on ties). Cost O(B).
+    ``alpha_r^2 (1 - k(x_r, x)^2)`` (first slot on ties). Cost O(B). The update's loop is
+    compiled (``_jit_folds.fold_bpa_s``, also for :class:`MBPAS`) when numba is there: the
+    numpy loop's bytes.
     """
 
     name = "bpa_s"
@@ -917,6 +950,16 @@ class BPAS(_BudgetLearner):
         if loss > 0.0:
             self._insert(work, x32, x64, min(self.config.C, loss) * y, k, t)
 
+    def _compiled_fold(self, jit, work, X, y, draws, scores, start):
+        """The batch in ``_jit_folds.fold_bpa_s`` (BPA-S and MBPA-S only, not subclasses)."""
+        if type(self) not in (BPAS, MBPAS) or not _compilable(work):
+            return False
+        kernel = self.kernel
+        work.n = int(jit.fold_bpa_s(float(self.config.C), X, y, work.rows, work.columns, work.sq_norms, work.alpha,
+                                    work.stamp, work.n, scores, start, KERNEL_CODES[kernel.name], float(kernel.sigma),
+                                    -0.5 / kernel.sigma**2))
+        return True
+
     def _insert(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, step: Any, k: np.ndarray, t: int) -> None:
         """Add ``x`` with the PA step (a float, or a ``(C,)`` vector); when full, replace the
         vector ``r`` minimising ``|alpha_r|^2 (1 - k_r^2)``, folding ``alpha_r k_r`` into ``x``'s."""
@@ -924,7 +967,7 @@ class BPAS(_BudgetLearner):
             work.put(work.n, x32, x64, step, t)
             return
         alpha = work.alpha[: work.n]
-        weights = alpha * alpha if alpha.ndim == 1 else np.einsum("ij,ij->i", alpha, alpha)
+        weights = alpha * alpha if alpha.ndim == 1 else squared_norms(alpha)
         r = int(np.argmin(weights * (1.0 - k * k)))
         work.put(r, x32, x64, alpha[r] * float(k[r]) + step, t)
 
@@ -1061,7 +1104,8 @@ class MRBP(_SeededLearner):
 class MProjectron(Projectron):
     """Multiclass Projectron (Orabona, Keshet & Caputo 2009; registry ``mprojectron``): on a
     mistake the coefficient vector ``c = e_y - e_p`` is added with ``x``, or projected --
-    ``alpha += d c^T`` with ``d = K^{-1} k`` -- under the same rule as :class:`Projectron`."""
+    ``alpha += d c^T`` with ``d = K^{-1} k`` -- under the same rule as :class:`Projectron`.
+    Compiled: ``_jit_folds.fold_mprojectron``."""
 
     name = "mprojectron"
     config_class = MProjectronConfig
@@ -1144,10 +1188,12 @@ class MProjectronPlusPlus(MProjectron):
     """Multiclass Projectron++ (registry ``mprojectron_pp``): :class:`MProjectron`, plus on a
     margin error (prediction right, ``f_y - f_s < 1`` with ``s`` the best wrong class) the
     projected update ``alpha += tau d (e_y - e_s)^T`` of :meth:`Projectron._margin_update`
-    with ``loss = 1 - (f_y - f_s)`` and ``|e_y - e_s|^2 = 2``."""
+    with ``loss = 1 - (f_y - f_s)`` and ``|e_y - e_s|^2 = 2``. Compiled:
+    ``_jit_folds.fold_mprojectron``."""
 
     name = "mprojectron_pp"
     conformance_params = {"sigma": 0.5, "budget": 30, "eta": 0.1, "n_classes": 3}
+    margin_updates = True  # made by its own _learn; the compiled fold reads the flag
 
     def _learn(self, work, x32, x64, y, k, f, t, u):
         coef = multiclass_mistake(f, y)
@@ -1166,7 +1212,7 @@ class MBPAS(BPAS):
     minimises ``|alpha_r|^2 (1 - k_r^2)`` (the binary derivation with the coefficient vector's
     squared norm; the loss after the step does not depend on ``r``) and ``x`` takes
     ``alpha_r k_r + tau (e_y - e_s)``: every class of the new vector can change, O(B C) per
-    update as the FOGD paper notes."""
+    update as the FOGD paper notes. Compiled: ``_jit_folds.fold_bpa_s``."""
 
     name = "mbpa_s"
     config_class = MBPASConfig
@@ -1262,7 +1308,8 @@ class ProjectronRegressor(Projectron):
     and added with ``c`` otherwise (``K^{-1}`` grown as in :class:`Projectron`). Reading: the
     projection is that of the update ``c k(x, .)`` onto the span, exactly as in the binary
     rule; only the coefficient changes. There is no regression Projectron++ (its margin
-    updates are defined by the hinge loss). Cost O(B^2).
+    updates are defined by the hinge loss). Cost O(B^2). Compiled as the Projectron's
+    (``_jit_folds.fold_projectron``, with the regression rule's code).
     """
 
     name = "projectron_r"
@@ -1276,7 +1323,14 @@ class ProjectronRegressor(Projectron):
     def _projection_bound(self) -> float:
         return float(self.config.projection_eta)
 
+    def _rule_code(self) -> tuple[int, float, float]:
+        return self.regression_rule.code
+
     def _learn(self, work, x32, x64, y, k, f, t, u):
         coef = self.regression_rule(f, y)
         if coef is not None:
             self._mistake(work, x32, x64, coef, k, t)
+
+
+_COMPILED_PROJECTRONS = (Projectron, ProjectronPlusPlus, ProjectronRegressor, MProjectron, MProjectronPlusPlus)
+"""The Projectrons whose update has a compiled fold (a subclass runs the numpy loop)."""
