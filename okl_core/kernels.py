@@ -146,24 +146,40 @@ def reference_row_against_buffer(kernel: str, sigma: float, x: np.ndarray, colum
     """:func:`row_against_buffer` in numpy: the arithmetic the compiled kernel row repeats.
 
     Fixed summation orders that no BLAS build or thread count changes, and exp from the C
-    library (:func:`okl_core.numerics.libm_exp`): the Gaussian's dot products run over the
-    row's non-zero coordinates only (sparse data such as a9a read a tenth of the buffer),
-    the Laplacian's and Cauchy's sums and products over every coordinate, all in order:
-    running sums (products) down the buffer's first axis, whose last row is the result.
-    (``einsum`` and ``sum(0)`` are sequential there only while ``m > 1``: on one column they
-    sum in SIMD blocks or pairwise, which differed from the compiled row on 43 and 134 of
-    1,000 rows.)
+    library (:func:`okl_core.numerics.libm_exp`): the Gaussian's dot products are an
+    ``einsum`` over the row's non-zero coordinates only (sparse data such as a9a read a
+    tenth of the buffer), sequential in the coordinate; the Laplacian's and Cauchy's sums
+    and products run over the coordinates in order (a reduction over the buffer's first
+    axis). On one column those would run along a contiguous axis, where numpy sums in SIMD
+    blocks or pairwise (the compiled row's bytes differed on 43 Gaussian and 134 Laplacian
+    rows of 1,000): a running sum (product) there, whose last element is the result.
     """
+    if columns.shape[1] == 1:
+        return _reference_row_against_one(kernel, sigma, x, columns[:, 0], sq_norms)
     if kernel == "gaussian":
         nz = np.flatnonzero(x)
-        dots = np.cumsum(x[nz, None] * columns[nz], axis=0)[-1] if len(nz) else np.zeros(columns.shape[1])
+        dots = np.einsum("k,km->m", x[nz], columns[nz])
         sq = np.maximum(sq_norms + float(x @ x) - 2.0 * dots, 0.0)
         return libm_exp(sq * (-0.5 / sigma**2))
     _check_kernel(kernel)
-    diff = np.abs(columns - x[:, None])  # (d, m)
+    diff = np.abs(columns - x[:, None])  # (d, m): reductions over axis 0 add row after row
     if kernel == "laplacian":
-        return libm_exp(-np.cumsum(diff, axis=0)[-1] / sigma)
-    return np.cumprod(1.0 / (1.0 + (diff / sigma) ** 2), axis=0)[-1]  # cauchy
+        return libm_exp(-diff.sum(0) / sigma)
+    return np.prod(1.0 / (1.0 + (diff / sigma) ** 2), axis=0)  # cauchy
+
+
+def _reference_row_against_one(kernel: str, sigma: float, x: np.ndarray, column: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
+    """:func:`reference_row_against_buffer` of a buffer holding one vector ``column`` (d,)."""
+    if kernel == "gaussian":
+        nz = np.flatnonzero(x)
+        dots = np.cumsum(x[nz] * column[nz])[-1:] if len(nz) else np.zeros(1)
+        sq = np.maximum(sq_norms + float(x @ x) - 2.0 * dots, 0.0)
+        return libm_exp(sq * (-0.5 / sigma**2))
+    _check_kernel(kernel)
+    diff = np.abs(column - x)
+    if kernel == "laplacian":
+        return libm_exp(-np.cumsum(diff)[-1:] / sigma)
+    return np.cumprod(1.0 / (1.0 + (diff / sigma) ** 2))[-1:]  # cauchy
 
 
 @dataclasses.dataclass(frozen=True)
