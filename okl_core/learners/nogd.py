@@ -30,6 +30,11 @@ file has the same layout at every point of the stream.
 Merge: not mergeable (:class:`~okl_core.learners.base.NotMergeableError`): every shard
 picks its own landmarks, so the linear models live in different feature spaces.
 
+Both phases' per-row folds are compiled (:mod:`okl_core.learners.compiled`): the kernel
+phase scores each row by the exact kernel row against the landmarks
+(``_jit_folds.fold_expansion``; MNIST digits, budget 2,000: 185 -> 12 us per row), the linear
+phase as FOGD (``LinearRows``); the transition (an eigendecomposition) stays numpy's.
+
 Defaults are the paper's: sigma = 8, B = 100, k = 0.2 B = 20; eta from the authors' code
 (binary 0.2, multiclass 0.5, regression 0.1).
 """
