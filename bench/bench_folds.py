@@ -11,8 +11,9 @@ with the compiled fold, and the benchmark prints
 
 before (numpy) and after (compiled), and whether both gave the same model bytes. The
 feature map is ``z(x)`` for the FOGD family and, for NOGD's linear phase, ``z(x) = M k_x``
-(kernel row against the landmarks, times the projection); kernel OGD has none (its fold
-is its kernel rows), so only its per-row time is printed. Rows: the MNIST test digits
+(kernel row against the landmarks, times the projection); kernel OGD (from a support set
+of 1,000 rows) and NOGD's kernel phase (a budget of 2,000 on 1,000 rows) have none (their
+folds are their kernel rows), so only their per-row times are printed. Rows: the MNIST test digits
 (../shared/data/mnist; random pixels without them), 784 inputs, batches of 1,000. Times
 are the best of ``--repeats`` runs of this process's CPU time (``time.process_time``; BLAS
 pinned to one thread, as in the learners).
@@ -35,7 +36,7 @@ The budget learners (third table, ``okl_core.learners.budget``) at B = 100 and 8
 multiclass ones; each starts from a full support set (learned on the rows before the timed
 ones), so every timed row pays the budget maintenance. ``us/row`` is the whole update.
 
-Run: ``python bench/bench_folds.py [--rows 10000] [--repeats 3] [--tables all|single|multi|budget]``.
+Run: ``python bench/bench_folds.py [--rows 10000] [--repeats 3] [--tables all|single|multi|budget] [--learners a,b]``.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from okl_core.numerics import single_threaded_blas
 
 BATCH = 1000
 MNIST = dict(n_inputs=784, sigma=8.0)
+KERNEL_PHASE_BUDGET = 2000  # NOGD's kernel phase: a budget the 1,000 rows learned do not fill
 CASES = [
     ("fogd", dict(MNIST, n_components=400)),
     ("mfogd", dict(MNIST, n_components=400, n_classes=10)),
@@ -63,6 +65,9 @@ CASES = [
     ("nogd", dict(MNIST, budget=100, rank=20)),
     ("mnogd", dict(MNIST, budget=100, rank=20, n_classes=10)),
     ("kernel_ogd", dict(MNIST)),
+    ("mkernel_ogd", dict(MNIST, n_classes=10)),
+    ("nogd", dict(MNIST, budget=KERNEL_PHASE_BUDGET, rank=20)),
+    ("mnogd", dict(MNIST, budget=KERNEL_PHASE_BUDGET, rank=20, n_classes=10)),
 ]
 
 
@@ -76,13 +81,21 @@ def batches(n):
     return [slice(i, min(i + BATCH, n)) for i in range(0, n, BATCH)]
 
 
+def kernel_phase(learner):
+    """NOGD learning its kernel phase (its budget larger than the rows benchmarked)."""
+    return learner.name in ("nogd", "mnogd") and learner.config.budget == KERNEL_PHASE_BUDGET
+
+
 def start_state(learner, X, y):
-    """NOGD: a state already in its linear phase; kernel OGD: 1,000 rows' support set."""
+    """NOGD: a state already in its linear phase (or the initial one, for the kernel phase);
+    kernel OGD: 1,000 rows' support set."""
+    if kernel_phase(learner):
+        return learner.init()
     if learner.name in ("nogd", "mnogd"):
         state, _ = learner.update(learner.init(), X[-2000:], y[-2000:])
         assert int(state.phase) == 1
         return state
-    if learner.name == "kernel_ogd":
+    if learner.name in ("kernel_ogd", "mkernel_ogd"):
         return learner.update(learner.init(), X[-1000:], y[-1000:])[0]
     return learner.init()
 
@@ -91,7 +104,7 @@ def feature_map(learner, state):
     """The batch's feature map, as the update computes it (None: the learner has none)."""
     if hasattr(learner, "features"):
         return learner.features.transform
-    if learner.name in ("nogd", "mnogd"):
+    if learner.name in ("nogd", "mnogd") and not kernel_phase(learner):
         return lambda Xb: learner.kernel.gram(Xb, state.landmarks) @ state.projection.T
     return None
 
@@ -99,8 +112,10 @@ def feature_map(learner, state):
 def measure(name, params, X, digits, repeats):
     learner = okl_core.make_learner(name, **params)
     y = labels_for(learner, digits)
-    if learner.name == "kernel_ogd":  # O(support) per row: fewer rows
+    if learner.name in ("kernel_ogd", "mkernel_ogd"):  # O(support) per row: fewer rows
         X, y = X[:2000], y[:2000]
+    if kernel_phase(learner):
+        X, y = X[:1000], y[:1000]
     state0 = start_state(learner, X, y)
     transform = feature_map(learner, state0)
     if hasattr(learner, "features"):
@@ -234,6 +249,7 @@ def main():
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tables", choices=("all", "single", "multi", "budget"), default="all", help="which learners (default all)")
+    parser.add_argument("--learners", default="", help="comma-separated names: only these rows of the first table (default all)")
     args = parser.parse_args()
     if args.tables in ("all", "single"):
         single_kernel_table(args)
@@ -251,8 +267,10 @@ def single_kernel_table(args):
     print(f"{'learner':<22}{'rows':>7}   {'feature map / update':>22}   {'fold us/row':>17}   same bytes")
     print(f"{'':<22}{'':>7}   {'numpy':>10} {'compiled':>11}   {'numpy':>8} {'compiled':>8}")
     for name, params in CASES:
+        if args.learners and name not in args.learners.split(","):
+            continue
         learner, n, r = measure(name, params, X, digits, args.repeats)
-        label = name + (f" D={params['n_components']}" if "n_components" in params else "")
+        label = name + (f" D={params['n_components']}" if "n_components" in params else "") + (" kernel phase" if kernel_phase(learner) else "")
         ratios = "".join(f"{'-' if r[m][0] is None else f'{r[m][0]:.2f}':>11}" for m in ("numpy", "compiled"))
         print(f"{label:<22}{n:>7}  {ratios}   {r['numpy'][1]:8.2f} {r['compiled'][1]:8.2f}   {r['numpy'][2] == r['compiled'][2]}")
 

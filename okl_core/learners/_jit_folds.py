@@ -1152,3 +1152,80 @@ def fold_bpa_s(C, X, y, rows, columns, sq_norms, alpha, stamp, n, scores, t0, ke
         else:
             alpha[slot] = step[0]
     return n
+
+
+# -- the exact-kernel expansions (okl_core.learners.kernel_ogd: kernel_ogd, mkernel_ogd,
+# kernel_ogd_r, kernel_perceptron; okl_core.learners.nogd's kernel phase: nogd, mnogd, nogd_r).
+# The rows learned so far are float64 columns with their squared norms (BLAS ddot, as the
+# numpy fold's x @ x); each row is scored by kernel_row_into and a ddot (dgemv for the
+# multiclass (m, C) coefficients), as Kernel.row_against_buffer and numpy's @ in the numpy
+# fold. An update at m == defer_at is left to Python (the support cap, a full buffer,
+# NOGD's transition): the fold returns (that row, m) with the row scored, not learned.
+@njit(cache=True)
+def store_row(X, i, x, columns, sq_norms, vectors, m):
+    """Row ``i`` of ``X`` (widened into ``x``) as column ``m`` with its squared norm, and as row ``m`` of ``vectors``."""
+    for j in range(x.shape[0]):
+        columns[j, m] = x[j]
+        vectors[m, j] = X[i, j]
+    sq_norms[m] = np.dot(x, x)
+
+
+@njit(cache=True)
+def fold_expansion(kind, eta, eps, kernel, sigma, gauss_scale, X, base, has_base, columns, sq_norms, alpha, vectors,
+                   m, defer_at, y, scores, start):
+    """A scalar rule on ``f = base[i] + sum_j alpha_j k(s_j, x_i)`` over the ``m`` stored rows
+    (no ``base`` unless ``has_base``); an update stores ``x_i`` with ``alpha_m = coef``.
+    Returns ``(rows done, m)``."""
+    x = np.empty(X.shape[1])
+    k = np.empty(columns.shape[1])
+    for i in range(start, y.shape[0]):
+        widen_row(X, i, x)
+        if m == 0:
+            f = base[i] if has_base else 0.0
+        else:
+            kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, m, k)
+            f = np.dot(k[:m], alpha[:m])
+            if has_base:
+                f = base[i] + f
+        scores[i] = f
+        update, coef = scalar_coefficient(kind, eta, eps, f, y[i])
+        if update:
+            if m == defer_at:
+                return i, m
+            store_row(X, i, x, columns, sq_norms, vectors, m)
+            alpha[m] = coef
+            m += 1
+    return y.shape[0], m
+
+
+@njit(cache=True)
+def fold_expansion_multiclass(eta, kernel, sigma, gauss_scale, X, base, has_base, columns, sq_norms, alpha, vectors,
+                              m, defer_at, y, scores, start):
+    """:func:`fold_expansion` for the multiclass rule: ``alpha`` (capacity, C), and an update
+    stores the rule's dense coefficient (``+eta`` at ``y``, ``-eta`` at the rival)."""
+    C = scores.shape[1]
+    x = np.empty(X.shape[1])
+    k = np.empty(columns.shape[1])
+    f = np.zeros(C)
+    for i in range(start, y.shape[0]):
+        widen_row(X, i, x)
+        if m == 0:
+            for c in range(C):
+                f[c] = base[i, c] if has_base else 0.0
+        else:
+            kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, m, k)
+            g = np.dot(k[:m], alpha[:m])
+            for c in range(C):
+                f[c] = base[i, c] + g[c] if has_base else g[c]
+        scores[i, :] = f
+        s = rival(f, y[i])
+        if s < 0:
+            continue
+        if m == defer_at:
+            return i, m
+        store_row(X, i, x, columns, sq_norms, vectors, m)
+        alpha[m, :] = 0.0
+        alpha[m, y[i]] = eta
+        alpha[m, s] = -eta
+        m += 1
+    return y.shape[0], m

@@ -18,9 +18,14 @@ with the same per-example rules as FOGD (no regularizer, constant step ``eta``):
 
 Cost per example O(|S| d) and memory O(|S| d): these are references for small streams and
 for checking the budgeted and approximate learners (the rules and the per-row fold live in
-:mod:`okl_core.learners.rules`, shared with FOGD and NOGD). ``max_support`` caps the
-support set (default 100,000): an update that would exceed it raises a ValueError naming
-the field (:mod:`okl_core.learners.support`).
+:mod:`okl_core.learners.rules`, shared with FOGD and NOGD). The per-row fold is compiled
+(:mod:`okl_core.learners.compiled`; ``_jit_folds.fold_expansion``): a batch's scores against
+the support set from before it are one numpy product, the rows it adds are scored by the
+exact kernel row against a buffer (:func:`okl_core.kernels.row_against_buffer`), with the
+numpy fold's bytes (MNIST digits from 1,000 support vectors: 55 -> 36 us per row, the
+batch's product included). ``max_support`` caps the support set (default 100,000): an
+update that would exceed it raises a ValueError naming the field
+(:mod:`okl_core.learners.support`).
 
 Merge: the states' functions are averaged with weights ``n_seen`` (like FOGD's parameter
 averaging), represented exactly by concatenating the support sets in state order with
@@ -33,15 +38,17 @@ without bound.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import ClassVar, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from okl_core.kernels import KERNELS, Kernel
+from okl_core.kernels import KERNEL_CODES, KERNELS, Kernel
 from okl_core.learners.base import CheckedConfig, Learner, check_choice, check_int, check_positive, validate_xy
 from okl_core.learners.rules import (
+    MULTICLASS,
     BinaryHingeRule,
     HingeRuleConfig,
     MulticlassHingeRule,
@@ -50,6 +57,9 @@ from okl_core.learners.rules import (
     RegressionRule,
     RegressionRuleConfig,
     Rule,
+    RowModel,
+    RuleCode,
+    _float64_c,
     fold,
     output_shape,
 )
@@ -203,7 +213,7 @@ class _KernelExpansion(Learner[SupportState]):
         # vectors added during the batch are added row by row.
         scores = self.kernel.gram(X, state.support) @ state.alpha
         support = SupportBuffer(state.support, state.alpha, self.cap, capacity=len(state.alpha) + len(y))
-        fold(self.rule, _GrowingExpansion(self.kernel, X, scores, support), y, scores)
+        fold(self.rule, _GrowingExpansion(self.kernel, self.rule, X, scores, support), y, scores)
         n_seen = np.asarray(int(state.n_seen) + len(y), dtype=np.int64)
         return SupportState(support=support.rows(), alpha=support.alpha.view(), n_seen=n_seen), scores
 
@@ -223,31 +233,85 @@ class _GrowingExpansion:
     ``i`` scores ``base[i]`` (the support set before the batch, in one product) plus the
     support vectors the batch added so far; an update appends the row.
 
-    The added rows are also kept in float64 with their squared norms, so that scoring a
-    row does not convert and square every added row again: the same kernel values (the
-    same products, the norms computed once; tested bit for bit). MNIST digits, 1,000 -> 2,000
-    support vectors: 126 -> 56 us per row (bench/bench_folds.py).
+    The added rows are kept as float64 columns with their squared norms, and a row is
+    scored against them by :meth:`~okl_core.kernels.Kernel.row_against_buffer` (fixed
+    summation orders and the C library's exp), which the compiled fold
+    (``_jit_folds.fold_expansion``) repeats bit for bit.
     """
 
-    def __init__(self, kernel: Kernel, X: np.ndarray, base: np.ndarray, support: SupportBuffer):
-        self.kernel, self.X, self.base, self.support = kernel, X, base, support
+    def __init__(self, kernel: Kernel, rule: Rule, X: np.ndarray, base: np.ndarray, support: SupportBuffer):
+        self.kernel, self.rule, self.X, self.base, self.support = kernel, rule, X, base, support
         self.start = len(support)
-        self.added = GrowingArray(np.zeros((0, X.shape[1])))
+        self.added = GrowingArray(np.zeros((X.shape[1], 0)), axis=1)
         self.added_sq = GrowingArray(np.zeros(0))
 
     def score(self, i: int):
         start, stop = self.start, len(self.support)
         if stop == start:
             return self.base[i]
-        gram = self.kernel.gram(self.X[i : i + 1], self.added.view(), self.added_sq.view())
-        return self.base[i] + gram[0] @ self.support.alpha.view()[start:stop]
+        k = self.kernel.row_against_buffer(self.X[i].astype(np.float64), self.added.view(), self.added_sq.view())
+        return self.base[i] + k @ self.support.alpha.view()[start:stop]
 
     def add(self, i: int, coef) -> bool:
         self.support.append(self.X[i], coef)
-        row = self.X[i : i + 1].astype(np.float64)
-        self.added.append(row[0])
-        self.added_sq.append((row * row).sum(1)[0])  # as squared_distances sums a row
+        x = self.X[i].astype(np.float64)
+        self.added.append(x)
+        self.added_sq.append(x @ x)
         return False
+
+    def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
+        """:func:`~okl_core.learners.rules.fold` of this model in compiled code (None: not
+        float64 coefficients, use the loop); the buffers' sizes follow the rows it learned."""
+        support = self.support
+        vectors, alpha = support.vectors, support.alpha
+        if not (_float64_c(alpha.data) and _float64_c(scores) and _float64_c(self.base) and vectors.axis == 0):
+            return None
+
+        def run(i: int) -> int:
+            offset, m = self.start, self.added.size
+            defer_at = min(support.cap.limit, vectors.capacity, alpha.capacity) - offset
+            defer_at = min(defer_at, self.added.capacity)
+            stop, m = run_expansion(jit, code, self.kernel, self.X, self.base, self.added.data, self.added_sq.data,
+                                    alpha.data[offset:], vectors.data[offset:], m, defer_at, y, scores, i)
+            for array, size in ((vectors, offset + m), (alpha, offset + m), (self.added, m), (self.added_sq, m)):
+                array.set_size(size)
+            return stop
+
+        return fold_deferring(run, self, self.rule, y, scores, start)
+
+
+def run_expansion(jit: ModuleType, code: RuleCode, kernel: Kernel, X: np.ndarray, base: np.ndarray | None, columns: np.ndarray,
+                  sq_norms: np.ndarray, alpha: np.ndarray, vectors: np.ndarray, m: int, defer_at: int, y: np.ndarray,
+                  scores: np.ndarray, start: int) -> tuple[int, int]:
+    """``_jit_folds.fold_expansion`` (or its multiclass form) on rows ``start..`` of ``X``:
+    the expansion over ``columns`` / ``sq_norms`` / ``alpha`` (``m`` used; ``vectors``
+    receives the learned rows), plus ``base`` scores when given. Returns ``(stop, m)``:
+    ``stop < len(y)`` is a row scored whose update needs ``m == defer_at`` (Python's)."""
+    kind, eta, eps = code
+    has_base = base is not None
+    head = (KERNEL_CODES[kernel.name], float(kernel.sigma), -0.5 / kernel.sigma**2, X, scores if base is None else base, has_base,
+            columns, sq_norms, alpha, vectors, m, defer_at, y, scores, start)
+    if kind == MULTICLASS:
+        stop, m = jit.fold_expansion_multiclass(eta, *head)
+    else:
+        stop, m = jit.fold_expansion(kind, eta, eps, *head)
+    return int(stop), int(m)
+
+
+def fold_deferring(run: Callable[[int], int], model: RowModel, rule: Rule, y: np.ndarray, scores: np.ndarray, start: int) -> int:
+    """The compiled fold ``run(i)`` (rows ``i..``; it returns the row it stopped at) with
+    the updates it leaves to Python -- a full buffer, the support cap's error, NOGD's
+    transition -- done by ``model.add`` on the rule's coefficient for the row's score."""
+    i = start
+    while i < len(y):
+        i = run(i)
+        if i == len(y):
+            break
+        coef = rule(scores[i], y[i])
+        if coef is not None and model.add(i, coef):
+            return i + 1
+        i += 1
+    return len(y)
 
 
 class KernelOGD(_KernelExpansion):

@@ -30,6 +30,11 @@ file has the same layout at every point of the stream.
 Merge: not mergeable (:class:`~okl_core.learners.base.NotMergeableError`): every shard
 picks its own landmarks, so the linear models live in different feature spaces.
 
+Both phases' per-row folds are compiled (:mod:`okl_core.learners.compiled`): the kernel
+phase scores each row by the exact kernel row against the landmarks
+(``_jit_folds.fold_expansion``; MNIST digits, budget 2,000: 185 -> 12 us per row), the linear
+phase as FOGD (``LinearRows``); the transition (an eigendecomposition) stays numpy's.
+
 Defaults are the paper's: sigma = 8, B = 100, k = 0.2 B = 20; eta from the authors' code
 (binary 0.2, multiclass 0.5, regression 0.1).
 """
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from types import ModuleType
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -52,8 +58,25 @@ from okl_core.learners.base import (
     validate_xy,
 )
 from okl_core.kernels import Kernel
-from okl_core.learners.kernel_ogd import KernelConfig, KernelHingeConfig, KernelMulticlassConfig, KernelRegressionConfig
-from okl_core.learners.rules import BinaryHingeRule, LinearRows, MulticlassHingeRule, RegressionRule, Rule, fold, output_shape
+from okl_core.learners.kernel_ogd import (
+    KernelConfig,
+    KernelHingeConfig,
+    KernelMulticlassConfig,
+    KernelRegressionConfig,
+    fold_deferring,
+    run_expansion,
+)
+from okl_core.learners.rules import (
+    BinaryHingeRule,
+    LinearRows,
+    MulticlassHingeRule,
+    RegressionRule,
+    Rule,
+    RuleCode,
+    _float64_c,
+    fold,
+    output_shape,
+)
 
 __all__ = ["BudgetFields", "NOGDConfig", "MNOGDConfig", "NOGDRConfig", "NOGDState", "NOGD", "MNOGD", "NOGDRegressor", "nystrom_transition"]
 
@@ -237,20 +260,33 @@ class _BudgetedExpansion:
     has room. The fold stops at the transition: when the ``B``-th landmark is added
     (``'immediate'``), or at the next update once the budget is full (``'next_update'``,
     which learns that row in the new linear model). ``linear`` is then ``(projection, w)``.
+
+    The landmarks are also kept as float64 columns with their squared norms (``x . x``,
+    BLAS ddot): a row is scored by :meth:`~okl_core.kernels.Kernel.row_against_buffer`,
+    which the compiled fold (``_jit_folds.fold_expansion``) repeats bit for bit; the
+    transition, which the compiled fold leaves to :meth:`add`, is numpy's.
     """
 
     def __init__(self, learner: _NOGDBase, X: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray, n: int):
         self.learner, self.config = learner, learner.config
         self.X, self.landmarks, self.alpha, self.n = X, landmarks, alpha, n
         self.linear: tuple[np.ndarray, np.ndarray] | None = None
+        rows = landmarks.astype(np.float64)
+        self.columns = np.ascontiguousarray(rows.T)
+        self.sq_norms = np.zeros(len(rows))
+        for j in range(n):
+            self.sq_norms[j] = rows[j] @ rows[j]  # as add() computes it, so batch splits agree
 
     def score(self, i: int):
         n = self.n
-        return self.learner.kernel.gram(self.X[i : i + 1], self.landmarks[:n])[0] @ self.alpha[:n]
+        k = self.learner.kernel.row_against_buffer(self.X[i].astype(np.float64), self.columns[:, :n], self.sq_norms[:n])
+        return k @ self.alpha[:n]
 
     def add(self, i: int, coef) -> bool:
         if self.n < self.config.budget:
+            x = self.X[i].astype(np.float64)
             self.landmarks[self.n], self.alpha[self.n] = self.X[i], coef
+            self.columns[:, self.n], self.sq_norms[self.n] = x, x @ x
             self.n += 1
             if self.n == self.config.budget and self.config.switch == "immediate":
                 self.linear = self.learner._transition(self.landmarks, self.alpha)
@@ -261,6 +297,22 @@ class _BudgetedExpansion:
         z = projection @ self.learner.kernel.gram(self.X[i : i + 1], self.landmarks)[0]
         w += np.multiply.outer(z, coef)
         return True
+
+    def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
+        """:func:`~okl_core.learners.rules.fold` of this model in compiled code (None: not
+        float64 arrays, use the loop), with the update that fills the budget
+        (``'immediate'``) or comes after it (``'next_update'``) left to :meth:`add`."""
+        if not (_float64_c(self.alpha) and _float64_c(scores) and self.landmarks.flags.c_contiguous):
+            return None
+        budget = self.config.budget
+        defer_at = budget - 1 if self.config.switch == "immediate" else budget
+
+        def run(i: int) -> int:
+            stop, self.n = run_expansion(jit, code, self.learner.kernel, self.X, None, self.columns, self.sq_norms,
+                                         self.alpha, self.landmarks, self.n, defer_at, y, scores, i)
+            return stop
+
+        return fold_deferring(run, self, self.learner.rule, y, scores, start)
 
 
 class NOGD(_NOGDBase):

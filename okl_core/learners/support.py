@@ -127,6 +127,12 @@ class GrowingArray:
         (data[: self.size] if self.axis == 0 else data[:, : self.size])[...] = self.view()
         self.data = data
 
+    def set_size(self, size: int) -> None:
+        """Use the buffer's first ``size`` entries (written into :attr:`data` by compiled code)."""
+        if not 0 <= size <= self.capacity:
+            raise ValueError(f"size {size} outside the buffer's capacity {self.capacity}")
+        self.size = size
+
     def append(self, value) -> int:
         """Store ``value`` as the next entry; return its index."""
         if self.size == self.capacity:

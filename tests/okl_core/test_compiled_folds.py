@@ -20,7 +20,6 @@ import okl_core.learners.omkl
 import okl_core.learners.oks
 from okl_core.learners import compiled, multikernel, rules
 from okl_core.learners.fogd import _ClassRows, _NormalizedClassRows
-from okl_core.learners.nogd import _BudgetedExpansion
 from okl_core.learners.rules import LinearRows, MulticlassHingeRule, NormalizedRows, RegressionRule, RegressionRuleConfig, rule_code
 from tests.okl_core.real_data import a9a
 
@@ -222,20 +221,6 @@ def test_feature_blocks_are_the_per_row_features_bit_for_bit():
     need = np.random.default_rng(0).random(block.have.shape) < 0.3
     block.fill(need)
     assert np.array_equal(block.have, need) and block.Z[need].tobytes() == rows[need].tobytes()
-
-
-def test_nogd_kernel_phase_stays_numpy_and_the_linear_phase_is_compiled(monkeypatch):
-    # The kernel phase (at most `budget` landmarks, then an eigendecomposition) has no
-    # compiled fold; the long linear phase after it has.
-    learner = okl_core.make_learner("nogd", n_inputs=D_IN, sigma=2.0, budget=10, rank=5)
-    X, digits = pixels(400)
-    y = labels(learner, digits)
-    calls = []
-    original = _BudgetedExpansion.score
-    monkeypatch.setattr(_BudgetedExpansion, "score", lambda self, i: calls.append(i) or original(self, i))
-    _forbid(monkeypatch)
-    state, _ = learner.update(learner.init(), X, y)
-    assert int(state.phase) == 1 and 10 <= len(calls) < 400
 
 
 def test_numpy_fold_is_forced_by_okl_no_jit(monkeypatch):

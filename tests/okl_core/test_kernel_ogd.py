@@ -5,6 +5,7 @@ import pytest
 
 import okl_core
 from okl_core.features import exact_kernel
+from okl_core.kernels import reference_row_against_buffer
 
 from .learner_data import tiny_problem
 
@@ -149,22 +150,27 @@ def test_a_model_file_from_before_max_support_loads_with_the_default(monkeypatch
 
 @pytest.mark.parametrize("kernel", ["gaussian", "laplacian", "cauchy"])
 @pytest.mark.parametrize("n_inputs", [3, 37, 130])
-def test_batch_fold_has_the_kernel_rows_bits_of_a_fresh_gram(kernel, n_inputs):
-    # The fold keeps the added rows in float64 with their squared norms instead of
-    # recomputing them per row: the scores must keep the bits of exact_kernel on the
-    # support rows as stored (odd dimensions: numpy's pairwise sums in blocks of 8).
+@pytest.mark.parametrize("no_jit", ["0", "1"])
+def test_batch_fold_scores_with_the_kernel_row_against_the_added_rows(monkeypatch, kernel, n_inputs, no_jit):
+    # Within a batch the fold (compiled, or numpy's with OKL_NO_JIT=1) scores each row
+    # against the rows it added, kept as float64 columns with their squared norms (x . x):
+    # the bits of reference_row_against_buffer (fixed summation orders, the C library's
+    # exp), and within rounding of exact_kernel.
+    monkeypatch.setenv("OKL_NO_JIT", no_jit)
     rng = np.random.default_rng(n_inputs)
     X = (np.round(rng.random((160, n_inputs)) * 255) / 255).astype(np.float32)
     y = np.where(rng.random(160) < 0.5, 1.0, -1.0)
     sigma = 0.5 * np.sqrt(n_inputs)
     learner = okl_core.make_learner("kernel_ogd", n_inputs=n_inputs, kernel=kernel, sigma=sigma, eta=0.3)
     state, scores = learner.update(learner.init(), X, y)
-    support, alpha, expected = np.zeros((0, n_inputs), np.float32), np.zeros(0), []
-    for x, label in zip(X, y):
-        f = exact_kernel(kernel, x[None], support, sigma)[0] @ alpha if len(alpha) else 0.0
+    columns, sq, alpha, expected, gram = np.zeros((n_inputs, 0)), np.zeros(0), np.zeros(0), [], []
+    for x, label in zip(X.astype(np.float64), y):
+        f = reference_row_against_buffer(kernel, sigma, x, columns, sq) @ alpha if len(alpha) else 0.0
         expected.append(f)
+        gram.append(exact_kernel(kernel, x[None], columns.T, sigma)[0] @ alpha)
         if label * f < 1:
-            support, alpha = np.vstack([support, x]), np.append(alpha, 0.3 * label)
+            columns, sq, alpha = np.column_stack([columns, x]), np.append(sq, x @ x), np.append(alpha, 0.3 * label)
     assert len(alpha) > 20
-    np.testing.assert_array_equal(scores, expected)
+    assert np.asarray(expected).tobytes() == scores.tobytes()
     np.testing.assert_array_equal(state.alpha, alpha)
+    np.testing.assert_allclose(scores, gram, rtol=1e-12, atol=1e-13)

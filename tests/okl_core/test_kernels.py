@@ -45,7 +45,7 @@ def test_features_re_exports_the_same_objects():
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
-@pytest.mark.parametrize("d, m, density", [(784, 400, 0.2), (123, 300, 0.11), (13, 50, 1.0), (784, 1, 0.2), (123, 1, 0.11), (13, 1, 1.0), (13, 2, 1.0)])
+@pytest.mark.parametrize("d, m, density", [(784, 400, 0.2), (123, 300, 0.11), (13, 50, 1.0), (784, 1, 0.2), (123, 1, 0.11), (13, 1, 1.0), (13, 2, 1.0), (130, 1, 0.4), (37, 2, 1.0)])
 def test_the_compiled_kernel_row_has_the_reference_bytes(name, d, m, density):
     """The compiled row (okl_core.learners._jit_folds.kernel_row_into) against the numpy
     reference, on MNIST-, a9a- and dense-shaped rows: identical bytes, and within rounding
