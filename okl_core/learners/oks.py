@@ -102,13 +102,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import ClassVar, Generic, NamedTuple, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from okl_core.features import FeatureSpec
-from okl_core.kernels import SELF_SIMILARITY, Kernel
+from okl_core.kernels import KERNEL_CODES, SELF_SIMILARITY, Kernel
 from okl_core.learners.base import (
     CheckedConfig,
     NotMergeableError,
@@ -127,10 +127,9 @@ from okl_core.learners.multikernel import (
     RandomFeatureMultiKernelConfig,
     draw_index,
     example_uniform_rows,
+    fold_log_normalize,
     fold_on_demand,
     fold_weights,
-    log_normalize,
-    normalized_weights,
 )
 from okl_core.learners.support import SupportBuffer, SupportCap, SupportCapConfig
 
@@ -591,7 +590,7 @@ class _SupportSets:
         if not len(support):
             return 0.0
         k = self.kernels[i].row_against_buffer(x.astype(np.float64), support.vectors.view(), support.sq_norms.view())
-        return float(np.einsum("m,m->", k, support.alpha.view()))
+        return float(np.cumsum(k * support.alpha.view())[-1])  # summed in order, as the compiled fold
 
     def feature_sq_norm(self) -> float:
         """``k(x, x)``, 1 for every dictionary kernel."""
@@ -606,6 +605,21 @@ class _SupportSets:
             support.alpha.view()[...] *= bound / math.sqrt(sq)
             sq = bound * bound
         self.sq_norm[i] = sq
+
+    def buffers(self) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], tuple[np.ndarray, ...], np.ndarray]:
+        """The compiled folds' view of the sets: the K buffers of columns, of squared norms and of
+        coefficients (whole capacities, written in place) and the counts (K,) int64."""
+        return (
+            tuple(support.vectors.data for support in self.sets),
+            tuple(support.sq_norms.data for support in self.sets),
+            tuple(support.alpha.data for support in self.sets),
+            np.asarray([len(support) for support in self.sets], dtype=np.int64),
+        )
+
+    def filled(self, counts: np.ndarray) -> None:
+        """Record the sizes a compiled fold left in ``counts``."""
+        for support, n in zip(self.sets, counts.tolist()):
+            support.filled(n)
 
     def fields(self) -> dict[str, np.ndarray]:
         """``sv_x`` float32 grouped by kernel, ``sv_alpha``, ``sv_count``, ``sq_norm``."""
@@ -665,6 +679,10 @@ class SupportStorage:
     def __init__(self, name: str, config: _KernelSelectionConfig):
         self.n_inputs = config.n_inputs
         self.kernels = [Kernel(kernel, sigma) for kernel, sigma in config.dictionary]
+        # The compiled kernel rows' (kind, sigma, -1 / (2 sigma^2)), as kernels.row_against_buffer passes them.
+        self.codes = np.asarray([KERNEL_CODES[k.name] for k in self.kernels], dtype=np.int64)
+        self.sigmas = np.asarray([float(k.sigma) for k in self.kernels])
+        self.scales = np.asarray([-0.5 / k.sigma**2 for k in self.kernels])
         self.cap = SupportCap(
             name,
             "max_support",
@@ -683,8 +701,19 @@ class SupportStorage:
             "sq_norm": np.zeros(K),
         }
 
-    def working(self, state) -> Hypotheses:
+    def working(self, state) -> _SupportSets:
         return _SupportSets(self.kernels, self.cap, state)
+
+    def fold_args(
+        self, sets: _SupportSets, buffers, X: np.ndarray, start: int, y: np.ndarray, uniforms: np.ndarray, n_used: np.ndarray, scores: np.ndarray
+    ) -> _SupportFoldArgs:
+        """A compiled support fold's arguments for rows ``start..`` of float64 rows ``X``
+        (``buffers``: :meth:`_SupportSets.buffers`)."""
+        columns, sq_norms, alpha, counts = buffers
+        return _SupportFoldArgs(
+            X, start, y, uniforms, columns, sq_norms, alpha, counts, sets.sq_norm, self.codes, self.sigmas, self.scales,
+            self.cap.limit, n_used, scores,
+        )
 
     def predict(self, state, i: int, X: np.ndarray) -> np.ndarray:
         """``f_i`` on the rows of ``X`` (exact kernel rows in bounded chunks)."""
@@ -721,6 +750,29 @@ class FeatureStorage:
         if not np.any(state.w[i]):
             return np.zeros(len(X))
         return self.bank.transform(i, X) @ state.w[i]
+
+
+class _SupportFoldArgs(NamedTuple):
+    """What a compiled support fold (``_jit_folds.fold_oks`` ...) takes besides the rule's
+    statistics and constants: float64 rows ``X`` from ``start``, labels, uniforms, the sets'
+    buffers (:meth:`_SupportSets.buffers`) and norms, the kernels' codes, sigmas and
+    Gaussian scales, ``max_support``, the usage counts and the scores (in place)."""
+
+    X: np.ndarray
+    start: int
+    y: np.ndarray
+    uniforms: np.ndarray
+    columns: tuple[np.ndarray, ...]
+    sq_norms: tuple[np.ndarray, ...]
+    alpha: tuple[np.ndarray, ...]
+    counts: np.ndarray
+    sq_norm: np.ndarray
+    codes: np.ndarray
+    sigmas: np.ndarray
+    scales: np.ndarray
+    limit: int
+    n_used: np.ndarray
+    scores: np.ndarray
 
 
 class _FoldArgs(NamedTuple):
@@ -775,6 +827,11 @@ class SelectionRule(Generic[StatsT]):
         statistics (``stats``' arrays may be updated in place: they are the update's copies)."""
         raise NotImplementedError
 
+    def support_fold(self, jit, fold: _SupportFoldArgs, stats: StatsT) -> tuple[int, int]:
+        """:meth:`step` over rows on support sets in compiled code, ``stats`` in place: returns
+        ``(rows done, -1)`` or where and why it stopped (``_jit_folds.fold_oks``)."""
+        raise NotImplementedError
+
     def _observe(self, p: np.ndarray, hyp: Hypotheses, x: np.ndarray, y: float, u: float) -> tuple[int, float, float, float]:
         """The bandit feedback: kernel ``i ~ p`` (inverse CDF of ``u``), its prediction ``f``,
         and its loss and derivative at ``(f, y)``."""
@@ -800,7 +857,7 @@ class OKSRule(SelectionRule[OKSStats]):
         return OKSStats(log_w=np.full(self.K, -math.log(self.K)))
 
     def distribution(self, stats: OKSStats) -> tuple[np.ndarray, np.ndarray]:
-        q = normalized_weights(stats.log_w)
+        q = fold_weights(stats.log_w)
         return q, (1.0 - self.delta) * q + self.delta / self.K
 
     def step(self, stats: OKSStats, hyp: Hypotheses, x: np.ndarray, y: float, u: float) -> tuple[float, int, OKSStats]:
@@ -810,7 +867,11 @@ class OKSRule(SelectionRule[OKSStats]):
         log_w[i] -= self.eta * loss / p[i]
         if grad != 0.0:
             hyp.step(i, x, f, -self.lam * grad / p[i], None)
-        return f, i, OKSStats(log_w=log_normalize(log_w))
+        return f, i, OKSStats(log_w=fold_log_normalize(log_w))
+
+    def support_fold(self, jit, fold: _SupportFoldArgs, stats: OKSStats) -> tuple[int, int]:
+        """:meth:`step` over rows on support sets in compiled code (``_jit_folds.fold_oks``)."""
+        return jit.fold_oks(*fold, stats.log_w, LOSS_CODES[self.loss], self.delta, self.eta, self.lam)
 
 
 class OKSPlusPlusRule(SelectionRule[OKSPlusPlusStats]):
@@ -855,13 +916,24 @@ class OKSPlusPlusRule(SelectionRule[OKSPlusPlusStats]):
         return f, i, OKSPlusPlusStats(loss_sum=loss_sum, sq_loss_sum=sq_loss_sum, delta_constant=delta_constant)
 
 
+    def _compiled_constants(self) -> tuple[float, float, float, float]:
+        """The compiled folds' ``(sqrt(2 ln K), U^(4/3), sqrt(4/3) K^(1/6) (G C0)^(1/3), U)``
+        (the factors of :meth:`step`'s ``eta`` and ``lambda``)."""
+        K, U = self.K, self.radius
+        return math.sqrt(2.0 * math.log(K)), U ** (4.0 / 3.0), math.sqrt(4.0 / 3.0) * K ** (1.0 / 6.0) * (self.g * self.c0) ** (1.0 / 3.0), U
+
     def compiled_fold(self, jit, fold: _FoldArgs, stats: OKSPlusPlusStats) -> tuple[int, int]:
         """:meth:`step` over a feature block in compiled code (``_jit_folds.fold_rf_oks_pp``)."""
-        K, U = self.K, self.radius
-        lam_bottom = math.sqrt(4.0 / 3.0) * K ** (1.0 / 6.0) * (self.g * self.c0) ** (1.0 / 3.0)
         return jit.fold_rf_oks_pp(
             *fold[:6], stats.loss_sum, stats.sq_loss_sum.reshape(1), stats.delta_constant.reshape(1), *fold[6:8],
-            LOSS_CODES[self.loss], self.code_constant, math.sqrt(2.0 * math.log(K)), U ** (4.0 / 3.0), lam_bottom, U, fold.clip,
+            LOSS_CODES[self.loss], self.code_constant, *self._compiled_constants(), fold.clip,
+        )
+
+    def support_fold(self, jit, fold: _SupportFoldArgs, stats: OKSPlusPlusStats) -> tuple[int, int]:
+        """:meth:`step` over rows on support sets in compiled code (``_jit_folds.fold_oks_pp``)."""
+        return jit.fold_oks_pp(
+            *fold, stats.loss_sum, stats.sq_loss_sum.reshape(1), stats.delta_constant.reshape(1), LOSS_CODES[self.loss],
+            self.code_constant, *self._compiled_constants(),
         )
 
 
@@ -916,6 +988,13 @@ class IOKSRule(SelectionRule[IOKSStats]):
             self.delta, self.upsilon, self.radius, self.loss_max, fold.clip, ALPHA,
         )
 
+    def support_fold(self, jit, fold: _SupportFoldArgs, stats: IOKSStats) -> tuple[int, int]:
+        """:meth:`step` over rows on support sets in compiled code (``_jit_folds.fold_ioks``)."""
+        return jit.fold_ioks(
+            *fold, stats.q, stats.eta, stats.rho, stats.grad_sq_sum, LOSS_CODES[self.loss], self.delta, self.upsilon,
+            self.radius, self.loss_max, ALPHA,
+        )
+
 
 # -- learners: a rule and a storage ---------------------------------------------------------
 class _KernelSelection(MultiKernelLearner[SelectionStateT]):
@@ -940,18 +1019,25 @@ class _KernelSelection(MultiKernelLearner[SelectionStateT]):
             n_seen=np.asarray(0, np.int64),
         )
 
+    def _begin(self, state: SelectionStateT, n: int) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        """An update's working copies for ``n`` rows: the rule's statistics, the usage counts,
+        the rows' uniforms and their scores (to fill)."""
+        stats = self.rule.stats_class(*(np.array(a, copy=True) for a in self.rule.stats_of(state)))
+        n_seen = int(state.n_seen)
+        return stats, state.n_used.copy(), example_uniform_rows(self.config.seed, n_seen, n_seen + n, 1)[:, 0], np.empty(n)
+
+    def _end(self, state: SelectionStateT, fields: dict[str, np.ndarray], stats: Any, n_used: np.ndarray, n: int) -> SelectionStateT:
+        """The state after ``n`` rows: the storage's ``fields``, the statistics and the counters."""
+        return self.state_class(**fields, **stats._asdict(), n_used=n_used, n_seen=np.asarray(int(state.n_seen) + n, np.int64))
+
     def update(self, state: SelectionStateT, X: ArrayLike, y: ArrayLike) -> tuple[SelectionStateT, np.ndarray]:
         X, y = validate_xy(self, X, y)
         hyp = self.storage.working(state)
-        stats = self.rule.stats_class(*(np.array(a, copy=True) for a in self.rule.stats_of(state)))
-        n_used = state.n_used.copy()
-        n_seen = int(state.n_seen)
-        uniforms = example_uniform_rows(self.config.seed, n_seen, n_seen + len(y), 1)[:, 0]
-        scores = np.empty(len(y))
+        stats, n_used, uniforms, scores = self._begin(state, len(y))
         for r in range(len(y)):
             scores[r], i, stats = self.rule.step(stats, hyp, X[r], float(y[r]), float(uniforms[r]))
             n_used[i] += 1
-        return self.state_class(**hyp.fields(), **stats._asdict(), n_used=n_used, n_seen=np.asarray(n_seen + len(y), np.int64)), scores
+        return self._end(state, hyp.fields(), stats, n_used, len(y)), scores
 
     def distributions(self, state: SelectionStateT) -> tuple[np.ndarray, np.ndarray]:
         """``(q, p)`` of ``state``: the selection distribution and the sampling one."""
@@ -988,6 +1074,30 @@ class _SupportSelection(_KernelSelection[SelectionStateT]):
     merge_semantics = "none"
     mix_refusal = "its kernel models keep growing support sets, which cannot be merged or mixed (train rf_oks_pp or rf_ioks to mix)"
 
+    def update(self, state: SelectionStateT, X: ArrayLike, y: ArrayLike) -> tuple[SelectionStateT, np.ndarray]:
+        """The rows in compiled code when numba is there (the numpy fold's bytes): the fold
+        appends to the sets' buffers in place and stops before a row whose drawn kernel's
+        buffers are full, which this loop doubles before resuming."""
+        jit = kernels()
+        if jit is None:
+            return super().update(state, X, y)
+        X, y = validate_xy(self, X, y)
+        storage = cast(SupportStorage, self.storage)
+        sets = storage.working(state)
+        stats, n_used, uniforms, scores = self._begin(state, len(y))
+        X64 = X.astype(np.float64)  # exact: the sets' columns are float64
+        start = 0
+        while start < len(y):
+            buffers = sets.buffers()
+            start, need = self.rule.support_fold(jit, storage.fold_args(sets, buffers, X64, start, y, uniforms, n_used, scores), stats)
+            counts = buffers[3]
+            sets.filled(counts)
+            if need == jit.SUPPORT_CAP:
+                storage.cap.check(int(counts.sum()) + 1)  # raises the numpy fold's error
+            if need >= 0:
+                sets.sets[need].reserve(1)
+        return self._end(state, sets.fields(), stats, n_used, len(y)), scores
+
     def merge(self, states: Sequence[SelectionStateT], weights: ArrayLike | None = None, base: SelectionStateT | None = None) -> SelectionStateT:
         raise NotMergeableError(
             f"{self.name}: kernel models keep growing support sets, which shards cannot average; "
@@ -1015,10 +1125,7 @@ class _FeatureSelection(_KernelSelection[SelectionStateT]):
             return super().update(state, X, y)
         X, y = validate_xy(self, X, y)
         w = cast("RFOKSPlusPlusState | RFIOKSState", state).w.copy()
-        n_used, n_seen = state.n_used.copy(), int(state.n_seen)
-        stats = self.rule.stats_class(*(np.array(a, copy=True) for a in self.rule.stats_of(state)))
-        uniforms = example_uniform_rows(self.config.seed, n_seen, n_seen + len(y), 1)[:, 0]
-        scores = np.empty(len(y))
+        stats, n_used, uniforms, scores = self._begin(state, len(y))
 
         def guess(start: int, stop: int) -> np.ndarray:
             # The kernels the rows would draw from the distribution at the block's start.
@@ -1035,7 +1142,7 @@ class _FeatureSelection(_KernelSelection[SelectionStateT]):
 
         if len(y):
             fold_on_demand(self.storage.bank, self.storage.bank.stack(), X, guess, run)
-        return self.state_class(w=w, **stats._asdict(), n_used=n_used, n_seen=np.asarray(n_seen + len(y), np.int64)), scores
+        return self._end(state, {"w": w}, stats, n_used, len(y)), scores
 
 
 class OKS(_SupportSelection[OKSState]):

@@ -182,6 +182,22 @@ class SupportBuffer:
         self.vectors.append(x)
         self.alpha.append(coef)
 
+    def _parts(self) -> tuple[GrowingArray, ...]:
+        return (self.vectors, self.sq_norms, self.alpha) if self.columns else (self.vectors, self.alpha)
+
+    def reserve(self, n: int) -> None:
+        """Make room for ``n`` more support vectors in every buffer (doubling at least)."""
+        for part in self._parts():
+            part.reserve(n)
+
+    def filled(self, n: int) -> None:
+        """Record that the buffers' first ``n`` entries hold the set (a compiled fold appended
+        them in place, within the capacity)."""
+        if any(n > part.capacity for part in self._parts()):
+            raise ValueError(f"{n} support vectors do not fit the buffers' capacity")
+        for part in self._parts():
+            part.size = n
+
     def rows(self) -> np.ndarray:
         """The support vectors as C-ordered rows (a view for row storage; float32 rows otherwise)."""
         if self.columns:
