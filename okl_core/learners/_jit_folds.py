@@ -874,11 +874,19 @@ def fold_norma(eta, decay, down, up, X, y, rows, columns, sq_norms, alpha, A, st
 # folds on growing support sets (okl_core.learners.oks: oks, oks_pp, ioks) -------------------
 # Each rule is split as its numpy step is: the distributions before the draw, then what the
 # observed loss does to the statistics, which returns the storage's step coefficient. The
-# storage's step reads none of the statistics, so it runs after them. The support sets are
-# per-kernel buffers (oks._SupportSets' SupportBuffers: float64 columns (d, capacity), their
-# squared norms and coefficients, tuples of K arrays) filled to ``counts``; a fold stops
-# before a row whose drawn kernel's buffers are full (the driver doubles them and resumes)
-# and before an append that would exceed the cap (the driver raises the cap's error).
+# storage's step reads none of the statistics, so it runs after them.
+#
+# The support sets (oks._SupportSets.pack) come as ``store``, one tuple (columns, sq_norms,
+# alpha, offsets, capacities, counts, sq_norm, codes, sigmas, scales, limit): three arenas
+# holding every kernel's buffers one after the other -- float64 columns (kernel i: a
+# (d, capacity) C-ordered block at d * offsets[i]), their squared norms and their
+# coefficients (at offsets[i]) -- the K offsets, capacities and counts (in place), the RKHS
+# norms^2 (K,) (in place), the kernels' codes, sigmas and Gaussian scales, and max_support
+# (the limit). One arena per
+# kind rather than a tuple of K arrays: a tuple would compile the folds once per K (3-5 s
+# each). A fold stops before a row whose drawn kernel's buffers are full (the driver packs
+# again with that kernel's capacity doubled and resumes) and before an append that would
+# exceed max_support (the driver raises the cap's error).
 SUPPORT_CAP = -2  # a support fold's "kernel" when an append would exceed max_support
 
 
@@ -972,21 +980,40 @@ def ioks_learn(i, f, y, kind, feature_sq, q, eta, rho, grad_sq_sum, p, c_tilde, 
 
 
 @njit(cache=True)
-def support_full(i, columns, sq_norms, alpha, counts):
-    """Whether kernel ``i``'s buffers have no room for one more support vector."""
-    m = counts[i]
-    return m >= columns[i].shape[1] or m >= sq_norms[i].shape[0] or m >= alpha[i].shape[0]
+def support_views(store, i, d):
+    """Kernel ``i``'s buffers in ``store``: columns (d, capacity), squared norms, coefficients."""
+    columns, sq_norms, alpha, offsets, capacities = store[:5]
+    o, c = offsets[i], capacities[i]
+    return columns[d * o : d * (o + c)].reshape((d, c)), sq_norms[o : o + c], alpha[o : o + c]
 
 
 @njit(cache=True)
-def support_value(i, x, columns, sq_norms, alpha, counts, kinds, sigmas, scales, row):
+def support_full(store, i):
+    """Whether kernel ``i``'s buffers have no room for one more support vector."""
+    capacities, counts = store[4:6]
+    return counts[i] >= capacities[i]
+
+
+@njit(cache=True)
+def support_capped(store):
+    """Whether one more support vector would exceed ``max_support`` (all kernels together)."""
+    counts, limit = store[5], store[10]
+    total = 0
+    for k in range(counts.shape[0]):
+        total += counts[k]
+    return total + 1 > limit
+
+
+@njit(cache=True)
+def support_value(store, i, x, row):
     """oks._SupportSets.evaluate: ``f_i(x) = sum_j alpha_j k_i(s_j, x)`` summed in order
     (:func:`kernel_row_into` into the scratch ``row``); 0 for an empty set."""
+    counts, codes, sigmas, scales = store[5], store[7], store[8], store[9]
     m = counts[i]
     if m == 0:
         return 0.0
-    kernel_row_into(kinds[i], sigmas[i], scales[i], x, columns[i], sq_norms[i], m, row)
-    a = alpha[i]
+    columns, sq_norms, a = support_views(store, i, x.shape[0])
+    kernel_row_into(codes[i], sigmas[i], scales[i], x, columns, sq_norms, m, row)
     s = row[0] * a[0]
     for j in range(1, m):
         s += row[j] * a[j]
@@ -994,15 +1021,15 @@ def support_value(i, x, columns, sq_norms, alpha, counts, kinds, sigmas, scales,
 
 
 @njit(cache=True)
-def support_step(i, x, f, coef, bound, project, columns, sq_norms, alpha, counts, sq_norm):
+def support_step(store, i, x, f, coef, bound, project):
     """oks._SupportSets.step (room checked by the caller): append ``x`` with ``coef``, update
     ``||f_i||^2`` and, if ``project``, rescale onto ``||f_i|| <= bound``."""
+    counts, sq_norm = store[5], store[6]
+    columns, sq_norms, a = support_views(store, i, x.shape[0])
     m = counts[i]
-    cols = columns[i]
     for k in range(x.shape[0]):
-        cols[k, m] = x[k]
-    sq_norms[i][m] = np.dot(x, x)
-    a = alpha[i]
+        columns[k, m] = x[k]
+    sq_norms[m] = np.dot(x, x)
     a[m] = coef
     counts[i] = m + 1
     sq = sq_norm[i] + 2.0 * coef * f + coef * coef * 1.0  # k(x, x) = 1
@@ -1017,100 +1044,81 @@ def support_step(i, x, f, coef, bound, project, columns, sq_norms, alpha, counts
 
 
 @njit(cache=True)
-def support_capped(counts, limit):
-    """Whether one more support vector would exceed ``limit`` in all (``max_support``)."""
-    total = 0
-    for k in range(counts.shape[0]):
-        total += counts[k]
-    return total + 1 > limit
-
-
-@njit(cache=True)
-def support_scratch(columns):
-    """A kernel-row scratch as long as the largest buffer."""
-    n = 0
-    for k in range(len(columns)):
-        n = max(n, columns[k].shape[1])
-    return np.empty(n)
-
-
-@njit(cache=True)
-def fold_oks(X, start, y, u, columns, sq_norms, alpha, counts, sq_norm, kinds, sigmas, scales, limit, n_used, scores,
-             log_w, kind, delta, eta, lam):
-    """oks.OKSRule.step on support sets: rows ``start..`` of float64 rows ``X``; the buffers,
-    ``counts``, ``sq_norm``, ``log_w``, ``n_used`` and ``scores`` in place. Returns ``(rows
-    done, -1)``; ``(r, i)`` when row ``r`` drew kernel ``i`` whose buffers are full (row ``r``
-    not started); ``(r, SUPPORT_CAP)`` when row ``r`` would exceed ``limit`` (its statistics
-    already changed: the driver raises)."""
+def fold_oks(X, start, y, u, store, n_used, scores, log_w, kind, delta, eta, lam):
+    """oks.OKSRule.step on support sets: rows ``start..`` of float64 rows ``X``; ``store``,
+    ``log_w``, ``n_used`` and ``scores`` in place. Returns ``(rows done, -1)``; ``(r, i)`` when
+    row ``r`` drew kernel ``i`` whose buffers are full (row ``r`` not started);
+    ``(r, SUPPORT_CAP)`` when row ``r`` would exceed ``max_support`` (its statistics already
+    changed: the driver raises)."""
     K = log_w.shape[0]
     q = np.empty(K)
     p = np.empty(K)
-    row = support_scratch(columns)
+    row = np.empty(np.max(store[4]))
     for r in range(start, y.shape[0]):
         oks_probabilities(log_w, delta, q, p)
         i = draw_index(p, u[r])
-        if support_full(i, columns, sq_norms, alpha, counts):
+        if support_full(store, i):
             return r, i
-        f = support_value(i, X[r], columns, sq_norms, alpha, counts, kinds, sigmas, scales, row)
+        f = support_value(store, i, X[r], row)
         grad, coef = oks_learn(i, f, y[r], kind, log_w, p, eta, lam)
         if grad != 0.0:
-            if support_capped(counts, limit):
+            if support_capped(store):
                 return r, SUPPORT_CAP
-            support_step(i, X[r], f, coef, 0.0, False, columns, sq_norms, alpha, counts, sq_norm)
+            support_step(store, i, X[r], f, coef, 0.0, False)
         scores[r] = f
         n_used[i] += 1
     return y.shape[0], -1
 
 
 @njit(cache=True)
-def fold_oks_pp(X, start, y, u, columns, sq_norms, alpha, counts, sq_norm, kinds, sigmas, scales, limit, n_used, scores,
-                loss_sum, sq_loss_sum, delta_constant, kind, code_constant, eta_scale, lam_top, lam_bottom, radius):
+def fold_oks_pp(X, start, y, u, store, n_used, scores, loss_sum, sq_loss_sum, delta_constant, kind, code_constant,
+                eta_scale, lam_top, lam_bottom, radius):
     """oks.OKSPlusPlusRule.step on support sets (arguments and return as :func:`fold_oks`, the
     rule's as :func:`fold_rf_oks_pp`); projected onto ``||f_i|| <= radius``."""
     K = loss_sum.shape[0]
     v = np.empty(K)
     q = np.empty(K)
     p = np.empty(K)
-    row = support_scratch(columns)
+    row = np.empty(np.max(store[4]))
     for r in range(start, y.shape[0]):
         oks_pp_probabilities(loss_sum, sq_loss_sum, delta_constant, eta_scale, v, q, p)
         i = draw_index(p, u[r])
-        if support_full(i, columns, sq_norms, alpha, counts):
+        if support_full(store, i):
             return r, i
-        f = support_value(i, X[r], columns, sq_norms, alpha, counts, kinds, sigmas, scales, row)
+        f = support_value(store, i, X[r], row)
         grad, coef = oks_pp_learn(i, f, y[r], kind, loss_sum, sq_loss_sum, delta_constant, q, p, code_constant, lam_top,
                                   lam_bottom)
         if grad != 0.0:
-            if support_capped(counts, limit):
+            if support_capped(store):
                 return r, SUPPORT_CAP
-            support_step(i, X[r], f, coef, radius, True, columns, sq_norms, alpha, counts, sq_norm)
+            support_step(store, i, X[r], f, coef, radius, True)
         scores[r] = f
         n_used[i] += 1
     return y.shape[0], -1
 
 
 @njit(cache=True)
-def fold_ioks(X, start, y, u, columns, sq_norms, alpha, counts, sq_norm, kinds, sigmas, scales, limit, n_used, scores,
-              q, eta, rho, grad_sq_sum, kind, delta, upsilon, radius, loss_max, alpha_tsallis):
+def fold_ioks(X, start, y, u, store, n_used, scores, q, eta, rho, grad_sq_sum, kind, delta, upsilon, radius, loss_max,
+              alpha):
     """oks.IOKSRule.step on support sets (arguments and return as :func:`fold_oks`, the rule's
     as :func:`fold_rf_ioks`); ``||k(x, .)||^2 = 1``, projected onto ``||f_i|| <= radius``."""
     K = q.shape[0]
     p = np.empty(K)
     c_tilde = np.zeros(K)
     q_next = np.empty(K)
-    row = support_scratch(columns)
+    row = np.empty(np.max(store[4]))
     for r in range(start, y.shape[0]):
         ioks_probabilities(q, delta, p)
         i = draw_index(p, u[r])
-        if support_full(i, columns, sq_norms, alpha, counts):
+        if support_full(store, i):
             return r, i
-        f = support_value(i, X[r], columns, sq_norms, alpha, counts, kinds, sigmas, scales, row)
+        f = support_value(store, i, X[r], row)
         grad, coef = ioks_learn(i, f, y[r], kind, 1.0, q, eta, rho, grad_sq_sum, p, c_tilde, q_next, delta, upsilon, radius,
-                                loss_max, alpha_tsallis)
+                                loss_max, alpha)
         if grad != 0.0:
-            if support_capped(counts, limit):
+            if support_capped(store):
                 return r, SUPPORT_CAP
-            support_step(i, X[r], f, coef, radius, True, columns, sq_norms, alpha, counts, sq_norm)
+            support_step(store, i, X[r], f, coef, radius, True)
         scores[r] = f
         n_used[i] += 1
     return y.shape[0], -1

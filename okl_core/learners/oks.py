@@ -131,7 +131,7 @@ from okl_core.learners.multikernel import (
     fold_on_demand,
     fold_weights,
 )
-from okl_core.learners.support import SupportBuffer, SupportCap, SupportCapConfig
+from okl_core.learners.support import MIN_CAPACITY, SupportBuffer, SupportCap, SupportCapConfig
 
 __all__ = [
     "OKSConfig",
@@ -567,23 +567,54 @@ class Hypotheses(Protocol):
         """The storage's state fields."""
 
 
+class _Arena:
+    """The K support sets' buffers one after the other in one float64 array per kind: columns
+    (kernel ``i``: a ``(d, capacities[i])`` C-ordered block at ``d * offsets[i]``), squared
+    norms and coefficients (at ``offsets[i]``), zero-filled. The compiled folds take the
+    three arrays (``_jit_folds.support_views``) whatever ``K``."""
+
+    def __init__(self, d: int, capacities: Sequence[int]):
+        self.d = d
+        self.capacities = np.asarray(capacities, dtype=np.int64)
+        self.offsets = np.concatenate(([0], np.cumsum(self.capacities)[:-1])).astype(np.int64)
+        total = int(self.capacities.sum())
+        self.columns, self.sq_norms, self.alpha = np.zeros(d * total), np.zeros(total), np.zeros(total)
+
+    def views(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Kernel ``i``'s columns ``(d, c)``, squared norms and coefficients ``(c,)``."""
+        d, o, c = self.d, int(self.offsets[i]), int(self.capacities[i])
+        return self.columns[d * o : d * (o + c)].reshape(d, c), self.sq_norms[o : o + c], self.alpha[o : o + c]
+
+
 class _SupportSets:
     """Per-kernel support sets of an update (working copy of the state's grouped arrays).
 
     Each kernel's set is a :class:`~okl_core.learners.support.SupportBuffer` of float64
     columns (``(d, capacity)``), so that a row's inner products with a kernel's support
     vectors read only the rows of its non-zero coordinates (sparse data such as a9a read a
-    tenth of the buffer); all kernels together are capped by ``max_support``.
+    tenth of the buffer); all kernels together are capped by ``max_support``. The buffers
+    start in an :class:`_Arena` (capacity ``max(16, 2 m)`` each, as a
+    :class:`~okl_core.learners.support.GrowingArray`'s), which the compiled folds read.
     """
 
     def __init__(self, kernels: list[Kernel], cap: SupportCap, state: SupportStateFields):
         self.kernels = kernels
-        ends = np.cumsum(state.sv_count)
+        counts = state.sv_count.tolist()
+        self.arena = _Arena(state.sv_x.shape[1], [max(MIN_CAPACITY, 2 * m) for m in counts])
+        ends = np.cumsum(state.sv_count).tolist()
         self.sets = [
-            SupportBuffer(state.sv_x[end - m : end], state.sv_alpha[end - m : end], cap, columns=True)
-            for m, end in zip(state.sv_count.tolist(), ends.tolist())
+            SupportBuffer(state.sv_x[end - m : end], state.sv_alpha[end - m : end], cap, columns=True, out=self.arena.views(i))
+            for i, (m, end) in enumerate(zip(counts, ends))
         ]
         self.sq_norm = state.sq_norm.copy()
+
+    def pack(self, grow: int) -> None:
+        """Move the sets into a new arena where kernel ``grow``'s capacity is doubled."""
+        capacities = self.arena.capacities.copy()
+        capacities[grow] *= 2
+        self.arena = _Arena(self.arena.d, capacities.tolist())
+        for i, support in enumerate(self.sets):
+            support.move_to(*self.arena.views(i))
 
     def evaluate(self, i: int, x: np.ndarray) -> float:
         support = self.sets[i]
@@ -605,16 +636,6 @@ class _SupportSets:
             support.alpha.view()[...] *= bound / math.sqrt(sq)
             sq = bound * bound
         self.sq_norm[i] = sq
-
-    def buffers(self) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], tuple[np.ndarray, ...], np.ndarray]:
-        """The compiled folds' view of the sets: the K buffers of columns, of squared norms and of
-        coefficients (whole capacities, written in place) and the counts (K,) int64."""
-        return (
-            tuple(support.vectors.data for support in self.sets),
-            tuple(support.sq_norms.data for support in self.sets),
-            tuple(support.alpha.data for support in self.sets),
-            np.asarray([len(support) for support in self.sets], dtype=np.int64),
-        )
 
     def filled(self, counts: np.ndarray) -> None:
         """Record the sizes a compiled fold left in ``counts``."""
@@ -704,15 +725,14 @@ class SupportStorage:
     def working(self, state) -> _SupportSets:
         return _SupportSets(self.kernels, self.cap, state)
 
-    def fold_args(
-        self, sets: _SupportSets, buffers, X: np.ndarray, start: int, y: np.ndarray, uniforms: np.ndarray, n_used: np.ndarray, scores: np.ndarray
-    ) -> _SupportFoldArgs:
-        """A compiled support fold's arguments for rows ``start..`` of float64 rows ``X``
-        (``buffers``: :meth:`_SupportSets.buffers`)."""
-        columns, sq_norms, alpha, counts = buffers
-        return _SupportFoldArgs(
-            X, start, y, uniforms, columns, sq_norms, alpha, counts, sets.sq_norm, self.codes, self.sigmas, self.scales,
-            self.cap.limit, n_used, scores,
+    def store(self, sets: _SupportSets, counts: np.ndarray) -> tuple:
+        """The compiled support folds' ``store`` of ``sets`` (``_jit_folds``, "online kernel
+        selection"): its arena, ``counts`` (K,) int64 (written in place), the RKHS norms, the
+        kernels and ``max_support``."""
+        arena = sets.arena
+        return (
+            arena.columns, arena.sq_norms, arena.alpha, arena.offsets, arena.capacities, counts, sets.sq_norm,
+            self.codes, self.sigmas, self.scales, self.cap.limit,
         )
 
     def predict(self, state, i: int, X: np.ndarray) -> np.ndarray:
@@ -754,23 +774,14 @@ class FeatureStorage:
 
 class _SupportFoldArgs(NamedTuple):
     """What a compiled support fold (``_jit_folds.fold_oks`` ...) takes besides the rule's
-    statistics and constants: float64 rows ``X`` from ``start``, labels, uniforms, the sets'
-    buffers (:meth:`_SupportSets.buffers`) and norms, the kernels' codes, sigmas and
-    Gaussian scales, ``max_support``, the usage counts and the scores (in place)."""
+    statistics and constants: float64 rows ``X`` from ``start``, labels, uniforms, the sets
+    (:meth:`SupportStorage.store`), the usage counts and the scores (in place)."""
 
     X: np.ndarray
     start: int
     y: np.ndarray
     uniforms: np.ndarray
-    columns: tuple[np.ndarray, ...]
-    sq_norms: tuple[np.ndarray, ...]
-    alpha: tuple[np.ndarray, ...]
-    counts: np.ndarray
-    sq_norm: np.ndarray
-    codes: np.ndarray
-    sigmas: np.ndarray
-    scales: np.ndarray
-    limit: int
+    store: tuple
     n_used: np.ndarray
     scores: np.ndarray
 
@@ -1077,7 +1088,7 @@ class _SupportSelection(_KernelSelection[SelectionStateT]):
     def update(self, state: SelectionStateT, X: ArrayLike, y: ArrayLike) -> tuple[SelectionStateT, np.ndarray]:
         """The rows in compiled code when numba is there (the numpy fold's bytes): the fold
         appends to the sets' buffers in place and stops before a row whose drawn kernel's
-        buffers are full, which this loop doubles before resuming."""
+        buffers are full, whose capacity this loop doubles before resuming."""
         jit = kernels()
         if jit is None:
             return super().update(state, X, y)
@@ -1086,16 +1097,16 @@ class _SupportSelection(_KernelSelection[SelectionStateT]):
         sets = storage.working(state)
         stats, n_used, uniforms, scores = self._begin(state, len(y))
         X64 = X.astype(np.float64)  # exact: the sets' columns are float64
+        counts = np.asarray([len(support) for support in sets.sets], dtype=np.int64)  # the fold advances them
         start = 0
         while start < len(y):
-            buffers = sets.buffers()
-            start, need = self.rule.support_fold(jit, storage.fold_args(sets, buffers, X64, start, y, uniforms, n_used, scores), stats)
-            counts = buffers[3]
+            fold = _SupportFoldArgs(X64, start, y, uniforms, storage.store(sets, counts), n_used, scores)
+            start, need = self.rule.support_fold(jit, fold, stats)
             sets.filled(counts)
             if need == jit.SUPPORT_CAP:
                 storage.cap.check(int(counts.sum()) + 1)  # raises the numpy fold's error
             if need >= 0:
-                sets.sets[need].reserve(1)
+                sets.pack(need)
         return self._end(state, sets.fields(), stats, n_used, len(y)), scores
 
     def merge(self, states: Sequence[SelectionStateT], weights: ArrayLike | None = None, base: SelectionStateT | None = None) -> SelectionStateT:
