@@ -1021,6 +1021,18 @@ def support_value(store, i, x, row):
 
 
 @njit(cache=True)
+def support_learn(store, i, x, f, grad, coef, bound, project):
+    """The storage's part of a rule's step: if ``grad != 0``, :func:`support_step`. False
+    (nothing done) when that would exceed ``max_support``."""
+    if grad == 0.0:
+        return True
+    if support_capped(store):
+        return False
+    support_step(store, i, x, f, coef, bound, project)
+    return True
+
+
+@njit(cache=True)
 def support_step(store, i, x, f, coef, bound, project):
     """oks._SupportSets.step (room checked by the caller): append ``x`` with ``coef``, update
     ``||f_i||^2`` and, if ``project``, rescale onto ``||f_i|| <= bound``."""
@@ -1061,10 +1073,8 @@ def fold_oks(X, start, y, u, store, n_used, scores, log_w, kind, delta, eta, lam
             return r, i
         f = support_value(store, i, X[r], row)
         grad, coef = oks_learn(i, f, y[r], kind, log_w, p, eta, lam)
-        if grad != 0.0:
-            if support_capped(store):
-                return r, SUPPORT_CAP
-            support_step(store, i, X[r], f, coef, 0.0, False)
+        if not support_learn(store, i, X[r], f, grad, coef, 0.0, False):
+            return r, SUPPORT_CAP
         scores[r] = f
         n_used[i] += 1
     return y.shape[0], -1
@@ -1088,10 +1098,8 @@ def fold_oks_pp(X, start, y, u, store, n_used, scores, loss_sum, sq_loss_sum, de
         f = support_value(store, i, X[r], row)
         grad, coef = oks_pp_learn(i, f, y[r], kind, loss_sum, sq_loss_sum, delta_constant, q, p, code_constant, lam_top,
                                   lam_bottom)
-        if grad != 0.0:
-            if support_capped(store):
-                return r, SUPPORT_CAP
-            support_step(store, i, X[r], f, coef, radius, True)
+        if not support_learn(store, i, X[r], f, grad, coef, radius, True):
+            return r, SUPPORT_CAP
         scores[r] = f
         n_used[i] += 1
     return y.shape[0], -1
@@ -1115,10 +1123,8 @@ def fold_ioks(X, start, y, u, store, n_used, scores, q, eta, rho, grad_sq_sum, k
         f = support_value(store, i, X[r], row)
         grad, coef = ioks_learn(i, f, y[r], kind, 1.0, q, eta, rho, grad_sq_sum, p, c_tilde, q_next, delta, upsilon, radius,
                                 loss_max, alpha)
-        if grad != 0.0:
-            if support_capped(store):
-                return r, SUPPORT_CAP
-            support_step(store, i, X[r], f, coef, radius, True)
+        if not support_learn(store, i, X[r], f, grad, coef, radius, True):
+            return r, SUPPORT_CAP
         scores[r] = f
         n_used[i] += 1
     return y.shape[0], -1

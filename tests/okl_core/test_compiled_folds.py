@@ -205,40 +205,28 @@ def test_compiled_fold_without_guessed_features_stops_and_resumes(monkeypatch, m
     assert sum(j >= 0 for _, j in stops) > 2
 
 
-@pytest.mark.parametrize(("name", "params"), [
-    ("rf_oks_pp", dict(n_components=400)),
-    ("rf_ioks", dict(n_components=400, horizon=32561)),
-    ("rf_oks_pp", dict(n_components=400, tuning="released_code")),
-    ("oks", dict(horizon=32561)),
-    ("oks_pp", dict()),
-    ("ioks", dict(horizon=32561)),
+A9A_KERNEL_VERSIONS = [("oks", dict(horizon=32561)), ("oks_pp", dict()), ("ioks", dict(horizon=32561))]
+
+
+@pytest.mark.parametrize(("name", "params", "rows", "splits"), [
+    ("rf_oks_pp", dict(n_components=400), 1500, 3),
+    ("rf_ioks", dict(n_components=400, horizon=32561), 1500, 3),
+    ("rf_oks_pp", dict(n_components=400, tuning="released_code"), 1500, 3),
+    # The kernel versions: support sets growing to the 1,500 rows; then the paper's run, all
+    # 32,561 rows in batches of ~4,000 (sets of up to ~20,000 rows; 10-25 s per learner and fold).
+    *[(name, params, 1500, 3) for name, params in A9A_KERNEL_VERSIONS],
+    *[pytest.param(name, params, None, 8, marks=pytest.mark.slow) for name, params in A9A_KERNEL_VERSIONS],
 ])
-def test_compiled_selection_folds_on_a9a_at_the_papers_size(monkeypatch, name, params):
-    # a9a rows (d = 123), D = 400, the six kernels of spec/oks.md (the kernel versions: their
-    # support sets grow to the 1,500 rows).
+def test_compiled_selection_folds_on_a9a_at_the_papers_size(monkeypatch, name, params, rows, splits):
+    # a9a rows (d = 123), the six kernels of spec/oks.md, D = 400 for the random features.
     X, y = a9a()
-    X, y = X[:1500], y[:1500].astype(np.float64)
+    X, y = X[:rows], y[:rows].astype(np.float64)
     learner = okl_core.make_learner(name, n_inputs=123, **params)
     monkeypatch.setenv("OKL_NO_JIT", "1")
-    reference = train_bytes(learner, X, y, 3)
+    reference = train_bytes(learner, X, y, splits)
     monkeypatch.delenv("OKL_NO_JIT")
     _forbid_multikernel(monkeypatch)
-    assert train_bytes(learner, X, y, 3) == reference
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(("name", "params"), [("oks", dict(horizon=32561)), ("oks_pp", dict()), ("ioks", dict(horizon=32561))])
-def test_compiled_support_folds_on_all_of_a9a(monkeypatch, name, params):
-    # The paper's run: the 32,561 a9a rows, the six Gaussians, in batches of 4,096 (support
-    # sets of up to ~20,000 rows per kernel; 10-25 s per learner and fold).
-    X, y = a9a()
-    y = y.astype(np.float64)
-    learner = okl_core.make_learner(name, n_inputs=123, **params)
-    monkeypatch.setenv("OKL_NO_JIT", "1")
-    reference = train_bytes(learner, X, y, 8)
-    monkeypatch.delenv("OKL_NO_JIT")
-    _forbid_multikernel(monkeypatch)
-    assert train_bytes(learner, X, y, 8) == reference
+    assert train_bytes(learner, X, y, splits) == reference
 
 
 SUPPORT_FOLDS = {"oks": "fold_oks", "oks_pp": "fold_oks_pp", "ioks": "fold_ioks"}
