@@ -65,8 +65,14 @@ support set: every example whose gradient is non-zero adds its row to the sample
 kernel's support set (the logistic loss always does), so after ``t`` examples the model
 holds up to ``t`` rows. Memory: ``4 d + 8`` bytes per support vector in the state (rows
 as float32, coefficients as float64) and ``8 (d + 2)`` bytes in the working buffers
-during an update (a9a: 32,561 x 123 rows, about 16 MB in the state, 33 MB while
-training); the time of an example grows linearly with the sampled kernel's support set.
+during an update, up to twice that with the buffers' spare capacity, and twice again
+for a moment while the compiled fold's buffers grow (a9a: 32,561 x 123 rows, about 16 MB
+in the state, 33-66 MB while training); the time of an example grows linearly with the
+sampled kernel's support set. The per-example loop is compiled (numba:
+``_jit_folds.fold_oks``, ``fold_oks_pp``, ``fold_ioks``, the rules' arithmetic shared
+with the random-feature folds) and gives the numpy fold's bytes (``OKL_NO_JIT=1`` runs
+the numpy fold); a9a, 5,000 rows in batches of 1,000: 59-97 us per row with the numpy
+fold, 7-9 compiled (bench/bench_folds.py), most of it the drawn kernel's row.
 ``max_support`` caps the total: an update that would exceed it raises a ValueError
 naming the cap (use ``rf_oks_pp`` / ``rf_ioks`` for long streams). ``k(x, x) = 1`` for
 every dictionary kernel, which the norm bookkeeping of the projection uses.
@@ -1158,7 +1164,8 @@ class _FeatureSelection(_KernelSelection[SelectionStateT]):
 
 class OKS(_SupportSelection[OKSState]):
     """OKS, the baseline of online kernel selection under bandit feedback (``oks``); kernel
-    version. Needs the horizon ``T`` (``horizon``; pipelines take it from the data set's row count)."""
+    version. Needs the horizon ``T`` (``horizon``; pipelines take it from the data set's row count).
+    Its fold is compiled (``_jit_folds.fold_oks``)."""
 
     name = "oks"
     config_class = OKSConfig
@@ -1168,7 +1175,8 @@ class OKS(_SupportSelection[OKSState]):
 
 
 class OKSPlusPlus(_SupportSelection[OKSPlusPlusState]):
-    """OKS++ for smooth losses (``oks_pp``): data-dependent step, exploration and weights; kernel version."""
+    """OKS++ for smooth losses (``oks_pp``): data-dependent step, exploration and weights; kernel version.
+    Its fold is compiled (``_jit_folds.fold_oks_pp``)."""
 
     name = "oks_pp"
     config_class = OKSPlusPlusConfig
@@ -1179,7 +1187,7 @@ class OKSPlusPlus(_SupportSelection[OKSPlusPlusState]):
 
 class IOKS(_SupportSelection[IOKSState]):
     """IOKS for Lipschitz losses (``ioks``): Tsallis mirror step, increasing rates; kernel version.
-    Needs ``horizon`` (as :class:`OKS`)."""
+    Needs ``horizon`` (as :class:`OKS`). Its fold is compiled (``_jit_folds.fold_ioks``)."""
 
     name = "ioks"
     config_class = IOKSConfig

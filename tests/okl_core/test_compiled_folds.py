@@ -213,7 +213,7 @@ A9A_KERNEL_VERSIONS = [("oks", dict(horizon=32561)), ("oks_pp", dict()), ("ioks"
     ("rf_ioks", dict(n_components=400, horizon=32561), 1500, 3),
     ("rf_oks_pp", dict(n_components=400, tuning="released_code"), 1500, 3),
     # The kernel versions: support sets growing to the 1,500 rows; then the paper's run, all
-    # 32,561 rows in batches of ~4,000 (sets of up to ~20,000 rows; 10-25 s per learner and fold).
+    # 32,561 rows in batches of ~4,000 (sets of up to ~20,000 rows; 17-34 s per learner, both folds).
     *[(name, params, 1500, 3) for name, params in A9A_KERNEL_VERSIONS],
     *[pytest.param(name, params, None, 8, marks=pytest.mark.slow) for name, params in A9A_KERNEL_VERSIONS],
 ])
