@@ -29,7 +29,11 @@ OMKL-GF on MNIST digits with D = 400, M = 1 (features dominate). Their "feature 
 the features of the (row, kernel) pairs the fold uses -- all kernels for Raker, the drawn
 kernel for RF-OKS++ / RF-IOKS, the drawn subset for OMKL-GF (as many pairs as the run
 used, on random kernels) -- computed in batches as the compiled fold's feature blocks do.
-``speed-up`` is the numpy update's time over the compiled one's.
+The kernel versions OKS, OKS++ and IOKS on a9a rows (the six Gaussians, growing support
+sets: the time of a row grows with the rows before it, so their us/row is the average over
+the run's rows) have no feature map (``-``): most of their time is the compiled kernel row
+of the drawn kernel, which both folds call. ``speed-up`` is the numpy update's time over
+the compiled one's.
 
 The budget learners (third table, ``okl_core.learners.budget``) at B = 100 and 800: a9a rows
 (d = 123, sigma = 4) for the binary and regression ones, MNIST digits (sigma = 8) for the
@@ -150,6 +154,9 @@ MULTI_KERNEL_CASES = [
     ("rf_oks_pp", dict(n_inputs=123, n_components=400), "a9a"),
     ("rf_ioks", dict(n_inputs=123, n_components=400, horizon=32561), "a9a"),
     ("rf_oks_pp", dict(n_inputs=784, n_components=400, kernels=MNIST_KERNELS), "mnist"),
+    ("oks", dict(n_inputs=123, horizon=32561), "a9a"),
+    ("oks_pp", dict(n_inputs=123), "a9a"),
+    ("ioks", dict(n_inputs=123, horizon=32561), "a9a"),
     ("raker", dict(AIR), "air"),
     ("omkl_gf", dict(AIR, draws_per_node=7), "air"),
     ("omkl_gf", dict(n_inputs=784, n_components=400, draws_per_node=1), "mnist"),
@@ -183,8 +190,9 @@ def used_pairs(learner, state, n):
 def measure_multi_kernel(name, params, kind, n, repeats):
     learner = okl_core.make_learner(name, **params)
     X, y = multi_kernel_rows(kind, n, learner.task)
-    bank = learner.storage.bank if hasattr(learner, "storage") else learner.bank
-    omega = bank.stack()  # generated once, outside the timing
+    bank = getattr(getattr(learner, "storage", learner), "bank", None)  # None: exact kernels (oks, oks_pp, ioks)
+    if bank is not None:
+        omega = bank.stack()  # generated once, outside the timing
     out = {}
 
     def learn():
@@ -199,6 +207,8 @@ def measure_multi_kernel(name, params, kind, n, repeats):
         learn()
         result[mode] = [best_of(learn, repeats, time.process_time), out["bytes"]]
     os.environ.pop("OKL_NO_JIT")
+    if bank is None:
+        return len(y), None, result
     need = used_pairs(learner, out["state"], len(y))
 
     def features_only():
@@ -249,7 +259,7 @@ def main():
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tables", choices=("all", "single", "multi", "budget"), default="all", help="which learners (default all)")
-    parser.add_argument("--learners", default="", help="comma-separated names: only these rows of the first table (default all)")
+    parser.add_argument("--learners", default="", help="comma-separated names: only their rows (default all)")
     args = parser.parse_args()
     if args.tables in ("all", "single"):
         single_kernel_table(args)
@@ -258,7 +268,12 @@ def main():
     if args.tables in ("all", "budget"):
         budget_table(args)
     if args.tables == "all":
-        first_use_table()
+        first_use_table(args)
+
+
+def chosen(args, name):
+    """Whether ``--learners`` asks for ``name`` (all when empty)."""
+    return not args.learners or name in args.learners.split(",")
 
 
 def single_kernel_table(args):
@@ -266,9 +281,7 @@ def single_kernel_table(args):
     print(f"MNIST digits, d = 784, batch {BATCH}; best of {args.repeats}, process CPU time")
     print(f"{'learner':<22}{'rows':>7}   {'feature map / update':>22}   {'fold us/row':>17}   same bytes")
     print(f"{'':<22}{'':>7}   {'numpy':>10} {'compiled':>11}   {'numpy':>8} {'compiled':>8}")
-    for name, params in CASES:
-        if args.learners and name not in args.learners.split(","):
-            continue
+    for name, params in [case for case in CASES if chosen(args, case[0])]:
         learner, n, r = measure(name, params, X, digits, args.repeats)
         label = name + (f" D={params['n_components']}" if "n_components" in params else "") + (" kernel phase" if kernel_phase(learner) else "")
         ratios = "".join(f"{'-' if r[m][0] is None else f'{r[m][0]:.2f}':>11}" for m in ("numpy", "compiled"))
@@ -279,13 +292,15 @@ def multi_kernel_table(args):
     print(f"\nmulti-kernel learners (papers' sizes), batch {BATCH}; best of {args.repeats}, process CPU time")
     print(f"{'learner':<30}{'rows':>7}   {'feature map / update':>22}   {'us/row':>17}   {'speed-up':>8}   same bytes")
     print(f"{'':<30}{'':>7}   {'numpy':>10} {'compiled':>11}   {'numpy':>8} {'compiled':>8}")
-    for name, params, kind in MULTI_KERNEL_CASES:
+    for name, params, kind in [case for case in MULTI_KERNEL_CASES if chosen(args, case[0])]:
         n = min(args.rows, 5000)
         n, feature_s, r = measure_multi_kernel(name, params, kind, n, args.repeats)
         (numpy_s, numpy_bytes), (compiled_s, compiled_bytes) = r["numpy"], r["compiled"]
-        label = f"{name} {kind} D={params['n_components']}" + (f" M={params['draws_per_node']}" if "draws_per_node" in params else "")
+        label = f"{name} {kind} " + (f"D={params['n_components']}" if "n_components" in params else "exact")
+        label += f" M={params['draws_per_node']}" if "draws_per_node" in params else ""
+        ratios = f"{'-':>11}{'-':>11}" if feature_s is None else f"{feature_s / numpy_s:11.2f}{feature_s / compiled_s:11.2f}"
         print(
-            f"{label:<30}{n:>7}  {feature_s / numpy_s:11.2f}{feature_s / compiled_s:11.2f}   "
+            f"{label:<30}{n:>7}  {ratios}   "
             f"{numpy_s / n * 1e6:8.1f} {compiled_s / n * 1e6:8.1f}   {numpy_s / compiled_s:7.1f}x   {numpy_bytes == compiled_bytes}"
         )
 
@@ -337,7 +352,7 @@ def budget_table(args):
     rows = min(args.rows, 3000)
     print(f"\nbudget learners from a full support set, batch {BATCH}; best of {args.repeats}, process CPU time")
     print(f"{'learner':<30}{'B':>5}{'rows':>7}   {'us/row numpy':>12} {'compiled':>9}   {'speed-up':>8}   same bytes")
-    for name, params in BUDGET_CASES:
+    for name, params in [case for case in BUDGET_CASES if chosen(args, case[0])]:
         for B in (100, 800):
             n, r = measure_budget(name, params, B, rows, args.repeats)
             (numpy_s, numpy_bytes), (compiled_s, compiled_bytes) = r["numpy"], r["compiled"]
@@ -346,9 +361,12 @@ def budget_table(args):
                   f"{numpy_s / compiled_s:7.1f}x   {numpy_bytes == compiled_bytes}", flush=True)
 
 
-def first_use_table():
+def first_use_table(args):
+    names = [name for name in FIRST_USE_ARGS if chosen(args, name)]
+    if not names:
+        return
     print("\nfirst use in a fresh process (wall s): import okl_core, 1st update, 2nd update of 1,000 rows, D = 400")
-    for name in FIRST_USE_ARGS:
+    for name in names:
         for no_jit in (True, False):
             runs = [first_use(name, no_jit) for _ in range(2)]
             label = f"{name} {'numpy' if no_jit else 'compiled'}"

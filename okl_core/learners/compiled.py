@@ -13,10 +13,11 @@ the bytes against the numpy fold).
 One mechanism for every learner: :func:`~okl_core.learners.rules.fold` asks its model for
 a ``compiled_fold`` and the rule for its code (:func:`~okl_core.learners.rules.rule_code`);
 when both exist and :func:`kernels` is available, the compiled loop runs, else the numpy
-one. The multi-kernel learners (Raker, OMKL-GF, RF-OKS++, RF-IOKS) ask :func:`kernels`
-the same way for their own loops; their features come in batches computed in numpy
+one. The multi-kernel learners (Raker, OMKL-GF, RF-OKS++, RF-IOKS; OKS, OKS++ and IOKS on
+growing support sets) ask :func:`kernels` the same way for their own loops; the
+random-feature ones' features come in batches computed in numpy
 (:meth:`~okl_core.learners.multikernel.KernelFeatureBank.row_blocks`,
-:func:`~okl_core.learners.multikernel.fold_on_demand`) and their numpy folds take exp,
+:func:`~okl_core.learners.multikernel.fold_on_demand`) and all their numpy folds take exp,
 log and pow from the C library and sum sequentially, as the compiled ones do. The numpy
 fold is the reference and stays tested.
 

@@ -65,8 +65,14 @@ support set: every example whose gradient is non-zero adds its row to the sample
 kernel's support set (the logistic loss always does), so after ``t`` examples the model
 holds up to ``t`` rows. Memory: ``4 d + 8`` bytes per support vector in the state (rows
 as float32, coefficients as float64) and ``8 (d + 2)`` bytes in the working buffers
-during an update (a9a: 32,561 x 123 rows, about 16 MB in the state, 33 MB while
-training); the time of an example grows linearly with the sampled kernel's support set.
+during an update, up to twice that with the buffers' spare capacity, and twice again
+for a moment while the compiled fold's buffers grow (a9a: 32,561 x 123 rows, about 16 MB
+in the state, 33-66 MB while training); the time of an example grows linearly with the
+sampled kernel's support set. The per-example loop is compiled (numba:
+``_jit_folds.fold_oks``, ``fold_oks_pp``, ``fold_ioks``, the rules' arithmetic shared
+with the random-feature folds) and gives the numpy fold's bytes (``OKL_NO_JIT=1`` runs
+the numpy fold); a9a, 5,000 rows in batches of 1,000: 59-97 us per row with the numpy
+fold, 7-9 compiled (bench/bench_folds.py), most of it the drawn kernel's row.
 ``max_support`` caps the total: an update that would exceed it raises a ValueError
 naming the cap (use ``rf_oks_pp`` / ``rf_ioks`` for long streams). ``k(x, x) = 1`` for
 every dictionary kernel, which the norm bookkeeping of the projection uses.
@@ -102,13 +108,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import ClassVar, Generic, NamedTuple, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar, cast
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from okl_core.features import FeatureSpec
-from okl_core.kernels import SELF_SIMILARITY, Kernel
+from okl_core.kernels import KERNEL_CODES, SELF_SIMILARITY, Kernel
 from okl_core.learners.base import (
     CheckedConfig,
     NotMergeableError,
@@ -127,12 +133,11 @@ from okl_core.learners.multikernel import (
     RandomFeatureMultiKernelConfig,
     draw_index,
     example_uniform_rows,
+    fold_log_normalize,
     fold_on_demand,
     fold_weights,
-    log_normalize,
-    normalized_weights,
 )
-from okl_core.learners.support import SupportBuffer, SupportCap, SupportCapConfig
+from okl_core.learners.support import MIN_CAPACITY, SupportBuffer, SupportCap, SupportCapConfig
 
 __all__ = [
     "OKSConfig",
@@ -568,30 +573,61 @@ class Hypotheses(Protocol):
         """The storage's state fields."""
 
 
+class _Arena:
+    """The K support sets' buffers one after the other in one float64 array per kind: columns
+    (kernel ``i``: a ``(d, capacities[i])`` C-ordered block at ``d * offsets[i]``), squared
+    norms and coefficients (at ``offsets[i]``), zero-filled. The compiled folds take the
+    three arrays (``_jit_folds.support_views``) whatever ``K``."""
+
+    def __init__(self, d: int, capacities: Sequence[int]):
+        self.d = d
+        self.capacities = np.asarray(capacities, dtype=np.int64)
+        self.offsets = np.concatenate(([0], np.cumsum(self.capacities)[:-1])).astype(np.int64)
+        total = int(self.capacities.sum())
+        self.columns, self.sq_norms, self.alpha = np.zeros(d * total), np.zeros(total), np.zeros(total)
+
+    def views(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Kernel ``i``'s columns ``(d, c)``, squared norms and coefficients ``(c,)``."""
+        d, o, c = self.d, int(self.offsets[i]), int(self.capacities[i])
+        return self.columns[d * o : d * (o + c)].reshape(d, c), self.sq_norms[o : o + c], self.alpha[o : o + c]
+
+
 class _SupportSets:
     """Per-kernel support sets of an update (working copy of the state's grouped arrays).
 
     Each kernel's set is a :class:`~okl_core.learners.support.SupportBuffer` of float64
     columns (``(d, capacity)``), so that a row's inner products with a kernel's support
     vectors read only the rows of its non-zero coordinates (sparse data such as a9a read a
-    tenth of the buffer); all kernels together are capped by ``max_support``.
+    tenth of the buffer); all kernels together are capped by ``max_support``. The buffers
+    start in an :class:`_Arena` (capacity ``max(16, 2 m)`` each, as a
+    :class:`~okl_core.learners.support.GrowingArray`'s), which the compiled folds read.
     """
 
     def __init__(self, kernels: list[Kernel], cap: SupportCap, state: SupportStateFields):
         self.kernels = kernels
-        ends = np.cumsum(state.sv_count)
+        counts = state.sv_count.tolist()
+        self.arena = _Arena(state.sv_x.shape[1], [max(MIN_CAPACITY, 2 * m) for m in counts])
+        ends = np.cumsum(state.sv_count).tolist()
         self.sets = [
-            SupportBuffer(state.sv_x[end - m : end], state.sv_alpha[end - m : end], cap, columns=True)
-            for m, end in zip(state.sv_count.tolist(), ends.tolist())
+            SupportBuffer(state.sv_x[end - m : end], state.sv_alpha[end - m : end], cap, columns=True, out=self.arena.views(i))
+            for i, (m, end) in enumerate(zip(counts, ends))
         ]
         self.sq_norm = state.sq_norm.copy()
+
+    def pack(self, grow: int) -> None:
+        """Move the sets into a new arena where kernel ``grow``'s capacity is doubled."""
+        capacities = self.arena.capacities.copy()
+        capacities[grow] *= 2
+        self.arena = _Arena(self.arena.d, capacities.tolist())
+        for i, support in enumerate(self.sets):
+            support.move_to(*self.arena.views(i))
 
     def evaluate(self, i: int, x: np.ndarray) -> float:
         support = self.sets[i]
         if not len(support):
             return 0.0
         k = self.kernels[i].row_against_buffer(x.astype(np.float64), support.vectors.view(), support.sq_norms.view())
-        return float(np.einsum("m,m->", k, support.alpha.view()))
+        return float(np.cumsum(k * support.alpha.view())[-1])  # summed in order, as the compiled fold
 
     def feature_sq_norm(self) -> float:
         """``k(x, x)``, 1 for every dictionary kernel."""
@@ -606,6 +642,11 @@ class _SupportSets:
             support.alpha.view()[...] *= bound / math.sqrt(sq)
             sq = bound * bound
         self.sq_norm[i] = sq
+
+    def filled(self, counts: np.ndarray) -> None:
+        """Record the sizes a compiled fold left in ``counts``."""
+        for support, n in zip(self.sets, counts.tolist()):
+            support.filled(n)
 
     def fields(self) -> dict[str, np.ndarray]:
         """``sv_x`` float32 grouped by kernel, ``sv_alpha``, ``sv_count``, ``sq_norm``."""
@@ -665,6 +706,10 @@ class SupportStorage:
     def __init__(self, name: str, config: _KernelSelectionConfig):
         self.n_inputs = config.n_inputs
         self.kernels = [Kernel(kernel, sigma) for kernel, sigma in config.dictionary]
+        # The compiled kernel rows' (kind, sigma, -1 / (2 sigma^2)), as kernels.row_against_buffer passes them.
+        self.codes = np.asarray([KERNEL_CODES[k.name] for k in self.kernels], dtype=np.int64)
+        self.sigmas = np.asarray([float(k.sigma) for k in self.kernels])
+        self.scales = np.asarray([-0.5 / k.sigma**2 for k in self.kernels])
         self.cap = SupportCap(
             name,
             "max_support",
@@ -683,8 +728,18 @@ class SupportStorage:
             "sq_norm": np.zeros(K),
         }
 
-    def working(self, state) -> Hypotheses:
+    def working(self, state) -> _SupportSets:
         return _SupportSets(self.kernels, self.cap, state)
+
+    def store(self, sets: _SupportSets, counts: np.ndarray) -> tuple:
+        """The compiled support folds' ``store`` of ``sets`` (``_jit_folds``, "online kernel
+        selection"): its arena, ``counts`` (K,) int64 (written in place), the RKHS norms, the
+        kernels and ``max_support``."""
+        arena = sets.arena
+        return (
+            arena.columns, arena.sq_norms, arena.alpha, arena.offsets, arena.capacities, counts, sets.sq_norm,
+            self.codes, self.sigmas, self.scales, self.cap.limit,
+        )
 
     def predict(self, state, i: int, X: np.ndarray) -> np.ndarray:
         """``f_i`` on the rows of ``X`` (exact kernel rows in bounded chunks)."""
@@ -721,6 +776,20 @@ class FeatureStorage:
         if not np.any(state.w[i]):
             return np.zeros(len(X))
         return self.bank.transform(i, X) @ state.w[i]
+
+
+class _SupportFoldArgs(NamedTuple):
+    """What a compiled support fold (``_jit_folds.fold_oks`` ...) takes besides the rule's
+    statistics and constants: float64 rows ``X`` from ``start``, labels, uniforms, the sets
+    (:meth:`SupportStorage.store`), the usage counts and the scores (in place)."""
+
+    X: np.ndarray
+    start: int
+    y: np.ndarray
+    uniforms: np.ndarray
+    store: tuple
+    n_used: np.ndarray
+    scores: np.ndarray
 
 
 class _FoldArgs(NamedTuple):
@@ -775,6 +844,11 @@ class SelectionRule(Generic[StatsT]):
         statistics (``stats``' arrays may be updated in place: they are the update's copies)."""
         raise NotImplementedError
 
+    def support_fold(self, jit, fold: _SupportFoldArgs, stats: StatsT) -> tuple[int, int]:
+        """:meth:`step` over rows on support sets in compiled code, ``stats`` in place: returns
+        ``(rows done, -1)`` or where and why it stopped (``_jit_folds.fold_oks``)."""
+        raise NotImplementedError
+
     def _observe(self, p: np.ndarray, hyp: Hypotheses, x: np.ndarray, y: float, u: float) -> tuple[int, float, float, float]:
         """The bandit feedback: kernel ``i ~ p`` (inverse CDF of ``u``), its prediction ``f``,
         and its loss and derivative at ``(f, y)``."""
@@ -800,7 +874,7 @@ class OKSRule(SelectionRule[OKSStats]):
         return OKSStats(log_w=np.full(self.K, -math.log(self.K)))
 
     def distribution(self, stats: OKSStats) -> tuple[np.ndarray, np.ndarray]:
-        q = normalized_weights(stats.log_w)
+        q = fold_weights(stats.log_w)
         return q, (1.0 - self.delta) * q + self.delta / self.K
 
     def step(self, stats: OKSStats, hyp: Hypotheses, x: np.ndarray, y: float, u: float) -> tuple[float, int, OKSStats]:
@@ -810,7 +884,11 @@ class OKSRule(SelectionRule[OKSStats]):
         log_w[i] -= self.eta * loss / p[i]
         if grad != 0.0:
             hyp.step(i, x, f, -self.lam * grad / p[i], None)
-        return f, i, OKSStats(log_w=log_normalize(log_w))
+        return f, i, OKSStats(log_w=fold_log_normalize(log_w))
+
+    def support_fold(self, jit, fold: _SupportFoldArgs, stats: OKSStats) -> tuple[int, int]:
+        """:meth:`step` over rows on support sets in compiled code (``_jit_folds.fold_oks``)."""
+        return jit.fold_oks(*fold, stats.log_w, LOSS_CODES[self.loss], self.delta, self.eta, self.lam)
 
 
 class OKSPlusPlusRule(SelectionRule[OKSPlusPlusStats]):
@@ -855,13 +933,24 @@ class OKSPlusPlusRule(SelectionRule[OKSPlusPlusStats]):
         return f, i, OKSPlusPlusStats(loss_sum=loss_sum, sq_loss_sum=sq_loss_sum, delta_constant=delta_constant)
 
 
+    def _compiled_constants(self) -> tuple[float, float, float, float]:
+        """The compiled folds' ``(sqrt(2 ln K), U^(4/3), sqrt(4/3) K^(1/6) (G C0)^(1/3), U)``
+        (the factors of :meth:`step`'s ``eta`` and ``lambda``)."""
+        K, U = self.K, self.radius
+        return math.sqrt(2.0 * math.log(K)), U ** (4.0 / 3.0), math.sqrt(4.0 / 3.0) * K ** (1.0 / 6.0) * (self.g * self.c0) ** (1.0 / 3.0), U
+
     def compiled_fold(self, jit, fold: _FoldArgs, stats: OKSPlusPlusStats) -> tuple[int, int]:
         """:meth:`step` over a feature block in compiled code (``_jit_folds.fold_rf_oks_pp``)."""
-        K, U = self.K, self.radius
-        lam_bottom = math.sqrt(4.0 / 3.0) * K ** (1.0 / 6.0) * (self.g * self.c0) ** (1.0 / 3.0)
         return jit.fold_rf_oks_pp(
             *fold[:6], stats.loss_sum, stats.sq_loss_sum.reshape(1), stats.delta_constant.reshape(1), *fold[6:8],
-            LOSS_CODES[self.loss], self.code_constant, math.sqrt(2.0 * math.log(K)), U ** (4.0 / 3.0), lam_bottom, U, fold.clip,
+            LOSS_CODES[self.loss], self.code_constant, *self._compiled_constants(), fold.clip,
+        )
+
+    def support_fold(self, jit, fold: _SupportFoldArgs, stats: OKSPlusPlusStats) -> tuple[int, int]:
+        """:meth:`step` over rows on support sets in compiled code (``_jit_folds.fold_oks_pp``)."""
+        return jit.fold_oks_pp(
+            *fold, stats.loss_sum, stats.sq_loss_sum.reshape(1), stats.delta_constant.reshape(1), LOSS_CODES[self.loss],
+            self.code_constant, *self._compiled_constants(),
         )
 
 
@@ -916,6 +1005,13 @@ class IOKSRule(SelectionRule[IOKSStats]):
             self.delta, self.upsilon, self.radius, self.loss_max, fold.clip, ALPHA,
         )
 
+    def support_fold(self, jit, fold: _SupportFoldArgs, stats: IOKSStats) -> tuple[int, int]:
+        """:meth:`step` over rows on support sets in compiled code (``_jit_folds.fold_ioks``)."""
+        return jit.fold_ioks(
+            *fold, stats.q, stats.eta, stats.rho, stats.grad_sq_sum, LOSS_CODES[self.loss], self.delta, self.upsilon,
+            self.radius, self.loss_max, ALPHA,
+        )
+
 
 # -- learners: a rule and a storage ---------------------------------------------------------
 class _KernelSelection(MultiKernelLearner[SelectionStateT]):
@@ -940,18 +1036,25 @@ class _KernelSelection(MultiKernelLearner[SelectionStateT]):
             n_seen=np.asarray(0, np.int64),
         )
 
+    def _begin(self, state: SelectionStateT, n: int) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        """An update's working copies for ``n`` rows: the rule's statistics, the usage counts,
+        the rows' uniforms and their scores (to fill)."""
+        stats = self.rule.stats_class(*(np.array(a, copy=True) for a in self.rule.stats_of(state)))
+        n_seen = int(state.n_seen)
+        return stats, state.n_used.copy(), example_uniform_rows(self.config.seed, n_seen, n_seen + n, 1)[:, 0], np.empty(n)
+
+    def _end(self, state: SelectionStateT, fields: dict[str, np.ndarray], stats: Any, n_used: np.ndarray, n: int) -> SelectionStateT:
+        """The state after ``n`` rows: the storage's ``fields``, the statistics and the counters."""
+        return self.state_class(**fields, **stats._asdict(), n_used=n_used, n_seen=np.asarray(int(state.n_seen) + n, np.int64))
+
     def update(self, state: SelectionStateT, X: ArrayLike, y: ArrayLike) -> tuple[SelectionStateT, np.ndarray]:
         X, y = validate_xy(self, X, y)
         hyp = self.storage.working(state)
-        stats = self.rule.stats_class(*(np.array(a, copy=True) for a in self.rule.stats_of(state)))
-        n_used = state.n_used.copy()
-        n_seen = int(state.n_seen)
-        uniforms = example_uniform_rows(self.config.seed, n_seen, n_seen + len(y), 1)[:, 0]
-        scores = np.empty(len(y))
+        stats, n_used, uniforms, scores = self._begin(state, len(y))
         for r in range(len(y)):
             scores[r], i, stats = self.rule.step(stats, hyp, X[r], float(y[r]), float(uniforms[r]))
             n_used[i] += 1
-        return self.state_class(**hyp.fields(), **stats._asdict(), n_used=n_used, n_seen=np.asarray(n_seen + len(y), np.int64)), scores
+        return self._end(state, hyp.fields(), stats, n_used, len(y)), scores
 
     def distributions(self, state: SelectionStateT) -> tuple[np.ndarray, np.ndarray]:
         """``(q, p)`` of ``state``: the selection distribution and the sampling one."""
@@ -988,6 +1091,30 @@ class _SupportSelection(_KernelSelection[SelectionStateT]):
     merge_semantics = "none"
     mix_refusal = "its kernel models keep growing support sets, which cannot be merged or mixed (train rf_oks_pp or rf_ioks to mix)"
 
+    def update(self, state: SelectionStateT, X: ArrayLike, y: ArrayLike) -> tuple[SelectionStateT, np.ndarray]:
+        """The rows in compiled code when numba is there (the numpy fold's bytes): the fold
+        appends to the sets' buffers in place and stops before a row whose drawn kernel's
+        buffers are full, whose capacity this loop doubles before resuming."""
+        jit = kernels()
+        if jit is None:
+            return super().update(state, X, y)
+        X, y = validate_xy(self, X, y)
+        storage = cast(SupportStorage, self.storage)
+        sets = storage.working(state)
+        stats, n_used, uniforms, scores = self._begin(state, len(y))
+        X64 = X.astype(np.float64)  # exact: the sets' columns are float64
+        counts = np.asarray([len(support) for support in sets.sets], dtype=np.int64)  # the fold advances them
+        start = 0
+        while start < len(y):
+            fold = _SupportFoldArgs(X64, start, y, uniforms, storage.store(sets, counts), n_used, scores)
+            start, need = self.rule.support_fold(jit, fold, stats)
+            sets.filled(counts)
+            if need == jit.SUPPORT_CAP:
+                storage.cap.check(int(counts.sum()) + 1)  # raises the numpy fold's error
+            if need >= 0:
+                sets.pack(need)
+        return self._end(state, sets.fields(), stats, n_used, len(y)), scores
+
     def merge(self, states: Sequence[SelectionStateT], weights: ArrayLike | None = None, base: SelectionStateT | None = None) -> SelectionStateT:
         raise NotMergeableError(
             f"{self.name}: kernel models keep growing support sets, which shards cannot average; "
@@ -1015,10 +1142,7 @@ class _FeatureSelection(_KernelSelection[SelectionStateT]):
             return super().update(state, X, y)
         X, y = validate_xy(self, X, y)
         w = cast("RFOKSPlusPlusState | RFIOKSState", state).w.copy()
-        n_used, n_seen = state.n_used.copy(), int(state.n_seen)
-        stats = self.rule.stats_class(*(np.array(a, copy=True) for a in self.rule.stats_of(state)))
-        uniforms = example_uniform_rows(self.config.seed, n_seen, n_seen + len(y), 1)[:, 0]
-        scores = np.empty(len(y))
+        stats, n_used, uniforms, scores = self._begin(state, len(y))
 
         def guess(start: int, stop: int) -> np.ndarray:
             # The kernels the rows would draw from the distribution at the block's start.
@@ -1035,12 +1159,13 @@ class _FeatureSelection(_KernelSelection[SelectionStateT]):
 
         if len(y):
             fold_on_demand(self.storage.bank, self.storage.bank.stack(), X, guess, run)
-        return self.state_class(w=w, **stats._asdict(), n_used=n_used, n_seen=np.asarray(n_seen + len(y), np.int64)), scores
+        return self._end(state, {"w": w}, stats, n_used, len(y)), scores
 
 
 class OKS(_SupportSelection[OKSState]):
     """OKS, the baseline of online kernel selection under bandit feedback (``oks``); kernel
-    version. Needs the horizon ``T`` (``horizon``; pipelines take it from the data set's row count)."""
+    version. Needs the horizon ``T`` (``horizon``; pipelines take it from the data set's row count).
+    Its fold is compiled (``_jit_folds.fold_oks``)."""
 
     name = "oks"
     config_class = OKSConfig
@@ -1050,7 +1175,8 @@ class OKS(_SupportSelection[OKSState]):
 
 
 class OKSPlusPlus(_SupportSelection[OKSPlusPlusState]):
-    """OKS++ for smooth losses (``oks_pp``): data-dependent step, exploration and weights; kernel version."""
+    """OKS++ for smooth losses (``oks_pp``): data-dependent step, exploration and weights; kernel version.
+    Its fold is compiled (``_jit_folds.fold_oks_pp``)."""
 
     name = "oks_pp"
     config_class = OKSPlusPlusConfig
@@ -1061,7 +1187,7 @@ class OKSPlusPlus(_SupportSelection[OKSPlusPlusState]):
 
 class IOKS(_SupportSelection[IOKSState]):
     """IOKS for Lipschitz losses (``ioks``): Tsallis mirror step, increasing rates; kernel version.
-    Needs ``horizon`` (as :class:`OKS`)."""
+    Needs ``horizon`` (as :class:`OKS`). Its fold is compiled (``_jit_folds.fold_ioks``)."""
 
     name = "ioks"
     config_class = IOKSConfig

@@ -85,21 +85,34 @@ class GrowingArray:
     length : int, optional
         Of a 2-d array growing along axis 1: its number of rows, at least ``initial``'s
         (the rows below ``initial``'s are zeros to be filled in).
+    out : ndarray, optional
+        The buffer to fill instead of a new one (zero-filled, e.g. a view of a larger
+        array); its capacity is its length along ``axis``.
     """
 
     __slots__ = ("data", "size", "axis")
 
     def __init__(
-        self, initial: np.ndarray, axis: int = 0, dtype: DTypeLike | None = None, capacity: int | None = None, length: int | None = None
+        self,
+        initial: np.ndarray,
+        axis: int = 0,
+        dtype: DTypeLike | None = None,
+        capacity: int | None = None,
+        length: int | None = None,
+        out: np.ndarray | None = None,
     ):
         self.axis = axis
         self.size = initial.shape[axis]
         capacity = max(MIN_CAPACITY, 2 * self.size) if capacity is None else max(capacity, self.size)
         shape = list(initial.shape)
-        shape[axis] = capacity
+        shape[axis] = capacity if out is None else out.shape[axis]
         if length is not None:
             shape[0] = max(length, initial.shape[0])
-        self.data = np.zeros(shape, dtype=initial.dtype if dtype is None else dtype)
+        if out is None:
+            out = np.zeros(shape, dtype=initial.dtype if dtype is None else dtype)
+        elif list(out.shape) != shape or out.shape[axis] < self.size:
+            raise ValueError(f"a buffer of shape {out.shape} cannot hold {initial.shape} along axis {axis}")
+        self.data = out
         if initial.ndim == 2 and axis == 1:
             self.data[: initial.shape[0], : self.size] = initial
         else:
@@ -133,6 +146,14 @@ class GrowingArray:
             raise ValueError(f"size {size} outside the buffer's capacity {self.capacity}")
         self.size = size
 
+    def move_to(self, data: np.ndarray) -> None:
+        """Keep the entries in ``data`` from now on (``data``: zero-filled, as the buffer but for
+        a capacity of at least :attr:`size`, e.g. a view of a larger array)."""
+        if data.shape[self.axis] < self.size:
+            raise ValueError(f"a buffer of capacity {data.shape[self.axis]} cannot hold {self.size} entries")
+        (data[: self.size] if self.axis == 0 else data[:, : self.size])[...] = self.view()
+        self.data = data
+
     def append(self, value) -> int:
         """Store ``value`` as the next entry; return its index."""
         if self.size == self.capacity:
@@ -163,18 +184,34 @@ class SupportBuffer:
         otherwise as C-ordered rows of the vectors' dtype.
     capacity : int, optional
         Initial capacity (default: doubling from ``max(16, 2 m)``).
+    out : tuple of ndarray, optional
+        With ``columns``: the zero-filled buffers to fill instead of new ones -- columns
+        ``(d, c)``, squared norms ``(c,)`` and coefficients ``(c,)`` for a capacity ``c >= m``
+        (views of the arenas of :meth:`okl_core.learners.oks._SupportSets.pack`).
     """
 
-    def __init__(self, vectors: np.ndarray, alpha: np.ndarray, cap: SupportCap, columns: bool = False, capacity: int | None = None):
+    def __init__(
+        self,
+        vectors: np.ndarray,
+        alpha: np.ndarray,
+        cap: SupportCap,
+        columns: bool = False,
+        capacity: int | None = None,
+        out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ):
         self.cap = cap
         self.columns = columns
         if columns:
             rows = vectors.astype(np.float64)
-            self.vectors = GrowingArray(rows.T, axis=1, capacity=capacity)
-            self.sq_norms = GrowingArray(np.einsum("ij,ij->i", rows, rows), capacity=capacity)
+            cols, norms, coefs = (None, None, None) if out is None else out
+            self.vectors = GrowingArray(rows.T, axis=1, capacity=capacity, out=cols)
+            self.sq_norms = GrowingArray(np.einsum("ij,ij->i", rows, rows), capacity=capacity, out=norms)
+            self.alpha = GrowingArray(alpha, capacity=capacity, out=coefs)
         else:
+            if out is not None:
+                raise ValueError("SupportBuffer: out= needs columns=True")
             self.vectors = GrowingArray(vectors, axis=0, capacity=capacity)
-        self.alpha = GrowingArray(alpha, capacity=capacity)
+            self.alpha = GrowingArray(alpha, capacity=capacity)
 
     def __len__(self) -> int:
         return self.alpha.size
@@ -187,6 +224,24 @@ class SupportBuffer:
             self.sq_norms.append(x @ x)
         self.vectors.append(x)
         self.alpha.append(coef)
+
+    def _parts(self) -> tuple[GrowingArray, ...]:
+        return (self.vectors, self.sq_norms, self.alpha) if self.columns else (self.vectors, self.alpha)
+
+    def move_to(self, columns: np.ndarray, sq_norms: np.ndarray, alpha: np.ndarray) -> None:
+        """Keep the set in these buffers from now on (as ``out`` of the constructor)."""
+        if not self.columns:
+            raise ValueError("SupportBuffer.move_to needs columns=True")
+        for part, data in zip(self._parts(), (columns, sq_norms, alpha)):
+            part.move_to(data)
+
+    def filled(self, n: int) -> None:
+        """Record that the buffers' first ``n`` entries hold the set (a compiled fold appended
+        them in place, within the capacity)."""
+        if any(n > part.capacity for part in self._parts()):
+            raise ValueError(f"{n} support vectors do not fit the buffers' capacity")
+        for part in self._parts():
+            part.size = n
 
     def rows(self) -> np.ndarray:
         """The support vectors as C-ordered rows (a view for row storage; float32 rows otherwise)."""

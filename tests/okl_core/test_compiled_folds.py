@@ -109,6 +109,7 @@ def test_compiled_fold_gives_the_numpy_folds_bytes(monkeypatch, name, params, sp
 # graph shape, on the pixel rows; their numpy folds raise while the compiled ones run.
 TWO = "gaussian:0.5,gaussian:2"
 NINE = ",".join(f"gaussian:2^{k}" for k in range(-2, 7))
+MIXED = "gaussian:1,laplacian:8,cauchy:2"
 MK_CASES = [
     ("raker", dict(n_components=50)),
     ("raker", dict(n_components=32, kernels=TWO, eta=0.3, schedule="constant", lam=0.0)),
@@ -123,18 +124,28 @@ MK_CASES = [
     ("rf_ioks", dict(n_components=64, horizon=600)),
     ("rf_ioks", dict(n_components=32, loss="absolute", horizon=2000)),
     ("rf_ioks", dict(n_components=32, loss="square", kernels=NINE, horizon=600, loss_max=2.0)),
+    # The kernel versions (growing support sets): every loss, kernel kind and projection.
+    ("oks", dict(horizon=600)),
+    ("oks", dict(horizon=2000, loss="absolute", kernels=MIXED)),
+    ("oks", dict(horizon=600, loss="square", kernels=TWO, step_scale=3.0)),
+    ("oks_pp", dict()),
+    ("oks_pp", dict(tuning="released_code", kernels=MIXED)),
+    ("oks_pp", dict(loss="square", kernels=NINE, norm_bound=0.5)),
+    ("ioks", dict(horizon=600)),
+    ("ioks", dict(horizon=2000, loss="absolute", kernels=MIXED)),
+    ("ioks", dict(horizon=600, loss="square", kernels=NINE, loss_max=2.0, norm_bound=0.5)),
 ]
 
 
 def _forbid_multikernel(monkeypatch):
     """Make the multi-kernel learners' numpy per-row steps fail."""
-    from okl_core.learners.oks import IOKSRule, OKSPlusPlusRule
+    from okl_core.learners.oks import IOKSRule, OKSPlusPlusRule, OKSRule
 
     def fail(*args, **kwargs):
         raise AssertionError("the numpy per-row fold ran where the compiled fold should have")
 
     for cls, method in ((okl_core.learners.omkl.Raker, "_fold"), (okl_core.learners.omkl.OMKLGF, "_step"),
-                        (OKSPlusPlusRule, "step"), (IOKSRule, "step")):
+                        (OKSPlusPlusRule, "step"), (IOKSRule, "step"), (OKSRule, "step")):
         monkeypatch.setattr(cls, method, fail)
 
 
@@ -193,21 +204,69 @@ def test_compiled_fold_without_guessed_features_stops_and_resumes(monkeypatch, m
     assert sum(j >= 0 for _, j in stops) > 2
 
 
-@pytest.mark.parametrize(("name", "params"), [
-    ("rf_oks_pp", dict(n_components=400)),
-    ("rf_ioks", dict(n_components=400, horizon=32561)),
-    ("rf_oks_pp", dict(n_components=400, tuning="released_code")),
+A9A_KERNEL_VERSIONS = [("oks", dict(horizon=32561)), ("oks_pp", dict()), ("ioks", dict(horizon=32561))]
+
+
+@pytest.mark.parametrize(("name", "params", "rows", "splits"), [
+    ("rf_oks_pp", dict(n_components=400), 1500, 3),
+    ("rf_ioks", dict(n_components=400, horizon=32561), 1500, 3),
+    ("rf_oks_pp", dict(n_components=400, tuning="released_code"), 1500, 3),
+    # The kernel versions: support sets growing to the 1,500 rows; then the paper's run, all
+    # 32,561 rows in batches of ~4,000 (sets of up to ~20,000 rows; 17-34 s per learner, both folds).
+    *[(name, params, 1500, 3) for name, params in A9A_KERNEL_VERSIONS],
+    *[pytest.param(name, params, None, 8, marks=pytest.mark.slow) for name, params in A9A_KERNEL_VERSIONS],
 ])
-def test_compiled_selection_folds_on_a9a_at_the_papers_size(monkeypatch, name, params):
-    # a9a rows (d = 123), D = 400, the six kernels of spec/oks.md.
+def test_compiled_selection_folds_on_a9a_at_the_papers_size(monkeypatch, name, params, rows, splits):
+    # a9a rows (d = 123), the six kernels of spec/oks.md, D = 400 for the random features.
     X, y = a9a()
-    X, y = X[:1500], y[:1500].astype(np.float64)
+    X, y = X[:rows], y[:rows].astype(np.float64)
     learner = okl_core.make_learner(name, n_inputs=123, **params)
     monkeypatch.setenv("OKL_NO_JIT", "1")
-    reference = train_bytes(learner, X, y, 3)
+    reference = train_bytes(learner, X, y, splits)
     monkeypatch.delenv("OKL_NO_JIT")
     _forbid_multikernel(monkeypatch)
+    assert train_bytes(learner, X, y, splits) == reference
+
+
+SUPPORT_FOLDS = {"oks": "fold_oks", "oks_pp": "fold_oks_pp", "ioks": "fold_ioks"}
+
+
+@pytest.mark.parametrize(("name", "params"), [
+    ("oks", dict(horizon=900, loss="square", kernels=MIXED)),
+    ("oks_pp", dict(loss="square", kernels=TWO, norm_bound=0.5)),
+    ("ioks", dict(horizon=900, loss="absolute", kernels=MIXED, norm_bound=0.3)),
+])
+def test_compiled_support_folds_grow_project_and_resume(monkeypatch, name, params):
+    # The fold stops before a row whose drawn kernel's buffers are full; the driver doubles
+    # them and resumes at that row. Three batches: the later ones start from a state's rows.
+    reference, learner, X, y = both_folds(monkeypatch, name, params, n=900, splits=3)
+    stops = []
+    original = getattr(_jit_folds, SUPPORT_FOLDS[name])
+    monkeypatch.setattr(_jit_folds, SUPPORT_FOLDS[name], lambda *args: stops.append(original(*args)) or stops[-1])
+    _forbid_multikernel(monkeypatch)
     assert train_bytes(learner, X, y, 3) == reference
+    assert sum(need >= 0 for _, need in stops) > 3 and stops[-1] == (300, -1)
+    state, _ = learner.update(learner.init(), X, y)
+    if name != "oks":  # projected onto ||f_i|| <= U at least once (OKS does not project)
+        assert np.any(state.sq_norm == learner.config.radius**2)
+
+
+@pytest.mark.parametrize("name", ["oks", "oks_pp", "ioks"])
+def test_compiled_support_folds_stop_at_the_cap_as_the_numpy_fold(monkeypatch, name):
+    # Logistic gradients are never 0: every row adds a support vector, so 120 rows fit
+    # max_support = 120 and the 121st raises the cap's error, whichever fold runs.
+    learner = okl_core.make_learner(name, n_inputs=D_IN, max_support=120, **({} if name == "oks_pp" else {"horizon": 200}))
+    X, digits = pixels(121, seed=5)
+    y = labels(learner, digits)
+    outcomes = []
+    for no_jit in ("1", "0"):
+        monkeypatch.setenv("OKL_NO_JIT", no_jit)
+        state, _ = learner.update(learner.init(), X[:60], y[:60])
+        full, _ = learner.update(state, X[60:120], y[60:120])
+        with pytest.raises(ValueError, match="max_support=120") as error:
+            learner.update(state, X[60:], y[60:])
+        outcomes.append((okl_core.model_bytes(learner, full), int(full.sv_count.sum()), str(error.value)))
+    assert outcomes[0] == outcomes[1] and outcomes[0][1] == 120
 
 
 def test_feature_blocks_are_the_per_row_features_bit_for_bit():

@@ -3,7 +3,7 @@
 One random permutation of the 32,561 a9a training rows (the paper averages ten), the six
 Gaussian kernels sigma = 2^-2 .. 2^3, the logistic loss, U = 15, the a9a features as
 distributed (binary, already within [-1, 1]), horizon T = 32,561. Measured on the
-reference machine with this permutation (``default_rng(0)``, learner seed 0): OKS 19.84%,
+reference machine with this permutation (``default_rng(0)``, learner seed 0): OKS 19.83%,
 IOKS 17.33%, OKS++ 16.65%, RF-OKS++ (D = 400) 17.21% with the released script's tuning
 and 19.26% with the paper's. Over five permutations (bench/repro_multikernel.py oks
 --runs 5): OKS 19.79 +- 0.06 (paper 19.65), IOKS 17.41 +- 0.10 (17.46), OKS++ 16.85 +-

@@ -44,3 +44,29 @@ def test_column_storage_caches_squared_norms_and_gives_float32_rows():
     np.testing.assert_array_equal(buffer.sq_norms.view(), [5.0, 9.0, 16.0])
     np.testing.assert_array_equal(buffer.rows(), [[1, 2], [3, 0], [0, 4]])
     assert buffer.rows().flags.c_contiguous and buffer.vectors.view().shape == (2, 3)
+
+
+def test_column_storage_in_given_buffers_moves_and_records_what_was_filled():
+    # OKS's compiled folds read the sets from one arena per kind: the buffers are views of
+    # it, written in place by the fold (``filled`` records the sizes) and moved on growth.
+    cap = SupportCap("learner", "max_rows", 100, "the support set", "")
+    rows = np.array([[1.0, 2.0], [3.0, 0.0]], np.float32)
+    arena = np.zeros(2 * 4), np.zeros(4), np.zeros(4)
+    out = (arena[0].reshape(2, 4), arena[1], arena[2])
+    buffer = SupportBuffer(rows, np.array([0.5, -0.5]), cap, columns=True, out=out)
+    assert buffer.vectors.data.base is arena[0] and buffer.alpha.capacity == 4
+    np.testing.assert_array_equal(arena[0], [1, 3, 0, 0, 2, 0, 0, 0])
+    out[0][:, 2], out[1][2], out[2][2] = (0.0, 4.0), 16.0, 2.0  # a fold appends in place
+    buffer.filled(3)
+    np.testing.assert_array_equal(buffer.rows(), [[1, 2], [3, 0], [0, 4]])
+    moved = np.zeros((2, 8)), np.zeros(8), np.zeros(8)
+    buffer.move_to(*moved)
+    assert buffer.vectors.data is moved[0] and buffer.alpha.capacity == 8
+    np.testing.assert_array_equal(buffer.alpha.view(), [0.5, -0.5, 2.0])
+    np.testing.assert_array_equal(buffer.sq_norms.view(), [5.0, 9.0, 16.0])
+    with pytest.raises(ValueError, match="capacity"):
+        buffer.filled(9)
+    with pytest.raises(ValueError, match="cannot hold"):
+        buffer.move_to(np.zeros((2, 2)), np.zeros(2), np.zeros(2))
+    with pytest.raises(ValueError, match="cannot hold"):
+        SupportBuffer(rows, np.zeros(2), cap, columns=True, out=(np.zeros((3, 4)), np.zeros(4), np.zeros(4)))
