@@ -24,6 +24,7 @@ import json
 import os
 import random
 import tempfile
+import time
 import typing
 
 import apache_beam as beam
@@ -237,6 +238,8 @@ class RowGroupReader:
         self._ahead: dict[tuple[str, int], concurrent.futures.Future] = {}
         self._plan: collections.deque = collections.deque()
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="okl-read") if self.read_ahead_groups else None
+        self.cpu_seconds = 0.0
+        """CPU seconds spent reading and checking row groups (on whichever thread read them)."""
 
     def close(self) -> None:
         """Stop the read-ahead thread (pending reads are dropped)."""
@@ -254,7 +257,14 @@ class RowGroupReader:
         return self._files[path]
 
     def _load(self, path: str, group: int, rows: int):
-        """Read and check one row group (on the calling thread)."""
+        """Read and check one row group (on the calling thread), counting its CPU time."""
+        began = time.thread_time()
+        try:
+            return self._read_and_check(path, group, rows)
+        finally:
+            self.cpu_seconds += time.thread_time() - began  # reads run one at a time: no race
+
+    def _read_and_check(self, path: str, group: int, rows: int):
         try:
             # One decoding thread: the reading DoFns run several in parallel already.
             table = self._file(path).read_row_group(group, columns=["x", "y", "row"], use_threads=False)

@@ -98,6 +98,8 @@ class _FoldShard(beam.DoFn):
             self.reader.close()
 
     def process(self, element, initial_model: bytes):
+        # CPU counted from before the first reads ahead start (below, as the reads are planned).
+        cpu_began, read_cpu_began = time.process_time(), 0.0 if self.reader is None else self.reader.cpu_seconds
         shard, pieces = element[0], _plan_reads(element[1], self.reader)
         loaded_learner, state = self.models.get(initial_model, source=f"model entering round {self.round}")
         check_mergeable(self.learner, loaded_learner)
@@ -105,7 +107,7 @@ class _FoldShard(beam.DoFn):
         total = Prequential(self.learner.task)
         pending: dict[int, list[BatchPiece | PieceRef]] = {}
         next_seq, seconds, read_seconds, most_waiting, diverged_at = 0, 0.0, 0.0, 0, None
-        started, cpu_began = time.time(), time.process_time()
+        started, self.learn_cpu = time.time(), 0.0
         heartbeat = Heartbeat(self.progress_dir, f"shard-{shard}-r{self.round}")  # live progress (no-op without a folder)
         for piece in pieces:
             if piece.shard != shard or piece.round != self.round or not 0 <= piece.seq < len(expected):
@@ -144,6 +146,10 @@ class _FoldShard(beam.DoFn):
             # CPU of the worker process while the step ran (reading ahead and Beam's threads too): the
             # benchmark's noise-robust measure of the pipeline's work per row against the bare fold's.
             "cpu_seconds": time.process_time() - cpu_began,
+            # Of which: the learner's updates and reading/checking rows (the read-ahead thread):
+            # the rest is per-batch bookkeeping and Beam's own threads.
+            "learn_cpu_seconds": self.learn_cpu,
+            "read_cpu_seconds": 0.0 if self.reader is None else self.reader.cpu_seconds - read_cpu_began,
             "online": total.to_dict(), "diverged_at": diverged_at,
         }
         yield shard, okl_core.model_bytes(self.learner, state), json.dumps(summary, sort_keys=True)
@@ -161,9 +167,10 @@ class _FoldShard(beam.DoFn):
         batch = Prequential(self.learner.task)
         took, diverged, curve = 0.0, False, []
         if len(y):
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.thread_time()
             state, scores = self.learner.update(state, X, y)
             took = time.perf_counter() - began
+            self.learn_cpu += time.thread_time() - cpu
             batch.add(scores, y)
             diverged = is_diverged(state, scores, batch)
             curve = batch_curve(self.learner.task, scores, y)  # points within the batch, for the plot
