@@ -333,9 +333,11 @@ class RowGroupReader:
         if not self.prefetch or index is None:
             return
         stop = min(index + 1 + self.prefetch, len(self._order))
+        began = time.thread_time()  # reading's CPU: the kernel starts the reads (page cache misses) here
         for path, group in self._order[max(self._hinted_upto, index + 1) : stop]:
             self._hint(path, group)
         self._hinted_upto = max(self._hinted_upto, stop)
+        self.cpu_seconds += time.thread_time() - began
 
     def _hint(self, path: str, group: int) -> None:
         """Ask the OS to read a local row group's bytes into its page cache (returns at once)."""
