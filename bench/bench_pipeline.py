@@ -242,10 +242,12 @@ def steady_seconds(out: str) -> float:
     return max(s["end"] for s in steps) - min(s["start"] for s in steps)
 
 
-def steady_cpu_seconds(out: str) -> float:
-    """CPU seconds of the workers while their shard steps ran, summed (``metrics.json``)."""
+def steady_cpu_seconds(out: str) -> tuple[float, float, float]:
+    """CPU seconds of the workers while their shard steps ran, summed (``metrics.json``):
+    all of it, the learner's updates, and reading/checking rows (the read-ahead threads)."""
     with open(os.path.join(out, "metrics.json")) as f:
-        return sum(json.load(f)["timing"]["cpu_seconds_per_shard"])
+        timing = json.load(f)["timing"]
+    return tuple(sum(timing[f"{key}_per_shard"]) for key in ("cpu_seconds", "learn_cpu_seconds", "read_cpu_seconds"))
 
 
 def pipeline_run(path: str, out: str, name: str, params: dict, shards: int, workers: int) -> tuple[float, float]:
@@ -296,7 +298,7 @@ def main() -> None:
                 runs.append((wall, cpu, steady_seconds(out), steady_cpu_seconds(out)))
             two, two_cpu, _, _ = min(runs)
             steady = min(r[2] for r in runs)
-            steady_cpu = min(r[3] for r in runs)
+            steady_cpu = min(r[3] for r in runs)  # (all, learning, reading) of the least CPU
             results.append((key, rows, bare, bare_cpu, read, ideal, one, one_cpu, two, two_cpu, steady, steady_cpu, ideal_read))
             shutil.rmtree(path)
         print(f"\nload average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (other jobs share the machine)")
@@ -315,11 +317,13 @@ def main() -> None:
                 f"{cell(rows / steady)} {ideal / steady:9.0%} {ideal_read / steady:14.0%} {fixed:5.1f}s {at_scale:6.2f}x"
             )
         print("CPU microseconds per row, all processes (ratio to bare):")
-        print(f"{'learner':7} {'bare':>6} {'pipeline 1 shard':>17} {'pipeline 2x2':>16} {'2x2 shard steps':>16}")
+        print(f"{'learner':7} {'bare':>6} {'pipeline 1 shard':>17} {'pipeline 2x2':>16} {'2x2 shard steps':>16} {'of which: learn':>16} {'read':>12} {'rest':>12}")
         for key, rows, bare, bare_cpu, _, _, one, one_cpu, two, two_cpu, _, steady_cpu, _ in results:
             per = 1e6 * bare_cpu / rows
+            all_, learn, read = steady_cpu
+            parts = [1e6 * v / rows for v in (all_, learn, read, all_ - learn - read)]
             print(f"{key:7} {per:6.1f} {1e6 * one_cpu / rows:9.1f} ({1e6 * one_cpu / rows / per:4.2f})  {1e6 * two_cpu / rows:9.1f} ({1e6 * two_cpu / rows / per:4.2f})"
-                  f"  {1e6 * steady_cpu / rows:9.1f} ({1e6 * steady_cpu / rows / per:4.2f})")
+                  f"  {parts[0]:9.1f} ({parts[0] / per:4.2f}) {parts[1]:9.1f} ({parts[1] / per:4.2f}) {parts[2]:5.2f} ({parts[2] / per:4.2f}) {parts[3]:5.2f} ({parts[3] / per:4.2f})")
         print(
             "2 bare procs: two plain processes fold one half each, no Beam, no reading: what two workers can get from the\n"
             "machine now. of 2 read procs: steady rate / the rate of two plain processes that each read half the Parquet\n"
@@ -327,7 +331,9 @@ def main() -> None:
             "shard end); of 2 procs: steady rate / 2 bare procs rate (the noise-robust figure: both see the same machine).\n"
             "fixed: the rest of the 2x2 time (imports, worker start-up, merge, outputs). at 8.1M: end-to-end ratio to bare\n"
             "projected for 8.1M rows from fixed + steady. CPU: all processes end to end; 2x2 shard steps: the workers' CPU while\n"
-            "their shards trained (reading, checking, learning, Beam's threads; bare: learning only), robust to other jobs."
+            "their shards trained (reading, checking, learning, Beam's threads; bare: learning only), robust to other jobs;\n"
+            "of which learn: the learner's updates (the bare fold's work, on a shared machine), read: reading and checking\n"
+            "rows (read-ahead threads), rest: per-batch bookkeeping and Beam's own threads (gRPC, state, counters)."
         )
         if args.million or args.million_from:
             name, params = LEARNERS["fogd"]
@@ -340,7 +346,7 @@ def main() -> None:
                 made = f"MNIST-shaped rows written in {time.perf_counter() - began:.1f} s"
             n = open_dataset(path).info.n_rows
             sample = min(n, SAMPLE_ROWS)
-            bare = min(bare_seconds(path, name, params, rows=sample)[0] for _ in range(args.repeats))
+            bare, bare_cpu = min(bare_seconds(path, name, params, rows=sample)[:2] for _ in range(args.repeats))
             with PeakRSS() as memory:
                 seconds, cpu = pipeline_run(path, os.path.join(tmp, "million-out"), name, params, 2, 2)
             steady = steady_seconds(os.path.join(tmp, "million-out"))
@@ -349,6 +355,10 @@ def main() -> None:
                   f"{cpu:.0f} CPU s; peak memory {memory.peak / 2**30:.2f} GiB (PSS of the launcher and workers: "
                   f"{', '.join(f'{m / 2**20:.0f}' for m in memory.at_peak)} MB); "
                   f"bare: {sample / bare:.0f} rows/s, the fold of the first {sample:,} rows in memory")
+            all_, learn, read = steady_cpu_seconds(os.path.join(tmp, "million-out"))
+            per = 1e6 * bare_cpu / sample
+            print(f"CPU us/row while the shards trained: {1e6 * all_ / n:.2f} ({1e6 * all_ / n / per:.2f} x the bare fold's {per:.2f}); "
+                  f"learn {1e6 * learn / n:.2f}, read {1e6 * read / n:.2f}, rest {1e6 * (all_ - learn - read) / n:.2f}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -12,7 +12,8 @@ row (best of ``--repeats``, so other jobs on the machine count little):
 * ``check_rows``: the dead-letter checks (width, finite features, labels);
 * ``batch records``: a batch's prequential metrics, divergence check and curve;
 * ``shard step, no Beam``: TrainOnline's DoFn (``_FoldShard.process``) over one shard's
-  piece references, reading ahead on its thread as in a pipeline, warm process;
+  piece references, reading as in a pipeline (local files: the next row groups announced
+  to the OS, decoded by the shard), warm process;
 
 then, per codec, bytes per row on disk and the read time with checksums. The pipeline's
 own figure (CPU per row in the shard steps, with Beam) is ``bench_pipeline.py``'s.

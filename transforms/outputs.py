@@ -150,6 +150,9 @@ def build_report(info: dict, summaries: list[dict], batches: list[dict], test: d
             "train_seconds_per_shard": per_shard_sum("train_seconds"),
             "read_seconds_per_shard": per_shard_sum("read_seconds"),  # waiting for rows (reads run ahead)
             "cpu_seconds_per_shard": [sum(x.get("cpu_seconds", 0.0) for x in summaries if x["shard"] == s) for s in shards],
+            # Of the CPU above: the learner's updates and reading/checking rows (benchmarks split Beam's share out).
+            "learn_cpu_seconds_per_shard": [sum(x.get("learn_cpu_seconds", 0.0) for x in summaries if x["shard"] == s) for s in shards],
+            "read_cpu_seconds_per_shard": [sum(x.get("read_cpu_seconds", 0.0) for x in summaries if x["shard"] == s) for s in shards],
             # When each shard's training step ran, in seconds after launch (per round).
             "shard_steps": [
                 {"shard": x["shard"], "round": x["round"], "start": x["started"] - info["launched_at"], "end": x["finished"] - info["launched_at"]}

@@ -24,6 +24,7 @@ import json
 import os
 import random
 import tempfile
+import time
 import typing
 
 import apache_beam as beam
@@ -214,8 +215,12 @@ class RowGroupReader:
 
     With ``read_ahead`` > 0 and the coming pieces announced (:meth:`plan`), their row
     groups are read on one background thread while the caller learns from the current
-    ones: waiting for a file (local disk, ``gs://``) then overlaps learning instead of
-    adding to it. Every read then happens on that thread, one at a time.
+    ones: waiting for a file (``gs://``) then overlaps learning instead of adding to it.
+    Every read then happens on that thread, one at a time. With ``prefetch`` > 0 (local
+    files) the next planned row groups' bytes are only announced to the operating system
+    (``posix_fadvise``: the kernel reads them into its page cache meanwhile) and decoded on
+    the calling thread when needed: the same overlap of disk and learning, without a
+    second thread decoding on the cores the learners use (see :class:`~transforms.train.TrainOnline`).
 
     Parameters
     ----------
@@ -226,10 +231,16 @@ class RowGroupReader:
         Checked row groups kept in memory (besides those read ahead).
     read_ahead : int
         Row groups that may be read ahead of the one in use (0: read when asked).
+    prefetch : int
+        Row groups after the one being read whose bytes are announced to the OS (local files).
     """
 
-    def __init__(self, source: DatasetSource, split: str, keep: int = 2, read_ahead: int = 0):
+    def __init__(self, source: DatasetSource, split: str, keep: int = 2, read_ahead: int = 0, prefetch: int = 0):
         self.source, self.split, self.keep, self.read_ahead_groups = source, split, keep, int(read_ahead)
+        self.prefetch = int(prefetch)
+        self._order: list[tuple[str, int]] = []  # the planned row groups, in order (prefetch)
+        self._position: dict[tuple[str, int], int] = {}
+        self._hinted_upto = 0
         self.rows_read = Metrics.counter(METRICS_NAMESPACE, f"{split}_rows_read")
         self.rows_rejected = Metrics.counter(METRICS_NAMESPACE, f"{split}_rows_rejected")
         self._files: dict[str, pq.ParquetFile] = {}
@@ -237,6 +248,8 @@ class RowGroupReader:
         self._ahead: dict[tuple[str, int], concurrent.futures.Future] = {}
         self._plan: collections.deque = collections.deque()
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="okl-read") if self.read_ahead_groups else None
+        self.cpu_seconds = 0.0
+        """CPU seconds spent reading and checking row groups (on whichever thread read them)."""
 
     def close(self) -> None:
         """Stop the read-ahead thread (pending reads are dropped)."""
@@ -245,6 +258,7 @@ class RowGroupReader:
             self._pool = None
         self._ahead.clear()
         self._plan.clear()
+        self._order, self._position = [], {}
 
     def _file(self, path: str) -> pq.ParquetFile:
         if path not in self._files:
@@ -254,7 +268,14 @@ class RowGroupReader:
         return self._files[path]
 
     def _load(self, path: str, group: int, rows: int):
-        """Read and check one row group (on the calling thread)."""
+        """Read and check one row group (on the calling thread), counting its CPU time."""
+        began = time.thread_time()
+        try:
+            return self._read_and_check(path, group, rows)
+        finally:
+            self.cpu_seconds += time.thread_time() - began  # reads run one at a time: no race
+
+    def _read_and_check(self, path: str, group: int, rows: int):
         try:
             # One decoding thread: the reading DoFns run several in parallel already.
             table = self._file(path).read_row_group(group, columns=["x", "y", "row"], use_threads=False)
@@ -276,6 +297,10 @@ class RowGroupReader:
         """
         self._plan = collections.deque(dict.fromkeys((ref.path, ref.group, ref.group_rows) for ref in refs))
         planned = {(path, group) for path, group, _ in self._plan}
+        self._order = [(path, group) for path, group, _ in self._plan]
+        self._position = {key: i for i, key in enumerate(self._order)}
+        self._hinted_upto = 0
+        self._hint_after(-1)
         for key in [k for k in self._ahead if k not in planned]:  # left by an interrupted earlier plan
             self._ahead.pop(key).cancel()
         self._top_up()
@@ -300,7 +325,33 @@ class RowGroupReader:
                 self._groups.pop(next(iter(self._groups)))
             self._groups[key] = value
             self._top_up()
+            self._hint_after(self._position.get(key))
         return self._groups[key]
+
+    def _hint_after(self, index: int | None) -> None:
+        """Announce the ``prefetch`` planned row groups after position ``index`` of the plan."""
+        if not self.prefetch or index is None:
+            return
+        stop = min(index + 1 + self.prefetch, len(self._order))
+        began = time.thread_time()  # reading's CPU: the kernel starts the reads (page cache misses) here
+        for path, group in self._order[max(self._hinted_upto, index + 1) : stop]:
+            self._hint(path, group)
+        self._hinted_upto = max(self._hinted_upto, stop)
+        self.cpu_seconds += time.thread_time() - began
+
+    def _hint(self, path: str, group: int) -> None:
+        """Ask the OS to read a local row group's bytes into its page cache (returns at once)."""
+        if is_remote(path) or not hasattr(os, "posix_fadvise"):
+            return
+        try:
+            start, stop = _byte_range(self._file(path).metadata, group)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, start, stop - start, os.POSIX_FADV_WILLNEED)
+            finally:
+                os.close(fd)
+        except (OSError, ValueError, pa.ArrowException):
+            pass  # only a hint: the read itself reports what is wrong with the file
 
     def materialize(self, ref: PieceRef) -> tuple[BatchPiece, list[str]]:
         """The rows of ``ref`` and the dead-letter records (JSON) of its bad rows."""
@@ -320,6 +371,13 @@ class RowGroupReader:
         self.rows_read.inc(i1 - i0)
         self.rows_rejected.inc(len(dead))
         return piece, dead
+
+
+def _byte_range(metadata, group: int) -> tuple[int, int]:
+    """``[start, stop)`` byte offsets of row group ``group``'s column chunks in its file."""
+    chunks = [metadata.row_group(group).column(c) for c in range(metadata.num_columns)]
+    starts = [c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset for c in chunks]
+    return min(starts), max(s + c.total_compressed_size for s, c in zip(starts, chunks))
 
 
 class _ReadRowGroup(beam.DoFn):

@@ -24,8 +24,9 @@ import pyarrow.compute as pc
 
 from okl_core.data.layout import as_array, x_matrix, x_width
 from okl_core.labels import bad_labels, label_reason
+from okl_core.numerics import single_threaded_blas
 
-__all__ = ["CheckedRows", "check_rows", "unreadable_rows", "REASONS", "UNREADABLE"]
+__all__ = ["CheckedRows", "check_rows", "finite_rows", "unreadable_rows", "REASONS", "UNREADABLE"]
 
 REASONS = ("missing x", "wrong width", "non-finite feature", "missing y", "bad label")
 """Reason prefixes, in the order they are tested (a row gets the first that applies)."""
@@ -63,6 +64,24 @@ def _x_lengths(x: pa.Array) -> np.ndarray:
     return pc.list_value_length(x).to_numpy(zero_copy_only=False)
 
 
+def finite_rows(X: np.ndarray) -> np.ndarray:
+    """Which rows of the 2-D float array ``X`` hold only finite values (exact).
+
+    A NaN or an infinity makes a row's sum NaN or infinite, so rows with a finite sum are
+    finite; a sum can also overflow on finite values, so the rows whose sum is not finite
+    are checked element by element. The sums are one matrix-vector product: 0.03 instead
+    of 0.09-0.13 us per MNIST row for ``np.isfinite(X).all(axis=1)`` (a boolean temporary
+    of the table's size), on the pipeline's reading thread. The product runs on one BLAS
+    thread: BLAS's own threads would spin on cores the workers already use.
+    """
+    with single_threaded_blas(), np.errstate(invalid="ignore", over="ignore"):  # inf - inf, overflow: expected here
+        finite = np.isfinite(X @ np.ones(X.shape[1], X.dtype))
+    if not finite.all():
+        suspect = np.flatnonzero(~finite)
+        finite[suspect] = np.isfinite(X[suspect]).all(axis=1)
+    return finite
+
+
 def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | None = None) -> CheckedRows:
     """Check the ``x``, ``y``, ``row`` columns of ``table`` (see the module docstring).
 
@@ -95,7 +114,7 @@ def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | Non
         X = x_matrix(x, n_features)
     else:  # x.filter copies: only for tables with bad rows
         X = x_matrix(x.filter(pa.array(width_ok)), n_features) if width_ok.any() else np.zeros((0, n_features), np.float32)
-    finite = np.isfinite(X).all(axis=1)
+    finite = finite_rows(X)
     ok_index = np.flatnonzero(width_ok)
     reasons[ok_index[~finite]] = "non-finite feature"
 

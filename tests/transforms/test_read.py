@@ -1,6 +1,7 @@
 """ReadShards: pieces cover each position of a round exactly once, keyed by the plan."""
 
 import json
+import os
 
 import apache_beam as beam
 import numpy as np
@@ -150,3 +151,54 @@ def test_a_new_plan_drops_reads_left_by_an_interrupted_one(source):
         assert piece.start == shard[1][0].start
     finally:
         reader.close()
+
+
+def test_prefetching_announces_the_next_planned_row_groups_and_decodes_on_the_caller(source, monkeypatch):
+    """prefetch=2 (local files): each read announces the next two planned row groups to the
+    OS, in plan order and once each; the rows are decoded on the calling thread and are
+    those of the plain reader."""
+    import threading
+
+    src, _, _ = source
+    plan = StreamPlan(1000, 2, 1, 64)
+    refs = sorted((r for task in src.row_groups for r in piece_refs(task, plan, 0) if r.shard == 1), key=lambda r: r.seq)
+    groups = list(dict.fromkeys((r.path, r.group) for r in refs))
+    assert len(groups) >= 4
+    reader, direct = RowGroupReader(src, "train", prefetch=2), RowGroupReader(src, "train")
+    hints, loads, original = [], [], reader._load
+    monkeypatch.setattr(reader, "_hint", lambda path, group: hints.append((path, group)))
+
+    def recording_load(path, group, rows):
+        loads.append((path, group, threading.current_thread() is threading.main_thread(), list(hints)))
+        return original(path, group, rows)
+
+    monkeypatch.setattr(reader, "_load", recording_load)
+    reader.plan(refs)
+    assert hints == groups[:2] and loads == []
+    for ref in refs:
+        got, got_dead = reader.materialize(ref)
+        want, want_dead = direct.materialize(ref)
+        np.testing.assert_array_equal(got.X, want.X)
+        np.testing.assert_array_equal(got.row, want.row)
+        assert got_dead == want_dead
+    reader.close()
+    assert [(p, g) for p, g, _, _ in loads] == groups and all(main for _, _, main, _ in loads)
+    assert hints == groups[:]  # every planned group announced once, in order
+    # When row group k is decoded, the groups up to k + 2 have been announced (k + 1 before it).
+    assert [len(seen) for _, _, _, seen in loads] == [min(k + 2, len(groups)) for k in range(len(groups))]
+
+
+def test_a_hint_names_the_row_groups_bytes(source):
+    """The announced byte range of a row group covers its column chunks and nothing before them."""
+    import pyarrow.parquet as pq
+
+    from transforms.read import _byte_range
+
+    src, _, _ = source
+    path, group = src.row_groups[1][0], src.row_groups[1][1]
+    metadata = pq.ParquetFile(path).metadata
+    start, stop = _byte_range(metadata, group)
+    chunks = [metadata.row_group(group).column(c) for c in range(metadata.num_columns)]
+    assert start == min(c.dictionary_page_offset if c.has_dictionary_page else c.data_page_offset for c in chunks)
+    assert stop - start >= sum(c.total_compressed_size for c in chunks)
+    assert stop <= (os.path.getsize(path) if group == metadata.num_row_groups - 1 else _byte_range(metadata, group + 1)[0])

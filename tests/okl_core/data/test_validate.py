@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from okl_core.data.validate import check_rows
+from okl_core.data.validate import check_rows, finite_rows
 
 
 def _table(x, y, rows=None, fixed=None, y_type=pa.int32()):
@@ -85,3 +85,21 @@ def test_binary_features_of_another_width_are_wrong_width_rows():
     assert len(out.X) == 0 and out.reasons == ["wrong width: 4 features, expected 3"] * 3
     with pytest.raises(ValueError, match="column x must be float32 bytes"):
         check_rows(pa.table({"x": pa.array([b"abcde"], pa.binary(5)), "y": pa.array([1], pa.int32()), "row": pa.array([0], pa.int64())}), 1, "binary")
+
+
+def test_finite_rows_matches_the_element_by_element_check():
+    # Rows whose sum overflows on finite values (3e38 + 3e38) are finite; +inf and -inf in
+    # one row sum to NaN; a single NaN, inf or -inf anywhere makes a row non-finite.
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((64, 9)).astype(np.float32)
+    X[1, 0] = np.nan
+    X[5, 8] = np.inf
+    X[7, 3] = -np.inf
+    X[9, [2, 6]] = [np.inf, -np.inf]
+    X[11, :] = 3e38
+    X[13, :] = -3e38
+    X[15, [0, 1]] = [3e38, np.nan]
+    got = finite_rows(X)
+    assert got.tolist() == np.isfinite(X).all(axis=1).tolist()
+    assert got[11] and got[13] and not got[[1, 5, 7, 9, 15]].any()
+    assert finite_rows(np.zeros((0, 9), np.float32)).shape == (0,)
