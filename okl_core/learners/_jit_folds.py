@@ -16,6 +16,11 @@ arithmetic is the numpy fold's, operation for operation, so the bytes are the sa
 
 ``cache=True`` keeps the machine code next to this file (``__pycache__``, or
 ``NUMBA_CACHE_DIR``), so a fresh process loads it instead of compiling.
+
+One module, in sections per learner family, on purpose: numba invalidates a function's
+cached machine code when *its own* source file changes, not when a function it calls from
+another file does, so folds split across files could keep running a stale kernel row or
+rule after an edit. In one file every edit recompiles every fold.
 """
 
 from __future__ import annotations
