@@ -59,7 +59,7 @@ from okl_core.learners.rules import (
     Rule,
     RowModel,
     RuleCode,
-    _float64_c,
+    compiled_writable,
     fold,
     output_shape,
 )
@@ -264,7 +264,7 @@ class _GrowingExpansion:
         float64 coefficients, use the loop); the buffers' sizes follow the rows it learned."""
         support = self.support
         vectors, alpha = support.vectors, support.alpha
-        if not (_float64_c(alpha.data) and _float64_c(scores) and _float64_c(self.base) and vectors.axis == 0):
+        if not (compiled_writable(alpha.data) and compiled_writable(scores) and compiled_writable(self.base) and vectors.axis == 0):
             return None
 
         def run(i: int) -> int:

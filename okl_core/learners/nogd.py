@@ -73,7 +73,7 @@ from okl_core.learners.rules import (
     RegressionRule,
     Rule,
     RuleCode,
-    _float64_c,
+    compiled_writable,
     fold,
     output_shape,
 )
@@ -302,7 +302,7 @@ class _BudgetedExpansion:
         """:func:`~okl_core.learners.rules.fold` of this model in compiled code (None: not
         float64 arrays, use the loop), with the update that fills the budget
         (``'immediate'``) or comes after it (``'next_update'``) left to :meth:`add`."""
-        if not (_float64_c(self.alpha) and _float64_c(scores) and self.landmarks.flags.c_contiguous):
+        if not (compiled_writable(self.alpha) and compiled_writable(scores) and self.landmarks.flags.c_contiguous):
             return None
         budget = self.config.budget
         defer_at = budget - 1 if self.config.switch == "immediate" else budget

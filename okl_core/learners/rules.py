@@ -56,6 +56,7 @@ __all__ = [
     "ADAGRAD_DELTA",
     "fold",
     "rule_code",
+    "compiled_writable",
     "output_shape",
 ]
 
@@ -141,7 +142,7 @@ class LinearRows:
         """:func:`fold` of this model in compiled code (None: not this shape, use the loop)."""
         kind, eta, eps = code
         w, Z = self.w, self.Z
-        if not (_float64_c(w) and _float64_c(scores) and Z.ndim == 2):
+        if not (compiled_writable(w) and compiled_writable(scores) and Z.ndim == 2):
             return None
         if w.ndim == 1 and kind != MULTICLASS:
             return int(jit.fold_weights(kind, eta, eps, Z, w, y, scores, start, _NO_ACCUMULATOR, 0.0, 0.0))
@@ -185,7 +186,7 @@ class AdaGradRows(LinearRows):
     def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
         """:func:`fold` of this model in compiled code (None: not this shape, use the loop)."""
         kind, _, eps = code  # the rule's eta is 1 (its coefficient is u)
-        if not (self.G.size and self.w.ndim == 1 and kind != MULTICLASS and all(_float64_c(a) for a in (self.w, self.G, scores)) and self.Z.ndim == 2):
+        if not (self.G.size and self.w.ndim == 1 and kind != MULTICLASS and all(compiled_writable(a) for a in (self.w, self.G, scores)) and self.Z.ndim == 2):
             return None
         return int(jit.fold_weights(kind, 1.0, eps, self.Z, self.w, y, scores, start, self.G, self.eta, ADAGRAD_DELTA))
 
@@ -251,7 +252,7 @@ class NormalizedRows(LinearRows):
     def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
         """:func:`fold` of this model in compiled code (None: not this shape, use the loop)."""
         kind, _, eps = code  # the rule's eta is 1 (its coefficient is u)
-        if not (self.w.ndim == 1 and kind != MULTICLASS and self.Z.ndim == 2 and all(_float64_c(a) for a in (self.w, self.s, self.G, self.N, scores))):
+        if not (self.w.ndim == 1 and kind != MULTICLASS and self.Z.ndim == 2 and all(compiled_writable(a) for a in (self.w, self.s, self.G, self.N, scores))):
             return None
         return int(jit.fold_weights_normalized(kind, eps, self.Z, self.w, self.s, self.G, self.N, self.t0, self.eta, y, scores, start))
 
@@ -259,7 +260,7 @@ class NormalizedRows(LinearRows):
 _NO_ACCUMULATOR = np.zeros(0)  # the compiled fold's "constant step" (no AdaGrad sums)
 
 
-def _float64_c(a: np.ndarray) -> bool:
+def compiled_writable(a: np.ndarray) -> bool:
     """True for a C-contiguous writable float64 array (what the compiled folds update)."""
     return a.dtype == np.float64 and a.flags.c_contiguous and a.flags.writeable
 
