@@ -138,8 +138,16 @@ def row_against_buffer(kernel: str, sigma: float, x: np.ndarray, columns: np.nda
     _check_kernel(kernel)
     m = columns.shape[1]
     out = np.empty(m)
-    jit.kernel_row_into(KERNEL_CODES[kernel], float(sigma), -0.5 / sigma**2, x, columns, sq_norms, m, out)
+    jit.kernel_row_into(*compiled_kernel(kernel, sigma), x, columns, sq_norms, m, out)
     return out
+
+
+def compiled_kernel(kernel: str, sigma: float) -> tuple[int, float, float]:
+    """A kernel as the compiled kernel row takes it: ``(code, sigma, gauss_scale)`` with
+    :data:`KERNEL_CODES` and the Gaussian's ``-1 / (2 sigma^2)`` (computed here, in Python, as
+    :func:`reference_row_against_buffer` computes it)."""
+    _check_kernel(kernel)
+    return KERNEL_CODES[kernel], float(sigma), -0.5 / sigma**2
 
 
 def reference_row_against_buffer(kernel: str, sigma: float, x: np.ndarray, columns: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
@@ -200,6 +208,11 @@ class Kernel:
     def diagonal(self, X: ArrayLike) -> np.ndarray:
         """``k(x, x)`` of each row (all 1)."""
         return diagonal(X)
+
+    @property
+    def compiled(self) -> tuple[int, float, float]:
+        """This kernel as the compiled folds take it, see :func:`compiled_kernel`."""
+        return compiled_kernel(self.name, self.sigma)
 
     def row_against_buffer(self, x: np.ndarray, columns: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
         """``k(s_j, x)`` for a buffer's columns, see :func:`row_against_buffer`."""

@@ -120,7 +120,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from okl_core.kernels import KERNEL_CODES, Kernel
+from okl_core.kernels import Kernel
 from okl_core.learners.base import (
     CheckedConfig,
     Learner,
@@ -579,6 +579,7 @@ class _BudgetLearner(Learner[Any]):
     """
 
     state_class: ClassVar[type] = BudgetState
+    rule: Any  # the learner's update rule (okl_core.learners.rules), set by each learner's __init__
     merge_semantics = "none"
     mix_refusal = (
         "its model is a budgeted support set chosen by each shard; averaging would concatenate the sets "
@@ -647,10 +648,14 @@ class _BudgetLearner(Learner[Any]):
         return (np.ascontiguousarray(X), np.asarray(y, dtype=np.float64), work.rows, work.columns, work.sq_norms,
                 work.alpha, work.alpha.reshape(B, C), work.stamp, work.n, scores.reshape(N, C))
 
+    def _fold_rule(self, jit: ModuleType) -> tuple[int, float, float]:
+        """The update rule as the compiled folds take it (``_jit_folds.budget_coefficient``):
+        ``rule.code`` unless a learner says otherwise."""
+        return self.rule.code
+
     def _kernel_code(self) -> tuple[int, float, float]:
         """The kernel as ``_jit_folds.kernel_row_into`` takes it (as :func:`okl_core.kernels.row_against_buffer` passes it)."""
-        sigma = self.kernel.sigma
-        return KERNEL_CODES[self.kernel.name], float(sigma), -0.5 / sigma**2
+        return self.kernel.compiled
 
     def _learn(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, y: Any, k: np.ndarray, f: Any, t: int, u: float) -> None:
         """Learn example ``t`` (``x``, label ``y``) scored ``f`` (a float, or ``(C,)`` scores) with
@@ -792,10 +797,6 @@ class Forgetron(_BudgetLearner):
         extra["mistakes"], extra["damage"] = np.asarray(mistakes, dtype=np.int64), np.asarray(float(damage))
         return True
 
-    def _fold_rule(self, jit: ModuleType) -> tuple[int, float, float]:
-        """The update rule as the compiled fold takes it (``_jit_folds.budget_coefficient``)."""
-        return self.rule.code
-
     def _weight_and_margin(self, alpha_r: Any, f_r: Any) -> tuple[float, float]:
         """``sigma = |alpha_r|`` and ``mu = y_r f'(x_r)`` of the oldest vector (``y_r = sign(alpha_r)``)."""
         alpha_r = float(alpha_r)
@@ -838,21 +839,17 @@ class Projectron(_BudgetLearner):
         own ``_learn`` only: a subclass runs the numpy loop)."""
         if type(self) not in _COMPILED_PROJECTRONS or not _compilable(work):
             return False
-        cfg, kernel = self.config, self.kernel
+        cfg = self.config
         margin = MARGIN_CODES[cfg.margin_test] if self.margin_updates else 0
-        kind, rule_eta, eps = self._rule_code()
+        kind, rule_eta, eps = self._fold_rule(jit)
         B = cfg.budget
         U = 0.25 * np.sqrt((B + 1) / np.log(B + 1)) if margin == MARGIN_CODES["code"] else 0.0
         eta = float(getattr(cfg, "eta", 0.0)) if self.margin_updates else 0.0
         fold = jit.fold_mprojectron if self.task == "multiclass" else jit.fold_projectron
         work.n = int(fold(kind, rule_eta, eps, margin, eta, self._projection_bound(), float(U), X, y, work.rows, work.columns,
                           work.sq_norms, work.alpha, work.stamp, work.extra["gram_inverse"], work.n, scores, start,
-                          KERNEL_CODES[kernel.name], float(kernel.sigma), -0.5 / kernel.sigma**2))
+                          *self._kernel_code()))
         return True
-
-    def _rule_code(self) -> tuple[int, float, float]:
-        """The compiled fold's code of the update rule (the Perceptron's; see the regressor)."""
-        return self.rule.code
 
     def _projection(self, work: BudgetSet, k: np.ndarray) -> tuple[np.ndarray, float]:
         """``d = K^{-1} k`` and ``delta^2`` (clipped at 0 against rounding)."""
@@ -954,10 +951,8 @@ class BPAS(_BudgetLearner):
         """The batch in ``_jit_folds.fold_bpa_s`` (BPA-S and MBPA-S only, not subclasses)."""
         if type(self) not in (BPAS, MBPAS) or not _compilable(work):
             return False
-        kernel = self.kernel
         work.n = int(jit.fold_bpa_s(float(self.config.C), X, y, work.rows, work.columns, work.sq_norms, work.alpha,
-                                    work.stamp, work.n, scores, start, KERNEL_CODES[kernel.name], float(kernel.sigma),
-                                    -0.5 / kernel.sigma**2))
+                                    work.stamp, work.n, scores, start, *self._kernel_code()))
         return True
 
     def _insert(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, step: Any, k: np.ndarray, t: int) -> None:
@@ -1323,7 +1318,7 @@ class ProjectronRegressor(Projectron):
     def _projection_bound(self) -> float:
         return float(self.config.projection_eta)
 
-    def _rule_code(self) -> tuple[int, float, float]:
+    def _fold_rule(self, jit):
         return self.regression_rule.code
 
     def _learn(self, work, x32, x64, y, k, f, t, u):

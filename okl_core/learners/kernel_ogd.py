@@ -45,7 +45,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from okl_core.kernels import KERNEL_CODES, KERNELS, Kernel
+from okl_core.kernels import KERNELS, Kernel
 from okl_core.learners.base import CheckedConfig, Learner, check_choice, check_int, check_positive, validate_xy
 from okl_core.learners.rules import (
     MULTICLASS,
@@ -289,7 +289,7 @@ def run_expansion(jit: ModuleType, code: RuleCode, kernel: Kernel, X: np.ndarray
     ``stop < len(y)`` is a row scored whose update needs ``m == defer_at`` (Python's)."""
     kind, eta, eps = code
     has_base = base is not None
-    head = (KERNEL_CODES[kernel.name], float(kernel.sigma), -0.5 / kernel.sigma**2, X, scores if base is None else base, has_base,
+    head = (*kernel.compiled, X, scores if base is None else base, has_base,
             columns, sq_norms, alpha, vectors, m, defer_at, y, scores, start)
     if kind == MULTICLASS:
         stop, m = jit.fold_expansion_multiclass(eta, *head)

@@ -114,7 +114,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from okl_core.features import FeatureSpec
-from okl_core.kernels import KERNEL_CODES, SELF_SIMILARITY, Kernel
+from okl_core.kernels import SELF_SIMILARITY, Kernel
 from okl_core.learners.base import (
     CheckedConfig,
     NotMergeableError,
@@ -707,9 +707,8 @@ class SupportStorage:
         self.n_inputs = config.n_inputs
         self.kernels = [Kernel(kernel, sigma) for kernel, sigma in config.dictionary]
         # The compiled kernel rows' (kind, sigma, -1 / (2 sigma^2)), as kernels.row_against_buffer passes them.
-        self.codes = np.asarray([KERNEL_CODES[k.name] for k in self.kernels], dtype=np.int64)
-        self.sigmas = np.asarray([float(k.sigma) for k in self.kernels])
-        self.scales = np.asarray([-0.5 / k.sigma**2 for k in self.kernels])
+        codes, sigmas, scales = zip(*(k.compiled for k in self.kernels))
+        self.codes, self.sigmas, self.scales = np.asarray(codes, dtype=np.int64), np.asarray(sigmas), np.asarray(scales)
         self.cap = SupportCap(
             name,
             "max_support",
