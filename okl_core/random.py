@@ -38,8 +38,11 @@ row's draws do not depend on how the stream is cut into batches. Two layouts:
 
 * :func:`row_uniforms` -- row ``t`` owns generator ``(seed, t)`` and reads its words
   ``0..n-1`` (any number of words per row). Making a numpy ``Philox`` costs ~10 us, so a
-  batch's rows are drawn together: one generator re-keyed per row through numpy's public
-  ``state`` setter (~3 us a row), the same words as a fresh generator per row.
+  batch's rows are drawn together: from 128 rows on, the Philox4x64-10 function that
+  numpy's ``Philox`` computes is evaluated for all rows at once in numpy's uint64
+  arithmetic (0.11 us a row at 4,096 rows); fewer rows re-key one generator per row
+  through numpy's public ``state`` setter (~1.5 us a row). Both give a fresh generator's
+  words (tested against numpy's ``Philox``), so models do not change.
 * :func:`packed_uniforms` -- one word per row, ``words_per_key`` rows per generator: row
   ``g`` reads word ``g % words_per_key`` of generator ``(seed, g // words_per_key)``.
 
@@ -199,6 +202,35 @@ def permutation(n: int, seed: int, key: int) -> np.ndarray:
 
 
 _ZERO_COUNTER = np.zeros(4, dtype=np.uint64)
+_VECTOR_ROWS = 128  # from here on the vectorised Philox is faster (4,096 rows: 0.11 against 1.5 us a row)
+
+# Philox4x64-10 (Salmon, Moraes, Dror & Shaw, SC 2011; the constants of Random123, which
+# numpy's Philox implements): multipliers, and the Weyl increments of the key.
+_PHILOX_M = (np.uint64(0xD2E7470EE14C6C93), np.uint64(0xCA5A826395121157))
+_PHILOX_W = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBB67AE8584CAA73B))
+_LOW32, _SHIFT32 = np.uint64(0xFFFFFFFF), np.uint64(32)
+
+
+def _mulhilo(m: np.uint64, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """High and low 64 bits of the 128-bit products ``m * b`` (uint64 arithmetic, 32-bit halves)."""
+    m_lo, m_hi, b_lo, b_hi = m & _LOW32, m >> _SHIFT32, b & _LOW32, b >> _SHIFT32
+    p1, p2 = m_lo * b_hi, m_hi * b_lo
+    carry = (((m_lo * b_lo) >> _SHIFT32) + (p1 & _LOW32) + (p2 & _LOW32)) >> _SHIFT32
+    return m_hi * b_hi + (p1 >> _SHIFT32) + (p2 >> _SHIFT32) + carry, m * b
+
+
+def _philox_block(counter: int, k0: np.ndarray, k1: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The four words of Philox4x64-10 at counter ``(counter, 0, 0, 0)`` for each key ``(k0[i], k1[i])``."""
+    zero = np.zeros_like(k1)
+    c0, c1, c2, c3 = np.full_like(k1, counter), zero, zero, zero
+    with np.errstate(over="ignore"):  # uint64 arithmetic wraps, as the generator's does
+        for r in range(10):
+            if r:
+                k0, k1 = k0 + _PHILOX_W[0], k1 + _PHILOX_W[1]
+            hi0, lo0 = _mulhilo(_PHILOX_M[0], c0)
+            hi1, lo1 = _mulhilo(_PHILOX_M[1], c2)
+            c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+    return c0, c1, c2, c3
 
 
 def row_words(seed: int, start: int, stop: int, n_words: int) -> np.ndarray:
@@ -207,8 +239,11 @@ def row_words(seed: int, start: int, stop: int, n_words: int) -> np.ndarray:
     Returns
     -------
     ndarray of uint64, shape (stop - start, n_words)
-        Row ``t - start`` equals ``block_bit_generator(seed, t).random_raw(n_words)``; one
-        generator serves all rows (re-keyed, see the module docstring).
+        Row ``t - start`` equals ``block_bit_generator(seed, t).random_raw(n_words)``: for
+        :data:`_VECTOR_ROWS` rows or more, Philox4x64-10 computed over all rows at once in
+        numpy's uint64 arithmetic (a fresh generator's word ``k`` is word ``k % 4`` of the
+        block at counter ``k // 4 + 1``); for fewer, one numpy generator re-keyed per row
+        (see the module docstring).
     """
     seed, start, stop, n_words = int(seed), int(start), int(stop), int(n_words)
     out = np.empty((max(stop - start, 0), n_words), dtype=np.uint64)
@@ -217,6 +252,14 @@ def row_words(seed: int, start: int, stop: int, n_words: int) -> np.ndarray:
     bitgen = block_bit_generator(seed, start)  # checks seed and the first row
     if stop - 1 > _MASK64:
         raise ValueError(f"rows must be in [0, 2**64); got up to {stop - 1}")
+    if stop - start >= _VECTOR_ROWS:
+        rows = np.arange(start, stop, dtype=np.uint64)
+        seeds = np.full_like(rows, seed)
+        for block in range((n_words + 3) // 4):
+            words = _philox_block(block + 1, seeds, rows)
+            for k in range(4 * block, min(4 * block + 4, n_words)):
+                out[:, k] = words[k % 4]
+        return out
     key = np.array([seed, 0], dtype=np.uint64)
     for r in range(stop - start):
         key[1] = start + r

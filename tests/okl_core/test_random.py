@@ -97,3 +97,21 @@ def test_packed_uniforms_cut_anywhere_are_the_same_draws():
     pieces = np.concatenate([packed_uniforms(4, a, b, 1000) for a, b in ((0, 1), (1, 999), (999, 2001), (2001, 2500))])
     np.testing.assert_array_equal(whole, pieces)
     np.testing.assert_array_equal(whole[1000:1010], uniform_open(block_bit_generator(4, 1).random_raw(10)))
+
+
+@pytest.mark.parametrize("rows", [127, 128, 1000])
+@pytest.mark.parametrize("start", [0, 2**32 - 500, 2**64 - 1000])
+@pytest.mark.parametrize("n_words", [1, 3, 4, 5, 9])
+def test_row_words_of_a_batch_are_numpy_philox_words(rows, start, n_words):
+    """From 128 rows on, row_words evaluates Philox4x64-10 itself (vectorised over rows);
+    below, it re-keys numpy's generator: both are a fresh numpy Philox's words, for keys
+    whose halves carry across 32 bits and wrap at 2**64, and counters past the first block."""
+    from okl_core.random import row_words
+
+    for seed in (0, 12345, 2**64 - 1):
+        got = row_words(seed, start, start + rows, n_words)
+        picks = [0, 1, rows // 2, rows - 1]
+        want = np.stack([block_bit_generator(seed, start + r).random_raw(n_words) for r in picks])
+        np.testing.assert_array_equal(got[picks], want)
+    everything = row_words(7, start, start + rows, n_words)
+    np.testing.assert_array_equal(everything[-3:], row_words(7, start + rows - 3, start + rows, n_words))
