@@ -620,7 +620,7 @@ class _BudgetLearner(Learner[Any]):
         draws = self._draws(start, start + len(y))
         scores = np.zeros((len(y),) + work.alpha.shape[1:])
         jit = kernels()
-        if jit is not None and self._compiled_fold(jit, work, X, y, draws, scores, start):
+        if jit is not None and _compilable(work) and self._compiled_fold(jit, work, X, y, draws, scores, start):
             return work.state(self.state_class, start + len(y)), scores
         labels = y.tolist()  # floats, or class indices for multiclass
         for i in range(len(y)):
@@ -837,7 +837,7 @@ class Projectron(_BudgetLearner):
     def _compiled_fold(self, jit, work, X, y, draws, scores, start):
         """The batch in ``_jit_folds.fold_projectron`` / ``fold_mprojectron`` (this class's
         own ``_learn`` only: a subclass runs the numpy loop)."""
-        if type(self) not in _COMPILED_PROJECTRONS or not _compilable(work):
+        if type(self) not in _COMPILED_PROJECTRONS:
             return False
         cfg = self.config
         margin = MARGIN_CODES[cfg.margin_test] if self.margin_updates else 0
@@ -949,7 +949,7 @@ class BPAS(_BudgetLearner):
 
     def _compiled_fold(self, jit, work, X, y, draws, scores, start):
         """The batch in ``_jit_folds.fold_bpa_s`` (BPA-S and MBPA-S only, not subclasses)."""
-        if type(self) not in (BPAS, MBPAS) or not _compilable(work):
+        if type(self) not in (BPAS, MBPAS):
             return False
         work.n = int(jit.fold_bpa_s(float(self.config.C), X, y, work.rows, work.columns, work.sq_norms, work.alpha,
                                     work.stamp, work.n, scores, start, *self._kernel_code()))

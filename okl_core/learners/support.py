@@ -136,9 +136,7 @@ class GrowingArray:
             return
         shape = list(self.data.shape)
         shape[self.axis] = max(need, 2 * self.capacity)
-        data = np.zeros(shape, dtype=self.data.dtype)
-        (data[: self.size] if self.axis == 0 else data[:, : self.size])[...] = self.view()
-        self.data = data
+        self.move_to(np.zeros(shape, dtype=self.data.dtype))
 
     def set_size(self, size: int) -> None:
         """Use the buffer's first ``size`` entries (written into :attr:`data` by compiled code)."""
@@ -238,10 +236,8 @@ class SupportBuffer:
     def filled(self, n: int) -> None:
         """Record that the buffers' first ``n`` entries hold the set (a compiled fold appended
         them in place, within the capacity)."""
-        if any(n > part.capacity for part in self._parts()):
-            raise ValueError(f"{n} support vectors do not fit the buffers' capacity")
         for part in self._parts():
-            part.size = n
+            part.set_size(n)
 
     def rows(self) -> np.ndarray:
         """The support vectors as C-ordered rows (a view for row storage; float32 rows otherwise)."""
