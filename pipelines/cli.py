@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -162,6 +163,9 @@ def main(run: Callable[[list[str] | None], object], command: str, argv: list[str
         if interrupted:
             logging.disable(logging.NOTSET)
     status = result if isinstance(result, int) and not isinstance(result, bool) else 0
+    # The command is done and the process ends next: spare the interpreter's final walk over
+    # every object Beam, pyarrow and numba left (0.2-0.25 s of a train run's exit, strace).
+    gc.freeze()
     if _EXIT_WITHOUT_TEARDOWN:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -16,6 +16,7 @@ from okl_core.data.plan import StreamPlan
 from okl_core.metrics import Prequential
 from transforms.elements import ModelCache
 from transforms.read import DatasetSource, ReadShards
+from transforms.worker import settle_worker_process
 
 __all__ = ["Evaluate", "ScoreMetrics", "SumPrequentialFn"]
 
@@ -24,6 +25,7 @@ class _ScorePiece(beam.DoFn):
     """Score one piece with the model; emit ``(first position, Prequential fields JSON)``."""
 
     def setup(self):
+        settle_worker_process()
         self.models = ModelCache()
 
     def process(self, element, model: bytes):

@@ -26,6 +26,7 @@ from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetInfo, StagedDataset
 from okl_core.data.mnist8m import GENERATOR_NAME, DeformationConfig, Mnist8mGenerator, class_task, load_base
 from okl_core.data.sources import ConversionSummary, DataFormatError
 from okl_experiments.progress import Heartbeat, read_heartbeats
+from transforms.worker import settle_worker_process
 
 __all__ = ["ShardPlan", "WriteMnist8mShards", "generate_mnist8m"]
 
@@ -59,6 +60,7 @@ class _WriteMnist8mShardFn(beam.DoFn):
         self._generator = None
 
     def setup(self):
+        settle_worker_process()
         images, labels = load_base(**self.base)
         self._generator = Mnist8mGenerator(images, labels, self.seed, DeformationConfig(**self.config_dict))
 

@@ -37,6 +37,7 @@ import okl_core
 from okl_core.learners.base import labels_from_scores
 from okl_experiments.progress import Heartbeat
 from transforms.read import read_bytes  # noqa: F401 (read_bytes: part of this module's API)
+from transforms.worker import settle_worker_process
 
 __all__ = ["OklModel", "OklModelHandler", "WatchModelVersions", "WritePredictions", "prediction_schema", "read_bytes"]
 
@@ -160,6 +161,7 @@ class _ToTable(beam.DoFn):
         self.task, self.n_classes, self.progress_dir = task, n_classes, progress_dir
 
     def setup(self):
+        settle_worker_process()
         # Live progress (no-op without a folder): this instance's rows, over all its bundles.
         self.heartbeat, self.scored = Heartbeat(self.progress_dir, f"predict-{os.getpid()}-{id(self):x}"), 0
 

@@ -40,6 +40,7 @@ from okl_core.data.plan import StreamPlan
 from okl_core.data.validate import check_rows, unreadable_rows
 from okl_core.state import MAX_MODEL_BYTES, ModelFileError, read_model_file
 from transforms.elements import BatchPiece, PieceRef
+from transforms.worker import settle_worker_process
 
 __all__ = ["DatasetSource", "ReadShards", "RowGroupReader", "piece_refs", "is_remote", "open_binary", "read_bytes", "METRICS_NAMESPACE"]
 
@@ -387,6 +388,7 @@ class _ReadRowGroup(beam.DoFn):
         self.source, self.plan, self.round, self.split = source, plan, round, split
 
     def setup(self):
+        settle_worker_process()
         self.reader = RowGroupReader(self.source, self.split, keep=1)
 
     def process(self, task):

@@ -73,6 +73,7 @@ from transforms.elements import BatchPiece, ModelCache, StreamEvent
 from transforms.outputs import write_bytes
 from transforms.read import METRICS_NAMESPACE, is_remote, open_binary, read_bytes
 from transforms.train import LearnerSpec
+from transforms.worker import settle_worker_process
 
 __all__ = [
     "StreamTrainOnline", "MergeSnapshots", "WriteModelVersions", "VersionNotices", "WatchParquet", "ReadParquetFiles",
@@ -139,6 +140,7 @@ class _StreamShard(beam.DoFn):
         self.state_reads = Metrics.counter(METRICS_NAMESPACE, "shard_state_reads")  # decoded from Beam state, not kept
 
     def setup(self):
+        settle_worker_process()
         self.learner = self.spec.build()
         warm_up(self.learner)  # the first compiled update's one-time cost, before the first batch
         self.models = ModelCache()
@@ -338,6 +340,7 @@ class _MergeWindows(beam.DoFn):
         self.merges = Metrics.counter(METRICS_NAMESPACE, "merges")
 
     def setup(self):
+        settle_worker_process()
         self.learner = self.spec.build()
 
     def _meta(self, meta_state) -> dict:

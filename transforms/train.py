@@ -54,6 +54,7 @@ from okl_experiments.metrics import batch_curve, headline
 from okl_experiments.progress import Heartbeat
 from transforms.elements import BatchPiece, ModelCache, PieceRef
 from transforms.read import METRICS_NAMESPACE, DatasetSource, RowGroupReader, is_remote
+from transforms.worker import settle_worker_process
 
 __all__ = ["LearnerSpec", "TrainOnline", "MergeBySeed", "CollectStatesFn", "ShardResult"]
 
@@ -87,6 +88,7 @@ class _FoldShard(beam.DoFn):
         self.diverged_batches = Metrics.counter(METRICS_NAMESPACE, "batches_diverged")
 
     def setup(self):
+        settle_worker_process()
         self.learner = self.spec.build()
         # The first compiled update of a process costs ~0.45 s CPU (numba, cached code): paid
         # here, at worker start, not inside the shard's first batch (a third of a 100k-row shard).
@@ -323,6 +325,7 @@ class _MergeWithBase(beam.DoFn):
         self.spec = spec
 
     def setup(self):
+        settle_worker_process()
         self.learner = self.spec.build()
         self.models = ModelCache()
 

@@ -1,0 +1,40 @@
+"""settle_worker_process: freezes the heap in Beam's SDK worker processes, and nowhere else."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines.common import make_pipeline
+from transforms.worker import is_sdk_worker_process, settle_worker_process
+
+
+def _settle_in_step(options: list[str]) -> None:
+    """Run settle_worker_process inside a Beam step; assert what it did there."""
+    launcher = os.getpid()
+
+    def settle(_):
+        settled = settle_worker_process()
+        return settled, gc.get_freeze_count() > 0, os.getpid() != launcher
+
+    with make_pipeline(PipelineOptions(options)) as p:  # okl's DirectRunner: the FnApiRunner
+        seen = p | beam.Create([0]) | beam.Map(settle)
+        in_worker = "--direct_running_mode=multi_processing" in options
+        assert_that(seen, equal_to([(in_worker, in_worker, in_worker)]))
+
+
+def test_a_pipeline_in_the_callers_process_leaves_its_collector_alone():
+    before = gc.get_freeze_count()
+    _settle_in_step(["--runner=DirectRunner"])
+    assert not is_sdk_worker_process()
+    assert gc.get_freeze_count() == before
+
+
+def test_beams_multi_processing_workers_freeze_their_heap():
+    # The real worker processes of the DirectRunner (python -m apache_beam...sdk_worker_main).
+    _settle_in_step(["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=multi_processing"])
+
