@@ -10,13 +10,14 @@ worker's exit handlers to its ``exit_group``, strace), and the DirectRunner stop
 workers one after the other, so a local 2-worker job waited ~0.9 s after its last row for
 nothing (with :func:`settle_worker_process`: 23-43 ms per worker).
 
-:func:`settle_worker_process` moves the objects alive when a DoFn is set up into the
-collector's permanent generation (``gc.freeze``), and freezes again at exit, so neither
-the full collections during the job nor the final one walk them again. Objects created
-afterwards are collected as usual; what is frozen is freed with the process. Only
-dedicated workers do this: a pipeline run in the caller's own process (the DirectRunner
-in-process, LOOPBACK) leaves the caller's collector alone, since freezing a notebook's heap
-would keep its unreachable cycles alive for good.
+:func:`settle_worker_process` collects once, then moves the objects alive into the
+collector's permanent generation (``gc.freeze``), the first time one of okl's DoFns is set up
+in the process, and freezes again at exit; so neither the full collections during the job
+nor the final one walk them again. Only the first call does this: objects created later
+(states, batches, a failed bundle's traceback and what it holds) stay the collector's, and
+since nothing unreachable is frozen, nothing is kept alive that would otherwise be freed.
+Only dedicated workers do this: a pipeline run in the caller's own process (the DirectRunner
+in-process, LOOPBACK) leaves the caller's collector alone.
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ __all__ = ["settle_worker_process", "is_sdk_worker_process", "SDK_WORKER_MAIN"]
 SDK_WORKER_MAIN = "apache_beam.runners.worker.sdk_worker_main"
 """The module a Beam SDK worker process runs as ``__main__`` (``python -m ...``)."""
 
-_AT_EXIT: list[bool] = []
-
+_SETTLED: list[bool] = []
 
 def is_sdk_worker_process() -> bool:
     """True when this process is a Beam SDK worker (its ``__main__`` is :data:`SDK_WORKER_MAIN`)."""
@@ -40,15 +40,16 @@ def is_sdk_worker_process() -> bool:
 
 
 def settle_worker_process() -> bool:
-    """In a Beam SDK worker, freeze the objects alive now and skip the collector's walk at exit.
+    """In a Beam SDK worker, the first time: collect, freeze what is alive, and freeze again at exit.
 
-    Called from the ``setup`` of okl's DoFns; does nothing in any other process. Returns
-    whether it froze.
+    Called from the ``setup`` of okl's DoFns; later calls, and calls in any other process,
+    do nothing. Returns whether this process is settled.
     """
     if not is_sdk_worker_process():
         return False
-    gc.freeze()
-    if not _AT_EXIT:
-        _AT_EXIT.append(True)
+    if not _SETTLED:
+        _SETTLED.append(True)
+        gc.collect()  # nothing unreachable is frozen with the rest (one full collection, ~60 ms)
+        gc.freeze()
         atexit.register(gc.freeze)  # runs before the interpreter's final collection
     return True

@@ -19,7 +19,10 @@ def _settle_in_step(options: list[str]) -> None:
 
     def settle(_):
         settled = settle_worker_process()
-        return settled, gc.get_freeze_count() > 0, os.getpid() != launcher
+        frozen = gc.get_freeze_count()
+        later = [[i] for i in range(1000)]  # objects created after the first call stay the collector's
+        settle_worker_process()
+        return settled, frozen > 0 and gc.get_freeze_count() == frozen and len(later) == 1000, os.getpid() != launcher
 
     with make_pipeline(PipelineOptions(options)) as p:  # okl's DirectRunner: the FnApiRunner
         seen = p | beam.Create([0]) | beam.Map(settle)
