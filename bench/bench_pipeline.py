@@ -33,7 +33,9 @@ superlinear by construction and says little about Beam's overhead; the FOGD figu
 ``--million`` also runs 1M rows of FOGD end to end on 2 workers and reports the wall time
 and peak memory (proportional set size of the launcher and its workers, sampled);
 ``--million_from DIR`` does the same on an existing data set (for example the output of
-``python -m pipelines.prepare mnist8m``), against the bare fold of its first 400k rows.
+``python -m pipelines.prepare mnist8m``), against the bare fold of its first 400k rows, and
+its steady rate against two plain processes folding 200k of those rows each (the "of 2 procs"
+figure at that scale, measured in the same run).
 
 Run: ``python bench/bench_pipeline.py [--fogd_rows N] [--dsg_rows N] [--repeats K] [--million | --million_from DIR]``
 (``--fogd_rows 0 --dsg_rows 0``: only the end-to-end run).
@@ -97,13 +99,7 @@ def bare_seconds(path: str, name: str, params: dict, batch_rows: int = 4096, row
         data = open_dataset(path).read_all()
         X, y = data.X, data.y
     else:
-        parts, have = [], 0
-        for batch in open_dataset(path).iter_batches(batch_rows=batch_rows):
-            if have >= rows:
-                break
-            parts.append(batch)
-            have += len(batch)
-        X, y = np.concatenate([b.X for b in parts])[:rows], np.concatenate([b.y for b in parts])[:rows]
+        X, y = first_rows(path, rows, batch_rows)
     read = time.perf_counter() - began
     learner = okl_core.make_learner(name, n_inputs=D_IN, n_classes=CLASSES, **params)
     state = learner.init()
@@ -111,6 +107,17 @@ def bare_seconds(path: str, name: str, params: dict, batch_rows: int = 4096, row
     for start in range(0, len(y), batch_rows):
         state, _ = learner.update(state, X[start : start + batch_rows], y[start : start + batch_rows])
     return time.perf_counter() - began, time.process_time() - cpu, read
+
+
+def first_rows(path: str, rows: int, batch_rows: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``rows`` rows of a data set, in memory (a sample of one too large for memory)."""
+    parts, have = [], 0
+    for batch in open_dataset(path).iter_batches(batch_rows=batch_rows):
+        if have >= rows:
+            break
+        parts.append(batch)
+        have += len(batch)
+    return np.concatenate([b.X for b in parts])[:rows], np.concatenate([b.y for b in parts])[:rows]
 
 
 def _fold_half(args) -> float:
@@ -131,8 +138,13 @@ def two_process_seconds(path: str, name: str, params: dict, batch_rows: int = 40
     this moment (other jobs on a shared machine lower it), measured in the same run.
     """
     data = open_dataset(path).read_all()
-    half = len(data.y) // 2
-    jobs = [(name, params, data.X[:half], data.y[:half], batch_rows), (name, params, data.X[half:], data.y[half:], batch_rows)]
+    return two_process_fold_seconds(data.X, data.y, name, params, batch_rows)
+
+
+def two_process_fold_seconds(X: np.ndarray, y: np.ndarray, name: str, params: dict, batch_rows: int = 4096) -> float:
+    """Wall seconds of two plain processes folding one half of rows ``X, y`` (in memory) each, side by side."""
+    half = len(y) // 2
+    jobs = [(name, params, X[:half], y[:half], batch_rows), (name, params, X[half:], y[half:], batch_rows)]
     with multiprocessing.get_context("fork").Pool(2) as pool:
         return max(pool.map(_fold_half, jobs))
 
@@ -347,6 +359,9 @@ def main() -> None:
             n = open_dataset(path).info.n_rows
             sample = min(n, SAMPLE_ROWS)
             bare, bare_cpu = min(bare_seconds(path, name, params, rows=sample)[:2] for _ in range(args.repeats))
+            X, y = first_rows(path, sample)
+            two = min(two_process_fold_seconds(X, y, name, params) for _ in range(args.repeats))
+            del X, y
             with PeakRSS() as memory:
                 seconds, cpu = pipeline_run(path, os.path.join(tmp, "million-out"), name, params, 2, 2)
             steady = steady_seconds(os.path.join(tmp, "million-out"))
@@ -355,6 +370,8 @@ def main() -> None:
                   f"{cpu:.0f} CPU s; peak memory {memory.peak / 2**30:.2f} GiB (PSS of the launcher and workers: "
                   f"{', '.join(f'{m / 2**20:.0f}' for m in memory.at_peak)} MB); "
                   f"bare: {sample / bare:.0f} rows/s, the fold of the first {sample:,} rows in memory")
+            print(f"steady: {n / steady / (sample / two):.0%} of 2 plain processes folding half of the same sample each in memory "
+                  f"({sample / two / (sample / bare):.2f} x bare, measured just before)")
             all_, learn, read = steady_cpu_seconds(os.path.join(tmp, "million-out"))
             per = 1e6 * bare_cpu / sample
             print(f"CPU us/row while the shards trained: {1e6 * all_ / n:.2f} ({1e6 * all_ / n / per:.2f} x the bare fold's {per:.2f}); "
