@@ -179,7 +179,6 @@ def validate_xy(learner: Learner[Any], X: ArrayLike, y: ArrayLike | None = None)
         row = int(np.argmax(bad))
         raise ValueError(f"{learner.name}: {label_rule(task, n_classes)}; row {row}: {label_reason(values[row], task, n_classes)}")
     return X, (y.astype(np.intp) if task == "multiclass" else values)
-    return X, y
 
 
 def weighted_average(arrays: Sequence[ArrayLike], weights: ArrayLike) -> np.ndarray:
