@@ -653,10 +653,6 @@ class _BudgetLearner(Learner[Any]):
         ``rule.code`` unless a learner says otherwise."""
         return self.rule.code
 
-    def _kernel_code(self) -> tuple[int, float, float]:
-        """The kernel as ``_jit_folds.kernel_row_into`` takes it (as :func:`okl_core.kernels.row_against_buffer` passes it)."""
-        return self.kernel.compiled
-
     def _learn(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, y: Any, k: np.ndarray, f: Any, t: int, u: float) -> None:
         """Learn example ``t`` (``x``, label ``y``) scored ``f`` (a float, or ``(C,)`` scores) with
         kernel row ``k``; ``u`` is its uniform."""
@@ -676,7 +672,7 @@ class _SeededLearner(_BudgetLearner):
     def _compiled_rbp(self, jit: ModuleType, work: BudgetSet, X: np.ndarray, y: np.ndarray, draws: Any, scores: np.ndarray, start: int, code: Any) -> bool:
         """RBP's compiled fold (``_jit_folds.fold_rbp``) with the rule ``code``."""
         X, labels, *arrays, S = self._fold_views(work, X, y, scores)
-        work.n = int(jit.fold_rbp(*code, X, labels, draws, *arrays, S, start, *self._kernel_code()))
+        work.n = int(jit.fold_rbp(*code, X, labels, draws, *arrays, S, start, *self.kernel.compiled))
         return True
 
 
@@ -792,7 +788,7 @@ class Forgetron(_BudgetLearner):
         X, labels, *arrays, S = self._fold_views(work, X, y, scores)
         extra = work.extra
         n, mistakes, damage = jit.fold_forgetron(*self._fold_rule(jit), *options, X, labels, *arrays, int(extra["mistakes"]),
-                                                 float(extra["damage"]), S, start, *self._kernel_code())
+                                                 float(extra["damage"]), S, start, *self.kernel.compiled)
         work.n = int(n)
         extra["mistakes"], extra["damage"] = np.asarray(mistakes, dtype=np.int64), np.asarray(float(damage))
         return True
@@ -848,7 +844,7 @@ class Projectron(_BudgetLearner):
         fold = jit.fold_mprojectron if self.task == "multiclass" else jit.fold_projectron
         work.n = int(fold(kind, rule_eta, eps, margin, eta, self._projection_bound(), float(U), X, y, work.rows, work.columns,
                           work.sq_norms, work.alpha, work.stamp, work.extra["gram_inverse"], work.n, scores, start,
-                          *self._kernel_code()))
+                          *self.kernel.compiled))
         return True
 
     def _projection(self, work: BudgetSet, k: np.ndarray) -> tuple[np.ndarray, float]:
@@ -952,7 +948,7 @@ class BPAS(_BudgetLearner):
         if type(self) not in (BPAS, MBPAS):
             return False
         work.n = int(jit.fold_bpa_s(float(self.config.C), X, y, work.rows, work.columns, work.sq_norms, work.alpha,
-                                    work.stamp, work.n, scores, start, *self._kernel_code()))
+                                    work.stamp, work.n, scores, start, *self.kernel.compiled))
         return True
 
     def _insert(self, work: BudgetSet, x32: np.ndarray, x64: np.ndarray, step: Any, k: np.ndarray, t: int) -> None:
@@ -1012,7 +1008,7 @@ class BOGD(_SeededLearner):
         cfg, B = self.config, self.config.budget
         options = (cfg.decay == "every_example", 1.0 - cfg.eta * cfg.lam, cfg.removal == "oldest", B / (B - 1.0), cfg.eta * cfg.gamma)
         X, labels, *arrays, S = self._fold_views(work, X, y, scores)
-        work.n = int(jit.fold_bogd(*self._fold_rule(jit), *options, X, labels, draws, *arrays, S, start, *self._kernel_code()))
+        work.n = int(jit.fold_bogd(*self._fold_rule(jit), *options, X, labels, draws, *arrays, S, start, *self.kernel.compiled))
         return True
 
     def _fold_rule(self, jit: ModuleType) -> tuple[int, float, float]:
@@ -1065,7 +1061,7 @@ class NORMARegressor(_BudgetLearner):
         cfg = self.config
         steps = (float(cfg.eta), 1.0 - cfg.eta * cfg.lam, cfg.nu * cfg.eta, (1.0 - cfg.nu) * cfg.eta)
         X, labels, *arrays, S = self._fold_views(work, X, y, scores)
-        n, eps = jit.fold_norma(*steps, X, labels, *arrays, float(work.extra["eps"]), S, start, *self._kernel_code())
+        n, eps = jit.fold_norma(*steps, X, labels, *arrays, float(work.extra["eps"]), S, start, *self.kernel.compiled)
         work.n, work.extra["eps"] = int(n), np.asarray(float(eps))
         return True
 
