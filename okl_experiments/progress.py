@@ -217,15 +217,22 @@ def process_start_time() -> float:
     return started if started is not None and started <= _IMPORTED_AT else _IMPORTED_AT
 
 
-def wall_time_text(launched_at: float, job_seconds: float | None = None) -> str:
+def wall_time_text(launched_at: float, job_seconds: float | None = None, from_process_start: bool = True) -> str:
     """``4.2 s wall time from process start (1.3 s start-up: interpreter, imports, resolving the inputs; 2.8 s job)``.
 
     ``launched_at``: when the command had its inputs resolved and started the job;
-    ``job_seconds``: how long the job took from then, when known.
+    ``job_seconds``: how long the job took from then, when known. ``from_process_start``:
+    False when the command runs inside a longer-lived process (a notebook, a script
+    calling ``run``), whose start says nothing about this run: the time then counts from
+    ``launched_at`` (``2.8 s wall time from the call of run (2.8 s job)``).
     """
-    now, started = time.time(), process_start_time()
+    now = time.time()
+    job = f"{job_seconds:.1f} s job" if job_seconds is not None else ""
+    if not from_process_start:
+        return f"{now - launched_at:.1f} s wall time from the call of run" + (f" ({job})" if job else "")
+    started = process_start_time()
     text = f"{now - started:.1f} s wall time from process start ({max(0.0, launched_at - started):.1f} s start-up: interpreter, imports, resolving the inputs"
-    return text + (f"; {job_seconds:.1f} s job)" if job_seconds is not None else ")")
+    return text + (f"; {job})" if job else ")")
 
 
 class Heartbeat:

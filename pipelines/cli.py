@@ -33,7 +33,7 @@ import signal
 import sys
 from typing import Callable, Sequence
 
-__all__ = ["Parser", "deprecate", "prog", "okl_names", "warn", "main", "INTERRUPTED_STATUS"]
+__all__ = ["Parser", "deprecate", "prog", "okl_names", "warn", "main", "running_as_command", "INTERRUPTED_STATUS"]
 
 INTERRUPTED_STATUS = 130
 """Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
@@ -119,6 +119,14 @@ def deprecate(parser: Parser, old: str, new: str) -> None:
 
 
 _EXIT_WITHOUT_TEARDOWN: list[str] = []
+_COMMANDS_RUNNING: list[str] = []
+
+
+def running_as_command() -> bool:
+    """Whether a command is running as its own process (:func:`main`), not called from a
+    longer-lived one (a notebook, a script calling ``run``): its summary then counts time
+    from the process's start."""
+    return bool(_COMMANDS_RUNNING)
 
 
 def exit_without_teardown(reason: str) -> None:
@@ -151,6 +159,7 @@ def main(run: Callable[[list[str] | None], object], command: str, argv: list[str
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
+    _COMMANDS_RUNNING.append(command)
     try:
         result = run(argv)
     except BaseException as err:
@@ -159,6 +168,7 @@ def main(run: Callable[[list[str] | None], object], command: str, argv: list[str
         print(f"{prog(command)}: interrupted", file=sys.stderr)
         sys.exit(INTERRUPTED_STATUS)
     finally:
+        _COMMANDS_RUNNING.pop()
         signal.signal(signal.SIGINT, previous)
         if interrupted:
             logging.disable(logging.NOTSET)

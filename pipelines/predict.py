@@ -32,7 +32,7 @@ import okl_core
 from okl_core.data.plan import StreamPlan
 from okl_core.metrics import Prequential
 from okl_experiments.params import check_data_fits
-from pipelines.cli import Parser, main, prog
+from pipelines.cli import Parser, main, prog, running_as_command
 from okl_experiments.progress import wall_time_text
 from pipelines.common import configure_logging, live_progress, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
 from pipelines.job import counters, data_facts
@@ -107,7 +107,7 @@ def run(argv=None):
     print(f"metrics:      {metrics_path}")
     print(f"dead letters: {dead_path}")
     _print_summary(result, metrics_path)
-    print(wall_time_text(launched_at, time.time() - launched_at))
+    print(wall_time_text(launched_at, time.time() - launched_at, running_as_command()))
     return result
 
 

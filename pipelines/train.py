@@ -43,7 +43,7 @@ from okl_experiments.metrics import headline
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 from okl_experiments.params import derived_line
 from okl_experiments.progress import wall_time_text
-from pipelines.cli import Parser, main, prog
+from pipelines.cli import Parser, main, prog, running_as_command
 from pipelines.common import UsageError, configure_logging, live_progress, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
 from pipelines.job import DEMO_LEARNER, SYNTHETIC_TRAIN_ROWS, TrainResult, build_graph, counters, read_metrics, resolve_job
 from pipelines.stream import add_streaming_flags, run_streaming
@@ -104,7 +104,7 @@ def _print_summary(result: TrainResult, job, launched_at: float) -> None:
     line = f"{m['learner']['learner']}: {m['rows']['trained']} rows trained, {m['rows']['rejected']} rejected; online {key} {m['online']['merged'][key]:.5g}"
     if m.get("test"):
         line += f", test {key} {m['test'][key]:.5g}"
-    print(line + "; " + wall_time_text(launched_at, m["timing"]["wall_seconds"]))
+    print(line + "; " + wall_time_text(launched_at, m["timing"]["wall_seconds"], running_as_command()))
     print("from the data: " + derived_line(job.derived, job.source.n_rows))
     if m.get("diverged"):
         print(diverged_line(m["diverged"]))

@@ -11,6 +11,7 @@ import pty
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -77,3 +78,18 @@ def test_predict_shows_rows_on_a_terminal(tmp_path):
                                "--input", str(tmp_path / "data"), "--output", str(tmp_path / "pred" / "p")])
     totals = [int(m[1].replace(",", "")) for m in re.finditer(r"predict \[[#.]+\] +\d+% ([\d,]+)/5,000 rows, [\d,]+ rows/s", terminal)]
     assert totals and totals[-1] == 5000, terminal
+
+
+def test_run_called_in_a_longer_lived_process_counts_from_the_call(tmp_path, capsys):
+    """A notebook or script calling ``run``: its process started long before, so the summary's
+    time starts at the call (a command's starts at its process's start: the tests above)."""
+    from pipelines.train import run
+
+    time.sleep(1.0)  # whatever this process did before; the summary must not count it
+    began = time.time()
+    run(["--runner=DirectRunner", "--synthetic_rows", "2000", "--output", str(tmp_path / "run")])
+    took = time.time() - began
+    stdout = capsys.readouterr().out
+    assert "from process start" not in stdout, stdout
+    wall = re.search(r"([\d.]+) s wall time from the call of run \(([\d.]+) s job\)", stdout)
+    assert wall and float(wall[2]) <= float(wall[1]) <= took + 0.1, stdout
