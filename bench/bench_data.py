@@ -29,7 +29,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from common import SHARED_DATA, best_of  # noqa: E402  (bench/ is the script's directory)
+from common import SHARED_DATA, best_of, machine_line  # noqa: E402  (bench/ is the script's directory)
 
 from okl_core.data.idx import read_idx_images  # noqa: E402
 
@@ -156,7 +156,7 @@ def main() -> None:
         rows, out, images, labels = args.child_mnist8m
         child_mnist8m(int(rows), out, images, labels)
         return
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    print(f"machine: {machine_line()}")
     if not args.skip_libsvm:
         bench_libsvm()
     if not args.skip_mnist8m:

@@ -67,6 +67,7 @@ sys.path.insert(0, ROOT)
 import okl_core  # noqa: E402
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter, open_dataset  # noqa: E402
 from okl_core.random import block_bit_generator, uniform_open  # noqa: E402
+from bench.common import machine_line  # noqa: E402
 
 D_IN, CLASSES, CHUNK = 784, 10, 16384
 SAMPLE_ROWS = 400_000  # rows of the bare fold's sample for the --million run (its rate is the reference)
@@ -306,7 +307,7 @@ def main() -> None:
             steady_cpu = min(r[3] for r in runs)  # (all, learning, reading) of the least CPU
             results.append((key, rows, bare, bare_cpu, read, ideal, one, one_cpu, two, two_cpu, steady, steady_cpu, ideal_read))
             shutil.rmtree(path)
-        print(f"\nload average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (other jobs share the machine)")
+        print(f"\n{machine_line()} (other jobs share the machine)")
         print("wall-clock rows/s (ratio to bare):" if results else "(--fogd_rows 0 --dsg_rows 0: no table)")
         print(f"{'learner':7} {'rows':>7} {'bare':>6} {'bare+read':>16} {'2 bare procs':>16} {'pipeline 1 shard':>17} {'pipeline 2x2':>16} {'2x2 steady':>16} {'of 2 procs':>10} {'of 2 read procs':>15} {'fixed':>6} {'at 8.1M':>7}")
         for key, rows, bare, _, read, ideal, one, _, two, _, steady, _, ideal_read in results:

@@ -41,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench_pipeline import CLASSES, D_IN, LEARNERS, write_mnist_like  # noqa: E402  (bench/ is the script's directory)
-from common import SHARED_DATA, best_of, mnist_shaped  # noqa: E402
+from common import SHARED_DATA, best_of, machine_line, mnist_shaped  # noqa: E402
 
 import okl_core  # noqa: E402
 from okl_core.data.layout import DatasetWriter, open_dataset  # noqa: E402
@@ -159,7 +159,7 @@ def main() -> None:
             found = costs(path, args.repeats)
             shutil.rmtree(path)
             bare = found["bare fold"]
-            print(f"\n{kind}, {args.rows} rows, LZ4 (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores); CPU us/row (x bare fold):")
+            print(f"\n{kind}, {args.rows} rows, LZ4 ({machine_line()}); CPU us/row (x bare fold):")
             for step in ("bare fold", "Parquet decode", "page checksums", "check_rows", "batch records", "shard fold", "shard step, no Beam"):
                 print(f"  {step:20} {1e6 * found[step]:6.2f}  ({found[step] / bare:.3f})")
             overhead = found["shard step, no Beam"] - found["shard fold"]

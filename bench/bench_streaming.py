@@ -47,6 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import okl_core  # noqa: E402
+from bench.common import machine_line  # noqa: E402
 from okl_core.data.layout import write_dataset  # noqa: E402
 
 PARAMS = {"n_components": 400, "sigma": 4.0, "eta": 0.05}
@@ -198,7 +199,7 @@ def main():
         delays = latency(args.batch, args.shards, 1, tmp, prism, args.every, args.files, poll=1.0, merge=1.0) if args.files else []
     n = args.rows
     print(f"rows {n}, d {D}, batch {args.batch}, shards {args.shards}, fogd D={PARAMS['n_components']}; Prism: LOOPBACK, server started "
-          f"before; launch to last row learned, and steady (start-up left out); median of {args.repeat} interleaved runs; load {os.getloadavg()[0]:.1f}")
+          f"before; launch to last row learned, and steady (start-up left out); median of {args.repeat} interleaved runs\n{machine_line()}")
     med = {k: {m: statistics.median(r[m] for r in v) for m in ("to_last_row", "steady")} for k, v in runs.items()}
     for name, key in (("batch pipeline, in-process FnApiRunner", "in-process"), ("batch pipeline, Prism", "prism"), ("streaming, Prism", "stream")):
         t = med[key]

@@ -39,7 +39,7 @@ from okl_experiments.grid import SearchSpace
 from okl_experiments.runs import dask_client, execute, run_task
 from okl_experiments.sweep import SweepSettings, make_points, sweep
 
-from common import best_of
+from common import best_of, machine_line
 
 _ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -119,7 +119,7 @@ def overhead(tmp: str, n_tasks: int = 200) -> tuple[float, float, float]:
 
 
 def main(rows: int = 60_000, rounds: int = 3) -> None:
-    print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(f"before: {machine_line()}")
     with tempfile.TemporaryDirectory() as tmp:
         _dataset(os.path.join(tmp, "data"), rows)
         source = okl_source(os.path.join(tmp, "data"))
