@@ -164,6 +164,30 @@ def _sigint_ignored_by_children():
         signal.signal(signal.SIGINT, previous)
 
 
+def _quiet_worker_logs():
+    """A Dask worker plugin that keeps the workers' own ``distributed`` logs off the terminal.
+
+    ``LocalCluster(silence_logs=...)`` sets the level of the scheduler's and the nannies'
+    loggers, not that of the worker processes (their ``distributed.worker`` logger stayed at
+    INFO). When a sweep ends, or Ctrl-C stops it, the scheduler closes while a worker's
+    heartbeat may be on its way, and that worker printed "Failed to communicate with
+    scheduler during heartbeat" and a traceback at ERROR on the command's stderr (1 of about
+    20 CI runs of ``test_ctrl_c_ends_a_sweep_with_one_line_and_its_finished_points``).
+    Nothing of a run is lost by it: a task's exception reaches the client, which records the
+    run as failed (:func:`execute`), and a worker that dies shows as the client's error. A
+    plugin, so that a worker the nanny restarts is quiet too.
+    """
+    from distributed import WorkerPlugin
+
+    class QuietWorkerLogs(WorkerPlugin):
+        name = "okl-quiet-worker-logs"
+
+        def setup(self, worker):
+            logging.getLogger("distributed").setLevel(logging.CRITICAL)
+
+    return QuietWorkerLogs()
+
+
 @contextlib.contextmanager
 def dask_client(scheduler: str | None = None, workers: int = 2, dashboard: bool = False):
     """A ``distributed.Client`` for ``scheduler`` (None: a new LocalCluster; ``"serial"``: None).
@@ -195,6 +219,7 @@ def dask_client(scheduler: str | None = None, workers: int = 2, dashboard: bool 
                                dashboard_address=":8787" if dashboard else ":0", silence_logs=logging.ERROR)
     client = Client(cluster)
     try:
+        client.register_plugin(_quiet_worker_logs())
         yield client
     finally:
         client.close()

@@ -5,6 +5,7 @@ from the point's parameters, folded with okl_core.evaluation over run r's permut
 """
 
 import json
+import logging
 import os
 import pickle
 from collections import Counter
@@ -28,6 +29,9 @@ def test_local_cluster_is_two_single_threaded_processes(client):
     pids = client.run(os.getpid)
     assert len(set(pids.values())) == 2 and os.getpid() not in pids.values()
     assert set(client.run(os.getenv, "OMP_NUM_THREADS").values()) == {"1"}
+    # The workers' own logs stay off the terminal (shutdown races logged ERROR tracebacks there).
+    levels = client.run(lambda: [logging.getLogger(n).getEffectiveLevel() for n in ("distributed.worker", "distributed.core", "distributed.utils_comm")])
+    assert all(level == logging.CRITICAL for worker in levels.values() for level in worker), levels
     if not _TRIM_PRESET:  # Dask's default 65536 is dropped (see runs.dask_client)
         assert set(client.run(os.getenv, "MALLOC_TRIM_THRESHOLD_").values()) == {None}
 
