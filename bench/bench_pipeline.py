@@ -67,7 +67,7 @@ sys.path.insert(0, ROOT)
 import okl_core  # noqa: E402
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter, open_dataset  # noqa: E402
 from okl_core.random import block_bit_generator, uniform_open  # noqa: E402
-from bench.common import machine_line  # noqa: E402
+from common import machine_line  # noqa: E402  (bench/ is the script's directory)
 
 D_IN, CLASSES, CHUNK = 784, 10, 16384
 SAMPLE_ROWS = 400_000  # rows of the bare fold's sample for the --million run (its rate is the reference)

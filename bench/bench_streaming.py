@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import okl_core  # noqa: E402
-from bench.common import machine_line  # noqa: E402
+from common import machine_line  # noqa: E402  (bench/ is the script's directory)
 from okl_core.data.layout import write_dataset  # noqa: E402
 
 PARAMS = {"n_components": 400, "sigma": 4.0, "eta": 0.05}
