@@ -16,6 +16,7 @@ Public interface::
 
 from okl_core.features import FeatureSpec, FourierFeatures, exact_kernel, median_heuristic
 from okl_core.learners.base import Learner, NotMergeableError
+from okl_core.learners.support import CapacityError
 from okl_core.merge import check_mixable, merge_states, mix_states
 from okl_core.metrics import Prequential
 from okl_core.random import GENERATOR_VERSION
@@ -27,6 +28,7 @@ from okl_core import testing  # noqa: E402  (after the modules it checks)
 __version__ = "0.1.0"
 
 __all__ = [
+    "CapacityError",
     "FeatureSpec",
     "FourierFeatures",
     "GENERATOR_VERSION",

@@ -78,18 +78,17 @@ class FeatureSpec:
     generator_version: int = GENERATOR_VERSION
 
     def __post_init__(self):
-        _check_int("n_inputs", self.n_inputs, 1)
-        _check_int("n_components", self.n_components, 1)
-        _check_int("block_size", self.block_size, 1)
-        _check_int("seed", self.seed, 0)
-        if self.seed >= 2**64:
-            raise ValueError(f"seed must be < 2**64, got {self.seed}")
+        from okl_core.learners.base import check_bandwidth, check_bool, check_int, check_seed, plain_scalars
+
+        plain_scalars(self)
+        check_int("n_inputs", self.n_inputs, 1)
+        check_int("n_components", self.n_components, 1)
+        check_int("block_size", self.block_size, 1)
+        check_seed("seed", self.seed)
         if self.kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {self.kernel!r}")
-        if not (isinstance(self.sigma, (int, float)) and math.isfinite(self.sigma) and self.sigma > 0):
-            raise ValueError(f"sigma must be a finite number > 0, got {self.sigma!r}")
-        if not isinstance(self.scaled, bool):
-            raise ValueError(f"scaled must be a bool, got {self.scaled!r}")
+        check_bandwidth("sigma", self.sigma)
+        check_bool("scaled", self.scaled)
         if self.generator_version != GENERATOR_VERSION:
             raise ValueError(
                 f"feature generator version {self.generator_version} is not supported by this "
@@ -109,11 +108,6 @@ class FeatureSpec:
     def to_dict(self) -> dict:
         """Return the spec as a JSON-ready dict."""
         return dataclasses.asdict(self)
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def frequency_block(kernel: str, sigma: float, n_inputs: int, block_size: int, seed: int, block: int) -> np.ndarray:
@@ -264,10 +258,11 @@ class TaylorFeatures:
     """
 
     def __init__(self, n_inputs: int, degree: int, sigma: float):
-        _check_int("n_inputs", n_inputs, 1)
-        _check_int("degree", degree, 0)
-        if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+        from okl_core.learners.base import check_bandwidth, check_int
+
+        check_int("n_inputs", n_inputs, 1)
+        check_int("degree", degree, 0)
+        check_bandwidth("sigma", sigma)
         self.n_inputs, self.degree, self.sigma = int(n_inputs), int(degree), float(sigma)
         self.n_outputs = taylor_basis_size(n_inputs, degree)
         self._parent, self._last, self._scale = self._enumerate()

@@ -49,7 +49,7 @@ def bad_labels(values: np.ndarray, task: str, n_classes: int | None = None) -> n
 def label_reason(value: float, task: str, n_classes: int | None = None) -> str:
     """The dead-letter reason of a bad label ``value`` (starts with ``'bad label'``)."""
     if task == "regression":
-        return f"bad label: target {value!r} is not finite"
+        return f"bad label: target {float(value)!r} is not finite"  # float: numpy 2 scalars repr as np.float64(...)
     if task == "binary":
         return f"bad label: {value:g} is not -1 or +1"
     return f"bad label: {value:g} is not a class in 0..{_need_classes(n_classes) - 1}"

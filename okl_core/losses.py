@@ -10,6 +10,7 @@ eps-insensitive width, the quantile tau) are built with :func:`make_loss`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -169,10 +170,12 @@ def make_loss(name: str, param: float | None = None) -> Loss:
         return LOSSES[name]
     if name not in _PARAMETRISED:
         raise ValueError(f"loss {name!r} takes no parameter (got {param!r})")
+    if isinstance(param, (bool, np.bool_)) or not isinstance(param, (int, float, np.integer, np.floating)):
+        raise ValueError(f"loss_param of loss {name!r} must be a number, got {param!r}")
     param = float(param)
     if name == "quantile" and not 0.0 < param < 1.0:
         raise ValueError(f"quantile tau must be in (0, 1), got {param}")
-    if name != "quantile" and not param >= 0.0:
-        raise ValueError(f"{name} parameter must be >= 0, got {param}")
+    if name != "quantile" and not (param >= 0.0 and math.isfinite(param)):
+        raise ValueError(f"{name} parameter must be a finite number >= 0, got {param}")
     base = LOSSES[name]
     return Loss(name, base.task, *_PARAMETRISED[name](param))

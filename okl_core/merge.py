@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from okl_core.learners.base import Learner, NotMergeableError
+from okl_core.learners.base import Learner, NotMergeableError, mixing_weight
 
 __all__ = ["merge_states", "mix_states", "check_mergeable", "check_mixable", "NotMergeableError"]
 
@@ -72,9 +72,10 @@ def merge_states(learner: Learner, states: list, learners: list[Learner] | None 
         raise NotMergeableError(f"{learner.name}: no states to merge")
     for other in learners or ():
         check_mergeable(learner, other)
-    for s in [*states, *([] if base is None else [base])]:
-        if not isinstance(s, learner.state_class):
-            raise NotMergeableError(f"{learner.name}: cannot merge a {type(s).__name__}")
+    for i, s in enumerate(states):
+        learner.check_combinable(s, f"state {i} to merge")
+    if base is not None:
+        learner.check_combinable(base, "base state")
     if base is None:
         return states[0] if len(states) == 1 else learner.merge(states)
     if learner.merge_semantics == "sum":
@@ -108,12 +109,9 @@ def mix_states(learner: Learner, local, merged, weight: float):
     NotMergeableError
         States of another learner, or a learner that cannot mix.
     """
-    weight = float(weight)
-    if not 0.0 <= weight <= 1.0:
-        raise ValueError(f"mixing weight must be in [0, 1], got {weight}")
-    for s in (local, merged):
-        if not isinstance(s, learner.state_class):
-            raise NotMergeableError(f"{learner.name}: cannot mix a {type(s).__name__}")
+    weight = mixing_weight(weight)
+    learner.check_combinable(local, "local state")
+    learner.check_combinable(merged, "merged state")
     if weight == 0.0:
         return local
     return learner.mix(local, merged, weight)

@@ -31,8 +31,7 @@ class Prequential:
     mistakes : int
         Classification mistakes (sign / first argmax).
     sum_squared_error, sum_absolute_error : float
-        Regression errors (for classification: of the raw score against the label,
-        binary only).
+        Regression errors (0 for classification tasks).
     class_counts, class_mistakes : list of int
         Per-class examples and mistakes (multiclass; index = label).
     """
@@ -49,8 +48,16 @@ class Prequential:
         check_task(self.task)
 
     def add(self, scores: np.ndarray, y: np.ndarray) -> "Prequential":
-        """Account for a batch of online scores and true labels/targets; returns self."""
-        y = np.asarray(y)
+        """Account for a batch of online scores and true labels/targets; returns self.
+
+        Raises
+        ------
+        ValueError
+            ``scores`` not shaped ``(n,)`` (binary, regression) or ``(n, C)`` (multiclass) for
+            the ``n`` entries of ``y``, or multiclass labels that are not class indices.
+        """
+        y, scores = np.asarray(y), np.asarray(scores)
+        _check_batch(self.task, scores, y)
         self.n += len(y)
         if self.task == "regression":
             err = np.asarray(scores, dtype=np.float64) - y
@@ -114,3 +121,14 @@ class Prequential:
     def to_dict(self) -> dict:
         """All fields, JSON-ready (inverse: ``Prequential(**d)``)."""
         return dataclasses.asdict(self)
+
+
+def _check_batch(task: str, scores: np.ndarray, y: np.ndarray) -> None:
+    """ValueError unless ``scores`` and ``y`` are one batch of ``task`` (see :meth:`Prequential.add`)."""
+    ndim = 2 if task == "multiclass" else 1
+    if y.ndim != 1 or scores.ndim != ndim or len(scores) != len(y):
+        shape = "(n, C)" if ndim == 2 else "(n,)"
+        raise ValueError(f"{task} metrics need scores of shape {shape} and labels of shape (n,) for the same n, "
+                         f"got scores {scores.shape} and labels {y.shape}")
+    if task == "multiclass" and len(y) and (y.dtype.kind not in "iu" and not np.all(y == np.floor(y)) or y.min() < 0):
+        raise ValueError(f"multiclass metrics need labels that are class indices 0..C-1, got {y[(y < 0) | (y != np.floor(y))][:1]}")

@@ -68,8 +68,7 @@ def _header(learner: Learner, state) -> dict:
 
 def model_bytes(learner: Learner, state) -> bytes:
     """Serialise ``(learner, state)`` to the bytes of a model file (deterministic)."""
-    if not isinstance(state, learner.state_class):
-        raise TypeError(f"{learner.name} state must be {learner.state_class.__name__}, got {type(state).__name__}")
+    learner.check_state(state)
     header = json.dumps(_header(learner, state), sort_keys=True).encode("utf-8")
     buffer = io.BytesIO()
     # Written entry by entry with a fixed timestamp so equal states give equal bytes.
@@ -292,24 +291,14 @@ def _one_line(err: BaseException) -> str:
 
 
 def _check_shapes(learner: Learner, state, source: str) -> None:
-    """Compare dtypes and shapes with those of a fresh state (:meth:`Learner.state_layout`).
-
-    In ``growing_fields`` axis 0 may differ, and so may every axis that is empty in the
-    fresh state (a ``(0, 0)`` matrix that grows into ``(t, t)``). A config whose fresh
-    state cannot even be laid out (too large for memory) is a bad file too.
-    """
+    """:meth:`Learner.check_state` as a :class:`ModelFileError` naming ``source``. A config
+    whose fresh state cannot even be laid out (too large for memory) is a bad file too."""
     try:
-        layout = learner.state_layout()
+        learner.check_state(state)
+    except ValueError as err:
+        raise ModelFileError(f"{source}: {_one_line(err)}") from None
     except Exception as err:  # MemoryError included: the config, not the arrays, asks for too much
         raise ModelFileError(f"{source}: its config asks for a state that cannot be built ({type(err).__name__}: {_one_line(err)})") from None
-    for name in learner.state_class._fields:
-        a, (dtype, shape) = getattr(state, name), layout[name]
-        if name in learner.growing_fields:
-            fixed = [i for i in range(1, len(shape)) if shape[i] > 0]
-        else:
-            fixed = list(range(len(shape)))
-        if a.dtype != dtype or a.ndim != len(shape) or any(a.shape[i] != shape[i] for i in fixed):
-            raise ModelFileError(f"{source}: array {name!r} has dtype/shape {a.dtype}{a.shape}, expected {dtype}{shape}")
 
 
 def load_model(path: str | os.PathLike, *, max_bytes: int | None = None):

@@ -15,10 +15,12 @@ Each ``check_*`` function takes a learner and raises :class:`AssertionError` nam
 learner and the broken promise (or lets the learner's own error through). The checks run
 on small deterministic problems (:func:`tiny_problem`) in the learner's task:
 
-* :func:`check_config_validation` -- bad parameters are ValueErrors;
+* :func:`check_config_validation` -- bad parameters (bools for numbers too) are ValueErrors;
+  numpy scalars give the config of the equal Python numbers;
 * :func:`check_predict_before_update` -- the initial state predicts finite scores;
 * :func:`check_determinism` -- the same config gives the same model bytes, another seed another model;
 * :func:`check_inputs_not_mutated` -- ``update`` and ``predict`` leave states and data alone;
+* :func:`check_foreign_state` -- a state of another config is refused by name, not used;
 * :func:`check_fold` -- a batch update is the row-by-row fold (or, for a mini-batch learner,
   invariant to cuts at mini-batch boundaries);
 * :func:`check_round_trip` -- save/load keeps the bytes, the predictions and further training;
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import json
 import tempfile
 from collections.abc import Callable, Iterable
 
@@ -56,6 +59,7 @@ __all__ = [
     "check_predict_before_update",
     "check_determinism",
     "check_inputs_not_mutated",
+    "check_foreign_state",
     "check_fold",
     "check_round_trip",
     "check_learns",
@@ -147,6 +151,9 @@ def check_config_validation(learner: Learner) -> None:
     for name, value in params.items():  # every positive number (but a seed) refuses a negative one
         if name != "seed" and not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0:
             bad.append({**params, name: -abs(value) - 1})
+    for name, value in params.items():  # a bool is not a number
+        if not isinstance(value, bool) and isinstance(value, (int, float)):
+            bad.append({**params, name: True})
     for case in bad:
         try:
             cls.from_params(**case)
@@ -154,6 +161,68 @@ def check_config_validation(learner: Learner) -> None:
             continue
         changed = {k: v for k, v in case.items() if params.get(k, object()) != v} or "n_inputs missing"
         raise _fail(learner, f"parameters {changed} were accepted; they must raise ValueError")
+    _check_numpy_scalars(learner)
+
+
+def _check_numpy_scalars(learner: Learner) -> None:
+    """Numpy scalars (from an array or a grid) give the same config as Python numbers, JSON-ready."""
+    params = dataclasses.asdict(learner.config)
+    as_numpy = {
+        k: (np.int64(v) if isinstance(v, int) else np.float64(v)) if not isinstance(v, bool) and isinstance(v, (int, float)) else v
+        for k, v in params.items()
+    }
+    rebuilt = type(learner).from_params(**as_numpy)
+    if rebuilt.config != learner.config or any(type(a) is not type(b) for a, b in zip(dataclasses.astuple(rebuilt.config), dataclasses.astuple(learner.config))):
+        raise _fail(learner, f"numpy scalar parameters gave the config {rebuilt.config!r}, not {learner.config!r}")
+    json.dumps(rebuilt.describe())
+
+
+def check_foreign_state(learner: Learner) -> None:
+    """A state of another config (other array shapes) or not a state at all is a ValueError in
+    ``update``, ``predict`` and the model-file writer, and a NotMergeableError in merge."""
+    X, y = _data(learner, n=5)
+    foreign = _other_layout(learner)
+    cases = [("None", None)] + ([] if foreign is None else [("a state of another config", foreign)])
+    calls = {
+        "update": lambda s: learner.update(s, X, y),
+        "predict": lambda s: learner.predict(s, X),
+        "model_bytes": lambda s: model_bytes(learner, s),
+    }
+    for what, state in cases:
+        for call, run in calls.items():
+            try:
+                run(state)
+            except ValueError as err:
+                if learner.name not in str(err):
+                    raise _fail(learner, f"{call} of {what}: the error does not name the learner: {err}") from None
+                continue
+            raise _fail(learner, f"{call} accepted {what}; it must raise ValueError")
+    if foreign is not None and learner.merge_semantics != "none":
+        try:
+            learner.merge([learner.init(), foreign])
+        except NotMergeableError:
+            return
+        raise _fail(learner, "merge accepted a state of another config; it must raise NotMergeableError")
+
+
+def _other_layout(learner: Learner):
+    """The initial state of a config whose state arrays are shaped differently, or None."""
+    layout = learner.state_layout()
+    params = dataclasses.asdict(learner.config)
+    for name in ("n_inputs", "n_components", "n_classes", "block_size", "budget", "degree"):
+        value = params.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                other = _rebuild(learner, **{name: value + 2})
+            except ValueError:
+                continue
+            state = other.init()
+            if {k: (np.asarray(v).dtype, np.shape(v)) for k, v in state._asdict().items()} != layout:
+                try:
+                    learner.check_state(state)
+                except ValueError:
+                    return state
+    return None
 
 
 def check_predict_before_update(learner: Learner) -> None:
@@ -400,6 +469,7 @@ CHECKS: tuple[Callable[[Learner], None], ...] = (
     check_predict_before_update,
     check_determinism,
     check_inputs_not_mutated,
+    check_foreign_state,
     check_fold,
     check_round_trip,
     check_learns,

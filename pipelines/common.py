@@ -71,7 +71,9 @@ with _without_beam_noise():  # the CLIs import Beam here first (pipelines.common
     import apache_beam as beam
     from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, PortableOptions, StandardOptions
 
-__all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "run_pipeline", "configure_logging",
+from transforms.worker import capacity_error_line, quiet_capacity_traces  # noqa: E402  (after Beam: see above)
+
+__all__ = ["UsageError", "capacity_error_line", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "run_pipeline", "configure_logging",
            "live_progress"]
 
 _DIRECT_NAMES = {"directrunner", "direct"}
@@ -81,6 +83,8 @@ _LOG = logging.getLogger(__name__)
 
 class UsageError(ValueError):
     """A problem with the command line or its inputs, reported without a traceback."""
+
+
 
 
 _QUIET_LOGGERS = {
@@ -106,6 +110,7 @@ def configure_logging() -> None:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if _BEAM_NOISE not in root.filters:
         root.addFilter(_BEAM_NOISE)
+    quiet_capacity_traces()
     for name in ("okl", "pipelines", "transforms"):
         logging.getLogger(name).setLevel(logging.INFO)
     for name, level in _QUIET_LOGGERS.items():
@@ -182,7 +187,13 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     runner = options.view_as(StandardOptions).runner
     if runner is None or (isinstance(runner, str) and runner.lower() in _DIRECT_NAMES):
         return beam.Pipeline(runner=FnApiRunner(), options=options)
-    return beam.Pipeline(options=options)
+    try:
+        return beam.Pipeline(options=options)
+    except ValueError as err:
+        if "Unexpected pipeline runner" not in str(err):
+            raise
+        valid = " ".join(str(err).split()).split("Valid values are ", 1)[-1]
+        raise UsageError(f"--runner {runner}: not a runner Beam knows; valid values are {valid}") from None
 
 
 @contextlib.contextmanager

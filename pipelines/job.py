@@ -200,8 +200,10 @@ def _stage_output(output: str, overwrite: bool) -> StagedDirectory | None:
         return None
     try:
         return StagedDirectory(output, replace=overwrite, may_replace=_not_a_run)
-    except FileExistsError as err:
-        raise UsageError(f"--output {err}") from None
+    except OSError as err:
+        if err.errno is None:  # StagedDirectory's own refusal: already a sentence naming the folder
+            raise UsageError(f"--output {err}") from None
+        raise UsageError(f"--output {output}: cannot write there ({err.strerror}: {err.filename})") from None
 
 
 def _test_source(path: str, source: DatasetSource) -> DatasetSource:
@@ -209,6 +211,11 @@ def _test_source(path: str, source: DatasetSource) -> DatasetSource:
     if (test.n_features, test.task) != (source.n_features, source.task):
         raise UsageError(f"--test {path} has {test.n_features} features of {test.task} data, "
                          f"the training data {source.n_features} features of {source.task} data")
+    if test.classes is not None and source.classes is not None and test.classes != source.classes:
+        # The stored labels are codes into these lists: other lists, other meanings (a test
+        # set prepared without --like renumbers the classes it happens to hold).
+        raise UsageError(f"--test {path} has the classes {list(test.classes)}, the training data {list(source.classes)}: "
+                         "its labels would be scored as other classes; prepare it with --like the training data set")
     return dataclasses.replace(test, n_classes=source.n_classes) if source.task == "multiclass" else test
 
 
@@ -220,6 +227,7 @@ def resolve_job(args) -> TrainJob:
     UsageError
         Anything wrong with the flags or the data, with the flag it concerns.
     """
+    check_train_flags(args)
     source = None if args.input is None else _open(args.input, "--input")
     name, params = _learner_choice(args)
     if source is None and args.output and is_remote(args.output):
@@ -241,6 +249,26 @@ def resolve_job(args) -> TrainJob:
         raise
     job.staging = staging
     return job
+
+
+_STREAMING_ONLY = ("init_model", "snapshot_batches", "snapshot_seconds", "merge_seconds", "stop_after")
+
+
+def check_train_flags(args) -> None:
+    """Flag checks that need no data (UsageError naming the flag)."""
+    if args.output is not None and not args.output.strip():
+        raise UsageError("--output is empty: give a directory (or leave the flag out for runs/<data>-<learner>)")
+    if args.batch_rows is not None and args.batch_rows < 1:
+        raise UsageError(f"--batch_rows must be >= 1, got {args.batch_rows}")
+    if args.input is None and args.synthetic_rows < 2:  # the demo's sigma is the median distance between rows
+        raise UsageError(f"--synthetic_rows must be >= 2, got {args.synthetic_rows}")
+    if not getattr(args, "streaming", False):
+        given = [f"--{flag}" for flag in _STREAMING_ONLY if getattr(args, flag, None) is not None]
+        given += ["--mix_weight"] if getattr(args, "mix_weight", 0.0) != 0.0 else []
+        if given:
+            # A batch job always starts from a fresh model and ends with the data: these would be ignored.
+            raise UsageError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for streaming jobs (--streaming); "
+                             "a batch job trains a fresh model on the whole data set")
 
 
 def _resolve_learning(args, source: DatasetSource, name: str, params: dict, output: str, files: dict) -> TrainJob:

@@ -66,7 +66,11 @@ def initial_model(args, learner: okl_core.Learner, output: str) -> tuple[bytes, 
         loaded, state = okl_core.model_from_bytes(data, source=path)
         okl_core.merge.check_mergeable(learner, loaded)
     except (OSError, ValueError) as err:
-        raise UsageError(f"--init_model {path}: {err}") from None
+        if args.init_model:
+            raise UsageError(f"--init_model {path}: {err}") from None
+        # Not a flag the user gave: the restart picked up the newest version the last run left.
+        raise UsageError(f"--output {output} holds a model version this job cannot continue ({path}: {err}); "
+                         "restart with that run's learner and parameters, or give a new --output") from None
     done = newest_version(output)
     next_version = max(parse_version(path) or 0, done[0] if done else 0) + 1
     return okl_core.model_bytes(learner, state), next_version, path

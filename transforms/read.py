@@ -117,6 +117,8 @@ class DatasetSource:
     n_classes : int or None
     row_groups : tuple of (file, group index, first position, rows)
         Every row group, in stream order.
+    classes : tuple or None
+        The labels the stored codes stand for (``dataset.json``'s ``classes``), when recorded.
     """
 
     name: str
@@ -125,6 +127,7 @@ class DatasetSource:
     n_features: int
     n_classes: int | None
     row_groups: tuple
+    classes: tuple | None = None
 
     @classmethod
     def open(cls, path: str) -> "DatasetSource":
@@ -162,7 +165,8 @@ class DatasetSource:
                     groups.append((file, g, position, rows))
                 position += rows
         n_classes = info.n_classes if info.task == "multiclass" else None
-        return cls(info.name, path, info.task, int(info.n_features), n_classes, tuple(groups))
+        classes = None if info.classes is None else tuple(info.classes)
+        return cls(info.name, path, info.task, int(info.n_features), n_classes, tuple(groups), classes)
 
     @property
     def n_rows(self) -> int:

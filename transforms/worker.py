@@ -18,15 +18,25 @@ nor the final one walk them again. Only the first call does this: objects create
 since nothing unreachable is frozen, nothing is kept alive that would otherwise be freed.
 Only dedicated workers do this: a pipeline run in the caller's own process (the DirectRunner
 in-process, LOOPBACK) leaves the caller's collector alone.
+
+A learner that outgrows a cap of its config (:class:`okl_core.CapacityError`: ``max_support``,
+``max_rows``, ...) ends the job; the command then prints the error's one line
+(:func:`capacity_error_line` finds it in whatever the runner raises), and
+:func:`quiet_capacity_traces`, installed by the CLIs and by :func:`settle_worker_process` in
+workers, keeps the runners' logged tracebacks of it off the console.
 """
 
 from __future__ import annotations
 
 import atexit
 import gc
+import logging
+import re
 import sys
 
-__all__ = ["settle_worker_process", "is_sdk_worker_process", "SDK_WORKER_MAIN"]
+import okl_core
+
+__all__ = ["settle_worker_process", "is_sdk_worker_process", "SDK_WORKER_MAIN", "capacity_error_line", "quiet_capacity_traces"]
 
 SDK_WORKER_MAIN = "apache_beam.runners.worker.sdk_worker_main"
 """The module a Beam SDK worker process runs as ``__main__`` (``python -m ...``)."""
@@ -53,4 +63,53 @@ def settle_worker_process() -> bool:
         gc.collect()  # nothing unreachable is frozen with the rest (one full collection: 0.09 s in a worker, once)
         gc.freeze()
         atexit.register(gc.freeze)  # runs before the interpreter's final collection
+        quiet_capacity_traces()
     return True
+
+
+# okl_core.CapacityError's one line (okl_core.learners.support.cap_error), as it reaches the
+# launcher: re-raised by an in-process runner with Beam's "[while running ...]" appended, or
+# inside the text of a worker's traceback (worker processes, Prism, Flink).
+_CAPACITY_LINE = re.compile(r"(?:CapacityError|ValueError): (\S+: [^\n]*? (?:would exceed|more than) \w+=[^;\n]+; [^\n]*?)(?: \[while running [^\n]*\])?$", re.M)
+
+
+def capacity_error_line(err: BaseException) -> str | None:
+    """The :class:`okl_core.CapacityError` message that ended a job, if one did (else None).
+
+    A learner outgrowing its config's cap is the config's limit, not a defect: the command
+    reports that one line (which names the parameter to raise) instead of Beam's traceback.
+    """
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, okl_core.CapacityError):
+            return str(err).split(" [while running ")[0]
+        found = _CAPACITY_LINE.findall(str(err))
+        if found:
+            return found[-1]
+        err = err.__cause__ or err.__context__
+    return None
+
+
+class _DropCapacityTraces(logging.Filter):
+    """Drop the runners' ERROR logs of a :class:`okl_core.CapacityError` (a DoFn's traceback,
+    a worker's relayed one): the command prints the error's one line instead
+    (:func:`capacity_error_line`); any other error keeps its logs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR:
+            return True
+        if record.exc_info and isinstance(record.exc_info[1], okl_core.CapacityError):
+            return False
+        return not _CAPACITY_LINE.search(record.getMessage())
+
+
+_CAPACITY_TRACES = _DropCapacityTraces()
+
+
+def quiet_capacity_traces() -> None:
+    """Drop capacity errors' tracebacks from this process's console logs (the CLIs, and SDK workers,
+    whose traceback would reach the same terminal); idempotent."""
+    for handler in logging.getLogger().handlers:  # handlers, not the root logger: Beam's loggers' records reach them directly
+        if _CAPACITY_TRACES not in handler.filters:
+            handler.addFilter(_CAPACITY_TRACES)

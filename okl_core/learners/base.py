@@ -41,6 +41,7 @@ of the process that computed it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 from collections.abc import Iterable, Iterator, Sequence
@@ -65,12 +66,16 @@ __all__ = [
     "TASKS",
     "check_int",
     "check_positive",
+    "check_seed",
+    "check_bandwidth",
+    "plain_scalars",
     "check_nonnegative",
     "check_choice",
     "check_bool",
     "check_fraction",
     "validate_xy",
     "labels_from_scores",
+    "mixing_weight",
     "weighted_average",
 ]
 
@@ -97,6 +102,38 @@ def check_int(name: str, value: Any, minimum: int = 0) -> None:
     """Raise ValueError unless ``value`` is an int (not bool) ``>= minimum``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_seed(name: str, value: Any) -> None:
+    """Raise ValueError unless ``value`` is an int in ``[0, 2**64)`` (a generator key)."""
+    check_int(name, value, 0)
+    if value >= 2**64:
+        raise ValueError(f"{name} must be < 2**64, got {value!r}")
+
+
+BANDWIDTH_RANGE = (1e-30, 1e30)
+"""Kernel bandwidths okl accepts: ``sigma**2`` and ``1 / sigma**2`` stay finite in float64, and
+the random frequencies ``draws / sigma`` in float32 (outside it scores overflow to NaN)."""
+
+
+def check_bandwidth(name: str, value: Any) -> None:
+    """Raise ValueError unless ``value`` is a number in :data:`BANDWIDTH_RANGE`."""
+    low, high = BANDWIDTH_RANGE
+    check_positive(name, value)
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be a number in [{low:g}, {high:g}] (a kernel bandwidth), got {value!r}")
+
+
+def plain_scalars(config: Any) -> None:
+    """Turn a frozen config's numpy scalar fields into Python ones, in place (before the checks).
+
+    ``np.int64(32)`` or ``np.float32(1.0)`` (from an array, a grid, a DataFrame) then passes
+    the checks as its value, and the config stays JSON-ready (model-file headers).
+    """
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+            object.__setattr__(config, field.name, value.item())
 
 
 def check_positive(name: str, value: Any) -> None:
@@ -130,6 +167,13 @@ def check_bool(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be true or false, got {value!r}")
 
 
+def mixing_weight(weight: Any) -> float:
+    """``weight`` as a float; ValueError unless it is a number in [0, 1] (not a bool)."""
+    if isinstance(weight, bool) or not isinstance(weight, (int, float, np.integer, np.floating)) or not 0.0 <= float(weight) <= 1.0:
+        raise ValueError(f"mixing weight must be a number in [0, 1], got {weight!r}")
+    return float(weight)
+
+
 def labels_from_scores(task: str, scores: np.ndarray) -> np.ndarray:
     """Turn decision values into labels: sign (0 -> +1), first argmax, or the value itself."""
     scores = np.asarray(scores)
@@ -158,12 +202,13 @@ def validate_xy(learner: Learner[Any], X: ArrayLike, y: ArrayLike | None = None)
         set (binary: -1/+1; multiclass: 0..n_classes-1; regression: finite), by the test
         the dead-letter path uses too (:mod:`okl_core.labels`).
     """
-    X = np.asarray(X, dtype=np.float32)
+    given = X
+    X = _float32_rows(learner, X)
     d = learner.config.n_inputs
     if X.ndim != 2 or X.shape[1] != d:
         raise ValueError(f"{learner.name}: expected X of shape (n, {d}), got {X.shape}")
     if not np.isfinite(X).all():
-        raise ValueError(f"{learner.name}: X contains NaN or inf")
+        raise ValueError(f"{learner.name}: X contains NaN or inf{_beyond_float32(X, given)}")
     if y is None:
         return X, None
     y = np.asarray(y)
@@ -179,6 +224,29 @@ def validate_xy(learner: Learner[Any], X: ArrayLike, y: ArrayLike | None = None)
         row = int(np.argmax(bad))
         raise ValueError(f"{learner.name}: {label_rule(task, n_classes)}; row {row}: {label_reason(values[row], task, n_classes)}")
     return X, (y.astype(np.intp) if task == "multiclass" else values)
+
+
+def _float32_rows(learner: Learner[Any], X: ArrayLike) -> np.ndarray:
+    """``X`` as float32 (learners compute in it); ValueError naming the learner for what is not real numbers."""
+    if isinstance(X, np.ma.MaskedArray) or (isinstance(X, np.ndarray) and X.dtype.kind in "cUSVMm"):
+        raise ValueError(f"{learner.name}: X must hold real numbers (a plain, unmasked array), got {type(X).__name__} of {np.asarray(X).dtype}")
+    try:
+        with np.errstate(over="ignore"):  # finite values beyond float32's range: reported below, not warned
+            return np.asarray(X, dtype=np.float32)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{learner.name}: X must be a 2-D array of numbers ({' '.join(str(err).split())})") from None
+
+
+def _beyond_float32(X32: np.ndarray, given: ArrayLike) -> str:
+    """``' (... beyond float32's range)'`` when ``X32`` overflowed from finite input, else ``''``."""
+    original = np.asarray(given)
+    if original.shape != X32.shape or original.dtype.kind != "f" or original.dtype.itemsize <= 4:
+        return ""
+    finite = np.isfinite(original) & ~np.isfinite(X32)
+    if not finite.any():
+        return ""
+    row = int(np.argmax(finite.any(axis=1)))
+    return f" (row {row}: finite values beyond float32's range, |x| > {float(np.finfo(np.float32).max):.3g}, which learners compute in)"
 
 
 def weighted_average(arrays: Sequence[ArrayLike], weights: ArrayLike) -> np.ndarray:
@@ -263,7 +331,7 @@ class Learner(Generic[StateT]):
         for name in cls.pinned_methods:
             method = cls.__dict__.get(name)
             if isinstance(method, types.FunctionType):
-                setattr(cls, name, pinned(method))
+                setattr(cls, name, pinned(_checking_state(method) if name in ("update", "predict") else method))
 
     def __init__(self, config: Any):
         if not isinstance(config, self.config_class):
@@ -299,6 +367,30 @@ class Learner(Generic[StateT]):
         without allocating the state first.
         """
         return {k: (np.asarray(v).dtype, np.shape(v)) for k, v in self.init()._asdict().items()}
+
+    def check_state(self, state: Any, what: str = "state") -> None:
+        """Raise ValueError unless ``state`` is this learner's state type with the arrays its config lays out.
+
+        Dtypes and shapes are compared with :meth:`state_layout` (computed once per learner):
+        in ``growing_fields`` axis 0 may differ, and so may every axis that is empty in the
+        fresh state (a ``(0, 0)`` matrix that grows into ``(t, t)``). ``update``, ``predict``,
+        ``merge``, ``mix`` and the model-file writer and reader call it, so a state of another
+        learner or config (another width, class count or number of features) is refused by
+        name instead of giving wrong scores or a bare numpy error.
+        """
+        if not isinstance(state, self.state_class):
+            raise ValueError(f"{self.name}: {what} must be a {self.state_class.__name__} (from init or update), got {type(state).__name__}")
+        layout = self.__dict__.get("_layout")
+        if layout is None:
+            layout = self.__dict__["_layout"] = self.state_layout()
+        for name in self.state_class._fields:
+            a, (dtype, shape) = np.asarray(getattr(state, name)), layout[name]
+            fixed = [i for i in range(1, len(shape)) if shape[i] > 0] if name in self.growing_fields else range(len(shape))
+            if a.dtype != dtype or a.ndim != len(shape) or any(a.shape[i] != shape[i] for i in fixed):
+                raise ValueError(
+                    f"{self.name}: {what} array {name!r} has dtype/shape {a.dtype}{a.shape}, expected {dtype}{shape} "
+                    "(a state of another learner or config?)"
+                )
 
     def update(self, state: StateT, X: ArrayLike, y: ArrayLike) -> tuple[StateT, np.ndarray]:
         """Learn from a batch in order: returns ``(new_state, online_scores)``.
@@ -373,7 +465,16 @@ class Learner(Generic[StateT]):
         states = list(states)
         if not states:
             raise NotMergeableError(f"{self.name}: nothing to merge")
+        for i, state in enumerate(states):
+            self.check_combinable(state, f"state {i} to merge")
         return states
+
+    def check_combinable(self, state: Any, what: str) -> None:
+        """:meth:`check_state` for merge and mix: raises :class:`NotMergeableError` instead."""
+        try:
+            self.check_state(state, what)
+        except ValueError as err:
+            raise NotMergeableError(str(err)) from None
 
     def _weights(self, states: list[StateT], weights: ArrayLike | None, base: StateT | None) -> np.ndarray:
         if weights is None:
@@ -442,9 +543,9 @@ class Learner(Generic[StateT]):
         """
         if not self.mixable:
             raise NotMergeableError(f"{self.name} cannot mix a merged model into a shard: {self.mix_refusal_reason()}")
-        weight = float(weight)
-        if not 0.0 <= weight <= 1.0:
-            raise ValueError(f"mixing weight must be in [0, 1], got {weight}")
+        weight = mixing_weight(weight)
+        self.check_combinable(local, "local state")
+        self.check_combinable(merged, "merged state")
         if weight == 0.0:
             return local
         fields = {}
@@ -493,7 +594,7 @@ class CheckedConfig:
     """
 
     def __post_init__(self) -> None:
-        pass
+        plain_scalars(self)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -543,6 +644,17 @@ class RandomFeatureConfig(CheckedConfig):
             block_size=self.block_size,
             scaled=self.scaled,
         )
+
+
+def _checking_state(method: Any) -> Any:
+    """``update`` / ``predict`` that first check their state argument (:meth:`Learner.check_state`)."""
+
+    @functools.wraps(method)
+    def checked(self: Learner[Any], state: Any, *args: Any, **kwargs: Any) -> Any:
+        self.check_state(state)
+        return method(self, state, *args, **kwargs)
+
+    return checked
 
 
 def _sum_from_base(values: list[Any], base: Any | None) -> np.ndarray:

@@ -130,6 +130,7 @@ from okl_core.learners.base import (
     check_int,
     check_nonnegative,
     check_positive,
+    check_seed,
     validate_xy,
 )
 from okl_core.learners.compiled import kernels
@@ -206,7 +207,7 @@ class _SeededConfig(SupportBudgetConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_int("seed", self.seed, 0)
+        check_seed("seed", self.seed)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -40,6 +40,7 @@ from numpy.typing import ArrayLike
 
 from okl_core.features import FeatureSpec, FourierFeatures
 from okl_core.learners.base import (
+    CheckedConfig,
     Learner,
     check_bool,
     check_int,
@@ -58,7 +59,7 @@ _PRECISIONS = ("float32", "float64")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DSGConfig:
+class DSGConfig(CheckedConfig):
     """Parameters of :class:`DSG`.
 
     Parameters
@@ -124,6 +125,7 @@ class DSGConfig:
     feature_cache_mb: int = 256
 
     def __post_init__(self):
+        super().__post_init__()
         loss = make_loss(self.loss, self.loss_param)  # validates loss and its parameter
         check_int("block_size", self.block_size, 2)
         if self.block_size % 2:
@@ -138,7 +140,7 @@ class DSGConfig:
         if self.precision not in _PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(_PRECISIONS)}, got {self.precision!r}")
         check_int("feature_cache_mb", self.feature_cache_mb, 0)
-        if loss.task == "multiclass":
+        if loss.task == "multiclass" or self.n_classes is not None:  # ignored by the other losses, but written in model files
             check_int("n_classes", self.n_classes, 2)
         self.feature_spec()
 

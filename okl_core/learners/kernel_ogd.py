@@ -46,7 +46,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from okl_core.kernels import KERNELS, Kernel
-from okl_core.learners.base import CheckedConfig, Learner, check_choice, check_int, check_positive, validate_xy
+from okl_core.learners.base import CheckedConfig, Learner, NotMergeableError, check_choice, check_bandwidth, check_int, check_positive, validate_xy
 from okl_core.learners.rules import (
     MULTICLASS,
     BinaryHingeRule,
@@ -105,7 +105,7 @@ class KernelConfig(CheckedConfig):
         super().__post_init__()
         check_int("n_inputs", self.n_inputs, 1)
         check_choice("kernel", self.kernel, set(KERNELS))
-        check_positive("sigma", self.sigma)
+        check_bandwidth("sigma", self.sigma)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -220,6 +220,10 @@ class _KernelExpansion(Learner[SupportState]):
     def merge_special(self, states: Sequence[SupportState], weights: np.ndarray, base: SupportState | None) -> dict:
         """Average the functions: concatenate the support sets, scaling each state's
         ``alpha`` by its normalised weight (default ``n_seen``; equal weights if all are 0)."""
+        try:
+            self.cap.check_held(sum(len(s.alpha) for s in states), "the merged state's")
+        except ValueError as err:
+            raise NotMergeableError(str(err)) from None
         total = weights.sum()
         weights = weights / total if total > 0 else np.full(len(states), 1.0 / len(states))
         return {

@@ -47,7 +47,7 @@ import re
 import numpy as np
 
 from okl_core.features import KERNELS, FeatureSpec, FourierFeatures
-from okl_core.learners.base import CheckedConfig, Learner, StateT, check_int
+from okl_core.learners.base import CheckedConfig, Learner, StateT, check_bandwidth, check_int, check_seed
 from okl_core.losses import softmax
 from okl_core.numerics import libm_exp
 from okl_core.random import block_bit_generator, row_uniforms
@@ -136,6 +136,7 @@ def parse_kernel_dictionary(text) -> tuple[tuple[str, float], ...]:
             )
         if kernel not in KERNELS:
             raise ValueError(f"kernels: entry {position} has kernel {kernel!r}; choose from {sorted(KERNELS)}")
+        check_bandwidth(f"kernels: entry {position}'s sigma", sigma)
         if (kernel, sigma) in entries:
             raise ValueError(f"kernels: entry {position} {kernel}:{sigma!r} appears twice")
         entries.append((kernel, sigma))
@@ -204,9 +205,7 @@ class MultiKernelConfig(CheckedConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_int("n_inputs", self.n_inputs, 1)
-        check_int("seed", self.seed, 0)
-        if self.seed >= 2**64:
-            raise ValueError(f"seed must be < 2**64, got {self.seed}")
+        check_seed("seed", self.seed)
         kernel_seeds(self.seed, len(self.dictionary))  # parses and checks the dictionary too
 
     @property

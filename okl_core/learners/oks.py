@@ -605,6 +605,7 @@ class _SupportSets:
 
     def __init__(self, kernels: list[Kernel], cap: SupportCap, state: SupportStateFields):
         self.kernels = kernels
+        cap.check_held(int(state.sv_count.sum()))
         counts = state.sv_count.tolist()
         self.arena = _Arena(state.sv_x.shape[1], [max(MIN_CAPACITY, 2 * m) for m in counts])
         ends = np.cumsum(state.sv_count).tolist()

@@ -65,11 +65,14 @@ from scipy.linalg import lapack
 from okl_core.features import TaylorFeatures, taylor_basis_size
 from okl_core.kernels import KERNELS, SELF_SIMILARITY, Kernel
 from okl_core.learners.base import (
+    CheckedConfig,
     Learner,
     NotMergeableError,
+    check_bandwidth,
     check_choice,
     check_int,
     check_positive,
+    check_seed,
     validate_xy,
 )
 from okl_core.learners.support import GrowingArray, cap_error
@@ -97,7 +100,7 @@ _PREDICT_ROWS = 1024  # rows of Taylor features built at once by predict
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RidgeConfig:
+class RidgeConfig(CheckedConfig):
     """Parameters shared by the kernel ridge learners.
 
     Parameters
@@ -118,8 +121,9 @@ class RidgeConfig:
     task: str = "regression"
 
     def __post_init__(self):
+        super().__post_init__()
         check_int("n_inputs", self.n_inputs, 1)
-        check_positive("sigma", self.sigma)
+        check_bandwidth("sigma", self.sigma)
         check_positive("lam", self.lam)
         check_choice("task", self.task, set(RIDGE_TASKS))
 
@@ -592,9 +596,7 @@ class PKAWVNystromConfig(RidgeConfig):
         check_positive("mu", self.mu)
         check_positive("beta", self.beta)
         check_positive("kors_eps", self.kors_eps)
-        check_int("seed", self.seed, 0)
-        if self.seed >= 2**64:
-            raise ValueError(f"seed must be < 2**64, got {self.seed}")
+        check_seed("seed", self.seed)
         check_choice("ordering", self.ordering, set(ORDERINGS))
         check_int("block_rows", self.block_rows, 1)
         check_int("max_dictionary", self.max_dictionary, 1)

@@ -17,14 +17,23 @@ from numpy.typing import DTypeLike
 
 from okl_core.learners.base import CheckedConfig, check_int
 
-__all__ = ["GrowingArray", "SupportBuffer", "SupportCap", "SupportCapConfig", "cap_error"]
+__all__ = ["CapacityError", "GrowingArray", "SupportBuffer", "SupportCap", "SupportCapConfig", "cap_error"]
 
 MIN_CAPACITY = 16
 
 
-def cap_error(owner: str, field: str, limit: float, what: str, hint: str) -> ValueError:
-    """The error of every support cap: ``"{owner}: {what} would exceed {field}={limit}; {hint}"``."""
-    return ValueError(f"{owner}: {what} would exceed {field}={limit}; {hint}")
+class CapacityError(ValueError):
+    """A learner's state would outgrow a cap its config sets (``max_support``, ``max_rows``, ...).
+
+    The config's limit, not bad data: the job cannot go on without a larger cap or another
+    learner. Its message is one line, ``"{owner}: {what} would exceed {field}={limit}; {hint}"``
+    (:func:`cap_error`), which the pipelines find in a failed job's error and print alone.
+    """
+
+
+def cap_error(owner: str, field: str, limit: float, what: str, hint: str) -> CapacityError:
+    """The error of every cap: ``"{owner}: {what} would exceed {field}={limit}; {hint}"``."""
+    return CapacityError(f"{owner}: {what} would exceed {field}={limit}; {hint}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -67,6 +76,16 @@ class SupportCap:
         """Raise the cap error if the set would hold ``size`` rows (``where``: e.g. ``' at row 7'``)."""
         if size > self.limit:
             raise cap_error(self.owner, self.field, self.limit, self.what + where, self.hint)
+
+    def check_held(self, size: int, whose: str = "the state's") -> None:
+        """Raise a ValueError if a set handed in (a state's, a merge's) already holds more than the cap.
+
+        A state from a learner with a larger cap, or the union of merged support sets,
+        can be over it before any row is learned; the folds assume it is not.
+        """
+        if size > self.limit:
+            raise CapacityError(f"{self.owner}: {whose} {self.what.removeprefix('the ')} holds {size} rows, more than "
+                                f"{self.field}={self.limit}; {self.hint}")
 
 
 class GrowingArray:
@@ -199,6 +218,7 @@ class SupportBuffer:
     ):
         self.cap = cap
         self.columns = columns
+        cap.check_held(len(alpha))
         if columns:
             rows = vectors.astype(np.float64)
             cols, norms, coefs = (None, None, None) if out is None else out

@@ -13,6 +13,7 @@ MNIST test digits and a9a are used when ../shared/data has them.
 
 import os
 import threading
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -215,14 +216,19 @@ def _blas_threads() -> list[int]:
     return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
 
 
+class _ProbeState(NamedTuple):
+    n_seen: np.ndarray
+
+
 class _Probe(Learner):
     """A learner defined outside okl_core: its methods are pinned too, and see one thread."""
 
     name = "blas_probe"
+    state_class = _ProbeState
     seen: list = []
 
     def init(self):
-        return None
+        return _ProbeState(np.asarray(0, dtype=np.int64))
 
     def predict(self, state, X):
         self.seen.append(_blas_threads())
@@ -235,7 +241,7 @@ def test_pin_applies_to_subclasses_nests_and_restores_the_thread_count():
     probe = object.__new__(_Probe)
     probe.seen = []
     with threadpool_limits(limits=2, user_api="blas"):
-        probe.predict(None, np.zeros((3, 1)))
+        probe.predict(_ProbeState(np.asarray(0, dtype=np.int64)), np.zeros((3, 1)))
         assert _blas_threads() and set(_blas_threads()) == {2}
     assert probe.seen == [[1] * len(_blas_threads())] * 2
     for method in ("init", "update", "predict", "merge"):

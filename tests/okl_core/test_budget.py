@@ -509,6 +509,8 @@ INVALID = [
     ("mbpa_s", dict(C=-1.0), "^C must"),
     ("projectron_r", dict(projection_eta=0.0), "projection_eta"),
     ("forgetron_r", dict(eta=0.0), "eta"),
+    ("rbp", dict(seed=2**64), r"^seed must be < 2\*\*64"),  # once accepted, failing at the first update
+    ("bogd_r", dict(seed=2**64), r"^seed must be < 2\*\*64"),
 ]
 
 

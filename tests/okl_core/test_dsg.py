@@ -194,3 +194,13 @@ def test_config_validation():
     with pytest.raises(ValueError, match="unknown loss"):
         okl_core.make_learner("dsg", n_inputs=3, loss="zero_one")
     assert okl_core.make_learner("dsg", n_inputs=3, loss="huber").task == "regression"
+    # n_classes is ignored by the binary and regression losses but written in model files
+    for bad in (0, -1, float("nan"), "x"):
+        with pytest.raises(ValueError, match=r"^n_classes must be an integer >= 2"):
+            okl_core.make_learner("dsg", n_inputs=3, loss="hinge", n_classes=bad)
+    with pytest.raises(ValueError, match=r"^loss_param of loss 'huber' must be a number, got 'a'$"):
+        okl_core.make_learner("dsg", n_inputs=3, loss="huber", loss_param="a")
+    with pytest.raises(ValueError, match=r"^loss_param of loss 'huber' must be a number, got True$"):
+        okl_core.make_learner("dsg", n_inputs=3, loss="huber", loss_param=True)
+    with pytest.raises(ValueError, match=r"^huber parameter must be a finite number >= 0, got inf$"):
+        okl_core.make_learner("dsg", n_inputs=3, loss="huber", loss_param=float("inf"))

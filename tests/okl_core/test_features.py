@@ -60,6 +60,9 @@ def test_cache_stays_within_its_bound_and_regenerates_identically():
 def test_spec_validation_errors_are_clear():
     with pytest.raises(ValueError, match="sigma"):
         FeatureSpec(n_inputs=2, n_components=4, sigma=0.0)
+    with pytest.raises(ValueError, match=r"^sigma must be a finite number > 0, got True$"):
+        FeatureSpec(n_inputs=2, n_components=4, sigma=True)
+    assert FeatureSpec(n_inputs=np.int64(2), n_components=np.int32(4), sigma=np.float32(0.5)).to_dict()["sigma"] == 0.5
     with pytest.raises(ValueError, match="kernel"):
         FeatureSpec(n_inputs=2, n_components=4, kernel="polynomial")
     with pytest.raises(ValueError, match="generator version"):

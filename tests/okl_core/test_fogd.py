@@ -1,5 +1,7 @@
 """FOGD, MFOGD and FOGD-R against a literal transcription of the spec's update rules."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -95,6 +97,35 @@ def test_labels_are_validated():
         m.update(m.init(), np.zeros((1, 2)), np.array([3]))
     with pytest.raises(ValueError, match="NaN"):
         learner.update(learner.init(), np.array([[np.nan, 0.0]]), np.array([1]))
+
+
+@pytest.mark.parametrize(
+    "X, message",
+    [
+        (np.array([[1.0, 2.0], [1e39, 0.0]]), r"^fogd: X contains NaN or inf \(row 1: finite values beyond float32's range, \|x\| > 3.4e\+38, which learners compute in\)$"),
+        (np.array([["a", "b"]]), r"^fogd: X must hold real numbers \(a plain, unmasked array\), got ndarray of <U1$"),
+        (np.array([[1 + 2j, 0]]), r"^fogd: X must hold real numbers .* got ndarray of complex128$"),
+        (np.ma.masked_array([[1.0, 2.0]], mask=[[0, 1]]), r"^fogd: X must hold real numbers .* got MaskedArray of float64$"),
+        ([[1.0, 2.0], [3.0]], r"^fogd: X must be a 2-D array of numbers \(setting an array element with a sequence"),
+    ],
+)
+def test_inputs_that_are_not_float32_numbers_are_named(X, message):
+    """Finite float64 values beyond float32's range once printed a numpy overflow warning and then
+    "X contains NaN or inf"; strings and ragged lists gave numpy's message without the learner."""
+    learner = okl_core.make_learner("fogd", n_inputs=2, n_components=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=message):
+            learner.predict(learner.init(), X)
+
+
+@pytest.mark.parametrize("name", ["fogd", "kernel_ogd", "pkawv_taylor", "raker"])
+@pytest.mark.parametrize("sigma", [1e-31, 1e31])
+def test_a_bandwidth_whose_square_or_frequencies_overflow_is_refused(name, sigma):
+    """sigma = 1e-39 once gave NaN scores (float32 frequencies overflow); 1e155 an OverflowError."""
+    params = {"kernels": f"gaussian:{sigma!r}"} if name == "raker" else {"sigma": sigma}
+    with pytest.raises(ValueError, match=r"sigma must be a number in \[1e-30, 1e\+30\] \(a kernel bandwidth\)"):
+        okl_core.make_learner(name, n_inputs=2, **params)
 
 
 def test_scaled_features_with_D_times_eta_give_the_same_predictions():

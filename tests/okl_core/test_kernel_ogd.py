@@ -6,6 +6,7 @@ import pytest
 import okl_core
 from okl_core.features import exact_kernel
 from okl_core.kernels import reference_row_against_buffer
+from okl_core.testing import conformance_learner
 
 from .learner_data import tiny_problem
 
@@ -174,3 +175,35 @@ def test_batch_fold_scores_with_the_kernel_row_against_the_added_rows(monkeypatc
     assert np.asarray(expected).tobytes() == scores.tobytes()
     np.testing.assert_array_equal(state.alpha, alpha)
     np.testing.assert_allclose(scores, gram, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("jit", ["compiled", "numpy"])
+def test_a_support_set_over_max_support_is_refused_before_the_fold(monkeypatch, jit):
+    """A merge over the cap is refused, and a state from a learner with a larger cap is refused
+    by update with the cap's message (the compiled fold once ran past the cap or crashed)."""
+    if jit == "numpy":
+        monkeypatch.setenv("OKL_NO_JIT", "1")
+    small = conformance_learner("kernel_ogd", max_support=50)
+    X, y = tiny_problem("binary", 4, n=200)
+    a, _ = small.update(small.init(), X[:40], y[:40])
+    b, _ = small.update(small.init(), X[40:80], y[40:80])
+    assert len(a.alpha) + len(b.alpha) > 50
+    with pytest.raises(okl_core.NotMergeableError, match=r"^kernel_ogd: the merged state's support set holds \d+ rows, more than max_support=50; "):
+        okl_core.merge_states(small, [a, b])
+    large = conformance_learner("kernel_ogd", max_support=1000)
+    big, _ = large.update(large.init(), X[:120], y[:120])
+    held = len(big.alpha)
+    assert held > 50
+    for rows in (slice(80, 81), slice(80, 140)):
+        with pytest.raises(ValueError, match=rf"^kernel_ogd: the state's support set holds {held} rows, more than max_support=50; "):
+            small.update(big, X[rows], y[rows])
+
+
+def test_oks_refuses_a_state_over_its_max_support():
+    small = conformance_learner("oks", max_support=20)
+    large = conformance_learner("oks", max_support=1000)
+    X, y = tiny_problem("binary", 4, n=120)
+    big, _ = large.update(large.init(), X, y)
+    assert int(big.sv_count.sum()) > 20
+    with pytest.raises(ValueError, match=r"^oks: the state's support set holds \d+ rows, more than max_support=20; "):
+        small.update(big, X[:5], y[:5])

@@ -6,7 +6,7 @@ import pytest
 
 import okl_core
 from okl_core.data.validate import check_rows
-from okl_core.labels import TASKS, bad_labels, check_task
+from okl_core.labels import TASKS, bad_labels, check_task, label_reason
 
 CANDIDATES = [-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, 7.0, np.nan, np.inf, -np.inf]
 
@@ -40,3 +40,9 @@ def test_labels_that_are_not_numbers_are_refused():
     learner = okl_core.make_learner("fogd", n_inputs=1, n_components=4)
     with pytest.raises(ValueError, match="labels must be numbers"):
         learner.update(learner.init(), np.zeros((1, 1), np.float32), np.array(["1"]))
+
+
+def test_a_bad_regression_target_reads_as_a_number():
+    """Dead letters once read "target np.float64(inf) is not finite" (numpy 2's scalar repr)."""
+    assert label_reason(np.float64(np.inf), "regression") == "bad label: target inf is not finite"
+    assert label_reason(np.float32(np.nan), "regression") == "bad label: target nan is not finite"

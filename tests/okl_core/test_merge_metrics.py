@@ -123,6 +123,9 @@ def test_a_learner_that_declares_nothing_cannot_merge_or_mix():
         name = "undeclared"
         state_class = State
 
+        def init(self):
+            return State(w=np.zeros(2), n_seen=np.asarray(0, dtype=np.int64))
+
     learner = Undeclared.__new__(Undeclared)
     s = State(w=np.zeros(2), n_seen=np.asarray(1, dtype=np.int64))
     with pytest.raises(okl_core.NotMergeableError, match=r"undeclared states cannot be combined: fields \['w'\]"):
@@ -131,3 +134,37 @@ def test_a_learner_that_declares_nothing_cannot_merge_or_mix():
         check_mixable(learner)
     Undeclared.averaged_fields = ("w",)
     assert int(learner.merge([s, s]).n_seen) == 2
+
+
+@pytest.mark.parametrize(
+    "task, scores, y, message",
+    [
+        ("binary", np.full(5, -1.0), np.array([1]), r"binary metrics need scores of shape \(n,\) and labels of shape \(n,\) for the same n, got scores \(5,\) and labels \(1,\)"),
+        ("regression", np.zeros((3, 1)), np.zeros(3), r"got scores \(3, 1\) and labels \(3,\)"),
+        ("multiclass", np.zeros(3), np.zeros(3, int), r"multiclass metrics need scores of shape \(n, C\)"),
+        ("multiclass", np.zeros((3, 2)), np.array([0, -1, 1]), r"class indices 0..C-1, got \[-1\]"),
+    ],
+)
+def test_metrics_refuse_scores_and_labels_that_are_not_one_batch(task, scores, y, message):
+    """Five scores for one label once counted five mistakes in one example (a mistake rate of 5.0)."""
+    metrics = Prequential(task)
+    with pytest.raises(ValueError, match=message):
+        metrics.add(scores, y)
+    assert metrics.n == 0 and metrics.mistakes == 0
+
+
+@pytest.mark.parametrize("weight", [None, "a", True, float("nan"), -0.1, 1.5])
+def test_a_mixing_weight_that_is_not_a_number_in_0_1_is_named(weight):
+    learner = okl_core.make_learner("fogd", n_inputs=4, n_components=8)
+    with pytest.raises(ValueError, match=r"^mixing weight must be a number in \[0, 1\], got "):
+        okl_core.mix_states(learner, learner.init(), learner.init(), weight)
+
+
+def test_mix_refuses_a_state_of_another_config():
+    learner = okl_core.make_learner("dsg", n_inputs=4, block_size=8)
+    other = okl_core.make_learner("dsg", n_inputs=4, block_size=16)
+    X, y = tiny_problem("binary", 4, n=200)
+    a, _ = learner.update(learner.init(), X, y)
+    b, _ = other.update(other.init(), X, y)
+    with pytest.raises(okl_core.NotMergeableError, match=r"^dsg: merged state array 'coef' has dtype/shape"):
+        learner.mix(a, b, 0.5)

@@ -119,7 +119,7 @@ def test_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
 def test_wrong_state_type_is_rejected():
     learner, _ = _trained()
     dsg = okl_core.make_learner("dsg", n_inputs=4)
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match=r"^fogd: state must be a LinearState \(from init or update\), got DSGState$"):
         model_bytes(learner, dsg.init())
 
 

@@ -3,6 +3,8 @@ determinism under delivery order and file layout, rounds, errors."""
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from okl_core.data.synthetic import gaussian_blobs
 from okl_experiments.params import DEFAULT_BATCH_ROWS, MEDIAN_ROWS
 from pipelines import train
 from tests.pipelines.reference import binary_data, reference_model
+from tests.pipelines.runner_cases import ROOT
 
 FOGD = ["--learner", "fogd", "--param", "n_components=32", "--sigma", "1.5", "--eta", "0.05"]
 
@@ -117,6 +120,11 @@ def test_sigma_median_uses_the_first_rows(tmp_path, binary_set):
         (["--learner", "fogd", "--sigma", "median/2"], "expected a number"),
         (["--learner", "fogd", "--num_shards", "5000"], "some segments would be empty"),
         (["--learner", "fogd", "--test", "{mc}"], "--test"),
+        # streaming flags a batch job once ignored (a random-bytes --init_model trained a fresh model)
+        (["--learner", "fogd", "--init_model", "{missing}"], "error: --init_model is for streaming jobs (--streaming); a batch job trains"),
+        (["--learner", "fogd", "--stop_after", "3", "--mix_weight", "0.5"], "error: --stop_after, --mix_weight are for streaming jobs"),
+        (["--learner", "fogd", "--batch_rows", "0"], "error: --batch_rows must be >= 1, got 0\n"),  # once silently 4096
+        (["--learner", "fogd", "--runner=Bogus"], "error: --runner Bogus: not a runner Beam knows; valid values are DataflowRunner, "),
     ],
 )
 def test_clear_errors(tmp_path, binary_set, capsys, args, message):
@@ -159,3 +167,49 @@ def test_online_error_figure_of_a_short_sharded_run(tmp_path, binary_set):
         assert not line.get_window_extent(fig.canvas.get_renderer()).overlaps(legend)
         assert line.get_xdata()[-1] == 3000
     assert fig.get_window_extent().contains(legend.x1 - 1, legend.y0 + 1)  # and inside the image
+
+
+def test_a_test_set_whose_classes_differ_is_refused(tmp_path):
+    """Stored labels are codes into dataset.json's classes: a test set prepared without --like
+    that holds classes 1..3 of 0..3 once had its labels scored as other classes."""
+    X, y = gaussian_blobs(60, n_classes=4, n_features=2)
+    write_dataset(tmp_path / "train", X, y, "multiclass", classes=[0, 1, 2, 3])
+    write_dataset(tmp_path / "test", X[:30], y[:30] % 3, "multiclass", classes=[1, 2, 3])
+    with pytest.raises(SystemExit) as exit_info:
+        train.run(["--input", str(tmp_path / "train"), "--test", str(tmp_path / "test"), "--learner", "mfogd", "--output", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("output, message", [
+    ("", "--output is empty: give a directory (or leave the flag out for runs/<data>-<learner>)"),
+    ("/proc/okl-out", "--output /proc/okl-out: cannot write there (No such file or directory: /proc/.okl-out.lock)"),
+    ("{file}/sub", "--output {file}/sub: cannot write there (File exists: {file})"),
+])
+def test_an_output_that_cannot_be_written_is_one_line(tmp_path, binary_set, capsys, output, message):
+    """These once ended in FileNotFoundError / PermissionError tracebacks; '' trained into runs/."""
+    (tmp_path / "afile").write_text("x")
+    output, message = (text.format(file=tmp_path / "afile") for text in (output, message))
+    with pytest.raises(SystemExit) as exit_info:
+        train.run(["--input", str(binary_set[0] / "train"), *FOGD, "--output", output])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == f"python -m pipelines.train: error: {message}\n"
+
+
+@pytest.mark.parametrize("workers", [[], ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]], ids=["in_process", "worker_processes"])
+def test_a_learner_over_its_cap_ends_the_job_with_the_cap_line(tmp_path, binary_set, workers):
+    """max_support reached mid-job: Beam's traceback (156 lines; 10 with worker processes) became
+    one line naming the parameter, exit status 1, and no output folder."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.train", "--input", str(binary_set[0] / "train"), "--learner", "kernel_ogd",
+         "--param", "max_support=5", "--output", str(tmp_path / "out"), *workers],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    expected = ("python -m pipelines.train: error: kernel_ogd: the support set would exceed max_support=5; it holds one row per "
+                "update: raise max_support, or use a budgeted (nogd) or random-feature (fogd) learner for long streams")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.splitlines()[-1] == expected
+    assert "ERROR" not in proc.stderr
+    if not workers:  # worker processes also print Beam's own traceback to their stderr (sdk_worker.py prints it)
+        assert proc.stderr == expected + "\n"
+    assert sorted(os.listdir(tmp_path)) == []

@@ -383,6 +383,7 @@ def test_the_streaming_graph_writes_its_dead_letters(tmp_path, caplog):
 def test_restart_picks_the_newest_version_and_continues_numbering(tmp_path):
     import argparse
 
+    from pipelines.common import UsageError
     from pipelines.stream import initial_model
 
     learner = SPEC.build()
@@ -397,6 +398,10 @@ def test_restart_picks_the_newest_version_and_continues_numbering(tmp_path):
     assert next_version == 4 and data == okl_core.model_bytes(learner, _fold(learner, X, y, 0, 1))
     data, next_version, source = initial_model(args, learner, str(tmp_path / "empty"))
     assert next_version == 1 and data == okl_core.model_bytes(learner, learner.init())
+    # A restart with other parameters: the version it found is named as --output's, not as an --init_model the user never gave.
+    other = LearnerSpec(SPEC.name, {**SPEC.params, "sigma": SPEC.params.get("sigma", 1.0) * 2}).build()
+    with pytest.raises(UsageError, match=rf"^--output {tmp_path} holds a model version this job cannot continue \(.*model-v000003.npz: .*configs differ"):
+        initial_model(args, other, str(tmp_path))
 
 
 _STATE_READS: list = []
