@@ -43,6 +43,9 @@ from pipelines.cli import Parser, deprecate, prog, warn
 __all__ = ["run", "main", "build_parser"]
 
 DEFAULT_ROWS_PER_SHARD = 65536
+MAX_SHARDS = 100_000
+"""The most shards ``mnist8m`` plans (its shard list is built up front: ``--rows 1e14`` would
+ask for 1.5e9 of them and run out of memory); 6.5e9 rows at the default shard size."""
 TASK_CHOICES = ("binary", "multiclass", "regression")
 
 
@@ -107,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input", help="CSV file (plain/.gz/.bz2)")
     p.add_argument("--target", required=True, help="target column (a number with --no_header)")
     _table_columns(p)
-    p.add_argument("--delimiter", default=",", help="field delimiter (default ',')")
+    p.add_argument("--delimiter", default=",", help="field delimiter, one character; \\t (backslash t) for a tab (default ',')")
     p.add_argument("--no_header", action="store_true", help="the first line is data; columns are named 0..k-1")
     _labels_and_scaling(p)
     _common(p)
@@ -126,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache_dir", help="download cache (default $OKL_CACHE or ~/.cache/okl)")
     p.add_argument("--base_rows", default=None, metavar="START:STOP", help="use base digits [START, STOP) only (e.g. 0:8000)")
     p.add_argument("--classes", metavar="D,D,...", help="keep only base digits of these labels, in class order (two: negative,positive -> binary -1/+1, e.g. 6,8 for 8 vs 6)")
-    p.add_argument("--rows", type=int, default=8_100_000, help="rows to generate (default 8,100,000)")
+    p.add_argument("--rows", type=int, default=8_100_000, help=f"rows to generate (default 8,100,000; at most {MAX_SHARDS:,} shards)")
     p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
     p.add_argument("--elastic_alpha", type=float, default=12.0, help="elastic displacement scale, pixels (default 12)")
     p.add_argument("--elastic_sigma", type=float, default=4.0, help="elastic field smoothing, pixels (default 4)")
@@ -209,7 +212,16 @@ def _run_mnist(args, progress) -> ConversionSummary:
 
 
 def _like(args):
-    return open_dataset(args.like).info if args.like else None
+    """The ``--like`` reference's info; a PCA projection is refused (its features are components, not this input's)."""
+    if not args.like:
+        return None
+    info = open_dataset(args.like).info
+    pca = (info.extra or {}).get("pca")
+    if isinstance(pca, dict):
+        raw = pca.get("fitted_on") or "the raw reference"
+        raise ValueError(f"--like {args.like}: the reference is a PCA projection; prepare the raw set --like the raw reference ({raw}), "
+                         f"then `prepare pca --like {args.like}` it")
+    return info
 
 
 def _run_libsvm(args, progress) -> ConversionSummary:
@@ -221,6 +233,8 @@ def _run_libsvm(args, progress) -> ConversionSummary:
             path = dl.download_known(dl.LIBSVM_NAMES[args.input], cache_dir=args.cache_dir, progress=progress)
         else:
             path = dl.download(args.input, cache_dir=args.cache_dir, progress=progress)
+    if args.n_features is not None and args.n_features < 1:
+        raise ValueError("--n_features must be >= 1")
     classes = parse_classes(args.classes) if args.classes else None
     return convert_libsvm(
         path, args.out, n_features=args.n_features, task=args.task, classes=classes, like=_like(args),
@@ -229,14 +243,24 @@ def _run_libsvm(args, progress) -> ConversionSummary:
     )
 
 
+def _delimiter(text: str) -> str:
+    """``--delimiter``: one character, or the two characters ``\\t`` for a tab (hard to type in a shell)."""
+    if text == "\\t":
+        return "\t"
+    if len(text) != 1 or text in "\r\n\"":
+        raise ValueError(f"--delimiter must be one character other than a quote or a line break (\\t for a tab), got {text!r}")
+    return text
+
+
 def _run_csv(args, progress) -> ConversionSummary:
     from okl_core.data.csv_table import convert_csv
 
+    delimiter = _delimiter(args.delimiter)
     rows_per_shard = _rows_per_shard(args, None) if args.shards is None else None
     return convert_csv(
         args.input, args.out, target=args.target, features=_split_list(args.features), drop=_split_list(args.drop),
         task=args.task, classes=_split_list(args.classes), like=_like(args), feature_scaling=args.feature_scaling,
-        target_scaling=args.target_scaling, delimiter=args.delimiter, skip_bad_rows=args.skip_bad_rows,
+        target_scaling=args.target_scaling, delimiter=delimiter, skip_bad_rows=args.skip_bad_rows,
         n_shards=args.shards, progress=progress, no_header=args.no_header, missing=args.missing, missing_policy=args.missing_policy,
         categorical=_split_list(args.categorical), **_writer_args(args, rows_per_shard),
     )
@@ -296,6 +320,20 @@ def _digit_classes(text):
         raise ValueError(f"--classes must be digit labels such as 6,8, got {text!r}") from None
 
 
+def _generator_shards(args) -> int:
+    """Check mnist8m's sizes before any work (a download, Beam's start-up); the rows per shard."""
+    if args.rows < 1:
+        raise ValueError("--rows must be >= 1")
+    if args.num_workers < 1 or args.batch_rows < 1:
+        raise ValueError("--num_workers and --batch_rows must be >= 1")
+    rows_per_shard = _rows_per_shard(args, args.rows)
+    shards = -(-args.rows // rows_per_shard)
+    if shards > MAX_SHARDS:
+        raise ValueError(f"--rows {args.rows:,} in shards of {rows_per_shard:,} rows would make {shards:,} shards; "
+                         f"at most {MAX_SHARDS:,} (fewer --rows, or more --rows_per_shard)")
+    return rows_per_shard
+
+
 def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -303,6 +341,7 @@ def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
     from pipelines.common import make_pipeline, run_pipeline
     from transforms.generate import generate_mnist8m
 
+    rows_per_shard = _generator_shards(args)
     images, labels = _mnist_files(args, progress)
     start, stop = _base_rows(args.base_rows)
     base = {"images": os.path.abspath(images), "labels": os.path.abspath(labels), "start": start, "stop": stop,
@@ -311,12 +350,8 @@ def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
         elastic_alpha=args.elastic_alpha, elastic_sigma=args.elastic_sigma, rotation_deg=args.rotation, scale=args.scale,
         translation=args.translation, thickness=args.thickness, originals=args.originals,
     )
-    if args.rows < 1:
-        raise ValueError("--rows must be >= 1")
-    if args.num_workers < 1 or args.batch_rows < 1:
-        raise ValueError("--num_workers and --batch_rows must be >= 1")
     pipeline = make_pipeline(PipelineOptions(_beam_options(beam_argv, args.num_workers)))
-    return generate_mnist8m(pipeline, run_pipeline, args.out, base, args.seed, config, args.rows, _rows_per_shard(args, args.rows),
+    return generate_mnist8m(pipeline, run_pipeline, args.out, base, args.seed, config, args.rows, rows_per_shard,
                             progress, overwrite=args.overwrite, name=args.name, row_group_rows=args.row_group_rows,
                             batch_rows=args.batch_rows, compression=args.compression)
 
@@ -371,6 +406,8 @@ def _parse(argv) -> tuple[argparse.Namespace, list[str]]:
 def run(argv=None) -> ConversionSummary:
     """Parse ``argv``, build the data set, print the summary line, return the summary."""
     args, rest = _parse(argv)
+    if args.row_group_rows < 1:  # before any work: mnist8m's workers would fail with a traceback
+        raise ValueError("--row_group_rows must be >= 1")
     progress = ProgressBar(enabled=False if args.quiet else (True if args.progress else None))
     if args.kind == "mnist8m":
         from pipelines.common import configure_logging

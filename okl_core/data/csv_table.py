@@ -18,7 +18,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import math
 import os
 import time
 from typing import Iterator
@@ -27,7 +26,8 @@ import numpy as np
 
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
 from okl_core.data.scaling import ColumnStats, ScaledRows, Scaling
-from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source, parse_finite
+from okl_core.data.sources import FLOAT32_LIMIT, ConversionSummary, DataFormatError, NullProgress, RejectLog, finite32, no_rows, not_utf8, open_source, parse_finite
+from okl_core.data.table import select_columns
 from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
 
 __all__ = ["CsvBatch", "iter_csv", "convert_csv"]
@@ -54,26 +54,11 @@ class _Columns:
 
 
 def _columns(path, header, target, features, drop) -> _Columns:
+    """The target and feature positions, resolved as every table path does (:func:`okl_core.data.table.select_columns`)."""
     header = [h.strip() for h in header]
-    if target not in header:
-        raise DataFormatError(f"{path}: no target column {target!r}; the columns are {header}")
     if header.count(target) > 1:
         raise DataFormatError(f"{path}: target column {target!r} appears {header.count(target)} times")
-    drop = set(drop or ())
-    missing = sorted((set(features or ()) | drop) - set(header))
-    if missing:
-        raise DataFormatError(f"{path}: no column(s) {missing}; the columns are {header}")
-    if features is None:
-        names = [h for h in header if h != target and h not in drop]
-    else:
-        names = list(features)
-        if target in names:
-            raise ValueError(f"the target {target!r} cannot also be a feature")
-    duplicated = sorted({n for n in names if header.count(n) > 1})
-    if duplicated:
-        raise DataFormatError(f"{path}: column(s) {duplicated} appear more than once in the header")
-    if not names:
-        raise DataFormatError(f"{path}: no feature columns besides the target {target!r}")
+    names = select_columns(header, target, features, drop, where=path)
     return _Columns(header, header.index(target), [header.index(n) for n in names])
 
 
@@ -120,7 +105,9 @@ def iter_csv(path, target, *, features=None, drop=None, delimiter=",", rejects=N
             header = next(reader)
         except StopIteration:
             raise DataFormatError(f"{path}: empty file (expected a header row)") from None
-        except (csv.Error, UnicodeDecodeError) as err:
+        except UnicodeDecodeError as err:
+            raise not_utf8(path, err) from None
+        except csv.Error as err:
             raise DataFormatError(f"{path}, line 1: unreadable header ({err})") from None
         cols = _columns(path, header, target, features, drop)
         while True:
@@ -133,7 +120,9 @@ def iter_csv(path, target, *, features=None, drop=None, delimiter=",", rejects=N
                     lines.append(reader.line_num)
                     if len(records) == batch_rows:
                         break
-            except (csv.Error, UnicodeDecodeError) as err:
+            except UnicodeDecodeError as err:
+                raise not_utf8(path, err) from None
+            except csv.Error as err:
                 raise DataFormatError(f"{path}, line {reader.line_num + 1}: unreadable CSV ({err})") from None
             if not records:
                 return
@@ -169,11 +158,11 @@ def _fast_features(records, cols) -> np.ndarray | None:
         X = np.array([[r[i] for i in cols.features] for r in records], dtype=np.float64)
     except ValueError:
         return None
-    return X if np.isfinite(X).all() else None
+    return X if finite32(X).all() else None
 
 
 def _targets_finite(records, cols) -> bool:
-    return all(math.isfinite(float(r[cols.target])) for r in records if _is_number(r[cols.target]))
+    return all(abs(float(r[cols.target])) < FLOAT32_LIMIT for r in records if _is_number(r[cols.target]))
 
 
 def _numeric(targets: list) -> np.ndarray | None:
@@ -201,8 +190,9 @@ def _scan(path, target, features, drop, delimiter, skip_bad_rows, progress, batc
     tstats = ColumnStats(1)
     all_numeric, n_rows, n_bad, cols = True, 0, 0, None
     position = [0]
+    counted = RejectLog(None, ("line", "reason")) if skip_bad_rows else None  # counts, keeps the first for errors
     progress.start(os.path.getsize(path), "B", "scan")
-    for cols, batch, bad in iter_csv(path, target, features=features, drop=drop, delimiter=delimiter, rejects=True if skip_bad_rows else None, batch_rows=batch_rows, position=position):
+    for cols, batch, bad in iter_csv(path, target, features=features, drop=drop, delimiter=delimiter, rejects=counted, batch_rows=batch_rows, position=position):
         fstats = fstats or ColumnStats(len(cols.features))
         fstats.add(batch.X)
         n_rows, n_bad = n_rows + len(batch.targets), n_bad + bad
@@ -215,11 +205,9 @@ def _scan(path, target, features, drop, delimiter, skip_bad_rows, progress, batc
             tstats.add(values[:, None])
         progress.update(position[0])
     progress.finish()
-    if cols is None:  # header only: still validate the columns
-        with _open_text(path) as f:
-            cols = _columns(path, next(csv.reader(f, delimiter=delimiter)), target, features, drop)
-        fstats = ColumnStats(len(cols.features))
-    assert fstats is not None  # made with the first batch, or for the header alone
+    if not n_rows:  # the header alone (its columns checked by iter_csv), or every row bad
+        raise no_rows(path, n_bad, counted.first if counted else None)
+    assert cols is not None and fstats is not None  # made with the first batch
     return _CsvScan(cols, n_rows, numeric, strings, all_numeric, fstats, tstats, n_bad)
 
 
@@ -290,7 +278,7 @@ def convert_csv(
     if name:
         info["name"] = name
     string_labels = any(isinstance(c, str) for c in label_map.classes)
-    scaled = ScaledRows(label_map.task, fscale, tscale)
+    scaled = ScaledRows(label_map.task, fscale, tscale, path)
     position = [0]
     progress.start(os.path.getsize(path), "B", "convert")
     with DatasetWriter(out, len(cols.features), label_map.task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, compression=compression, **info) as writer:
@@ -307,6 +295,8 @@ def convert_csv(
             writer.write(*scaled(X, y))
             progress.update(position[0])
         rejected = rejects.close() if rejects is not None else None
+        if not writer.n_rows:  # every row had a label the reference does not know
+            raise no_rows(path, rejects.count if rejects else 0, rejects.first if rejects else None)
         extra = dict(info["extra"], **({"rejects": rejected} if rejected else {}))
         writer.set_info(extra=extra, target_range=scaled.target_range)
     progress.finish()
@@ -345,8 +335,8 @@ def decide_labels_and_scaling(path, d, labels, all_numeric, feature_stats, targe
         label_map = infer_label_map(labels, task, source=path)
     if label_map.task != "regression" and target_scaling != "none":
         raise ValueError(f"{path}: target scaling applies to regression targets only (the task is {label_map.task})")
-    fscale = Scaling.fit(feature_scaling, feature_stats if feature_scaling != "none" else None)
-    tscale = Scaling.fit(target_scaling, target_stats if target_scaling != "none" else None)
+    fscale = Scaling.fit(feature_scaling, feature_stats if feature_scaling != "none" else None, where=path)
+    tscale = Scaling.fit(target_scaling, target_stats if target_scaling != "none" else None, "--target_scaling", path)
     return label_map, fscale, tscale
 
 

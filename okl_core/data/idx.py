@@ -7,7 +7,7 @@ images are ``ubyte`` ``(n, 28, 28)`` (magic 2051 = 0x00000803), labels ``ubyte``
 
 :func:`read_idx` returns an image/label pair as ``X`` float32 in [0, 1] (pixels / 255,
 one row per image, row-major pixels) and ``y`` int64; :func:`convert_mnist` writes the pair
-as a multiclass data set with ``classes`` = the distinct labels.
+as a multiclass data set with ``classes`` = the digits 0..9.
 """
 
 from __future__ import annotations
@@ -109,17 +109,17 @@ def images_to_rows(images: np.ndarray) -> np.ndarray:
 def convert_mnist(images_path, labels_path, out, *, rows_per_shard=65536, row_group_rows=4096, overwrite=False, name=None, progress=None, batch_rows=8192, compression=DEFAULT_COMPRESSION) -> ConversionSummary:
     """Convert an IDX image/label pair into a multiclass data set at ``out``.
 
-    Labels keep their values when they are ``0..C-1`` (MNIST); otherwise they are mapped to
-    class indices in sorted order. ``classes`` in ``dataset.json`` lists the original label
-    of each class index.
+    The classes are always the digits ``0..9`` and ``y`` is the digit, whichever digits the
+    file holds: a training and a test set then share their codes. A label outside ``0..9``
+    and a file without items are errors naming the file (and the item).
     """
     started = time.perf_counter()
     progress = progress or NullProgress()
     images, labels = read_idx_images(images_path, labels_path)
-    classes = np.unique(labels)
-    y = np.searchsorted(classes, labels)
+    _check_digits(images_path, labels_path, labels)
+    y = labels
     info = {
-        "classes": [int(c) for c in classes],
+        "classes": list(range(10)),
         "source": f"idx:{os.path.abspath(images_path)},{os.path.abspath(labels_path)}",
         "extra": {"image_shape": list(images.shape[1:]), "pixel_scale": "x / 255"},
     }
@@ -134,3 +134,13 @@ def convert_mnist(images_path, labels_path, out, *, rows_per_shard=65536, row_gr
     progress.finish()
     nbytes = os.path.getsize(images_path) + os.path.getsize(labels_path)
     return ConversionSummary(writer.info, writer.path, seconds=time.perf_counter() - started, bytes_read=nbytes)
+
+
+def _check_digits(images_path, labels_path, labels: np.ndarray) -> None:
+    """Refuse an empty pair and a label that is not a digit 0..9 (naming the file and the item)."""
+    if len(labels) == 0:
+        raise DataFormatError(f"no data rows in {images_path}")
+    bad = np.flatnonzero((labels < 0) | (labels > 9))
+    if len(bad):
+        i = int(bad[0])
+        raise DataFormatError(f"{labels_path}, item {i}: label {int(labels[i])} is not a digit 0..9")

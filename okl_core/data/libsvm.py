@@ -32,7 +32,7 @@ import pyarrow.csv as pacsv
 
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
 from okl_core.data.scaling import ColumnStats, ScaledRows, Scaling
-from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source, parse_finite
+from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, finite32, no_rows, open_source, parse_finite
 from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
 
 __all__ = ["LibsvmBlock", "LibsvmScan", "iter_libsvm", "scan_libsvm", "read_libsvm", "convert_libsvm", "MAX_INFERRED_FEATURES"]
@@ -115,6 +115,8 @@ def _line_batches(path: str, block_bytes: int, position: list) -> Iterator[tuple
     convert_options = pacsv.ConvertOptions(column_types={"line": pa.string()}, strings_can_be_null=False, quoted_strings_can_be_null=False)
     next_line = 1
     with open_source(path) as f:
+        if not f.peek(1):  # pyarrow would say "Empty CSV file"
+            raise DataFormatError(f"{path} is empty")
         try:
             reader = pacsv.open_csv(f, read_options=read_options, parse_options=parse_options, convert_options=convert_options)
             while True:
@@ -127,7 +129,15 @@ def _line_batches(path: str, block_bytes: int, position: list) -> Iterator[tuple
                 yield next_line, lines
                 next_line += len(lines)
         except (pa.ArrowInvalid, pa.ArrowException) as err:
-            raise DataFormatError(f"{path}: unreadable text after line {next_line - 1} ({err})") from None
+            raise _unreadable(path, next_line, err) from None
+
+
+def _unreadable(path: str, next_line: int, err: Exception) -> DataFormatError:
+    """A block pyarrow could not read: not UTF-8 (somewhere from ``next_line`` on), or another reason, without pyarrow's "CSV" words."""
+    if "invalid UTF8" in str(err):
+        return DataFormatError(f"{path}: not UTF-8 text (in the block of lines from line {next_line}); save the file as UTF-8")
+    reason = str(err).replace("In CSV column #0: ", "").replace("CSV ", "")
+    return DataFormatError(f"{path}: unreadable text after line {next_line - 1} ({reason})")
 
 
 def _parse_fast(lines: pa.Array, first_line: int, n_features: int | None) -> LibsvmBlock | None:
@@ -160,7 +170,7 @@ def _parse_fast(lines: pa.Array, first_line: int, n_features: int | None) -> Lib
     index1, values = pairs[0::2], pairs[1::2]
     per_line = colons[nonblank]
     n = len(labels)
-    if not (np.isfinite(labels).all() and np.isfinite(values).all()):
+    if not (finite32(labels).all() and finite32(values).all()):
         return None
     if len(index1) and (index1.min() < 1 or index1.max() > limit):
         return None
@@ -279,7 +289,7 @@ def iter_libsvm(path, *, n_features: int | None = None, rejects=None, block_byte
 
 @dataclasses.dataclass
 class LibsvmScan:
-    """What a first pass learned: rows, largest index, labels, statistics, bad lines."""
+    """What a first pass learned: rows, largest index, labels, statistics, bad lines (and the first of them)."""
 
     n_rows: int
     max_index: int
@@ -287,6 +297,7 @@ class LibsvmScan:
     feature_stats: ColumnStats | None
     target_stats: ColumnStats | None
     n_bad: int
+    first_bad: str | None = None  # "line 3: reason" of the first bad line (skip_bad_rows)
 
 
 def scan_libsvm(path, *, n_features=None, feature_stats=False, target_stats=False, skip_bad_rows=False, progress=None, block_bytes=BLOCK_BYTES) -> LibsvmScan:
@@ -303,8 +314,9 @@ def scan_libsvm(path, *, n_features=None, feature_stats=False, target_stats=Fals
     tstats = ColumnStats(1) if target_stats else None
     n_rows = max_index = n_bad = 0
     position = [0]
+    counted = RejectLog(None, ("line", "reason")) if skip_bad_rows else None  # counts, keeps the first for errors
     progress.start(os.path.getsize(path), "B", "scan")
-    for block, bad in iter_libsvm(path, n_features=n_features, rejects=True if skip_bad_rows else None, block_bytes=block_bytes, position=position):
+    for block, bad in iter_libsvm(path, n_features=n_features, rejects=counted, block_bytes=block_bytes, position=position):
         n_bad += bad
         n_rows += len(block)
         max_index = max(max_index, block.max_index)
@@ -318,7 +330,7 @@ def scan_libsvm(path, *, n_features=None, feature_stats=False, target_stats=Fals
             tstats.add(block.labels[:, None])
         progress.update(position[0])
     progress.finish()
-    return LibsvmScan(n_rows, max_index, collector, fstats, tstats, n_bad)
+    return LibsvmScan(n_rows, max_index, collector, fstats, tstats, n_bad, counted.first if counted else None)
 
 
 def read_libsvm(path, n_features: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -380,7 +392,7 @@ def convert_libsvm(
     if name:
         info["name"] = name
     position = [0]
-    scaled = ScaledRows(label_map.task, fscale, tscale)
+    scaled = ScaledRows(label_map.task, fscale, tscale, path)
     progress.start(os.path.getsize(path), "B", "convert")
     with DatasetWriter(out, d, label_map.task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, compression=compression, **info) as writer:
         rejects = RejectLog(writer.staging_dir, ("line", "reason", "text")) if skip_bad_rows else None
@@ -397,6 +409,8 @@ def convert_libsvm(
                 start += len(part)
             progress.update(position[0])
         rejected = rejects.close() if rejects is not None else None
+        if not writer.n_rows:  # no scan found it out first (labels and width given)
+            raise no_rows(path, rejects.count if rejects else 0, rejects.first if rejects else None)
         writer.set_info(extra={"rejects": rejected} if rejected else {}, target_range=scaled.target_range)
     progress.finish()
     return ConversionSummary(writer.info, writer.path, n_rejected=rejected["count"] if rejected else 0, seconds=time.perf_counter() - started, bytes_read=os.path.getsize(path))
@@ -429,6 +443,8 @@ def _plan(path, n_features, task, classes, like, feature_scaling, target_scaling
             path, n_features=n_features, feature_stats=feature_scaling != "none", target_stats=target_scaling != "none",
             skip_bad_rows=skip_bad_rows, progress=progress, block_bytes=block_bytes,
         )
+    if scan is not None and not scan.n_rows:  # before inferring a task from no labels
+        raise no_rows(path, scan.n_bad, scan.first_bad)
     if classes is not None:
         classes = tuple(classes)
         label_map = LabelMap(task or ("binary" if len(classes) == 2 else "multiclass"), classes)
@@ -446,8 +462,8 @@ def _plan(path, n_features, task, classes, like, feature_scaling, target_scaling
         d = scan.max_index
     if d < 1:
         raise DataFormatError(f"{path}: no features found (pass --n_features)")
-    fscale = Scaling.fit(feature_scaling, scan.feature_stats if scan else None)
-    tscale = Scaling.fit(target_scaling, scan.target_stats if scan else None)
+    fscale = Scaling.fit(feature_scaling, scan.feature_stats if scan else None, where=path)
+    tscale = Scaling.fit(target_scaling, scan.target_stats if scan else None, "--target_scaling", path)
     return label_map, d, fscale, tscale, scan
 
 

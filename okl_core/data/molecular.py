@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
-from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, open_source, parse_finite
+from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, no_rows, not_utf8, open_source, parse_finite
 from okl_core.random import block_bit_generator, standard_normal
 
 __all__ = [
@@ -287,6 +287,8 @@ def _records(path, smiles_column, target):
             header = [h.strip() for h in next(reader)]
         except StopIteration:
             raise DataFormatError(f"{path}: empty file (expected a header row)") from None
+        except UnicodeDecodeError as err:
+            raise not_utf8(path, err) from None
         for column in (smiles_column, target):
             if column not in header:
                 raise DataFormatError(f"{path}: no column {column!r}; the columns are {header}")
@@ -304,7 +306,9 @@ def _records(path, smiles_column, target):
                 smiles = fields[s_at].strip() if len(fields) > s_at else ""
                 yield row, reader.line_num, smiles, value, problem
                 row += 1
-        except (csv.Error, UnicodeDecodeError) as err:
+        except UnicodeDecodeError as err:
+            raise not_utf8(path, err) from None
+        except csv.Error as err:
             raise DataFormatError(f"{path}, line {reader.line_num + 1}: unreadable CSV ({err})") from None
 
 
@@ -405,6 +409,10 @@ def convert_molecules(
             featurized += len(results)
             progress.update(featurized)
         rejected = rejects.close()
+        if not writer.n_rows:
+            if not featurized and records is not None:
+                raise DataFormatError(f"no data rows in {path}: --records {start}:{'' if stop is None else stop} selects none of its records")
+            raise no_rows(path, rejects.count, rejects.first)
         extra = dict(info["extra"], truncated_molecules=truncated, **({"rejects": rejected} if rejected else {}))
         writer.set_info(extra=extra, target_range=[t_lo, t_hi] if writer.n_rows else None)
     progress.finish()

@@ -155,7 +155,8 @@ def project_dataset(source: str, out: str, n_components: int | None = None, *, l
 
     The model is fitted on a sample of ``source`` (``n_components``, ``sample_rows``, ``seed``),
     or read from the projected training set ``like``. Labels, classes, target range and the
-    source's other records carry over; ``extra["pca"]`` records the model.
+    source's other records carry over (``feature_names`` become ``pc1..pcK``); ``extra["pca"]``
+    records the model.
     """
     started = time.perf_counter()
     data = open_dataset(source)
@@ -179,6 +180,8 @@ def project_dataset(source: str, out: str, n_components: int | None = None, *, l
     if progress is not None:
         progress.start(info.n_rows, "rows", "pca")
     extra = {k: v for k, v in info.extra.items() if k != "pca"}
+    if "feature_names" in extra:  # the input's names would not match the components
+        extra["feature_names"] = [f"pc{k + 1}" for k in range(pca.n_components)]
     with DatasetWriter(out, pca.n_components, info.task, rows_per_shard=rows_per_shard, name=writer.pop("name", None) or os.path.basename(os.path.abspath(out)),
                        classes=info.classes, target_range=info.target_range, feature_scaling=info.feature_scaling,
                        source=f"pca:{os.path.abspath(source)}", generator_seed=info.generator_seed, **writer) as w:

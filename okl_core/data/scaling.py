@@ -89,8 +89,11 @@ class Scaling:
     stats: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def fit(cls, method: str, stats: ColumnStats | None) -> "Scaling":
-        """Scaling of ``method`` from first-pass statistics (None only for ``none``)."""
+    def fit(cls, method: str, stats: ColumnStats | None, flag: str = "--feature_scaling", where: str = "") -> "Scaling":
+        """Scaling of ``method`` from first-pass statistics (None only for ``none``).
+
+        ``flag`` and ``where`` (the input file) name the scaling in errors.
+        """
         if method not in SCALING_METHODS:
             raise ValueError(f"scaling must be one of {SCALING_METHODS}, got {method!r}")
         if method == "none":
@@ -105,6 +108,7 @@ class Scaling:
             offset, scale = lo + span / 2.0, _inverse(span / 2.0)
         else:
             offset, scale = mean, _inverse(std)
+        _check_finite(f"{where + ': ' if where else ''}{flag} {method}", scale, std if method == "standard" else span)
         recorded = {"n": int(stats.n), "min": lo.tolist(), "max": hi.tolist(), "mean": mean.tolist(), "std": std.tolist()}
         return cls(method, offset.copy(), scale, recorded)
 
@@ -113,7 +117,8 @@ class Scaling:
         X = np.asarray(X, dtype=np.float64)
         if self.method == "none":
             return X
-        return (X - self.offset) * self.scale
+        with np.errstate(over="ignore"):  # inf is refused where the result is stored (ScaledRows)
+            return (X - self.offset) * self.scale
 
     def to_json(self) -> dict:
         """Dict for ``dataset.json``."""
@@ -145,18 +150,20 @@ class ScaledRows:
     task : str
         Targets are scaled (and their range tracked) for ``regression`` only.
     features, target : Scaling
+    where : str
+        The input file, named in errors.
     """
 
-    def __init__(self, task: str, features: Scaling, target: Scaling):
-        self.task, self.features, self.target = task, features, target
+    def __init__(self, task: str, features: Scaling, target: Scaling, where: str = ""):
+        self.task, self.features, self.target, self.where = task, features, target, where
         self._lo, self._hi = np.inf, -np.inf
 
     def __call__(self, X, y) -> tuple[np.ndarray, np.ndarray]:
         """``(X float32, y)`` as stored: scaled in float64, then rounded once."""
         X = np.asarray(X)
-        X = X.astype(np.float32) if self.features.method == "none" else self.features.apply(X).astype(np.float32)
+        X = X.astype(np.float32) if self.features.method == "none" else _stored(self.features.apply(X), "a feature", self.where)
         if self.task == "regression":
-            y = self.target.apply(np.asarray(y, dtype=np.float64)[:, None])[:, 0].astype(np.float32)
+            y = _stored(self.target.apply(np.asarray(y, dtype=np.float64)[:, None])[:, 0], "the target", self.where)
             if len(y):
                 self._lo, self._hi = min(self._lo, float(y.min())), max(self._hi, float(y.max()))
         return X, y
@@ -167,7 +174,30 @@ class ScaledRows:
         return [self._lo, self._hi] if self.task == "regression" and self._lo <= self._hi else None
 
 
+def _stored(scaled: np.ndarray, what: str, where: str) -> np.ndarray:
+    """Scaled float64 values as float32; an error (never inf) for a value beyond float32's range.
+
+    Inputs are finite float32 values, so only a recorded scaling (``like``) far from this
+    data's range can get here.
+    """
+    with np.errstate(over="ignore"):
+        stored = scaled.astype(np.float32)
+    if not np.isfinite(stored).all():
+        value = scaled[~np.isfinite(stored)].flat[0]
+        raise ValueError(f"{where}: scaling makes {what} {value:g}, not finite in float32: the data lies far outside the range of the scaling's statistics")
+    return stored
+
+
 def _inverse(span: np.ndarray) -> np.ndarray:
     span = np.asarray(span, dtype=np.float64)
     safe = np.where(span > 0, span, 1.0)
-    return 1.0 / safe
+    with np.errstate(over="ignore"):  # a subnormal span: refused by _check_finite, not warned about
+        return 1.0 / safe
+
+
+def _check_finite(what: str, scale: np.ndarray, spread: np.ndarray) -> None:
+    """Refuse a scaling whose factor overflows (a spread so small that 1 / spread is inf)."""
+    bad = np.flatnonzero(~np.isfinite(scale))
+    if len(bad):
+        j = int(bad[0])
+        raise ValueError(f"{what}: the scale of column {j} (0-based) is not finite: its spread {spread[j]:g} is too small to divide by")

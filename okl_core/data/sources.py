@@ -17,10 +17,11 @@ import dataclasses
 import gzip
 import io
 import lzma
-import math
 import os
 import zlib
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TextIO
+
+import numpy as np
 
 if TYPE_CHECKING:
     from okl_core.data.layout import DatasetInfo
@@ -35,9 +36,16 @@ __all__ = [
     "open_source",
     "compression_of",
     "parse_finite",
+    "FLOAT32_LIMIT",
+    "finite32",
+    "no_rows",
+    "not_utf8",
 ]
 
 REJECTS_FILE = "rejects.csv"
+FLOAT32_LIMIT = 2.0**128 - 2.0**103
+"""Magnitudes from this one up round to inf as float32 (halfway past float32's largest value,
+which rounds to even: up). Data sets store float32, so such a value is not finite."""
 
 _MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz"}
 _DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
@@ -78,6 +86,7 @@ def parse_finite(text: str, what: str) -> tuple[float | None, str | None]:
 
     Reasons read ``"{what}: missing value"``, ``"{what}: 'abc' is not a number"`` or
     ``"{what}: 'nan' is not finite"`` -- the wording of every converter's bad-row message.
+    A number beyond float32's range (``1e39``) is not finite either: it would be stored as inf.
     """
     if not text:
         return None, f"{what}: missing value"
@@ -85,9 +94,14 @@ def parse_finite(text: str, what: str) -> tuple[float | None, str | None]:
         value = float(text)
     except ValueError:
         return None, f"{what}: {text!r} is not a number"
-    if not math.isfinite(value):
+    if not abs(value) < FLOAT32_LIMIT:  # NaN, inf, or inf once stored as float32
         return None, f"{what}: {text!r} is not finite"
     return value, None
+
+
+def finite32(values) -> np.ndarray:
+    """Which of the float64 ``values`` stay finite as float32 (the stored type): not NaN, inf or ``|x| >= FLOAT32_LIMIT``."""
+    return np.abs(np.asarray(values, dtype=np.float64)) < FLOAT32_LIMIT
 
 
 def compression_of(path: str) -> str | None:
@@ -167,27 +181,32 @@ class RejectLog:
 
     Parameters
     ----------
-    directory : str
+    directory : str or None
         Where ``rejects.csv`` goes (the data set's staging directory, so the file appears
-        atomically together with the data set).
+        atomically together with the data set); None only counts (a first pass).
     columns : sequence of str
         Column names, e.g. ``("line", "reason", "text")``.
     """
 
-    def __init__(self, directory: str, columns):
-        self.path = os.path.join(directory, REJECTS_FILE)
+    def __init__(self, directory: str | None, columns):
+        self.path = os.path.join(directory, REJECTS_FILE) if directory is not None else None
         self.columns = tuple(columns)
         self.count = 0
+        self.first: str | None = None  # the first rejected row, "line 4: reason" (for errors)
         self._file: TextIO | None = None
         self._writer: Any = None  # a csv writer, made with the file
 
     def add(self, **fields) -> None:
         """Record one rejected row; ``fields`` are the columns."""
-        if self._writer is None:
+        if self._writer is None and self.path is not None:
             self._file = open(self.path, "w", newline="", encoding="utf-8")
             self._writer = csv.writer(self._file)
             self._writer.writerow(self.columns)
-        self._writer.writerow([_short(fields.get(c, "")) for c in self.columns])
+        if self._writer is not None:
+            self._writer.writerow([_short(fields.get(c, "")) for c in self.columns])
+        if self.first is None:
+            where = ", ".join(f"{c} {fields[c]}" for c in self.columns if c in ("file", "row", "line") and c in fields)
+            self.first = f"{where}: {fields.get('reason', '')}"
         self.count += 1
 
     def close(self) -> dict | None:
@@ -196,6 +215,24 @@ class RejectLog:
             self._file.close()
             self._file = None
         return {"file": REJECTS_FILE, "count": self.count} if self.count else None
+
+
+def not_utf8(path: str, err: UnicodeDecodeError) -> DataFormatError:
+    """The error for bytes that are not UTF-8. No line number: the decoder reads ahead of the
+    CSV reader, so the line being parsed is not where the byte is."""
+    return DataFormatError(f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} is not valid UTF-8); save the file as UTF-8")
+
+
+def no_rows(path: str, n_rejected: int = 0, first: str | None = None) -> DataFormatError:
+    """The error of a conversion left with no row to write: none in ``path``, or all rejected.
+
+    Raised before the writer closes, so nothing is written (``rejects.csv`` goes with the
+    staging directory; ``first`` names the first rejected row instead).
+    """
+    if not n_rejected:
+        return DataFormatError(f"no data rows in {path}")
+    hint = f"the first: {first}" if first else "run without --skip_bad_rows to stop at the first, with its line and reason"
+    return DataFormatError(f"{path}: all {n_rejected:,} rows were rejected ({hint}); nothing was written")
 
 
 def _short(value, limit: int = 200) -> str:

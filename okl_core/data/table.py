@@ -5,7 +5,8 @@ The general path of ``prepare csv`` and the whole of ``prepare parquet``:
 * **Feature columns** (:func:`select_columns`): ``--features`` and ``--drop`` take comma
   separated items, each a column name, a range ``first:last`` (every column from ``first``
   to ``last`` inclusive, in file order) or a glob (``pixel*``, ``f[0-9]``). A name that
-  exists as written is always that one column. Ranges and globs skip the target.
+  exists as written is always that one column. Ranges and globs skip the target;
+  ``--drop`` applies to every item (a named feature too); a column chosen twice is an error.
 * **Header-less CSV** (``no_header``): columns are named by number, ``0`` .. ``k-1``
   (``--target 0 --features 1:784``); a row with another field count is a bad row.
 * **Missing values**: a CSV field equal to a ``missing`` marker (``""``, ``NA``, ``?``), a
@@ -47,7 +48,7 @@ import pyarrow.parquet as pq
 
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
 from okl_core.data.scaling import ColumnStats, ScaledRows
-from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, parse_finite
+from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, finite32, no_rows, not_utf8, parse_finite
 from okl_core.data.targets import LabelCollector
 
 __all__ = ["MISSING_POLICIES", "select_columns", "TableEncoding", "CsvColumns", "ParquetColumns", "convert_table", "convert_parquet"]
@@ -62,7 +63,8 @@ def _shown(names: list) -> str:
     return str(names if len(names) <= 12 else names[:12] + ["..."])
 
 
-def _resolve(item: str, names: list, skip: set, flag: str, where: str) -> list:
+def _resolve(item: str, names: list, target: str, flag: str, where: str) -> list:
+    """The columns one ``--features``/``--drop`` item names: itself, or a range or glob (those leave out the target)."""
     if item in names:
         return [item]
     first, sep, last = item.partition(":")
@@ -70,9 +72,9 @@ def _resolve(item: str, names: list, skip: set, flag: str, where: str) -> list:
         i, j = names.index(first), names.index(last)
         if i > j:
             raise ValueError(f"{where}: {flag} range {item!r} runs backwards ({last!r} comes before {first!r})")
-        return [n for n in names[i : j + 1] if n not in skip]
+        return [n for n in names[i : j + 1] if n != target]
     if any(c in item for c in "*?["):
-        matched = [n for n in names if fnmatch.fnmatchcase(n, item) and n not in skip]
+        matched = [n for n in names if fnmatch.fnmatchcase(n, item) and n != target]
         if matched:
             return matched
         raise ValueError(f"{where}: {flag} {item!r} matches no column; the columns are {_shown(names)}")
@@ -83,17 +85,18 @@ def select_columns(names: list, target: str, features=None, drop=None, where: st
     """The feature columns of a table with columns ``names`` (see the module docstring).
 
     ``features`` and ``drop`` are lists of items (name, ``first:last``, glob); default
-    features: every column but the target and the dropped ones. Errors name ``where``.
+    features: every column but the target. ``drop`` always applies, to named features too.
+    A column chosen twice is an error. Errors name ``where``. Both CSV paths and Parquet
+    resolve columns here, so they agree.
     """
     if target not in names:
         raise DataFormatError(f"{where}: no target column {target!r}; the columns are {_shown(names)}")
     duplicated = sorted({n for n in names if names.count(n) > 1})
-    dropped = {n for item in drop or () for n in _resolve(item, names, {target}, "--drop", where)}
-    skip = dropped | {target}
+    dropped = {n for item in drop or () for n in _resolve(item, names, target, "--drop", where)}
     if features is None:
-        chosen = [n for n in names if n not in skip]
+        chosen = [n for n in names if n != target and n not in dropped]
     else:
-        chosen = [n for item in features for n in _resolve(item, names, skip, "--features", where)]
+        chosen = [n for item in features for n in _resolve(item, names, target, "--features", where) if n not in dropped]
     if target in chosen:
         raise ValueError(f"{where}: the target {target!r} cannot also be a feature")
     twice = sorted({n for n in chosen if chosen.count(n) > 1} | (set(chosen) & set(duplicated)))
@@ -238,7 +241,7 @@ class _TableSource:
         present = np.flatnonzero(~missing)
         try:  # all numbers and finite: one conversion (the common case; float() allows spaces)
             values[present] = np.array(texts[present], dtype=np.float64)
-            if np.isfinite(values[present]).all():
+            if finite32(values[present]).all():
                 return values, missing
         except ValueError:
             pass
@@ -261,7 +264,7 @@ class _TableSource:
 
     def _number_column(self, name, values, null, problems):
         missing = null | np.isin(values, self._number_markers) | (np.isnan(values) & np.isnan(self._number_markers).any())
-        bad = ~missing & ~np.isfinite(values)
+        bad = ~missing & ~finite32(values)  # inf once stored as float32 too
         reasons = np.full(len(values), "", dtype=object)
         for i in np.flatnonzero(bad):
             reasons[i] = f"column {name!r}: {values[i]} is not finite"
@@ -299,7 +302,9 @@ class CsvColumns(_TableSource):
                 first = next(csv.reader(f, delimiter=self.delimiter))
             except StopIteration:
                 raise DataFormatError(f"{self.path}: empty file") from None
-            except (csv.Error, UnicodeDecodeError) as err:
+            except UnicodeDecodeError as err:
+                raise not_utf8(self.path, err) from None
+            except csv.Error as err:
                 raise DataFormatError(f"{self.path}, line 1: unreadable ({err})") from None
         return [str(i) for i in range(len(first))] if self.no_header else [h.strip() for h in first]
 
@@ -321,7 +326,9 @@ class CsvColumns(_TableSource):
                         lines.append(reader.line_num)
                         if len(records) == self.batch_rows:
                             break
-                except (csv.Error, UnicodeDecodeError) as err:
+                except UnicodeDecodeError as err:
+                    raise not_utf8(self.path, err) from None
+                except csv.Error as err:
                     raise DataFormatError(f"{self.path}, line {reader.line_num + 1}: unreadable CSV ({err})") from None
                 if not records:
                     return
@@ -355,8 +362,11 @@ def _parquet_files(path) -> list:
 
 def _footer(path: str) -> tuple[pa.Schema, int]:
     """The schema and row count of a Parquet file, from one read of its footer."""
-    with pq.ParquetFile(path) as pf:
-        return pf.schema_arrow, pf.metadata.num_rows
+    try:
+        with pq.ParquetFile(path) as pf:
+            return pf.schema_arrow, pf.metadata.num_rows
+    except pa.ArrowException as err:  # not Parquet, truncated: pyarrow's message names no file
+        raise DataFormatError(f"{path}: not a readable Parquet file ({err})") from None
 
 
 def _is_text(t: pa.DataType) -> bool:
@@ -406,7 +416,7 @@ class ParquetColumns(_TableSource):
         self.position = 0
         for f in self.files:
             first = 0
-            for record_batch in pq.ParquetFile(f).iter_batches(batch_size=self.batch_rows, columns=[*self.features, self.target]):
+            for record_batch in self._record_batches(f):
                 n = record_batch.num_rows
                 problems = np.full(n, "", dtype=object)
                 values, missing = {}, {}
@@ -420,13 +430,27 @@ class ParquetColumns(_TableSource):
                             target_texts = np.array([t.strip() if t is not None else "" for t in texts], dtype=object)
                     else:
                         null = column.is_null().to_numpy(zero_copy_only=False)
-                        numbers = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
-                        values[c], missing[c] = self._number_column(c, numbers, null, problems)
+                        values[c], missing[c] = self._number_column(c, _as_float64(column, c, f), null, problems)
                 targets, target_missing = values.pop(self.target), missing.pop(self.target)
                 ids = np.arange(first, first + n, dtype=np.int64)
                 first += n
                 self.position += n
                 yield RawBatch(values, missing, targets, target_texts, target_missing, problems, ids, [], f)
+
+    def _record_batches(self, path: str):
+        """The file's record batches; a file pyarrow cannot read is an error naming it."""
+        try:
+            yield from pq.ParquetFile(path).iter_batches(batch_size=self.batch_rows, columns=[*self.features, self.target])
+        except pa.ArrowException as err:  # damaged pages, a file changed since its footer was read
+            raise DataFormatError(f"{path}: unreadable Parquet data ({err})") from None
+
+
+def _as_float64(column: pa.Array, name: str, path: str) -> np.ndarray:
+    """A number column as float64; one that does not convert (an int64 beyond 2**53) is an error naming the file and column."""
+    try:
+        return pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
+    except pa.ArrowException as err:
+        raise DataFormatError(f"{path}: column {name!r}: {err}") from None
 
 
 @dataclasses.dataclass
@@ -434,6 +458,8 @@ class _Fit:
     """What the first pass learns from the rows it keeps."""
 
     n_rows: int = 0
+    n_rejected: int = 0
+    first_rejected: str | None = None  # "file, line 3: reason", for the error when no row is left
     all_numeric: bool = True
     numeric: LabelCollector = dataclasses.field(default_factory=LabelCollector)
     strings: LabelCollector = dataclasses.field(default_factory=LabelCollector)
@@ -473,6 +499,10 @@ def _fit(source: _TableSource, policy: str, skip_bad_rows: bool, progress) -> _F
         _check_bad(source, batch, bad, reasons, skip_bad_rows)
         keep = reasons == ""
         fit.n_rows += int(keep.sum())
+        fit.n_rejected += int((~keep).sum())
+        if fit.first_rejected is None and not keep.all():
+            j = int(np.flatnonzero(~keep)[0])
+            fit.first_rejected = f"{source.where(batch, j)}: {reasons[j]}"
         numbers = batch.targets[keep]
         if batch.target_texts is not None:
             fit.strings.add(batch.target_texts[keep].astype(str))
@@ -549,6 +579,8 @@ def convert_table(
         source.categorical, source.markers = set(encoding.categories), list(encoding.markers)
     policy = encoding.policy if like_info is not None else (missing_policy or "drop")
     fit = _fit(source, policy, skip_bad_rows, progress)
+    if not fit.n_rows:  # before inferring a task from no labels
+        raise no_rows(source.path, fit.n_rejected, fit.first_rejected)
     if like_info is None:
         encoding = _fitted_encoding(source, fit, policy)
     fstats = _feature_stats(source, encoding, progress) if feature_scaling != "none" and like_info is None else None
@@ -568,7 +600,7 @@ def convert_table(
     if name:
         info["name"] = name
     unseen: dict = {}
-    scaled = ScaledRows(label_map.task, fscale, tscale)
+    scaled = ScaledRows(label_map.task, fscale, tscale, source.path)
     progress.start(source.total, source.unit, "convert")
     with DatasetWriter(out, len(encoding.feature_names), label_map.task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows,
                        overwrite=overwrite, compression=compression, **info) as writer:
@@ -590,6 +622,8 @@ def convert_table(
             writer.write(*scaled(X, y))
             progress.update(source.position)
         rejected = rejects.close()
+        if not writer.n_rows:  # every row had a label the reference does not know
+            raise no_rows(source.path, rejects.count, rejects.first)
         extra.update({"rejects": rejected} if rejected else {}, **({"unseen_categories": unseen} if unseen else {}))
         writer.set_info(extra=extra, target_range=scaled.target_range)
     progress.finish()

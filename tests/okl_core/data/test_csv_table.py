@@ -120,7 +120,7 @@ def test_missing_target_column(tmp_path):
     path = _write_csv(tmp_path / "t.csv", ["a", "b"], [[1.0, 2.0]])
     with pytest.raises(DataFormatError, match=r"t.csv: no target column 'y'; the columns are \['a', 'b'\]"):
         convert_csv(path, tmp_path / "o", target="y")
-    with pytest.raises(DataFormatError, match=r"no column\(s\) \['zz'\]"):
+    with pytest.raises(ValueError, match=r"t.csv: --features names no column 'zz'; the columns are \['a', 'b'\]$"):
         convert_csv(path, tmp_path / "o", target="a", features=["zz"])
     assert sorted(os.listdir(tmp_path)) == ["t.csv"]
 
