@@ -37,7 +37,7 @@ from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, local_dir, run_id
 from transforms.read import METRICS_NAMESPACE, DatasetSource, ReadShards, is_remote
 from transforms.train import LearnerSpec, MergeBySeed, TrainOnline
 
-__all__ = ["TrainJob", "TrainResult", "resolve_job", "build_graph", "counters", "read_metrics", "data_facts", "DEMO_LEARNER",
+__all__ = ["TrainJob", "TrainResult", "resolve_job", "build_graph", "counters", "read_metrics", "data_facts", "stage_output", "DEMO_LEARNER",
            "SYNTHETIC_TRAIN_ROWS", "SYNTHETIC_TEST_ROWS", "OUTPUT_FILES"]
 
 SYNTHETIC_TRAIN_ROWS = 65536
@@ -185,25 +185,40 @@ def _not_a_run(path: str) -> str | None:
 
 
 def _stage_output(output: str, overwrite: bool) -> StagedDirectory | None:
-    """Refuse a used ``--output`` without ``--overwrite``; the staging directory of a local one.
+    """Refuse a used ``--output`` without ``--overwrite``; the staging directory of a local one."""
+    return stage_output(output, overwrite, _not_a_run, (MANIFEST_FILE, *OUTPUT_FILES.values()))
 
-    Remote file systems cannot rename directories: a remote run's files are written in
-    place and ``run.json``, written last, names the run and the checksum of each.
+
+def stage_output(output: str, overwrite: bool, may_replace, remote_files, holds: str = "a run") -> StagedDirectory | None:
+    """The staging directory of a local ``--output`` (:class:`~okl_core.publish.StagedDirectory`); None for a remote one.
+
+    A used output is refused without ``overwrite``, and with it when ``may_replace(path)``
+    says why not (train and predict each recognise their own outputs). Remote file systems
+    cannot rename directories: a remote output is written in place, refused without
+    ``overwrite`` when it holds any of ``remote_files`` (``holds`` names them in the error).
+
+    Raises
+    ------
+    UsageError
+        One line naming ``--output``: used, not replaceable, busy, or not writable.
     """
+    if not output.strip():
+        raise UsageError("--output is empty: give a directory")
     if is_remote(output):
         try:
-            used = [f for f in (MANIFEST_FILE, *OUTPUT_FILES.values()) if FileSystems.exists(FileSystems.join(output, f))]
+            used = [f for f in remote_files if FileSystems.exists(FileSystems.join(output, f))]
         except ValueError as err:  # a scheme no installed file system serves
             raise UsageError(f"--output {output}: {err}") from None
         if used and not overwrite:
-            raise UsageError(f"--output {output} already holds a run ({', '.join(used)}); pass --overwrite to replace it")
+            raise UsageError(f"--output {output} already holds {holds} ({', '.join(used)}); pass --overwrite to replace it")
         return None
     try:
-        return StagedDirectory(output, replace=overwrite, may_replace=_not_a_run)
+        return StagedDirectory(output, replace=overwrite, may_replace=may_replace)
     except OSError as err:
         if err.errno is None:  # StagedDirectory's own refusal: already a sentence naming the folder
             raise UsageError(f"--output {err}") from None
-        raise UsageError(f"--output {output}: cannot write there ({err.strerror}: {err.filename})") from None
+        # a parent that is a file, /proc, no permission: the staging folder cannot be made
+        raise UsageError(f"--output {output}: cannot write there ({err.strerror or err}: {err.filename or output})") from None
 
 
 def _test_source(path: str, source: DatasetSource) -> DatasetSource:

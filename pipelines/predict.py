@@ -22,23 +22,29 @@ refused; :mod:`pipelines.cli`).
 from __future__ import annotations
 
 import dataclasses
+import glob
 import json
 import os
 import time
+
+# pipelines.common first: it imports Beam with Beam's spurious "apitools not found" warning
+# dropped (and only that one); importing apache_beam before it printed the warning.
+from pipelines.common import UsageError, configure_logging, live_progress, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
 
 import apache_beam as beam
 
 import okl_core
 from okl_core.data.plan import StreamPlan
+from okl_core.data.validate import labeled
 from okl_core.metrics import Prequential
 from okl_experiments.params import check_data_fits
-from pipelines.cli import Parser, main, prog, running_as_command
 from okl_experiments.progress import wall_time_text
-from pipelines.common import configure_logging, live_progress, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
-from pipelines.job import counters, data_facts
+from okl_experiments.text import read_json, strict_json
+from pipelines.cli import Parser, main, prog, running_as_command
+from pipelines.job import OUTPUT_FILES, counters, data_facts, stage_output
 from transforms.evaluate import ScoreMetrics
 from transforms.inference import WritePredictions, read_bytes
-from transforms.outputs import WriteDeadLetterFile, local_dir, write_bytes
+from transforms.outputs import MANIFEST_FILE, WriteDeadLetterFile, write_bytes
 from transforms.read import DatasetSource, ReadShards, is_remote
 
 __all__ = ["run", "build_parser", "PREDICTIONS_PREFIX", "DEAD_LETTER_FILE", "METRICS_FILE"]
@@ -54,7 +60,9 @@ def build_parser() -> Parser:
     parser = Parser(prog=prog("predict"), description="Score a Parquet data set with an okl model (RunInference).")
     parser.add_argument("--model", required=True, help="model file written by pipelines.train")
     parser.add_argument("--input", required=True, help="data set directory or Parquet glob")
-    parser.add_argument("--output", required=True, help="output directory: predictions-SSSSS-of-NNNNN.parquet and dead_letter.jsonl")
+    parser.add_argument("--output", required=True,
+                        help="output directory: predictions-SSSSS-of-NNNNN.parquet, metrics.json and dead_letter.jsonl; must be new or empty unless --overwrite")
+    parser.add_argument("--overwrite", action="store_true", help="replace the predictions already in --output (once these have been written)")
     parser.add_argument("--batch_rows", type=int, default=4096, help="rows per inference block (default %(default)s)")
     return parser
 
@@ -68,8 +76,26 @@ def _source(path: str, learner: okl_core.Learner) -> DatasetSource:
     return source
 
 
+def _not_predictions(path: str) -> str | None:
+    """Why ``--overwrite`` must not replace ``path`` (None: it holds predictions written by predict)."""
+    if any(os.path.exists(os.path.join(path, f)) for f in (MANIFEST_FILE, OUTPUT_FILES["model"])):
+        return f"a training run ({MANIFEST_FILE} or {OUTPUT_FILES['model']}), not predictions"
+    if glob.glob(os.path.join(glob.escape(path), f"{PREDICTIONS_PREFIX}-*-of-*.parquet")) or os.path.exists(os.path.join(path, METRICS_FILE)):
+        return None
+    return f"not a folder of okl predictions (no {PREDICTIONS_PREFIX}-*.parquet or {METRICS_FILE})"
+
+
+def _output_paths(directory: str) -> tuple[str, str, str]:
+    """The prediction file prefix, dead-letter file and metrics file in ``directory``."""
+    return tuple(f"{directory.rstrip('/')}/{name}" for name in (PREDICTIONS_PREFIX, DEAD_LETTER_FILE, METRICS_FILE))
+
+
 def run(argv=None):
     """Parse ``argv``, score the data set, print where the predictions went.
+
+    A local output is written into a hidden staging folder beside ``--output`` and renamed
+    into place when the job has finished (as ``pipelines.train`` publishes a run): it never
+    mixes the files of two runs, and a failed run leaves what was there before.
 
     Returns
     -------
@@ -78,6 +104,8 @@ def run(argv=None):
     configure_logging()
     parser = build_parser()
     args, beam_argv = okl_and_beam_args(parser, argv)
+    if args.batch_rows < 1:
+        parser.error(f"--batch_rows must be a positive number of rows, got {args.batch_rows}")
     try:
         model_bytes = read_bytes(args.model)
         learner, _ = okl_core.model_from_bytes(model_bytes, source=args.model)
@@ -88,21 +116,19 @@ def run(argv=None):
         plan = StreamPlan(max(source.n_rows, 1), 1, 1, args.batch_rows)
     except (FileNotFoundError, ValueError) as err:
         parser.error(f"--input {args.input}: {err}")
-    local_dir(args.output)
-    prefix, dead_path, metrics_path = (f"{args.output.rstrip('/')}/{name}" for name in (PREDICTIONS_PREFIX, DEAD_LETTER_FILE, METRICS_FILE))
-    if not is_remote(metrics_path) and os.path.exists(metrics_path):
-        os.remove(metrics_path)  # an earlier run's: the summary must never read it
-    pipeline = make_pipeline(pipeline_options(beam_argv))
-    read = pipeline | "ReadShards" >> ReadShards(source, plan, split="predict")
-    launched_at = time.time()
-    with live_progress("predict", source.n_rows, pipeline.options) as progress:
-        read["batches"] | "Predict" >> WritePredictions(args.model, learner.task, getattr(learner.config, "n_classes", None), prefix,
-                                                        progress_dir=progress.directory)
-        model = pipeline | "Model" >> beam.Create([model_bytes])
-        (read["batches"] | "ScoreMetrics" >> ScoreMetrics(model)
-         | "WriteMetrics" >> beam.Map(_write_metrics, metrics_path, learner.task))
-        read["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFile(dead_path)
-        result = run_pipeline(pipeline)
+    try:
+        staging = stage_output(args.output, args.overwrite, _not_predictions, (METRICS_FILE, DEAD_LETTER_FILE), holds="predictions")
+    except UsageError as err:
+        parser.error(str(err))
+    try:
+        result, launched_at = _score(args, beam_argv, learner, model_bytes, source, plan, staging.tmp if staging else args.output)
+        if staging is not None:
+            staging.commit()
+    except BaseException:
+        if staging is not None:
+            staging.abort()
+        raise
+    prefix, dead_path, metrics_path = _output_paths(args.output)
     print(f"predictions:  {prefix}-*.parquet")
     print(f"metrics:      {metrics_path}")
     print(f"dead letters: {dead_path}")
@@ -111,25 +137,56 @@ def run(argv=None):
     return result
 
 
-def _write_metrics(prequential_json: str, path: str, task: str) -> None:
-    """``metrics.json``: the task, the rows scored and the model's metrics on their labels."""
-    summary = Prequential(**json.loads(prequential_json)).summary()
-    write_bytes(path, (json.dumps({"task": task, "rows_scored": summary["n"], "metrics": summary}, indent=1, sort_keys=True) + "\n").encode())
+def _score(args, beam_argv: list, learner: okl_core.Learner, model_bytes: bytes, source: DatasetSource, plan: StreamPlan, write_to: str):
+    """Run the scoring job, writing its files into ``write_to``; the PipelineResult and when the job was launched."""
+    prefix, dead_path, metrics_path = _output_paths(write_to)
+    pipeline = make_pipeline(pipeline_options(beam_argv))
+    # Labels only feed the metrics: rows are judged by their features (bad ones dead-lettered),
+    # and a row without a usable label is scored and left out of the metrics.
+    read = pipeline | "ReadShards" >> ReadShards(source, plan, split="predict", judge_labels=False)
+    launched_at = time.time()
+    with live_progress("predict", source.n_rows, pipeline.options) as progress:
+        read["batches"] | "Predict" >> WritePredictions(args.model, learner.task, getattr(learner.config, "n_classes", None), prefix,
+                                                        progress_dir=progress.directory)
+        model = pipeline | "Model" >> beam.Create([model_bytes])
+        metrics = read["batches"] | "ScoreMetrics" >> ScoreMetrics(model)
+        unlabeled = (read["batches"] | "Unlabeled" >> beam.Map(_rows_without_label, learner.task, getattr(learner.config, "n_classes", None))
+                     | "SumUnlabeled" >> beam.CombineGlobally(sum))
+        (pipeline | "Once" >> beam.Create([None])
+         | "WriteMetrics" >> beam.Map(_write_metrics, beam.pvalue.AsList(metrics), beam.pvalue.AsSingleton(unlabeled), metrics_path, learner.task))
+        read["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFile(dead_path)
+        result = run_pipeline(pipeline)
+    return result, launched_at
+
+
+def _rows_without_label(element, task: str, n_classes: int | None) -> int:
+    """Rows of a ``(shard, BatchPiece)`` whose label is missing or not one the model predicts."""
+    return int((~labeled(element[1].y, task, n_classes)).sum())
+
+
+def _write_metrics(_, prequential_json: list, rows_without_label: int, path: str, task: str) -> None:
+    """``metrics.json``: the task, the rows scored, those without a usable label, and the metrics of the others.
+
+    Written once, also when no row could be scored (metrics NaN), as strict JSON: NaN as
+    the string ``"NaN"``, as ``pipelines.train`` writes it (:func:`okl_experiments.text.strict_json`).
+    """
+    fields = [json.loads(text) for text in prequential_json if text != "null"]
+    summary = (Prequential(**fields[0]) if fields else Prequential(task)).summary()
+    report = {"task": task, "rows_scored": summary["n"] + rows_without_label, "rows_without_label": rows_without_label, "metrics": summary}
+    write_bytes(path, (strict_json(report, indent=1, sort_keys=True) + "\n").encode())
 
 
 def _print_summary(result, metrics_path: str) -> None:
-    """``N rows scored, R rejected; mistake_rate ...`` (fractions), when the output is local."""
+    """``N rows scored, R rejected[, U without a label]; mistake_rate ...`` (fractions), when the output is local."""
     rejected = counters(result).get("predict_rows_rejected", 0)
     if is_remote(metrics_path):
         return
-    if not os.path.exists(metrics_path):  # no row could be scored
-        print(f"0 rows scored, {rejected} rejected")
-        return
-    with open(metrics_path) as f:
-        written = json.load(f)
+    written = read_json(metrics_path, METRICS_FILE)  # "NaN" back to a float
     names = ("mse", "mae") if written["task"] == "regression" else ("mistake_rate",)
     values = ", ".join(f"{name} {written['metrics'][name]:.5g}" for name in names)
-    print(f"{written['rows_scored']} rows scored, {rejected} rejected; {values}")
+    unlabeled = written["rows_without_label"]
+    counts = f"{written['rows_scored']} rows scored, {rejected} rejected" + (f", {unlabeled} without a label (not in the metrics)" if unlabeled else "")
+    print(f"{counts}; {values}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@ The test set is read with :class:`~transforms.read.ReadShards` (one shard, one r
 piece is scored with ``learner.predict`` and its errors summed in a
 :class:`okl_core.Prequential`; the partial sums are combined sorted by stream position,
 so the totals do not depend on bundling. Bad test rows go to the dead-letter output.
+Rows read with their labels unjudged (``ReadShards(..., judge_labels=False)``, as
+``pipelines.predict`` reads) count only where the label is one the model predicts
+(:func:`okl_core.data.validate.labeled`); a training run's test rows are all labeled already.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ from __future__ import annotations
 import json
 
 import apache_beam as beam
+import numpy as np
 
 from okl_core.data.plan import StreamPlan
+from okl_core.data.validate import labeled
 from okl_core.metrics import Prequential
 from transforms.elements import ModelCache
 from transforms.read import DatasetSource, ReadShards
@@ -32,8 +37,10 @@ class _ScorePiece(beam.DoFn):
         _, piece = element
         learner, state = self.models.get(model, source="model under evaluation")
         metrics = Prequential(learner.task)
-        if len(piece):
-            metrics.add(learner.predict(state, piece.X), piece.y)
+        keep = labeled(piece.y, learner.task, getattr(learner.config, "n_classes", None))
+        if keep.any():
+            X, y = (piece.X, piece.y) if keep.all() else (piece.X[keep], piece.y[keep])
+            metrics.add(learner.predict(state, X), y if learner.task == "regression" else y.astype(np.int32, copy=False))
         yield piece.start, json.dumps(metrics.to_dict(), sort_keys=True)
 
 

@@ -238,10 +238,14 @@ class RowGroupReader:
         Row groups that may be read ahead of the one in use (0: read when asked).
     prefetch : int
         Row groups after the one being read whose bytes are announced to the OS (local files).
+    judge_labels : bool
+        False: rows are judged by their features only and keep their labels unjudged
+        (:func:`okl_core.data.validate.check_rows`; scoring, where labels only feed metrics).
     """
 
-    def __init__(self, source: DatasetSource, split: str, keep: int = 2, read_ahead: int = 0, prefetch: int = 0):
+    def __init__(self, source: DatasetSource, split: str, keep: int = 2, read_ahead: int = 0, prefetch: int = 0, judge_labels: bool = True):
         self.source, self.split, self.keep, self.read_ahead_groups = source, split, keep, int(read_ahead)
+        self.judge_labels = judge_labels
         self.prefetch = int(prefetch)
         self._order: list[tuple[str, int]] = []  # the planned row groups, in order (prefetch)
         self._position: dict[tuple[str, int], int] = {}
@@ -291,7 +295,7 @@ class RowGroupReader:
             return checked, np.zeros(rows + 1, np.int64), np.arange(1, rows + 1)
         if table.num_rows != rows:
             raise ValueError(f"{path}: row group {group} has {table.num_rows} rows, the listing said {rows}; was the data set rewritten?")
-        checked = check_rows(table, self.source.n_features, self.source.task, self.source.n_classes)
+        checked = check_rows(table, self.source.n_features, self.source.task, self.source.n_classes, self.judge_labels)
         return checked, np.concatenate([[0], np.cumsum(checked.good)]), np.cumsum(~checked.good)
 
     def plan(self, refs) -> None:
@@ -388,12 +392,12 @@ def _byte_range(metadata, group: int) -> tuple[int, int]:
 class _ReadRowGroup(beam.DoFn):
     """Read one row group: pieces of batches with their rows, and dead letters."""
 
-    def __init__(self, source: DatasetSource, plan: StreamPlan, round: int | None, split: str):
-        self.source, self.plan, self.round, self.split = source, plan, round, split
+    def __init__(self, source: DatasetSource, plan: StreamPlan, round: int | None, split: str, judge_labels: bool = True):
+        self.source, self.plan, self.round, self.split, self.judge_labels = source, plan, round, split, judge_labels
 
     def setup(self):
         settle_worker_process()
-        self.reader = RowGroupReader(self.source, self.split, keep=1)
+        self.reader = RowGroupReader(self.source, self.split, keep=1, judge_labels=self.judge_labels)
 
     def process(self, task):
         for ref in piece_refs(task, self.plan, self.round):
@@ -433,6 +437,9 @@ class ReadShards(beam.PTransform):
         cross the shuffle; bad rows are then reported by TrainOnline).
     shuffle_seed : int, optional
         Permute the read tasks (tests: the result must not depend on delivery order).
+    judge_labels : bool
+        False: only bad features make a dead letter; the pieces' ``y`` are the labels as
+        read (float32, NaN where missing), for scoring (``pipelines.predict``).
 
     Returns
     -------
@@ -442,13 +449,13 @@ class ReadShards(beam.PTransform):
 
     def __init__(
         self, source: DatasetSource, plan: StreamPlan, round: int | None = None, split: str = "train",
-        materialize: bool = True, shuffle_seed: int | None = None,
+        materialize: bool = True, shuffle_seed: int | None = None, judge_labels: bool = True,
     ):
         super().__init__()
         if plan.n_rows != source.n_rows:
             raise ValueError(f"plan is for {plan.n_rows} rows but {source.path} has {source.n_rows}")
         self.source, self.plan, self.round, self.split = source, plan, round, split
-        self.materialize, self.shuffle_seed = materialize, shuffle_seed
+        self.materialize, self.shuffle_seed, self.judge_labels = materialize, shuffle_seed, judge_labels
 
     def _tasks(self) -> list:
         tasks = list(self.source.row_groups)
@@ -467,7 +474,7 @@ class ReadShards(beam.PTransform):
             refs = tasks | "ListPieces" >> beam.ParDo(_ListPieces(self.plan, self.round)).with_output_types(typing.Tuple[int, PieceRef])
             return {"batches": refs, "dead_letter": pbegin | "NoDeadLetters" >> beam.Create([]).with_output_types(str)}
         outputs = tasks | "ReadRowGroups" >> (
-            beam.ParDo(_ReadRowGroup(self.source, self.plan, self.round, self.split))
+            beam.ParDo(_ReadRowGroup(self.source, self.plan, self.round, self.split, self.judge_labels))
             .with_output_types(typing.Tuple[int, BatchPiece])
             .with_outputs("dead_letter", main="batches")
         )

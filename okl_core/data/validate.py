@@ -10,6 +10,10 @@ to a dead-letter output with the reason found here. A row is bad when
 * ``y`` is missing, a regression target is NaN or inf, a binary label is not -1/+1, or a
   multiclass label is not an integer in ``0..n_classes-1`` (``bad label``).
 
+Features and labels are judged separately: scoring a data set needs valid features only,
+so ``pipelines.predict`` reads with ``judge_labels=False`` and scores a row whose label is
+missing or not one the model predicts, leaving it out of the metrics only (:func:`labeled`).
+
 The good rows keep their order. Reasons are short fixed strings followed by the
 offending value, so that dead letters can be counted by reason.
 """
@@ -26,7 +30,7 @@ from okl_core.data.layout import as_array, x_matrix, x_width
 from okl_core.labels import bad_labels, label_reason
 from okl_core.numerics import single_threaded_blas
 
-__all__ = ["CheckedRows", "check_rows", "finite_rows", "unreadable_rows", "REASONS", "UNREADABLE"]
+__all__ = ["CheckedRows", "check_rows", "labeled", "finite_rows", "unreadable_rows", "REASONS", "UNREADABLE"]
 
 REASONS = ("missing x", "wrong width", "non-finite feature", "missing y", "bad label")
 """Reason prefixes, in the order they are tested (a row gets the first that applies)."""
@@ -82,7 +86,7 @@ def finite_rows(X: np.ndarray) -> np.ndarray:
     return finite
 
 
-def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | None = None) -> CheckedRows:
+def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | None = None, judge_labels: bool = True) -> CheckedRows:
     """Check the ``x``, ``y``, ``row`` columns of ``table`` (see the module docstring).
 
     Parameters
@@ -95,13 +99,46 @@ def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | Non
     task : {'binary', 'multiclass', 'regression'}
     n_classes : int, optional
         Number of classes (multiclass).
+    judge_labels : bool
+        True (training): a row whose label a learner cannot take is bad. False (scoring,
+        where labels only serve the metrics): rows are judged by their features alone and
+        ``y`` is returned unjudged as float32, NaN where missing; :func:`labeled` tells
+        which of them the metrics may use.
 
     Returns
     -------
     CheckedRows
     """
-    n = table.num_rows
-    x = as_array(table.column("x"))
+    X, reasons, feature_ok = _check_features(as_array(table.column("x")), n_features)
+    y_column = as_array(table.column("y"))
+    y_null = y_column.is_null().to_numpy(zero_copy_only=False)
+    y = y_column.to_numpy(zero_copy_only=False)
+    good = feature_ok.copy()
+    if judge_labels:
+        label_reason = _label_reasons(y, y_null, task, n_classes)
+        take = feature_ok & (label_reason != "")
+        reasons[take] = label_reason[take]
+        good &= ~take
+        y_dtype = np.float32 if task == "regression" else np.int32
+    else:
+        y = np.where(y_null, np.nan, np.asarray(y, dtype=np.float64))  # a null int label reads as 0 or NaN: NaN, always
+        y_dtype = np.float32
+    rows = as_array(table.column("row")).to_numpy(zero_copy_only=False)
+    rows = np.where(np.isnan(rows), -1, rows).astype(np.int64) if rows.dtype.kind == "f" else rows.astype(np.int64)
+    X_good = X[good[feature_ok]] if not good.all() else X
+    return CheckedRows(
+        X=np.ascontiguousarray(X_good),
+        y=y[good].astype(y_dtype),
+        row=rows[good],
+        good=good,
+        bad_row=rows[~good],
+        reasons=[str(r) for r in reasons[~good]],
+    )
+
+
+def _check_features(x: pa.Array, n_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The feature checks of :func:`check_rows`: ``(X of the rows with good features, reasons, good mask)``."""
+    n = len(x)
     lengths = _x_lengths(x)  # raises a clear error for a column that is not features at all
     reasons = np.full(n, "", dtype=object)
     x_null = x.is_null().to_numpy(zero_copy_only=False)
@@ -117,28 +154,14 @@ def check_rows(table: pa.Table, n_features: int, task: str, n_classes: int | Non
     finite = finite_rows(X)
     ok_index = np.flatnonzero(width_ok)
     reasons[ok_index[~finite]] = "non-finite feature"
+    good = width_ok.copy()
+    good[ok_index[~finite]] = False
+    return (X if finite.all() else X[finite]), reasons, good
 
-    y_column = as_array(table.column("y"))
-    y_null = y_column.is_null().to_numpy(zero_copy_only=False)
-    y = y_column.to_numpy(zero_copy_only=False)
-    label_reason = _label_reasons(y, y_null, task, n_classes)
-    bad = ~width_ok
-    bad[ok_index[~finite]] = True
-    take = ~bad & (label_reason != "")
-    reasons[take] = label_reason[take]
-    good = ~(bad | take)
-    rows = as_array(table.column("row")).to_numpy(zero_copy_only=False)
-    rows = np.where(np.isnan(rows), -1, rows).astype(np.int64) if rows.dtype.kind == "f" else rows.astype(np.int64)
-    X_good = X[good[ok_index]] if not good.all() else X
-    y_dtype = np.float32 if task == "regression" else np.int32
-    return CheckedRows(
-        X=np.ascontiguousarray(X_good),
-        y=y[good].astype(y_dtype),
-        row=rows[good],
-        good=good,
-        bad_row=rows[~good],
-        reasons=[str(r) for r in reasons[~good]],
-    )
+
+def labeled(y: np.ndarray, task: str, n_classes: int | None = None) -> np.ndarray:
+    """Which unjudged labels (``check_rows(..., judge_labels=False)``) a model of ``task`` can be scored against."""
+    return ~bad_labels(np.asarray(y, dtype=np.float64), task, n_classes)
 
 
 def unreadable_rows(n: int, n_features: int, task: str, reason: str) -> CheckedRows:

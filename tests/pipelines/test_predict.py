@@ -5,6 +5,7 @@ import json
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
@@ -105,3 +106,163 @@ def test_predict_cli_binary_labels_and_errors(tmp_path, capsys):
             predict.run(["--model", result.model_path, "--input", str(tmp_path / name), "--output", str(tmp_path / "q")])
         [line] = capsys.readouterr().err.strip().splitlines()
         assert line.startswith(f"python -m pipelines.predict: error: --input {tmp_path / name}: ") and message in line
+
+
+def _one_line_error(capsys) -> str:
+    [line] = capsys.readouterr().err.strip().splitlines()
+    return line
+
+
+def _files(directory) -> dict:
+    """name -> bytes of every file in ``directory``."""
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def binary_run(tmp_path_factory):
+    """A small binary data set and a model trained on it."""
+    root = tmp_path_factory.mktemp("binary")
+    X, y = binary_data(600)
+    write_dataset(root / "b", X, y, "binary", row_group_rows=200)
+    result = train.run(["--input", str(root / "b"), "--learner", "fogd", "--param", "n_components=8", "--output", str(root / "m")])
+    return root, result.model_path
+
+
+def test_predict_refuses_a_used_output_and_a_training_run(binary_run, tmp_path, capsys):
+    """A used --output needs --overwrite, and even then a training run or a foreign folder is never replaced."""
+    root, model_path = binary_run
+    capsys.readouterr()
+    run_before = _files(root / "m")
+    argv = ["--model", model_path, "--input", str(root / "b")]
+    with pytest.raises(SystemExit):
+        predict.run([*argv, "--output", str(root / "m")])
+    assert _one_line_error(capsys) == f"python -m pipelines.predict: error: --output {root / 'm'} already exists (pass --overwrite to replace it)"
+    with pytest.raises(SystemExit):
+        predict.run([*argv, "--output", str(root / "m"), "--overwrite"])
+    assert _one_line_error(capsys) == (f"python -m pipelines.predict: error: --output {root / 'm'}: a training run (run.json or model.npz), "
+                                       "not predictions; not replacing it even with --overwrite")
+    assert _files(root / "m") == run_before  # metrics.json, dead_letter.jsonl and run.json untouched
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("mine\n")
+    with pytest.raises(SystemExit):
+        predict.run([*argv, "--output", str(tmp_path / "notes"), "--overwrite"])
+    assert _one_line_error(capsys) == (f"python -m pipelines.predict: error: --output {tmp_path / 'notes'}: not a folder of okl predictions "
+                                       "(no predictions-*.parquet or metrics.json); not replacing it even with --overwrite")
+    assert _files(tmp_path / "notes") == {"todo.txt": b"mine\n"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes"]  # no staging folder or lock left behind
+
+
+def test_predict_overwrite_replaces_the_earlier_predictions_whole(binary_run, tmp_path, capsys):
+    """A second predict into the same folder: refused without --overwrite; with it, the folder holds
+    this run's files only (an earlier run's shards, here -of-00009, used to stay and be read by the glob)."""
+    root, model_path = binary_run
+    out = tmp_path / "p"
+    argv = ["--model", model_path, "--input", str(root / "b"), "--output", str(out)]
+    predict.run(argv)
+    first = _files(out)
+    stale = out / "predictions-00003-of-00009.parquet"
+    stale.write_bytes(first[next(name for name in first if name.startswith("predictions-"))])  # an earlier run's shard count
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        predict.run(argv)
+    assert _one_line_error(capsys) == f"python -m pipelines.predict: error: --output {out} already exists (pass --overwrite to replace it)"
+    assert stale.exists()
+    predict.run([*argv, "--overwrite"])
+    assert not stale.exists() and _files(out) == first
+    rows = pq.read_table(glob.glob(str(out / "predictions-*-of-*.parquet"))).column("row").to_numpy()
+    np.testing.assert_array_equal(np.sort(rows), np.arange(600))  # one data set, each row once
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]  # the staging and set-aside folders are gone
+
+
+def _relabel(source, target, labels):
+    """Copy the one-shard data set ``source`` to ``target`` with its ``y`` column replaced by ``labels`` (None: null)."""
+    import shutil
+
+    shutil.copytree(source, target)
+    [shard] = glob.glob(str(target / "part-*.parquet"))
+    table = pq.read_table(shard)
+    y = pa.array(labels, type=table.schema.field("y").type)
+    pq.write_table(table.set_column(table.schema.get_field_index("y"), table.schema.field("y"), y), shard, row_group_size=256)
+
+
+def test_predict_scores_rows_without_a_usable_label(multiclass_model, tmp_path, capsys):
+    """A missing label or one that is not a class of the model: the row is scored and left out of
+    the metrics only (counted); a row with bad features is still a dead letter."""
+    root, model_path, Xt, yt = multiclass_model
+    labels = [int(v) for v in yt]
+    for i in range(0, 700, 7):
+        labels[i] = None
+    for i in range(3, 700, 11):
+        labels[i] = 4  # the model has classes 0..3
+    _relabel(root / "test", tmp_path / "relabeled", labels)
+    capsys.readouterr()
+    predict.run(["--model", model_path, "--input", str(tmp_path / "relabeled"), "--output", str(tmp_path / "pred")])
+    out = capsys.readouterr().out
+    learner, state = okl_core.load_model(model_path)
+    scored = np.delete(np.arange(700), 10)
+    table = pq.read_table(glob.glob(str(tmp_path / "pred" / "predictions-*-of-*.parquet"))).sort_by("row")
+    np.testing.assert_array_equal(table.column("row").to_numpy(), scored)
+    np.testing.assert_array_equal(table.column("label").to_numpy(), learner.to_labels(learner.predict(state, Xt[scored])))
+    dead = [json.loads(line) for line in open(tmp_path / "pred" / "dead_letter.jsonl")]
+    assert [(d["row"], d["reason"]) for d in dead] == [(10, "non-finite feature")]
+    with_label = np.array([i for i in scored if labels[i] is not None and labels[i] < 4])
+    without = 699 - len(with_label)
+    mistakes = int(np.sum(learner.to_labels(learner.predict(state, Xt[with_label])) != yt[with_label]))
+    written = json.loads((tmp_path / "pred" / "metrics.json").read_text())
+    assert (written["rows_scored"], written["rows_without_label"], written["metrics"]["n"], written["metrics"]["mistakes"]) == (
+        699, without, len(with_label), mistakes)
+    assert f"699 rows scored, 1 rejected, {without} without a label (not in the metrics); mistake_rate {mistakes / len(with_label):.5g}" in out
+
+
+def test_predict_metrics_json_is_strict_when_no_row_is_scored(binary_run, tmp_path, capsys):
+    """No scorable row: metrics.json still says so, with NaN written as the string "NaN" (as train writes it)."""
+    root, model_path = binary_run
+    X, y = binary_data(50)
+    X[:] = np.nan
+    write_dataset(tmp_path / "nan", X, y, "binary")
+    capsys.readouterr()
+    predict.run(["--model", model_path, "--input", str(tmp_path / "nan"), "--output", str(tmp_path / "pred")])
+    assert "0 rows scored, 50 rejected; mistake_rate nan" in capsys.readouterr().out
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    written = json.loads((tmp_path / "pred" / "metrics.json").read_text(), parse_constant=refuse)
+    assert (written["rows_scored"], written["rows_without_label"], written["metrics"]["n"], written["metrics"]["mistake_rate"]) == (
+        0, 0, 0, "NaN")
+
+
+@pytest.mark.parametrize("output, message", [
+    ("{tmp}/file", "--output {tmp}/file already exists (pass --overwrite to replace it)"),
+    ("/proc/okl-x", "--output /proc/okl-x: cannot write there (No such file or directory: /proc/.okl-x.lock)"),
+    ("", "--output is empty: give a directory"),
+], ids=["regular-file", "proc", "empty"])
+def test_predict_unwritable_output_is_one_line_naming_output(binary_run, tmp_path, capsys, output, message):
+    root, model_path = binary_run
+    (tmp_path / "file").write_text("keep\n")
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        predict.run(["--model", model_path, "--input", str(root / "b"), "--output", output.format(tmp=tmp_path)])
+    assert _one_line_error(capsys) == "python -m pipelines.predict: error: " + message.format(tmp=tmp_path)
+    assert (tmp_path / "file").read_text() == "keep\n"
+
+
+def test_predict_batch_rows_zero_names_batch_rows(binary_run, tmp_path, capsys):
+    root, model_path = binary_run
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        predict.run(["--model", model_path, "--input", str(root / "b"), "--output", str(tmp_path / "p"), "--batch_rows", "0"])
+    assert _one_line_error(capsys) == "python -m pipelines.predict: error: --batch_rows must be a positive number of rows, got 0"
+    assert not (tmp_path / "p").exists()
+
+
+def test_predict_prints_no_beam_import_warning_and_keeps_real_ones():
+    """Beam's "apitools not found" warning on import is dropped (as in train); a real warning still shows."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "pipelines.predict", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == ""
+    proc = subprocess.run([sys.executable, "-c", "import logging, pipelines.predict; logging.warning('a real warning')"],
+                          capture_output=True, text=True)
+    assert proc.stderr == "WARNING:root:a real warning\n"

@@ -99,6 +99,14 @@ def test_a_folder_that_is_not_a_run_is_never_replaced(tmp_path, data, capsys, fl
     assert os.listdir(out) == ["notes.txt"] and _hidden(tmp_path) == []
 
 
+def test_an_output_that_cannot_be_made_is_one_line(data, capsys):
+    """The staging folder cannot be made (here under /proc): one line naming --output, no traceback."""
+    with pytest.raises(SystemExit):
+        train.run(_args(data, "/proc/okl-x"))
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "python -m pipelines.train: error: --output /proc/okl-x: cannot write there (No such file or directory: /proc/.okl-x.lock)")
+
+
 def test_an_empty_output_folder_is_used(tmp_path, data):
     (tmp_path / "out").mkdir()
     train.run(_args(data, tmp_path / "out"))

@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from okl_core.data.validate import check_rows, finite_rows
+from okl_core.data.validate import check_rows, finite_rows, labeled
 
 
 def _table(x, y, rows=None, fixed=None, y_type=pa.int32()):
@@ -25,6 +25,24 @@ def test_classification_reasons_and_good_rows():
     assert out.reasons == [
         "non-finite feature", "non-finite feature", "missing x", "bad label: 0 is not -1 or +1", "missing y", "non-finite feature",
     ]
+
+
+def test_features_and_labels_judged_separately_for_scoring():
+    """judge_labels=False (predict): only features make a row bad; labels come back unjudged, NaN where missing."""
+    x = [[1, 2], [np.nan, 0], [3, 4], [5, 6], [7, 8], None]
+    y = [1, 1, 3, None, 0, 2]
+    out = check_rows(_table(x, y, rows=[10, 11, 12, 13, 14, 15], fixed=2), 2, "multiclass", n_classes=3, judge_labels=False)
+    np.testing.assert_array_equal(out.row, [10, 12, 13, 14])
+    np.testing.assert_array_equal(out.X, np.array([[1, 2], [3, 4], [5, 6], [7, 8]], np.float32))
+    np.testing.assert_array_equal(out.y, np.array([1, 3, np.nan, 0], np.float32))
+    assert out.y.dtype == np.float32
+    np.testing.assert_array_equal(out.bad_row, [11, 15])
+    assert out.reasons == ["non-finite feature", "missing x"]
+    np.testing.assert_array_equal(labeled(out.y, "multiclass", 3), [True, False, False, True])
+    # The training checks are unchanged: the same rows with their labels judged.
+    judged = check_rows(_table(x, y, rows=[10, 11, 12, 13, 14, 15], fixed=2), 2, "multiclass", n_classes=3)
+    np.testing.assert_array_equal(judged.row, [10, 14])
+    assert judged.reasons == ["non-finite feature", "bad label: 3 is not a class in 0..2", "missing y", "missing x"]
 
 
 def test_wrong_width_in_variable_length_lists():
