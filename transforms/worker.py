@@ -80,14 +80,15 @@ def capacity_error_line(err: BaseException) -> str | None:
     reports that one line (which names the parameter to raise) instead of Beam's traceback.
     """
     seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        if isinstance(err, okl_core.CapacityError):
-            return str(err).split(" [while running ")[0]
-        found = _CAPACITY_LINE.findall(str(err))
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, okl_core.CapacityError):
+            return str(current).split(" [while running ")[0]
+        found = _CAPACITY_LINE.findall(str(current))
         if found:
             return found[-1]
-        err = err.__cause__ or err.__context__
+        current = current.__cause__ or current.__context__
     return None
 
 

@@ -1,4 +1,4 @@
-"""settle_worker_process: freezes the heap in Beam's SDK worker processes, and nowhere else."""
+"""settle_worker_process: freezes the heap in Beam's SDK worker processes, and nowhere else; capacity errors' one line."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 
+import okl_core
 from pipelines.common import make_pipeline
 from transforms.worker import is_sdk_worker_process, settle_worker_process
 
@@ -43,3 +44,21 @@ def test_beams_multi_processing_workers_freeze_their_heap():
     # The real worker processes of the DirectRunner (python -m apache_beam...sdk_worker_main).
     _settle_in_step(["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=multi_processing"])
 
+
+
+def test_the_capacity_line_is_found_in_what_each_runner_raises():
+    """In-process runners re-raise the CapacityError (Beam appends the step); worker processes,
+    Prism and Flink raise a RuntimeError holding the worker's traceback as text."""
+    from transforms.worker import capacity_error_line
+
+    line = "kernel_ogd: the support set would exceed max_support=5; raise max_support"
+    in_process = okl_core.CapacityError(line + " [while running 'TrainOnline_r0/FoldShard/ParDo(_FoldShard)']")
+    remote = RuntimeError("Pipeline job failed:\nTraceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
+                          f"okl_core.learners.support.CapacityError: {line}\n\nDuring handling ...\n"
+                          f"okl_core.learners.support.CapacityError: {line} [while running 'TrainOnline_r0/FoldShard']\n")
+    chained = RuntimeError("wrapper")
+    chained.__cause__ = in_process
+    for err in (in_process, remote, chained):
+        assert capacity_error_line(err) == line
+    assert capacity_error_line(ValueError("kernel_ogd: X contains NaN or inf")) is None
+    assert capacity_error_line(RuntimeError("ValueError: something else would exceed x=1 but no semicolon")) is None
