@@ -119,8 +119,10 @@ def build_report(info: dict, summaries: list[dict], batches: list[dict], test: d
     rounds = sorted({s["round"] for s in summaries})
     per_round = {r: _merge_all(task, [x["online"] for x in summaries if x["round"] == r]) for r in rounds}
     merged = _merge_all(task, [per_shard[s].to_dict() for s in shards])
-    reasons = collections.Counter(d["reason"].split(":")[0] for d in dead)
-    train_dead = sum(1 for d in dead if d["split"] == "train")
+    # Per split: the training rows' reasons add up to "rejected", the test set's to "test_rejected".
+    reasons = collections.Counter(d["reason"].split(":")[0] for d in dead if d["split"] == "train")
+    test_reasons = collections.Counter(d["reason"].split(":")[0] for d in dead if d["split"] != "train")
+    train_dead = sum(reasons.values())
     def per_shard_sum(key):
         return [sum(x[key] for x in summaries if x["shard"] == s) for s in shards]
 
@@ -136,6 +138,7 @@ def build_report(info: dict, summaries: list[dict], batches: list[dict], test: d
             "rejected": train_dead,
             "test_rejected": len(dead) - train_dead,
             "rejected_by_reason": dict(sorted(reasons.items())),
+            "test_rejected_by_reason": dict(sorted(test_reasons.items())),
         },
         "online": {
             "merged": merged.summary(),

@@ -174,11 +174,18 @@ class DatasetSource:
         return sum(g[3] for g in self.row_groups)
 
     def read_rows(self, limit: int) -> np.ndarray:
-        """The first ``limit`` finite rows of ``x`` (for the median heuristic)."""
+        """The first ``limit`` finite rows of ``x`` (for the median heuristic).
+
+        Read as training reads them (page checksums verified): a row group that cannot be
+        read is skipped here, as training dead-letters its rows, instead of ending the launch.
+        """
         parts, have = [], 0
         for path, g, _, _ in self.row_groups:
-            table = pq.ParquetFile(open_binary(path)).read_row_group(g, columns=["x", "y", "row"])
-            X = check_rows(table, self.n_features, "regression").X  # labels not needed here
+            try:
+                table = pq.ParquetFile(open_binary(path), page_checksum_verification=True).read_row_group(g, columns=["x", "y", "row"])
+            except (OSError, pa.ArrowException):
+                continue
+            X = check_rows(table, self.n_features, "regression", judge_labels=False).X  # labels not needed here
             parts.append(X[: limit - have])
             have += len(parts[-1])
             if have >= limit:

@@ -179,7 +179,8 @@ def x_matrix(x: pa.Array, n_features: int) -> np.ndarray:
         values = np.frombuffer(data, dtype="<f4", count=len(x) * n_features, offset=x.offset * width)
         return values.reshape(len(x), n_features).astype(np.float32, copy=False)  # a copy only on big-endian machines
     values = pc.list_flatten(x).to_numpy(zero_copy_only=False)  # nulls become NaN
-    return values.astype(np.float32, copy=False).reshape(-1, n_features)
+    with np.errstate(over="ignore"):  # float64 beyond float32's range becomes inf: a bad row for the caller, not a warning
+        return values.astype(np.float32, copy=False).reshape(-1, n_features)
 
 
 def _check_compression(compression: str) -> str:

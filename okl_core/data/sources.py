@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TextIO
 
 import numpy as np
 
+from okl_core.labels import FLOAT32_LIMIT
+
 if TYPE_CHECKING:
     from okl_core.data.layout import DatasetInfo
 
@@ -43,9 +45,6 @@ __all__ = [
 ]
 
 REJECTS_FILE = "rejects.csv"
-FLOAT32_LIMIT = 2.0**128 - 2.0**103
-"""Magnitudes from this one up round to inf as float32 (halfway past float32's largest value,
-which rounds to even: up). Data sets store float32, so such a value is not finite."""
 
 _MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz"}
 _DECOMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)

@@ -154,9 +154,23 @@ def _check_features(x: pa.Array, n_features: int) -> tuple[np.ndarray, np.ndarra
     finite = finite_rows(X)
     ok_index = np.flatnonzero(width_ok)
     reasons[ok_index[~finite]] = "non-finite feature"
+    if not finite.all():
+        _name_overflow(x, ok_index[~finite], n_features, reasons)
     good = width_ok.copy()
     good[ok_index[~finite]] = False
     return (X if finite.all() else X[finite]), reasons, good
+
+
+def _name_overflow(x: pa.Array, rows: np.ndarray, n_features: int, reasons: np.ndarray) -> None:
+    """Say "beyond float32's range" for the non-finite ``rows`` whose given values were finite
+    (float64 lists: features are stored and learned in float32, where such a value is inf)."""
+    value_type = getattr(x.type, "value_type", None)  # list types; okl's own binary x is float32 already
+    if value_type is None or not pa.types.is_floating(value_type) or value_type.bit_width <= 32:
+        return
+    given = pc.list_flatten(x.take(pa.array(rows))).to_numpy(zero_copy_only=False).reshape(-1, n_features)
+    for i, finite in zip(rows, np.isfinite(given).all(axis=1)):
+        if finite:
+            reasons[i] = "feature beyond float32's range (|x| > 3.4e+38), in which okl stores and learns features"
 
 
 def labeled(y: np.ndarray, task: str, n_classes: int | None = None) -> np.ndarray:

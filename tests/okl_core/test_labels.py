@@ -8,14 +8,14 @@ import okl_core
 from okl_core.data.validate import check_rows
 from okl_core.labels import TASKS, bad_labels, check_task, label_reason
 
-CANDIDATES = [-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, 7.0, np.nan, np.inf, -np.inf]
+CANDIDATES = [-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, 7.0, np.nan, np.inf, -np.inf, 3.4e38, 1e39, -1e300]  # the last two: inf as float32
 
 
 @pytest.mark.parametrize(("name", "params"), [("fogd", {}), ("mfogd", {"n_classes": 3}), ("fogd_r", {})])
 def test_the_learner_accepts_exactly_the_rows_check_rows_keeps(name, params):
     learner = okl_core.make_learner(name, n_inputs=1, n_components=4, **params)
     n_classes = params.get("n_classes")
-    y = np.array(CANDIDATES, dtype=np.float32)
+    y = np.array(CANDIDATES, dtype=np.float64)
     table = pa.table({"x": pa.array([[0.0]] * len(y), pa.list_(pa.float32(), 1)), "y": pa.array(y), "row": pa.array(np.arange(len(y)))})
     kept = check_rows(table, 1, learner.task, n_classes).good
     for value, keep in zip(y, kept):
@@ -26,7 +26,9 @@ def test_the_learner_accepts_exactly_the_rows_check_rows_keeps(name, params):
             accepted = False
             assert "bad label" in str(err) and "row 0" in str(err)
         assert accepted == keep, (learner.task, value)
-    np.testing.assert_array_equal(kept, ~bad_labels(y.astype(np.float64), learner.task, n_classes))
+    np.testing.assert_array_equal(kept, ~bad_labels(y, learner.task, n_classes))
+    if learner.task == "regression":
+        assert kept[-3:].tolist() == [True, False, False]
 
 
 def test_one_task_list():
@@ -45,4 +47,5 @@ def test_labels_that_are_not_numbers_are_refused():
 def test_a_bad_regression_target_reads_as_a_number():
     """Dead letters once read "target np.float64(inf) is not finite" (numpy 2's scalar repr)."""
     assert label_reason(np.float64(np.inf), "regression") == "bad label: target inf is not finite"
+    assert label_reason(np.float64(1e39), "regression") == "bad label: target 1e+39 is beyond float32's range (|y| > 3.4e+38), in which okl stores targets"
     assert label_reason(np.float32(np.nan), "regression") == "bad label: target nan is not finite"

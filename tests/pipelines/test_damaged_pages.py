@@ -73,3 +73,17 @@ def test_what_can_be_checked_at_launch_is_refused_before_the_job(tmp_path, capsy
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"python -m pipelines.train: error: --input {tmp_path / 'data'}: {shard}: dataset.json records 300 rows, the file holds 0")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+@pytest.mark.parametrize("offset", [DAMAGES["page header"][0], DAMAGES["compressed bytes"][0]], ids=["page header", "compressed bytes"])
+def test_sigma_median_skips_a_damaged_row_group_as_training_does(tmp_path, offset):
+    """The median's sample once read without checksums (a flipped byte in x fed it other
+    numbers) and a damaged page header ended the launch in a traceback."""
+    X, y = binary_data(N)
+    write_dataset(tmp_path / "data", X, y, "binary", n_shards=1, row_group_rows=GROUP_ROWS, classes=[-1, 1])
+    _damage(tmp_path / "data" / "part-00000-of-00001.parquet", offset)
+    result = train.run(["--input", str(tmp_path / "data"), "--learner", "fogd", "--param", "n_components=8", "--sigma", "median",
+                        "--output", str(tmp_path / "out")])
+    sample = np.delete(X, np.s_[DAMAGED * GROUP_ROWS:(DAMAGED + 1) * GROUP_ROWS], axis=0)[:1000]
+    assert result.metrics["learner"]["config"]["sigma"] == pytest.approx(okl_core.median_heuristic(sample), rel=1e-12)
+    assert result.metrics["rows"]["rejected"] == GROUP_ROWS

@@ -61,3 +61,41 @@ def test_planted_bad_rows_are_reported_and_skipped(tmp_path, mode):
     counters = result.counters
     assert (counters["train_rows_read"], counters["train_rows_rejected"], counters["rows_trained"]) == (2003, 9, 2003 - 9)
     assert counters["batches_trained"] == sum(len(StreamPlan(2003, 2, 2, 128).batches(s, r)) for s in range(2) for r in range(2))
+
+
+def test_test_set_rejects_are_counted_apart_from_the_training_rows(tmp_path):
+    """rows.rejected_by_reason once held the test set's rejects too, so it did not add up to rows.rejected."""
+    X, y = binary_data(400)
+    for name in ("train", "test"):
+        (tmp_path / name).mkdir()
+    Xt, yt = X[:100].copy(), y[:100].copy()
+    Xt[3, 0], Xt[7, 1] = np.nan, np.inf
+    _write(tmp_path / "train" / "a.parquet", X, y, 0)
+    _write(tmp_path / "test" / "a.parquet", Xt, yt, 0)
+    result = train.run(["--input", str(tmp_path / "train" / "*.parquet"), "--test", str(tmp_path / "test" / "*.parquet"), "--learner", "fogd",
+                        "--param", "n_components=16", "--sigma", "1.5", "--output", str(tmp_path / "out")])
+    rows = result.metrics["rows"]
+    assert (rows["rejected"], rows["rejected_by_reason"]) == (0, {})
+    assert (rows["test_rejected"], rows["test_rejected_by_reason"]) == (2, {"non-finite feature": 2})
+
+
+def test_values_beyond_float32_are_dead_letters_named_as_such(tmp_path):
+    """A float64 target of 1e300 once ended the job in a traceback (finite as float64, inf
+    once stored as float32); a feature of 1e300 read as a "non-finite feature"."""
+    n = 300
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 3))
+    y = X[:, 0].copy()
+    X[10, 1], y[20] = 1e300, -1e300
+    x = pa.ListArray.from_arrays(pa.array(np.arange(0, X.size + 1, 3, dtype=np.int32)), pa.array(X.reshape(-1)))
+    (tmp_path / "data").mkdir()
+    pq.write_table(pa.table({"x": x, "y": pa.array(y), "row": pa.array(np.arange(n))}), tmp_path / "data" / "a.parquet")
+    result = train.run(["--input", str(tmp_path / "data" / "*.parquet"), "--learner", "fogd_r", "--param", "n_components=16",
+                        "--sigma", "1.5", "--output", str(tmp_path / "out")])
+    with open(result.files["dead_letter"]) as f:
+        dead = {d["row"]: d["reason"] for d in map(json.loads, f)}
+    assert dead == {
+        10: "feature beyond float32's range (|x| > 3.4e+38), in which okl stores and learns features",
+        20: "bad label: target -1e+300 is beyond float32's range (|y| > 3.4e+38), in which okl stores targets",
+    }
+    assert result.metrics["rows"]["trained"] == n - 2
