@@ -232,7 +232,8 @@ def _float32_rows(learner: Learner[Any], X: ArrayLike) -> np.ndarray:
         raise ValueError(f"{learner.name}: X must hold real numbers (a plain, unmasked array), got {type(X).__name__} of {np.asarray(X).dtype}")
     try:
         with np.errstate(over="ignore"):  # finite values beyond float32's range: reported below, not warned
-            return np.asarray(X, dtype=np.float32)
+            # C order: the compiled folds are compiled for it (a Fortran-ordered X once compiled a second version, slower)
+            return np.asarray(X, dtype=np.float32, order="C")
     except (TypeError, ValueError) as err:
         raise ValueError(f"{learner.name}: X must be a 2-D array of numbers ({' '.join(str(err).split())})") from None
 
