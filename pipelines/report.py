@@ -31,7 +31,7 @@ import sys
 
 from okl_experiments.figures import plot_curves, plot_sweep, read_curves, reproduce_figures, run_spec, write_curves
 from okl_experiments.progress import progress_wanted
-from pipelines.cli import Parser, deprecate, main, prog, warn
+from pipelines.cli import Parser, deprecate, main, make_output_dir, prog, warn
 
 __all__ = ["build_parser", "run", "CURVES_FILE"]
 
@@ -82,6 +82,8 @@ def _png_path(args) -> str:
 
 
 def _make(args) -> list[str]:
+    if not getattr(args, "png", None):  # a file, "", or under a file: one line before any work
+        make_output_dir(args.output)
     if args.command == "curves":
         return [plot_curves(read_curves(args.inputs, args.top, args.metric), _png_path(args), args.title, args.log_x)]
     if args.command == "reproduce":
