@@ -66,7 +66,7 @@ from okl_core.evaluation import mean_std
 from okl_core.registry import learner_class, make_learner
 from okl_core.state import atomic_write_bytes
 from okl_experiments.data import DataSource
-from okl_experiments.grid import SearchSpace, point_key
+from okl_experiments.grid import SearchSpace, point_key, whole_as_int
 from okl_experiments.metrics import experiment_metric, experiment_metrics, ranking_metric
 from okl_experiments.params import DEFAULT_BATCH_ROWS, batch_rows_for, check_fit, check_task, learner_config, learner_params
 from okl_experiments.progress import RunProgress
@@ -127,8 +127,7 @@ def complete_config(learner: str, params: dict) -> dict | None:
         config = learner_config(make_learner(learner, **params))["params"]
     except (TypeError, ValueError):  # an invalid point fails in its runs, where it is recorded
         return None
-    whole = lambda v: isinstance(v, float) and v.is_integer()  # noqa: E731
-    return {k: int(v) if whole(v) else v for k, v in config.items()}
+    return {k: whole_as_int(v) for k, v in config.items()}
 
 
 @dataclasses.dataclass(frozen=True)

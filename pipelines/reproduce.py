@@ -80,7 +80,7 @@ def run(argv: list[str] | None = None) -> list[Outcome]:
         data_paths = {name: os.path.expanduser(path) for name, path in parse_data_paths(args.data).items()}
         with dask_client(args.scheduler, args.num_workers) as client:
             outcomes = reproduce(keys, args.data_root, client, args.runs, args.output, None if args.quiet else sys.stderr,
-                                 use_tuned=args.no_tune, data_paths=data_paths)
+                                 use_tuned=args.no_tune, data_paths=data_paths, data_root_given=args.data_root != DEFAULT_DATA_ROOT)
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"{prog('reproduce')}: error: {err}") from None
     print(table(outcomes))

@@ -38,6 +38,7 @@ from okl_experiments.data import okl_sources
 from okl_experiments.grid import SearchSpace
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 from okl_experiments.runs import dask_client
+from okl_core.learners.base import check_seed
 from okl_core.publish import StagedDirectory
 from okl_experiments.sweep import (BEST_FILE, MARKDOWN_FILE, RESULTS_FILE, SweepResult, SweepSettings, check_settings,
                                    make_points, markdown_table, read_results, sweep)
@@ -92,9 +93,7 @@ def run(argv: list[str] | None = None) -> SweepResult:
 
 def _run(args) -> SweepResult:
     learner_class(args.learner)  # unknown names fail before any work
-    for flag, value in (("--repeats", args.repeats), ("--num_workers", args.num_workers), ("--batch_rows", args.batch_rows)):
-        if value < 1:
-            raise ValueError(f"{flag} must be >= 1, got {value}")
+    _check_counts(args)
     space = SearchSpace.from_tokens(args.grid)
     if args.grid_file:
         space = SearchSpace.from_file(args.grid_file).merged(space)
@@ -129,6 +128,17 @@ def _run(args) -> SweepResult:
     if not any(row["status"] == "ok" for row in result.rows):
         raise SystemExit(f"{prog('sweep')}: error: no point succeeded (first error: {_first_error(result.rows)}); no best config written")
     return result
+
+
+def _check_counts(args) -> None:
+    """Counts and seeds, before any work (a seed of -1 would fail deep in a run, naming no flag)."""
+    counts = {"--repeats": args.repeats, "--num_workers": args.num_workers, "--batch_rows": args.batch_rows,
+              "--curve_points": args.curve_points, "--samples": args.samples}
+    for flag, value in counts.items():
+        if value is not None and value < 1:  # --samples 0 once ran the whole grid
+            raise ValueError(f"{flag} must be >= 1, got {value}")
+    check_seed("--shuffle_seed", args.shuffle_seed)
+    check_seed("--search_seed", args.search_seed)
 
 
 _SWEEP_FILES = {RESULTS_FILE, MARKDOWN_FILE, BEST_FILE}

@@ -83,8 +83,14 @@ def test_resume_matches_points_by_the_complete_config(data, tmp_path, capsys):
 
 def test_one_configuration_twice_in_a_grid_is_refused(data, tmp_path):
     assert _refused(data, tmp_path / "s", "--grid", "sigma=2,2.0", "n_components=16") == (
-        f'{ERROR}--grid: points 0 {{"sigma": 2}} and 1 {{"sigma": 2.0}} are the same learner configuration; list each value once')
+        f"{ERROR}--grid 'sigma=2,2.0': value 2.0 is listed twice")
     assert not (tmp_path / "s").exists()
+    # a value derived from the data can equal a listed one: the same configuration, refused too
+    median = _run(data, tmp_path / "m", "--grid", "sigma=median", "n_components=16").rows[0]["params"]
+    median = json.loads(median)["sigma"]
+    assert _refused(data, tmp_path / "s", "--grid", f"sigma=median,{median!r}", "n_components=16") == (
+        f'{ERROR}--grid: points 0 {{"sigma": "median"}} and 1 {{"sigma": {median!r}}} are the same learner configuration; '
+        "list each value once")
 
 
 # -- 3. used outputs, stale best.json --------------------------------------------------
@@ -193,3 +199,94 @@ def test_a_diverging_sweep_warns_nothing(tmp_path):
                                "(NaN or inf in the scores, model or errors)); no best config written")
     rows, _ = read_results(str(tmp_path / "s" / "results.parquet"))
     assert [r["status"] for r in rows] == ["diverged"]
+
+
+# -- 5. report metrics: one table of names, unknown ones refused; --top ----------------------
+@pytest.fixture(scope="module")
+def grid_table(data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("grid") / "s"
+    _run(data, out, "--grid", "sigma=1,2", "eta=0.1,0.2", "n_components=16")
+    return str(out / "results.parquet")
+
+
+@pytest.mark.parametrize("metric", ["bogus", "online_mse"])
+def test_report_curves_refuses_a_metric_the_table_does_not_hold(grid_table, tmp_path, metric):
+    with pytest.raises(SystemExit) as done:
+        report.run(["curves", grid_table, "--metric", metric, "--output", str(tmp_path / "f")])
+    assert str(done.value) == (f"python -m pipelines.report: error: --metric {metric!r} is not in {grid_table} "
+                               "(it has ['online_mistake_rate'])")
+    assert not (tmp_path / "f" / "online_error.png").exists()
+
+
+@pytest.mark.parametrize("top", ["0", "-1"])
+def test_report_curves_refuses_top_below_one(grid_table, tmp_path, top):
+    with pytest.raises(SystemExit) as done:
+        report.run(["curves", grid_table, "--top", top, "--output", str(tmp_path / "f")])
+    assert str(done.value) == f"python -m pipelines.report: error: --top must be >= 1, got {top}"
+
+
+def test_report_takes_the_old_metric_names_sweep_takes(grid_table, tmp_path):
+    written = report.run(["sweep", grid_table, "--metric", "online_error", "--output", str(tmp_path / "f")])
+    assert [os.path.basename(p) for p in written] == ["sweep_sigma.png", "sweep_eta.png", "sweep_heatmap_sigma_eta.png"]
+    assert report.run(["curves", grid_table, "--metric", "online_error", "--output", str(tmp_path / "c")]) == [
+        str(tmp_path / "c" / "online_error.png")]
+
+
+# -- 7. heatmaps: validated before any figure, values normalised -----------------------------
+@pytest.mark.parametrize("pair, message", [
+    ("sigma,bogus", "--heatmap: 'bogus' is not a parameter of this sweep"),
+    ("sigma,sigma", "--heatmap needs two different parameters A,B, got 'sigma,sigma'"),
+])
+def test_report_sweep_refuses_a_bad_heatmap_before_writing_any_figure(grid_table, tmp_path, pair, message):
+    with pytest.raises(SystemExit) as done:
+        report.run(["sweep", grid_table, "--heatmap", pair, "--output", str(tmp_path / "f")])
+    assert str(done.value) == f"python -m pipelines.report: error: {message}"
+    assert os.listdir(tmp_path / "f") == []
+
+
+def test_heatmap_takes_2_and_2_0_as_one_value(data, tmp_path):
+    from okl_experiments.figures import plot_sweep
+    from okl_experiments.sweep import Point
+
+    train = okl_source(data)
+    base = {"n_inputs": 5, "n_components": 16}
+    points = [Point(i, {"sigma": s, "eta": e}, {**base, "sigma": s, "eta": e})
+              for i, (s, e) in enumerate([(2, 0.1), (2.0, 0.2), (4, 0.1), (4, 0.2)])]
+    sweep(SweepSettings("fogd", train), points, out_dir=str(tmp_path / "s"), swept=["sigma", "eta"])
+    written = plot_sweep(str(tmp_path / "s" / "results.parquet"), str(tmp_path / "f"), heatmap=("sigma", "eta"))
+    assert [os.path.basename(p) for p in written] == ["sweep_sigma.png", "sweep_eta.png", "sweep_heatmap_sigma_eta.png"]
+
+
+# -- 8. grid syntax and counts ----------------------------------------------------------
+@pytest.mark.parametrize("flags, message", [
+    (["--grid", "sigma=2,,4"], "--grid 'sigma=2,,4': empty value in the list (separate values by single commas)"),
+    (["--grid", "sigma=2,2"], "--grid 'sigma=2,2': value 2 is listed twice"),
+    (["--grid", "sigma=2", "--samples", "0"], "--samples must be >= 1, got 0"),
+    (["--grid", "sigma=2", "--curve_points", "0"], "--curve_points must be >= 1, got 0"),
+    (["--grid", "sigma=2", "--curve_points", "-5"], "--curve_points must be >= 1, got -5"),
+    (["--grid", "sigma=2", "--shuffle_seed", "-1"], "--shuffle_seed must be an integer >= 0, got -1"),
+    (["--grid", "sigma=2", "--search_seed", "-1"], "--search_seed must be an integer >= 0, got -1"),
+    (["--grid", "n_components=1.5:1.9", "--samples", "2"],
+     "--grid n_components: an integer range must hold an integer, got [1.5, 1.9] (n_components is an integer parameter)"),
+])
+def test_bad_grid_and_counts_are_refused_before_any_run(data, tmp_path, flags, message):
+    assert _refused(data, tmp_path / "s", *flags) == ERROR + message
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_whole_float_is_taken_for_an_integer_parameter(data, tmp_path):
+    result = _run(data, tmp_path / "s", "--grid", "n_components=1.6e1", "sigma=2")
+    assert [r["status"] for r in result.rows] == ["ok"] and result.best["params"]["n_components"] == 16
+
+
+@pytest.mark.parametrize("content, message", [
+    ({"sigma": []}, "'sigma': a list of values must not be empty"),
+    ({"sigma": {"low": 1, "high": 4, "log": "no"}}, "'sigma': 'log' must be true or false, got \"no\""),
+    ({"sigma": {"low": 1, "high": 4, "int": 1}}, "'sigma': 'int' must be true or false, got 1"),
+    ({"n_components": {"low": 1.5, "high": 1.9, "int": True}}, "'n_components': an integer range must hold an integer, got [1.5, 1.9]"),
+    ({"sigma": [2, 2.0]}, "'sigma': value 2.0 is listed twice"),
+])
+def test_grid_file_errors_name_the_file_and_parameter(data, tmp_path, content, message):
+    path = tmp_path / "grid.json"
+    path.write_text(json.dumps(content))
+    assert _refused(data, tmp_path / "s", "--grid_file", str(path), "--samples", "2") == f"{ERROR}{path}: {message}"
