@@ -61,8 +61,11 @@ class Prequential:
         self.n += len(y)
         if self.task == "regression":
             err = np.asarray(scores, dtype=np.float64) - y
-            self.sum_squared_error += float(err @ err)
-            self.sum_absolute_error += float(np.abs(err).sum())
+            # A diverging learner's errors overflow here; the sums turn inf and the run is
+            # reported as diverged (okl_core.divergence), so numpy's RuntimeWarning adds nothing.
+            with np.errstate(over="ignore"):
+                self.sum_squared_error += float(err @ err)
+                self.sum_absolute_error += float(np.abs(err).sum())
             return self
         wrong = labels_from_scores(self.task, scores) != y
         self.mistakes += int(wrong.sum())

@@ -44,7 +44,8 @@ import numpy as np
 from okl_core.evaluation import OnlineRun
 from okl_core.state import atomic_write_bytes
 from okl_experiments.data import okl_source, real_source
-from okl_experiments.metrics import headline, job_curves, metric_label, metric_of
+from okl_experiments.grid import whole_as_int
+from okl_experiments.metrics import experiment_metric, headline, job_curves, metric_label, metric_of
 from okl_experiments.params import batch_rows_for, build_learner
 from okl_experiments.progress import RunProgress
 from okl_experiments.runs import RunTask, run_task
@@ -91,9 +92,24 @@ def write_curves(path: str, curves: list[Curve]) -> str:
     return write_json(path, [_record(c.label, c.metric, c.n, c.value) for c in curves], indent=1)
 
 
+def table_metric(path: str, meta: dict, metric: str | None) -> str:
+    """The metric of a results table to rank or plot by: ``metric`` under today's name (the
+    names ``sweep --rank_by`` takes), or the one the sweep ranked by.
+
+    Raises
+    ------
+    ValueError
+        ``metric`` is not recorded in the table (unknown, another task's, ``test_*`` without a test set).
+    """
+    metric = experiment_metric(metric) if metric else meta.get("rank_by", meta["metrics"][0])
+    if metric not in meta["metrics"]:
+        raise ValueError(f"--metric {metric!r} is not in {path} (it has {meta['metrics']})")
+    return metric
+
+
 def _curves_from_results(path: str, top: int, metric: str | None) -> list[Curve]:
     rows, meta = read_results(path)
-    metric = metric or meta.get("rank_by", meta["metrics"][0])
+    metric = table_metric(path, meta, metric)
     swept = [k[len("param_"):] for k in (rows[0] if rows else {}) if k.startswith("param_")]
     curves = []
     for row in ranked(rows, metric)[:top]:
@@ -202,18 +218,18 @@ def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tupl
     or a scatter coloured by the metric for a random search.
     """
     rows, meta = read_results(path)
-    metric = metric or meta.get("rank_by", meta["metrics"][0])
-    if metric not in meta["metrics"]:
-        raise ValueError(f"--metric {metric!r} is not in {path} (it has {meta['metrics']})")
+    metric = table_metric(path, meta, metric)
     ok = [r for r in rows if r["status"] == "ok" and r.get(f"{metric}_mean") is not None and not math.isnan(r[f"{metric}_mean"])]
     if not ok:
         raise ValueError(f"{path}: no successful point to plot")
-    params = [json.loads(r["params"]) for r in ok]
+    # 2 and 2.0 are one value (one tick, one cell), as they are one configuration
+    params = [{k: whole_as_int(v) for k, v in json.loads(r["params"]).items()} for r in ok]
     # The sweep's own order of parameters (its param_ columns), then any other that varies.
     names = [k[len("param_"):] for k in rows[0] if k.startswith("param_")] + [k for p in params for k in p]
     swept = [k for k in dict.fromkeys(names) if len({json.dumps(p.get(k)) for p in params}) > 1]
     if not swept:
         raise ValueError(f"{path}: no parameter varies between the successful points")
+    _check_heatmap(heatmap, params)  # before any figure is written
     scale = 1.0  # fractions, as every okl output states them
     ylabel = metric
     plt = _pyplot()
@@ -270,11 +286,19 @@ def _ranked_note(metric: str, meta: dict) -> str:
     return " (the ranking metric)" if metric == rank_by else f" (ranked by {rank_by})"
 
 
-def _heatmap(plt, params, rows, pair, metric, scale, ylabel, out_dir) -> str:
-    a, b = pair
+def _check_heatmap(pair: tuple[str, str] | None, params: list[dict]) -> None:
+    """Refuse a heatmap pair that is not two different parameters of the sweep."""
+    if pair is None:
+        return
+    if len(pair) != 2 or pair[0] == pair[1]:
+        raise ValueError(f"--heatmap needs two different parameters A,B, got {','.join(pair)!r}")
     for name in pair:
         if not any(name in p for p in params):
             raise ValueError(f"--heatmap: {name!r} is not a parameter of this sweep")
+
+
+def _heatmap(plt, params, rows, pair, metric, scale, ylabel, out_dir) -> str:
+    a, b = pair
     xa = [p.get(a) for p in params]
     xb = [p.get(b) for p in params]
     values = [r[f"{metric}_mean"] * scale for r in rows]

@@ -9,7 +9,9 @@ is read the same way)::
     theta=0.5..2         uniform range (random search only)
 
 Ranges of integer parameters (the learner's config field is an ``int``, or a file says
-``"int": true``) draw rounded integers.
+``"int": true``) draw rounded integers, and must hold one; whole numbers written as floats
+(``n_components=1e2``) are taken as integers for them. A list holds each value once
+(``2`` and ``2.0`` are one value) and no empty value (``sigma=2,,4``).
 
 Values are JSON scalars when they parse as JSON (``8`` -> int, ``0.5`` -> float,
 ``true``/``false``/``null``), else strings (``kernel=gaussian,laplacian``).
@@ -36,7 +38,7 @@ from typing import Any, Union
 
 from okl_core.random import block_bit_generator, uniform_open
 
-__all__ = ["Choice", "Range", "SearchSpace", "parse_value", "parse_assignment", "point_key"]
+__all__ = ["Choice", "Range", "SearchSpace", "parse_value", "parse_assignment", "point_key", "whole_as_int"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +50,12 @@ class Choice:
     def __post_init__(self):
         if not self.values:
             raise ValueError("a list of values must not be empty")
+        seen = set()
+        for value in self.values:
+            key = (type(value) is bool, whole_as_int(value)) if isinstance(value, (int, float)) else (None, json.dumps(value))
+            if key in seen:
+                raise ValueError(f"value {json.dumps(value)} is listed twice")
+            seen.add(key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +75,8 @@ class Range:
             raise ValueError(f"range low must be < high, got {self.low!r} >= {self.high!r}")
         if self.log and self.low <= 0:
             raise ValueError(f"a log-uniform range needs low > 0, got {self.low!r} (use lo..hi for a uniform range)")
+        if self.integer and math.ceil(self.low) > math.floor(self.high):  # every draw would round outside it
+            raise ValueError(f"an integer range must hold an integer, got [{self.low!r}, {self.high!r}]")
 
     def draw(self, u: float):
         """The value at quantile ``u`` in (0, 1)."""
@@ -80,6 +90,13 @@ class Range:
 
 
 Dimension = Union[Choice, Range]
+
+
+def whole_as_int(value):
+    """``value`` with a whole float written as an int (``8.0`` -> ``8``): one spelling of one number."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def parse_value(text: str) -> Any:
@@ -113,7 +130,13 @@ def parse_dimension(text: str, where: str = "value") -> Dimension:
                 return Range(lo, hi, log=log)
             except ValueError as err:
                 raise ValueError(f"{where}: {err}") from None
-    return Choice(tuple(parse_value(v.strip()) for v in text.split(",")))
+    values = [v.strip() for v in text.split(",")]
+    if "" in values:
+        raise ValueError(f"{where}: empty value in the list (separate values by single commas)")
+    try:
+        return Choice(tuple(parse_value(v) for v in values))
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
 
 
 def parse_assignment(token: str) -> tuple[str, Dimension]:
@@ -132,13 +155,19 @@ def _dimension_from_file(name: str, value: Any, path: str) -> Dimension:
     if isinstance(value, list):
         if any(isinstance(v, (list, dict)) for v in value):
             raise ValueError(f"{where}: list values must be scalars")
-        return Choice(tuple(value))
+        try:
+            return Choice(tuple(value))
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
     if isinstance(value, dict):
         unknown = set(value) - {"low", "high", "log", "int"}
         if unknown or not {"low", "high"} <= set(value):
             raise ValueError(f"{where}: a range is {{'low', 'high', 'log', 'int'}}, got keys {sorted(value)}")
+        for flag in ("log", "int"):
+            if not isinstance(value.get(flag, False), bool):  # "no" would be true
+                raise ValueError(f"{where}: {flag!r} must be true or false, got {json.dumps(value[flag])}")
         try:
-            return Range(value["low"], value["high"], log=bool(value.get("log", True)), integer=bool(value.get("int", False)))
+            return Range(value["low"], value["high"], log=value.get("log", True), integer=value.get("int", False))
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
     return Choice((value,))
@@ -206,9 +235,19 @@ class SearchSpace:
         return SearchSpace({**self.dims, **other.dims})
 
     def with_integers(self, names) -> "SearchSpace":
-        """This space with the ranges of ``names`` drawing integers."""
-        return SearchSpace({n: dataclasses.replace(d, integer=True) if isinstance(d, Range) and n in names else d
-                            for n, d in self.dims.items()})
+        """This space with the ranges of ``names`` drawing integers and their whole values as ints (``1e2`` -> 100)."""
+        dims: dict[str, Dimension] = {}
+        for n, d in self.dims.items():
+            try:
+                if n not in names:
+                    dims[n] = d
+                elif isinstance(d, Range):
+                    dims[n] = dataclasses.replace(d, integer=True)
+                else:
+                    dims[n] = Choice(tuple(whole_as_int(v) for v in d.values))
+            except ValueError as err:
+                raise ValueError(f"--grid {n}: {err} ({n} is an integer parameter)") from None
+        return SearchSpace(dims)
 
     @property
     def swept(self) -> list[str]:

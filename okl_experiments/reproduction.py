@@ -367,6 +367,7 @@ class Outcome:
     seconds: float = 0.0
     curve_n: list = dataclasses.field(default_factory=list)
     curve_value: list = dataclasses.field(default_factory=list)
+    data_paths: dict = dataclasses.field(default_factory=dict)  # name -> {"path", "rows"} of each --data it used
 
     @property
     def diff(self) -> float:
@@ -378,7 +379,11 @@ class Outcome:
                 "reason": self.reason, "ours_mean": self.mean, "ours_std": self.std, "runs": self.runs, "paper": s.paper,
                 "paper_std": s.paper_std, "diff": self.diff if self.status == "ok" else None, "source": s.source,
                 "params": self.params, "seconds": self.seconds, "note": s.note,
-                "curve": {"n": self.curve_n, "value": self.curve_value}}
+                "curve": {"n": self.curve_n, "value": self.curve_value}, "data_paths": self.data_paths}
+
+    def data_note(self) -> str:
+        """The ``--data`` copies this setting used, for the table: ``--data a9a=PATH (2,000 rows)``."""
+        return "; ".join(f"--data {name}={d['path']} ({d['rows']:,} rows)" for name, d in sorted(self.data_paths.items()))
 
 
 def _skip_reason(setting: Setting, data_root: str, data_paths: dict[str, str]) -> str | None:
@@ -407,6 +412,23 @@ def parse_data_paths(items: list[str] | None) -> dict[str, str]:
     return paths
 
 
+def check_data_paths(data_paths: dict[str, str], settings: list[Setting]) -> None:
+    """Refuse a ``--data`` the user gave that would be ignored or could only skip its settings.
+
+    Raises
+    ------
+    ValueError
+        A data set no selected setting uses, or a path (of comma-separated files, any) that does not exist.
+    """
+    used = {name for s in settings for name in (s.data, s.test) if name}
+    for name, path in sorted(data_paths.items()):
+        if name not in used:
+            raise ValueError(f"--data {name}={path}: no selected setting uses data set {name!r} (they use {', '.join(sorted(used))})")
+        missing = [p for p in path.split(",") if not os.path.exists(p)]
+        if missing:
+            raise ValueError(f"--data {name}={path}: {missing[0]} does not exist")
+
+
 def run_setting(setting: Setting, data_root: str, client=None, runs: int | None = None, out_dir: str | None = None,
                 progress=None, use_tuned: bool = False, data_paths: dict[str, str] | None = None) -> Outcome:
     """Run one setting (tuning first if it has a grid); never raises for a failing learner.
@@ -425,6 +447,8 @@ def run_setting(setting: Setting, data_root: str, client=None, runs: int | None 
         test = real_source(setting.test, data_root, data_paths.get(setting.test)) if setting.test else None
     except (ValueError, OSError) as err:  # a user's file that does not parse: this setting fails, the others run
         return Outcome(setting, "error", str(err), seconds=time.perf_counter() - started)
+    used = {name: {"path": data_paths[name], "rows": source.n_rows}
+            for name, source in ((setting.data, train), (setting.test, test)) if name in data_paths and source is not None}
     sub = (lambda name: os.path.join(out_dir, setting.key, name)) if out_dir else (lambda name: None)
     base, tune = setting.params, setting.tune
     if use_tuned and setting.tuned:
@@ -450,10 +474,10 @@ def run_setting(setting: Setting, data_root: str, client=None, runs: int | None 
         return Outcome(setting, "error", str(err), seconds=time.perf_counter() - started)
     row = final.rows[0]
     if row["status"] != "ok":
-        return Outcome(setting, "error", row["error"], params=chosen, seconds=time.perf_counter() - started)
+        return Outcome(setting, "error", row["error"], params=chosen, seconds=time.perf_counter() - started, data_paths=used)
     return Outcome(setting, "ok", mean=row[f"{setting.metric}_mean"], std=row[f"{setting.metric}_std"], runs=row["runs"],
                    params={k: v for k, v in chosen.items() if k not in ("n_inputs", "n_classes")},
-                   seconds=time.perf_counter() - started, curve_n=row["curve_n"], curve_value=row["curve_value"])
+                   seconds=time.perf_counter() - started, curve_n=row["curve_n"], curve_value=row["curve_value"], data_paths=used)
 
 
 def table(outcomes: list[Outcome]) -> str:
@@ -465,9 +489,10 @@ def table(outcomes: list[Outcome]) -> str:
         data = s.data + (f" -> {s.test}" if s.test else "")
         if o.status == "ok":
             rows.append([s.key, s.learner, data, s.metric, _value(s.metric, o.mean, o.std), str(o.runs), _paper(s),
-                         "" if math.isnan(o.diff) else _value(s.metric, o.diff, sign=True), f"{o.seconds:.0f}", "; ".join(filter(None, [s.source, s.note]))])
+                         "" if math.isnan(o.diff) else _value(s.metric, o.diff, sign=True), f"{o.seconds:.0f}",
+                         "; ".join(filter(None, [s.source, s.note, o.data_note()]))])
         else:
-            rows.append([s.key, s.learner, data, s.metric, o.status, "", _paper(s), "", "", o.reason])
+            rows.append([s.key, s.learner, data, s.metric, o.status, "", _paper(s), "", "", "; ".join(filter(None, [o.reason, o.data_note()]))])
     return markdown_table(head, rows)
 
 
@@ -495,14 +520,19 @@ def settings_lines() -> list[str]:
 
 def reproduce(keys: list[str] | None = None, data_root: str = DEFAULT_DATA_ROOT, client=None, runs: int | None = None,
               out_dir: str | None = None, progress=None, use_tuned: bool = False,
-              data_paths: dict[str, str] | None = None) -> list[Outcome]:
+              data_paths: dict[str, str] | None = None, data_root_given: bool = False) -> list[Outcome]:
     """Run the settings named in ``keys`` (keys or learner names; all when None) and return their outcomes.
 
-    ``data_paths``: ``--data NAME=PATH`` (:func:`run_setting`)."""
+    ``data_paths``: ``--data NAME=PATH`` (:func:`run_setting`). ``data_root_given``: the user
+    named ``data_root``, so a missing one is an error, not every setting skipped."""
     chosen = SETTINGS if not keys else [s for s in SETTINGS if s.key in keys or s.learner in keys]
     unknown = sorted(set(keys or ()) - {s.key for s in SETTINGS} - {s.learner for s in SETTINGS})
     if unknown:
         raise ValueError(f"--only: unknown setting(s) {unknown}; see --list")
+    check_data_paths(data_paths or {}, chosen)
+    needed = sorted({n for s in chosen for n in (s.data, s.test) if n and n not in (data_paths or {})})
+    if data_root_given and needed and not os.path.isdir(data_root):
+        raise ValueError(f"--data_root {data_root} is not a directory (it should hold {', '.join(needed)})")
     outcomes = []
     for setting in chosen:
         if progress is not None:

@@ -188,6 +188,15 @@ def _quiet_worker_logs():
     return QuietWorkerLogs()
 
 
+def _connect(client_class, scheduler: str):
+    """A client of the scheduler at ``scheduler``; ValueError naming ``--scheduler`` when none answers there."""
+    try:
+        return client_class(scheduler)
+    except (OSError, TimeoutError, ValueError, TypeError) as err:  # refused, timed out, an address Dask cannot parse
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ValueError(f"--scheduler {scheduler}: cannot connect to a Dask scheduler there ({reason})") from None
+
+
 @contextlib.contextmanager
 def dask_client(scheduler: str | None = None, workers: int = 2, dashboard: bool = False):
     """A ``distributed.Client`` for ``scheduler`` (None: a new LocalCluster; ``"serial"``: None).
@@ -206,7 +215,7 @@ def dask_client(scheduler: str | None = None, workers: int = 2, dashboard: bool 
     from distributed import Client, LocalCluster  # before dask.config.set: loads distributed's defaults
 
     if scheduler:
-        client = Client(scheduler)
+        client = _connect(Client, scheduler)
         try:
             yield client
         finally:

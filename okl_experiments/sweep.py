@@ -31,7 +31,10 @@ How it runs
   the row it diverged at in ``error``; such a point is never ranked or chosen as best.
 * ``resume`` keeps the points of ``OUTPUT/results.parquet`` whose status is ``ok`` or
   ``diverged`` and runs the rest (failed points are retried). The settings that change the numbers (learner,
-  data, test data, repeats, order, seeds, batch rows) must match the file's.
+  data, test data, repeats, order, seeds, batch rows, curve points) must match the file's, and
+  every point of the file must be one of this sweep's (a space may grow, never change):
+  points are matched by their complete learner configuration (:attr:`Point.identity`).
+  ``best.json`` is deleted before the table changes and written again when a point is chosen.
 * The best point by ``metric`` (lower is better; ties: lower point index) is written to
   ``OUTPUT/best.json`` as ``{"learner": name, "params": {...}}`` with the learner's complete
   configuration: the format ``pipelines.train --config`` reads, and ``make_learner(name,
@@ -63,7 +66,7 @@ from okl_core.evaluation import mean_std
 from okl_core.registry import learner_class, make_learner
 from okl_core.state import atomic_write_bytes
 from okl_experiments.data import DataSource
-from okl_experiments.grid import SearchSpace, point_key
+from okl_experiments.grid import SearchSpace, point_key, whole_as_int
 from okl_experiments.metrics import experiment_metric, experiment_metrics, ranking_metric
 from okl_experiments.params import DEFAULT_BATCH_ROWS, batch_rows_for, check_fit, check_task, learner_config, learner_params
 from okl_experiments.progress import RunProgress
@@ -80,6 +83,7 @@ __all__ = [
     "ranked",
     "markdown_table",
     "best_config",
+    "check_settings",
 ]
 
 RESULTS_FILE = "results.parquet"
@@ -93,15 +97,37 @@ _FINISHED = ("ok", "diverged")  # statuses --resume keeps: a diverged point woul
 # -- points, settings, results -----------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """A grid point: its index, the varying values, and the full learner parameters."""
+    """A grid point: its index, the varying values, and the full learner parameters.
+
+    ``config`` is the learner's complete configuration (defaults filled in; None when the
+    parameters do not make a learner): :attr:`identity` compares points by it.
+    """
 
     index: int
     swept: dict
     params: dict
+    config: dict | None = None
 
     @property
     def key(self) -> str:
+        """The parameters as given: the table's ``params`` column."""
         return point_key(self.params)
+
+    @property
+    def identity(self) -> str:
+        """What ``--resume`` matches finished points by: the complete configuration, so a
+        default typed out (``sigma=8``) or left out is one and the same point."""
+        return point_key(self.config) if self.config is not None else self.key
+
+
+def complete_config(learner: str, params: dict) -> dict | None:
+    """The complete configuration of ``learner`` made from ``params`` (None: they make none),
+    whole floats written as integers: ``sigma=8`` and the default ``8.0`` are one configuration."""
+    try:
+        config = learner_config(make_learner(learner, **params))["params"]
+    except (TypeError, ValueError):  # an invalid point fails in its runs, where it is recorded
+        return None
+    return {k: whole_as_int(v) for k, v in config.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +152,7 @@ class SweepSettings:
             "shuffle_seed": self.shuffle_seed,
             "reseed": self.reseed,
             "batch_rows": self.batch_rows,
+            "curve_points": self.curve_points,
         }
 
     @property
@@ -296,6 +323,24 @@ class SweepResult:
     task_results: list[dict] = dataclasses.field(default_factory=list)
 
 
+def check_settings(settings: SweepSettings, metric: str | None = None) -> str:
+    """The ranking metric (``metric`` under today's name, or the default), after checking that
+    ``settings`` can run: ``--reseed`` needs a ``seed`` parameter, the metric must be recorded.
+
+    Raises
+    ------
+    ValueError
+        One line naming the flag.
+    """
+    metric = experiment_metric(metric) if metric else settings.default_metric()
+    if settings.reseed and "seed" not in {f.name for f in dataclasses.fields(learner_class(settings.learner).config_class)}:
+        raise ValueError(f"--reseed: learner {settings.learner} has no seed parameter (its runs differ only by the order of the rows)")
+    if metric not in settings.metric_names():
+        raise ValueError(f"--rank_by {metric!r} is not available here; choose from {settings.metric_names()}"
+                         + ("" if settings.test is not None else " (test_* metrics need --test)"))
+    return metric
+
+
 def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None = None, metric: str | None = None,
           resume: bool = False, client=None, space: dict | None = None, swept: list[str] | None = None,
           progress=None, on_result: Callable[[dict], None] | None = None) -> SweepResult:
@@ -323,12 +368,7 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
     on_result : callable, optional
         Called with each run's raw result as it arrives.
     """
-    metric = experiment_metric(metric) if metric else settings.default_metric()
-    if settings.reseed and "seed" not in {f.name for f in dataclasses.fields(learner_class(settings.learner).config_class)}:
-        raise ValueError(f"--reseed: learner {settings.learner} has no seed parameter (its runs differ only by the order of the rows)")
-    if metric not in settings.metric_names():
-        raise ValueError(f"--rank_by {metric!r} is not available here; choose from {settings.metric_names()}"
-                         + ("" if settings.test is not None else " (test_* metrics need --test)"))
+    metric = check_settings(settings, metric)
     swept = list(swept) if swept is not None else list(dict.fromkeys(k for p in points for k in p.swept))
     space = space or {}
     results_path = os.path.join(out_dir, RESULTS_FILE) if out_dir else None
@@ -336,8 +376,10 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
         os.makedirs(out_dir, exist_ok=True)
     if resume and not results_path:
         raise ValueError("resume needs an output directory")
-    done_rows = _finished_rows(results_path, settings, progress) if resume else {}
-    todo = [p for p in points if p.key not in done_rows]
+    done_rows = _finished_rows(results_path, settings, points, progress) if resume else {}
+    if out_dir:
+        _remove_best(out_dir)
+    todo = [p for p in points if p.identity not in done_rows]
     rows = _kept_rows(points, done_rows)
     tasks = [t for p in todo for t in settings.tasks(p)]
     by_index = {p.index: p for p in todo}
@@ -369,26 +411,55 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
                        results_path=results_path, best_path=best_path, task_results=all_results)
 
 
-def _finished_rows(results_path: str, settings: SweepSettings, progress) -> dict[str, dict]:
-    """The ``ok`` rows of an earlier sweep by point key (its settings must match)."""
+_LEGACY_SETTINGS = {"curve_points": 64}  # tables written before a setting was recorded: its value then
+
+
+def _finished_rows(results_path: str, settings: SweepSettings, points: list[Point], progress) -> dict[str, dict]:
+    """The finished rows of an earlier sweep by :attr:`Point.identity`.
+
+    Its settings must match, and each of its points must be one of ``points``: a resume may
+    add points to a space (a longer list, more samples), never mix another space's points
+    into this table (they would be ranked and chosen as best under this sweep's name).
+    """
     if not os.path.exists(results_path):
         if progress is not None:
             print(f"--resume: nothing at {results_path} yet, running every point", file=progress)
         return {}
     old_rows, meta = read_results(results_path)
-    mismatched = sorted(k for k, v in settings.identity().items() if meta["settings"].get(k) != v)
+    stored = {**_LEGACY_SETTINGS, **meta["settings"]}
+    mismatched = sorted(k for k, v in settings.identity().items() if stored.get(k) != v)
     if mismatched:
         raise ValueError(f"--resume: {results_path} was made with other settings ({', '.join(mismatched)} differ); "
                          "use another --output or the same settings")
-    return {r["params"]: r for r in old_rows if r["status"] in _FINISHED}
+    by_identity = {point_key(complete_config(settings.learner, json.loads(r["params"])) or json.loads(r["params"])): r
+                   for r in old_rows}
+    outside = [r for k, r in by_identity.items() if k not in {p.identity for p in points}]
+    if outside:
+        raise ValueError(f"--resume: {results_path} holds {len(outside)} point(s) outside this search space "
+                         f"(point {outside[0]['point']}: {outside[0]['params']}); it was made over {json.dumps(meta.get('space'))}, "
+                         "this sweep's points do not include them: resume with that space (more values may be added), "
+                         "use another --output, or --overwrite")
+    return {k: r for k, r in by_identity.items() if r["status"] in _FINISHED}
 
 
 def _kept_rows(points: list[Point], done_rows: dict[str, dict]) -> list[dict]:
-    """Earlier rows renumbered: this grid's points keep their index, others follow them."""
-    rows = [dict(done_rows[p.key], point=p.index) for p in points if p.key in done_rows]
-    current = {p.key for p in points}
-    extra = sorted((r for k, r in done_rows.items() if k not in current), key=lambda r: r["point"])
-    return rows + [dict(r, point=len(points) + i) for i, r in enumerate(extra)]
+    """The earlier rows of this sweep's points, as this sweep names them (index, parameters)."""
+    return [_as_point(done_rows[p.identity], p) for p in points if p.identity in done_rows]
+
+
+def _as_point(row: dict, point: Point) -> dict:
+    """``row`` under ``point``'s index, parameters and swept columns (an equal config typed otherwise)."""
+    row = {k: v for k, v in row.items() if not k.startswith("param_")}
+    return {**row, "point": point.index, "params": point.key, **{f"param_{n}": v for n, v in point.swept.items()}}
+
+
+def _remove_best(out_dir: str) -> None:
+    """Delete ``best.json`` before the results change: it never outlives the table it was chosen
+    from (a sweep that chooses none, or is interrupted, leaves none)."""
+    try:
+        os.remove(os.path.join(out_dir, BEST_FILE))
+    except FileNotFoundError:
+        pass
 
 
 def make_points(learner: str, space: SearchSpace, source: DataSource, samples: int | None = None, search_seed: int = 0) -> list[Point]:
@@ -407,11 +478,22 @@ def make_points(learner: str, space: SearchSpace, source: DataSource, samples: i
     swept, facts = space.swept, source.facts()
     for v in values:
         check_fit(learner, v, facts)
-    points = [Point(i, {k: v[k] for k in swept}, learner_params(learner, v, facts)) for i, v in enumerate(values)]
+    points = []
+    for i, v in enumerate(values):
+        params = learner_params(learner, v, facts)
+        points.append(Point(i, {k: v[k] for k in swept}, params, complete_config(learner, params)))
     for point in points:
-        try:
-            built = make_learner(learner, **point.params)
-        except (TypeError, ValueError):  # an invalid value fails that point's runs, where it is recorded
-            continue
-        check_task(built, facts)
+        if point.config is not None:  # an invalid value fails that point's runs, where it is recorded
+            check_task(make_learner(learner, **point.params), facts)
+    _refuse_repeated(points)
     return points
+
+
+def _refuse_repeated(points: list[Point]) -> None:
+    """Two points of one configuration (``sigma=2,2.0``) would run it twice and list it twice."""
+    seen: dict[str, Point] = {}
+    for point in points:
+        first = seen.setdefault(point.identity, point)
+        if first is not point:
+            raise ValueError(f"--grid: points {first.index} {point_key(first.swept)} and {point.index} {point_key(point.swept)} "
+                             "are the same learner configuration; list each value once")

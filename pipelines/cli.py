@@ -33,7 +33,8 @@ import signal
 import sys
 from typing import Callable, Sequence
 
-__all__ = ["Parser", "deprecate", "prog", "okl_names", "warn", "main", "running_as_command", "INTERRUPTED_STATUS"]
+__all__ = ["Parser", "deprecate", "prog", "okl_names", "warn", "main", "running_as_command", "INTERRUPTED_STATUS",
+           "check_output_dir", "make_output_dir", "output_error"]
 
 INTERRUPTED_STATUS = 130
 """Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
@@ -111,6 +112,47 @@ class Parser(argparse.ArgumentParser):
                 token = name + eq + value
             out.append(token)
         return out
+
+
+def check_output_dir(path: str, flag: str = "--output") -> None:
+    """Refuse an output directory that is empty text or names a file, in one line naming ``flag``.
+
+    Raises
+    ------
+    ValueError
+        ``flag is empty: give a directory`` or ``flag PATH is a file, not a directory``.
+    """
+    if not path.strip():  # "" would write into the current directory
+        raise ValueError(f"{flag} is empty: give a directory")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{flag} {path} is a file, not a directory")
+
+
+def output_error(err: OSError, path: str, flag: str = "--output") -> ValueError:
+    """One line naming ``flag`` for ``err``, raised making or publishing the output ``path``."""
+    if err.errno is None:  # okl's own refusal (okl_core.publish): already a sentence naming the folder
+        return ValueError(f"{flag} {err}")
+    return ValueError(f"{flag} {path}: cannot write there ({err.strerror or err}: {err.filename or path})")
+
+
+def make_output_dir(path: str, flag: str = "--output") -> str:
+    """Make the output directory ``path`` (and its parents) before any work; returns ``path``.
+
+    Checked up front so that a long run never ends in a traceback over where its results go.
+
+    Raises
+    ------
+    ValueError
+        One line naming ``flag``: empty, a file, under a file, or not writable (``/proc/x``).
+    """
+    check_output_dir(path, flag)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        raise output_error(err, path, flag) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {path}: cannot write there (permission denied)")
+    return path
 
 
 def deprecate(parser: Parser, old: str, new: str) -> None:

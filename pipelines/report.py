@@ -31,7 +31,7 @@ import sys
 
 from okl_experiments.figures import plot_curves, plot_sweep, read_curves, reproduce_figures, run_spec, write_curves
 from okl_experiments.progress import progress_wanted
-from pipelines.cli import Parser, deprecate, main, prog, warn
+from pipelines.cli import Parser, deprecate, main, make_output_dir, prog, warn
 
 __all__ = ["build_parser", "run", "CURVES_FILE"]
 
@@ -82,14 +82,18 @@ def _png_path(args) -> str:
 
 
 def _make(args) -> list[str]:
+    if not getattr(args, "png", None):  # a file, "", or under a file: one line before any work
+        make_output_dir(args.output)
     if args.command == "curves":
+        if args.top < 1:
+            raise ValueError(f"--top must be >= 1, got {args.top}")
         return [plot_curves(read_curves(args.inputs, args.top, args.metric), _png_path(args), args.title, args.log_x)]
     if args.command == "reproduce":
         return reproduce_figures(args.inputs, args.output)
     if args.command == "sweep":
         pair = tuple(x.strip() for x in args.heatmap.split(",")) if args.heatmap else None
         if pair is not None and len(pair) != 2:
-            raise ValueError(f"--heatmap needs two parameters A,B, got {args.heatmap!r}")
+            raise ValueError(f"--heatmap needs two different parameters A,B, got {args.heatmap!r}")
         return plot_sweep(args.results, args.output, args.metric, pair)
     curves, title = run_spec(args.spec, args.data_root, progress=sys.stderr if progress_wanted() else None)
     written = [plot_curves(curves, _png_path(args), title, args.log_x)]

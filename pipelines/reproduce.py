@@ -27,7 +27,7 @@ from okl_experiments.at_scale import SCALE_SETTINGS, ScaleOutcome, run_scale_set
 from okl_experiments.reproduction import (DEFAULT_DATA_ROOT, Outcome, parse_data_paths, reproduce, settings_lines, table,
                                          write_outcomes)
 from okl_experiments.runs import dask_client
-from pipelines.cli import Parser, deprecate, main, prog
+from pipelines.cli import Parser, deprecate, main, make_output_dir, prog
 
 __all__ = ["build_parser", "run"]
 
@@ -64,6 +64,11 @@ def run(argv: list[str] | None = None) -> list[Outcome]:
         return []
     if args.runs is not None and args.runs < 1:
         raise SystemExit(f"{prog('reproduce')}: error: --runs must be >= 1")
+    if args.output is not None:  # before the runs: a long run never ends in a traceback over where it goes
+        try:
+            make_output_dir(args.output)
+        except ValueError as err:
+            raise SystemExit(f"{prog('reproduce')}: error: {err}") from None
     keys = [k.strip() for k in args.only.split(",")] if args.only else None
     at_scale = [s for s in SCALE_SETTINGS if keys is not None and s.key in keys]
     if at_scale:
@@ -75,7 +80,7 @@ def run(argv: list[str] | None = None) -> list[Outcome]:
         data_paths = {name: os.path.expanduser(path) for name, path in parse_data_paths(args.data).items()}
         with dask_client(args.scheduler, args.num_workers) as client:
             outcomes = reproduce(keys, args.data_root, client, args.runs, args.output, None if args.quiet else sys.stderr,
-                                 use_tuned=args.no_tune, data_paths=data_paths)
+                                 use_tuned=args.no_tune, data_paths=data_paths, data_root_given=args.data_root != DEFAULT_DATA_ROOT)
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"{prog('reproduce')}: error: {err}") from None
     print(table(outcomes))

@@ -12,22 +12,36 @@ processes; ``serial``: this process, without Dask), prints the Markdown table an
 where the files went. A sweep in which no point succeeds exits with status 1; a grid the
 learner cannot take (a parameter it does not have, another task than the data's, ``--reseed``
 without a ``seed``) is refused before any point runs. Flags: :mod:`pipelines.cli`.
+
+Output
+------
+``--output`` must be a new or empty directory, unless ``--resume`` continues the sweep in
+it (its files are updated in place after every point, so an interrupted sweep keeps what
+it finished) or ``--overwrite`` replaces it: the new sweep is then built in a hidden
+staging folder and published whole with one rename (:class:`okl_core.publish.StagedDirectory`),
+so the old sweep's files stay until the new one is complete and none of them outlives it.
+A folder that is not a sweep's output is never replaced.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import sys
 
-from pipelines.cli import Parser, deprecate, main, prog
+from pipelines.cli import Parser, check_output_dir, deprecate, main, make_output_dir, output_error, prog
 
 from okl_core.registry import learner_class, learner_names
 from okl_experiments.data import okl_sources
 from okl_experiments.grid import SearchSpace
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 from okl_experiments.runs import dask_client
-from okl_experiments.sweep import SweepResult, SweepSettings, make_points, markdown_table, sweep
+from okl_core.learners.base import check_seed
+from okl_core.publish import StagedDirectory
+from okl_experiments.sweep import (BEST_FILE, MARKDOWN_FILE, RESULTS_FILE, SweepResult, SweepSettings, check_settings,
+                                   make_points, markdown_table, read_results, sweep)
 
 __all__ = ["build_parser", "run"]
 
@@ -58,7 +72,10 @@ def build_parser() -> Parser:
     p.add_argument("--num_workers", type=int, default=2, help="LocalCluster worker processes, 1 thread each (default 2)")
     p.add_argument("--dashboard", action="store_true", help="serve the LocalCluster's dashboard on :8787 (needs bokeh)")
     p.add_argument("--output", default="sweep", help="output directory: results.parquet, results.md, best.json (default ./sweep)")
-    p.add_argument("--resume", action="store_true", help="skip points already ok in OUTPUT/results.parquet")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the sweep in OUTPUT: run only the points not yet finished there (same settings; "
+                        "the space may gain points, never lose them)")
+    p.add_argument("--overwrite", action="store_true", help="replace the sweep in OUTPUT (published whole when done)")
     deprecate(p, "--out", "--output")
     deprecate(p, "--workers", "--num_workers")
     deprecate(p, "--metric", "--rank_by")
@@ -76,21 +93,29 @@ def run(argv: list[str] | None = None) -> SweepResult:
 
 def _run(args) -> SweepResult:
     learner_class(args.learner)  # unknown names fail before any work
-    for flag, value in (("--repeats", args.repeats), ("--num_workers", args.num_workers), ("--batch_rows", args.batch_rows)):
-        if value < 1:
-            raise ValueError(f"{flag} must be >= 1, got {value}")
+    _check_counts(args)
     space = SearchSpace.from_tokens(args.grid)
     if args.grid_file:
         space = SearchSpace.from_file(args.grid_file).merged(space)
+    check_output_dir(args.output)
     train, test = okl_sources(args.input, args.test)
     points = make_points(args.learner, space, train, args.samples, args.search_seed)
     settings = SweepSettings(learner=args.learner, train=train, test=test, repeats=args.repeats,
                              shuffle_seed=None if args.order == "file" else args.shuffle_seed, reseed=args.reseed,
                              batch_rows=args.batch_rows, curve_points=args.curve_points)
+    check_settings(settings, args.rank_by)
+    staged = _output(args.output, args.resume, args.overwrite)
     print(f"sweep: {args.learner} on {args.input} ({train.n_rows} rows), {len(points)} points x {args.repeats} runs", file=sys.stderr)
-    with dask_client(args.scheduler, args.num_workers, args.dashboard) as client:
-        result = sweep(settings, points, out_dir=args.output, metric=args.rank_by, resume=args.resume, client=client,
-                       space=space.describe(), swept=space.swept, progress=sys.stderr)
+    try:
+        with dask_client(args.scheduler, args.num_workers, args.dashboard) as client:
+            result = sweep(settings, points, out_dir=staged.tmp if staged else args.output, metric=args.rank_by,
+                           resume=args.resume, client=client, space=space.describe(), swept=space.swept, progress=sys.stderr)
+    except BaseException:
+        if staged:
+            staged.abort()  # the old sweep stays as it was
+        raise
+    if staged:
+        result = _published(staged, result, args.output)
     print(markdown_table(result.rows, result.metric, result.swept))
     workers = {r["worker"] for r in result.task_results}
     loads = sum(r["loaded"] for r in result.task_results)
@@ -103,6 +128,71 @@ def _run(args) -> SweepResult:
     if not any(row["status"] == "ok" for row in result.rows):
         raise SystemExit(f"{prog('sweep')}: error: no point succeeded (first error: {_first_error(result.rows)}); no best config written")
     return result
+
+
+def _check_counts(args) -> None:
+    """Counts and seeds, before any work (a seed of -1 would fail deep in a run, naming no flag)."""
+    counts = {"--repeats": args.repeats, "--num_workers": args.num_workers, "--batch_rows": args.batch_rows,
+              "--curve_points": args.curve_points, "--samples": args.samples}
+    for flag, value in counts.items():
+        if value is not None and value < 1:  # --samples 0 once ran the whole grid
+            raise ValueError(f"{flag} must be >= 1, got {value}")
+    check_seed("--shuffle_seed", args.shuffle_seed)
+    check_seed("--search_seed", args.search_seed)
+
+
+_SWEEP_FILES = {RESULTS_FILE, MARKDOWN_FILE, BEST_FILE}
+
+
+def _output(output: str, resume: bool, overwrite: bool) -> StagedDirectory | None:
+    """Check ``--output`` before any run; the staging folder of an ``--overwrite`` (None: write in place).
+
+    Raises
+    ------
+    ValueError
+        One line naming the flag: a used output without ``--resume`` or ``--overwrite``, a
+        ``--resume`` into a folder holding no sweep, an ``--overwrite`` of a folder that is
+        not a sweep's output, or an output that cannot be written.
+    """
+    if resume and overwrite:
+        raise ValueError("--resume continues the sweep in --output, --overwrite replaces it: pass one of them")
+    held = sorted(os.listdir(output)) if os.path.isdir(output) else []
+    if held and not (resume or overwrite):
+        raise ValueError(f"--output {output} already holds files ({', '.join(held[:3])}{', ...' if len(held) > 3 else ''}); "
+                         "pass --resume to continue the sweep there, or --overwrite to replace it")
+    if held and resume and RESULTS_FILE not in held:
+        raise ValueError(f"--resume: --output {output} holds no {RESULTS_FILE}: it is not a sweep's output")
+    if held and overwrite:
+        try:
+            return StagedDirectory(output, replace=True, may_replace=_not_a_sweep)
+        except OSError as err:
+            raise output_error(err, output) from None
+    make_output_dir(output)
+    return None
+
+
+def _not_a_sweep(path: str) -> str | None:
+    """Why ``path`` must not be replaced by a sweep (None: it is a sweep's output)."""
+    others = sorted(set(os.listdir(path)) - _SWEEP_FILES)
+    if others:
+        return f"it holds files a sweep does not write ({', '.join(others[:3])})"
+    try:
+        read_results(os.path.join(path, RESULTS_FILE))
+    except (ValueError, FileNotFoundError) as err:
+        return f"it is not a sweep's output ({err})"
+    return None
+
+
+def _published(staged: StagedDirectory, result: SweepResult, output: str) -> SweepResult:
+    """Publish the staged sweep under ``output``; ``result`` with the published paths."""
+    try:
+        staged.commit()
+    except OSError as err:
+        raise output_error(err, output) from None
+    def moved(path: str | None) -> str | None:
+        return os.path.join(output, os.path.basename(path)) if path else None
+
+    return dataclasses.replace(result, results_path=moved(result.results_path), best_path=moved(result.best_path))
 
 
 def _first_error(rows: list[dict]) -> str:

@@ -1,5 +1,7 @@
 """Merging by seed and prequential metrics that merge across shards."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -168,3 +170,11 @@ def test_mix_refuses_a_state_of_another_config():
     b, _ = other.update(other.init(), X, y)
     with pytest.raises(okl_core.NotMergeableError, match=r"^dsg: merged state array 'coef' has dtype/shape"):
         learner.mix(a, b, 0.5)
+
+
+def test_regression_errors_that_overflow_give_inf_sums_without_a_warning():
+    """A diverging learner's scores overflow the squared-error sum: inf, reported as divergence, no RuntimeWarning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        metrics = Prequential("regression").add(np.array([1e200, -1e200]), np.zeros(2))
+    assert metrics.sum_squared_error == np.inf and metrics.sum_absolute_error == 2e200

@@ -2,6 +2,7 @@
 
 import dataclasses
 import gzip
+import json
 import math
 import re
 
@@ -380,3 +381,29 @@ def test_nogd_rank_one_fifth_of_the_budget_loses_where_the_landmark_matrix_is_ne
               for rank in (20, 100)}
     assert all(o.status == "ok" for o in errors.values())
     assert errors[100].mean < errors[20].mean - 0.005  # bench/repro_gaps.py nogd_rank: 16.23 vs 17.21
+
+
+def test_data_flags_the_run_would_ignore_or_skip_are_refused_and_the_copy_used_is_recorded(tmp_path, capsys):
+    """--data for a data set no selected setting uses, a path that does not exist, a --data_root that
+    is not there: one line each, nothing run; a setting that used --data records its path and rows."""
+    from pipelines import reproduce as cli
+
+    args = ["--only", "fogd_r-housing", "--scheduler", "serial", "--runs", "1", "--quiet"]
+    for extra, message in (
+        (["--data", "ijcnn1=/x"], "--data ijcnn1=/x: no selected setting uses data set 'ijcnn1' (they use housing)"),
+        (["--data", f"housing={tmp_path / 'none.svm'}"], f"--data housing={tmp_path / 'none.svm'}: {tmp_path / 'none.svm'} does not exist"),
+        (["--data_root", str(tmp_path / "nowhere")], f"--data_root {tmp_path / 'nowhere'} is not a directory (it should hold housing)"),
+    ):
+        with pytest.raises(SystemExit) as done:
+            cli.run(args + extra)
+        assert str(done.value) == f"python -m pipelines.reproduce: error: {message}"
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-5, 20, size=(120, 13))
+    _write_libsvm(tmp_path / "housing.svm", X, 3 + X[:, 0] + rng.normal(size=120))
+    experiment_data.load_real.cache_clear()
+    (outcome,) = cli.run(args + ["--data", f"housing={tmp_path / 'housing.svm'}", "--output", str(tmp_path / "out")])
+    assert outcome.status == "ok" and outcome.data_paths == {"housing": {"path": str(tmp_path / "housing.svm"), "rows": 120}}
+    (record,) = json.loads((tmp_path / "out" / "reproduce.json").read_text())
+    assert record["data_paths"] == {"housing": {"path": str(tmp_path / "housing.svm"), "rows": 120}}
+    assert f"--data housing={tmp_path / 'housing.svm'} (120 rows)" in (tmp_path / "out" / "reproduce.md").read_text()
+    experiment_data.load_real.cache_clear()
