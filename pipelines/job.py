@@ -161,8 +161,11 @@ def _check_mergeable(learner: okl_core.Learner) -> None:
         raise UsageError(f"--num_shards > 1 needs a mergeable learner: {err}; use --num_shards 1") from None
 
 
-def _open(path: str, flag: str) -> DatasetSource:
+def _open(path: str, flag: str, like: DatasetSource | None = None) -> DatasetSource:
+    """The data set at ``path``; files without ``dataset.json`` take ``like``'s task and classes when their labels fit them."""
     try:
+        if like is not None:
+            return DatasetSource.open(path, like.task, None if like.classes is None else list(like.classes))
         return DatasetSource.open(path)
     except (FileNotFoundError, ValueError) as err:
         raise UsageError(f"{flag} {path}: {err}") from None
@@ -222,7 +225,7 @@ def stage_output(output: str, overwrite: bool, may_replace, remote_files, holds:
 
 
 def _test_source(path: str, source: DatasetSource) -> DatasetSource:
-    test = _open(path, "--test")
+    test = _open(path, "--test", like=source)
     if (test.n_features, test.task) != (source.n_features, source.task):
         raise UsageError(f"--test {path} has {test.n_features} features of {test.task} data, "
                          f"the training data {source.n_features} features of {source.task} data")

@@ -68,8 +68,14 @@ def build_parser() -> Parser:
 
 
 def _source(path: str, learner: okl_core.Learner) -> DatasetSource:
-    """The data set, checked against the model (multiclass: the model's classes)."""
-    source = DatasetSource.open(path)
+    """The data set, checked against the model (multiclass: the model's classes).
+
+    Files without ``dataset.json`` take the model's task: their labels (optional) only
+    feed the metrics, and a label the model does not predict makes a row without a label.
+    """
+    n_classes = getattr(learner.config, "n_classes", None)
+    classes = {"binary": [-1, 1], "multiclass": list(range(n_classes or 0))}.get(learner.task)
+    source = DatasetSource.open(path, learner.task, classes, labels_optional=True)
     check_data_fits(learner, data_facts(source))
     if learner.task == "multiclass":
         source = dataclasses.replace(source, n_classes=learner.config.n_classes)

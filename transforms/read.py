@@ -35,7 +35,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from okl_core.data.layout import INFO_FILE, DatasetInfo, check_listing, check_shard, one_line, open_dataset
+from okl_core.data.layout import INFO_FILE, DatasetInfo, check_classes, check_listing, check_shard, one_line, open_dataset, read_row_group
 from okl_core.data.plan import StreamPlan
 from okl_core.data.validate import check_rows, unreadable_rows
 from okl_core.state import MAX_MODEL_BYTES, ModelFileError, read_model_file
@@ -130,12 +130,14 @@ class DatasetSource:
     classes: tuple | None = None
 
     @classmethod
-    def open(cls, path: str) -> "DatasetSource":
+    def open(cls, path: str, task: str | None = None, classes: list | None = None, labels_optional: bool = False) -> "DatasetSource":
         """List the row groups of the data set at ``path``.
 
         ``path`` is a local data set directory, Parquet file or glob, or a data set
         directory (with ``dataset.json``) under any scheme Beam's FileSystems know
         (``gs://...`` with ``apache-beam[gcp]``), read by the workers themselves.
+        ``task``, ``classes`` and ``labels_optional`` are for files without
+        ``dataset.json`` (:func:`okl_core.data.layout.open_dataset`).
 
         Raises
         ------
@@ -148,8 +150,9 @@ class DatasetSource:
             info, files = _remote_dataset(path)
             check_listing(info, FileSystems.join(path, INFO_FILE))
         else:
-            dataset = open_dataset(path)
+            dataset = open_dataset(path, task, classes, labels_optional)
             info, files = dataset.info, [shard.path for shard in dataset.shards]
+        check_classes(info, FileSystems.join(path, INFO_FILE) if remote else os.path.join(path, INFO_FILE))
         groups, position = [], 0
         for k, file in enumerate(files):
             try:
@@ -158,15 +161,16 @@ class DatasetSource:
                 raise ValueError(f"{file}: not a readable Parquet file ({one_line(err)})") from None
             metadata = parquet.metadata
             if remote:
-                check_shard(file, metadata, parquet.schema_arrow, info, int(info.shards[k]["n_rows"]))
+                shard = info.shards[k]
+                check_shard(file, metadata, parquet.schema_arrow, info, int(shard["n_rows"]), int(shard["first_row"]))
             for g in range(metadata.num_row_groups):
                 rows = metadata.row_group(g).num_rows
                 if rows:
                     groups.append((file, g, position, rows))
                 position += rows
         n_classes = info.n_classes if info.task == "multiclass" else None
-        classes = None if info.classes is None else tuple(info.classes)
-        return cls(info.name, path, info.task, int(info.n_features), n_classes, tuple(groups), classes)
+        recorded = None if info.classes is None else tuple(info.classes)
+        return cls(info.name, path, info.task, int(info.n_features), n_classes, tuple(groups), recorded)
 
     @property
     def n_rows(self) -> int:
@@ -294,7 +298,7 @@ class RowGroupReader:
     def _read_and_check(self, path: str, group: int, rows: int):
         try:
             # One decoding thread: the reading DoFns run several in parallel already.
-            table = self._file(path).read_row_group(group, columns=["x", "y", "row"], use_threads=False)
+            table = read_row_group(self._file(path), group, use_threads=False)
         except (OSError, pa.ArrowException) as err:
             # A corrupt page or a group that cannot be decoded: found only now, so its rows
             # are dead-lettered (counted, with the reason) and the job goes on.

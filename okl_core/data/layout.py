@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from okl_core.labels import check_task
+from okl_core.labels import bad_labels, check_task
 from okl_core.publish import StagedDirectory
 
 __all__ = [
@@ -50,6 +50,11 @@ __all__ = [
     "Batch",
     "write_dataset",
     "open_dataset",
+    "infer_task",
+    "labels_fit",
+    "read_row_group",
+    "row_range",
+    "MAX_INFERRED_CLASSES",
     "shard_file_name",
     "schema_for",
     "x_width",
@@ -59,6 +64,7 @@ __all__ = [
     "schema_problem",
     "check_shard",
     "check_listing",
+    "check_classes",
     "X_ENCODING",
     "COMPRESSIONS",
     "DEFAULT_COMPRESSION",
@@ -242,19 +248,85 @@ class DatasetInfo:
     def from_file(cls, path: str) -> "DatasetInfo":
         """Read ``dataset.json``; errors name the file."""
         try:
-            with open(path) as f:
+            with open(path, encoding="utf-8") as f:
                 raw = json.load(f)
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: cannot read data set description (not UTF-8 text: byte {err.object[err.start]:#04x} at offset {err.start})") from None
         except (OSError, json.JSONDecodeError) as err:
             raise ValueError(f"{path}: cannot read data set description ({err})") from None
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}: a data set description is a JSON object of fields, got {_json_kind(raw)}")
         if raw.get("layout_version") not in READABLE_LAYOUT_VERSIONS:
             raise ValueError(f"{path}: layout version {raw.get('layout_version')} is not supported (this okl reads {list(READABLE_LAYOUT_VERSIONS)})")
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = set(raw) - fields
         if unknown:
             raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
-        info = cls(**raw)
-        check_task(info.task, where=str(path))
-        return info
+        _check_info_fields(raw, str(path))
+        check_task(raw["task"], where=str(path))
+        return cls(**raw)
+
+
+_INFO_FIELDS = {
+    # key: (required, accepts null, JSON type, least value of an integer, what it must be)
+    "name": (True, False, str, None, "a string"),
+    "task": (True, False, str, None, "a string: binary, multiclass or regression"),
+    "n_rows": (True, False, int, 0, "an integer >= 0"),
+    "n_features": (True, False, int, 1, "an integer >= 1"),
+    "classes": (False, True, list, None, "a list of labels or null"),
+    "target_range": (False, True, list, None, "a list [min, max] or null"),
+    "feature_scaling": (False, True, dict, None, "an object or null"),
+    "source": (False, False, str, None, "a string"),
+    "generator_seed": (False, True, int, None, "an integer or null"),
+    "shards": (False, False, list, None, "a list of shards"),
+    "extra": (False, False, dict, None, "an object"),
+    "layout_version": (False, False, int, None, "an integer"),
+}
+_SHARD_FIELDS = {"file": (str, "a string"), "n_rows": (int, "an integer >= 0"), "first_row": (int, "an integer >= 0")}
+
+
+def _json_kind(value) -> str:
+    """How JSON calls ``value``'s type, with the value when short: ``the string "3"``, ``null``, ``a list``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {json.dumps(value)}"
+    if isinstance(value, str):
+        return f"the string {json.dumps(value)[:40]}"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _is_json_type(value, kind: type) -> bool:
+    """``isinstance`` for JSON values, where a boolean is not an integer."""
+    return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+
+
+def _check_info_fields(raw: dict, path: str) -> None:
+    """Refuse a ``dataset.json`` whose keys have the wrong JSON types, in one line naming the key.
+
+    Checked before anything uses them: a count written as a string compared unequal to the
+    files' counts (``n_rows is 300 but the shards record 300``) and a missing key was a
+    traceback.
+    """
+    for key, (required, nullable, kind, least, expected) in _INFO_FIELDS.items():
+        if key not in raw:
+            if required:
+                raise ValueError(f"{path}: key {key!r} is missing (expected {expected})")
+            continue
+        value = raw[key]
+        fits = _is_json_type(value, kind) and (least is None or value >= least)
+        if not (fits or (value is None and nullable)):
+            raise ValueError(f"{path}: key {key!r} must be {expected}, got {_json_kind(value)}")
+    for i, shard in enumerate(raw.get("shards", [])):
+        if not isinstance(shard, dict):
+            raise ValueError(f"{path}: shards[{i}] must be an object with keys {', '.join(_SHARD_FIELDS)}, got {_json_kind(shard)}")
+        for key, (kind, expected) in _SHARD_FIELDS.items():
+            value = shard.get(key)
+            if not (_is_json_type(value, kind) and (not isinstance(value, int) or value >= 0)):
+                got = "nothing" if key not in shard else _json_kind(value)
+                raise ValueError(f"{path}: key {key!r} of shards[{i}] must be {expected}, got {got}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -546,17 +618,23 @@ def write_dataset(path, X, y, task, n_shards=1, row_group_rows=4096, overwrite=F
     return DatasetInfo.from_file(os.path.join(os.fspath(path), INFO_FILE))
 
 
-def schema_problem(schema: pa.Schema, n_features: int | None, task: str | None) -> str | None:
+def schema_problem(schema: pa.Schema, n_features: int | None, task: str | None, labels_optional: bool = False) -> str | None:
     """What makes ``schema`` unreadable as okl rows of ``n_features`` features for ``task`` (None: nothing).
 
-    Checked at launch, from the Parquet footer alone: the columns exist; ``x`` is float32
-    bytes whose width is a whole number of features (4 bytes each), or a list of numbers
-    (a fixed-size list must have ``n_features`` items; a variable-length list is checked
-    row by row, :mod:`okl_core.data.validate`); ``y`` and ``row`` are numbers.
+    Checked at launch, from the Parquet footer alone: the columns exist, once each; ``x``
+    is float32 bytes whose width is a whole number of features (4 bytes each), or a list
+    of numbers (a fixed-size list must have ``n_features`` items; a variable-length list
+    is checked row by row, :mod:`okl_core.data.validate`); ``y`` and ``row`` are numbers.
+    With ``labels_optional`` (scoring) ``y`` may be absent or of the null type.
     """
-    missing = [c for c in ("x", "y", "row") if c not in schema.names]
+    for name in ("x", "y", "row"):
+        count = len(schema.get_all_field_indices(name))
+        if count > 1:
+            return f"column {name} appears {count} times; an okl data set has one column each of x, y and row"
+    needed = ("x", "row") if labels_optional else ("x", "y", "row")
+    missing = [c for c in needed if c not in schema.names]
     if missing:
-        return f"no column {', '.join(missing)} (an okl data set has columns x, y and row)"
+        return f"no column {', '.join(missing)} (an okl data set has columns x, y and row){_near_misses(schema, missing)}"
     field = schema.field("x")
     x_type = field.type
     if pa.types.is_fixed_size_binary(x_type):
@@ -573,8 +651,8 @@ def schema_problem(schema: pa.Schema, n_features: int | None, task: str | None) 
     width = x_width(x_type)
     if n_features is not None and width is not None and width != n_features:
         return f"column x holds {width} features per row ({x_type}), the data set {n_features}"
-    y_type = schema.field("y").type
-    if not _is_number_type(y_type):
+    y_type = schema.field("y").type if "y" in schema.names else pa.null()
+    if not _is_number_type(y_type) and not (labels_optional and pa.types.is_null(y_type)):
         needs = "numeric targets" if task == "regression" else "integer labels"
         return f"column y is {y_type}; {'a ' + task if task else 'an okl'} data set needs {needs}"
     row_type = schema.field("row").type
@@ -583,8 +661,52 @@ def schema_problem(schema: pa.Schema, n_features: int | None, task: str | None) 
     return None
 
 
-def check_shard(path: str, metadata: pq.FileMetaData, schema: pa.Schema, info: DatasetInfo, recorded_rows: int | None) -> None:
+def _near_misses(schema: pa.Schema, missing: list[str]) -> str:
+    """``; found X, Y (names are case-sensitive)`` for columns that differ from a missing one only in case."""
+    near = [name for name in schema.names if name.lower() in missing and name not in missing]
+    return f"; found {', '.join(near)} (names are case-sensitive)" if near else ""
+
+
+MAX_ROW = 2**63 - 1
+"""The largest row number: ``row`` is read as int64."""
+
+
+def row_range(metadata: pq.FileMetaData) -> tuple[int, int] | None:
+    """``(least, greatest)`` value of a file's ``row`` column from its footer statistics (no data read).
+
+    None when the file has no rows or a row group has no statistics (other writers may
+    leave them out). Values are Python numbers, so a uint64 column's large values stay
+    as they are (no wrap to negative numbers).
+    """
+    columns = [i for i in range(metadata.num_columns) if metadata.schema.column(i).path == "row"]
+    lows, highs = [], []
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        if group.num_rows == 0:
+            continue
+        stats = group.column(columns[0]).statistics if len(columns) == 1 else None
+        if stats is None or not stats.has_min_max:
+            return None
+        lows.append(stats.min)
+        highs.append(stats.max)
+    return (min(lows), max(highs)) if lows else None
+
+
+def row_range_problem(rows: tuple[int, int] | None) -> str | None:
+    """Why a file whose ``row`` column spans ``rows`` cannot be read (row numbers past int64), or None."""
+    if rows is not None and (rows[0] < -MAX_ROW - 1 or rows[1] > MAX_ROW):
+        value = rows[1] if rows[1] > MAX_ROW else rows[0]
+        return f"column row holds the row number {value}, beyond int64 (row numbers must lie in -2**63..2**63-1)"
+    return None
+
+
+def check_shard(path: str, metadata: pq.FileMetaData, schema: pa.Schema, info: DatasetInfo, recorded_rows: int | None,
+                first_row: int | None = None) -> None:
     """Check one Parquet file of a data set at launch: its schema, and its rows against ``dataset.json``.
+
+    With ``first_row`` the file's row numbers must be ``first_row .. first_row + rows - 1``,
+    as the footer statistics of ``row`` tell (no data read; not checked without
+    statistics): a shard copied over another of the same size is refused, not trained twice.
 
     Raises
     ------
@@ -594,8 +716,23 @@ def check_shard(path: str, metadata: pq.FileMetaData, schema: pa.Schema, info: D
     problem = schema_problem(schema, info.n_features, info.task)
     if problem is None and recorded_rows is not None and metadata.num_rows != recorded_rows:
         problem = f"{INFO_FILE} records {recorded_rows} rows, the file holds {metadata.num_rows}"
+    if problem is None and first_row is not None and metadata.num_rows:
+        rows, expected = row_range(metadata), (first_row, first_row + metadata.num_rows - 1)
+        problem = row_range_problem(rows)
+        if problem is None and rows is not None and tuple(rows) != expected:
+            problem = f"its rows are numbered {rows[0]}..{rows[1]}, {INFO_FILE} places it at rows {expected[0]}..{expected[1]} (a shard copied over another?)"
     if problem:
         raise ValueError(f"{path}: {problem}")
+
+
+def check_classes(info: DatasetInfo, info_path: str) -> None:
+    """Refuse a multiclass data set without at least two ``classes``: a learner needs their count.
+
+    Not part of :meth:`DatasetInfo.from_file`: such a set is still readable into memory
+    (:class:`DatasetWriter` writes ``classes`` only when given); a pipeline cannot train on it.
+    """
+    if info.task == "multiclass" and not (isinstance(info.classes, list) and len(info.classes) >= 2):
+        raise ValueError(f"{info_path}: key 'classes' must be a list of at least 2 labels for a multiclass data set, got {_json_kind(info.classes)}")
 
 
 def check_listing(info: DatasetInfo, info_path: str) -> None:
@@ -690,70 +827,198 @@ def one_line(err: BaseException) -> str:
     return " ".join(str(err).split())
 
 
+def read_row_group(pf: pq.ParquetFile, group: int, use_threads: bool = True) -> pa.Table:
+    """Columns ``x``, ``y``, ``row`` of one row group.
+
+    A ``y`` that is absent or of the null type (files to be scored need no labels) reads
+    as null float64: rows without a label.
+    """
+    schema = pf.schema_arrow
+    if "y" in schema.names and not pa.types.is_null(schema.field("y").type):
+        return pf.read_row_group(group, columns=["x", "y", "row"], use_threads=use_threads)
+    table = pf.read_row_group(group, columns=["x", "row"], use_threads=use_threads)
+    return table.add_column(1, "y", pa.nulls(table.num_rows, pa.float64()))
+
+
 def read_shard(path: str, n_features: int, batch_rows: int | None = None) -> Iterator[Batch]:
     """Yield the rows of one shard file in order, by row group or by ``batch_rows``."""
     pf = _parquet_file(path)
     if batch_rows is None:
         for g in range(pf.num_row_groups):
-            yield _batch_from_table(pf.read_row_group(g, columns=["x", "y", "row"]), n_features, path)
+            yield _batch_from_table(read_row_group(pf, g), n_features, path)
         return
     for record_batch in pf.iter_batches(batch_size=int(batch_rows), columns=["x", "y", "row"]):
         yield _batch_from_table(pa.Table.from_batches([record_batch]), n_features, path)
 
 
-def open_dataset(path: str) -> Dataset:
+def open_dataset(path: str, task: str | None = None, classes: list | None = None, labels_optional: bool = False) -> Dataset:
     """Open a data set directory, a Parquet file, or a glob of Parquet files.
 
-    For files without ``dataset.json`` the task is inferred from the ``y`` type (float:
-    regression; integers: binary when the first file's labels are only -1/+1, else
-    multiclass) and shards are ordered by their first ``row``.
+    A directory's task and classes are those of its ``dataset.json``. Files without one
+    take them from the labels of every file (:func:`infer_task`; only ``y`` is read), or
+    from ``task`` and ``classes`` when given: with ``labels_optional`` (scoring, where the
+    model decides the task) always, and ``y`` may then be absent or null; otherwise (a test
+    set read like its training set) when every label fits them. Files are ordered by
+    their ``row`` numbers, whose ranges must not overlap.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        One line naming the file (and the column, key or value).
     """
     path = os.fspath(path)
     if os.path.isdir(path):
-        info_path = os.path.join(path, INFO_FILE)
-        if not os.path.exists(info_path):
-            raise FileNotFoundError(f"{path}: not an okl data set (no {INFO_FILE}); run `python -m pipelines.prepare` first")
-        info = DatasetInfo.from_file(info_path)
-        check_listing(info, info_path)
-        shards = [ShardFile(os.path.join(path, s["file"]), i, s["n_rows"], s["first_row"]) for i, s in enumerate(info.shards)]
-        for sf in shards:
-            if not os.path.exists(sf.path):
-                raise FileNotFoundError(f"{sf.path}: listed in {info_path} with {sf.n_rows} rows, but the file is missing")
-            pf = _parquet_file(sf.path)
-            check_shard(sf.path, pf.metadata, pf.schema_arrow, info, sf.n_rows)
-        return Dataset(info, shards)
-    files = sorted(globlib.glob(path)) if any(c in path for c in "*?[") else ([path] if os.path.exists(path) else [])
+        return _open_directory(path)
+    # a literal name first: a file may be called "a[1].parquet"
+    files = [path] if os.path.exists(path) else sorted(globlib.glob(path)) if any(c in path for c in "*?[") else []
     if not files:
         raise FileNotFoundError(f"no data set at {path!r} (expected a data set directory or Parquet files)")
-    return _dataset_from_files(files, source=path)
+    return _dataset_from_files(files, path, task, classes, labels_optional)
 
 
-def _dataset_from_files(files: list[str], source: str) -> Dataset:
-    metas: list[tuple[int, str, int, pa.Schema]] = []
-    for f in files:
-        pf = _parquet_file(f)
-        schema = pf.schema_arrow
-        problem = schema_problem(schema, None, None)
-        if problem:
-            raise ValueError(f"{f}: not in the okl layout: {problem}")
-        first = pq.read_table(f, columns=["row"]).column("row")
-        metas.append((int(first[0].as_py()) if len(first) else 0, f, pf.metadata.num_rows, schema))
-    metas.sort()
-    d = _files_width([(f, schema) for _, f, _, schema in metas])
-    y_type = metas[0][3].field("y").type
-    if pa.types.is_floating(y_type):
-        task, classes = "regression", None
-    else:
-        labels = np.unique(pq.read_table(metas[0][1], columns=["y"]).column("y").to_numpy())
-        task = "binary" if set(labels.tolist()) <= {-1, 1} else "multiclass"
-        classes = [-1, 1] if task == "binary" else list(range(int(labels.max()) + 1))
-    shards = [ShardFile(f, i, n, first) for i, (first, f, n, _) in enumerate(metas)]
+def _open_directory(path: str) -> Dataset:
+    """A data set directory, its files checked against ``dataset.json`` (:func:`check_shard`)."""
+    info_path = os.path.join(path, INFO_FILE)
+    if not os.path.exists(info_path):
+        raise FileNotFoundError(f"{path}: not an okl data set (no {INFO_FILE}); run `python -m pipelines.prepare` first")
+    info = DatasetInfo.from_file(info_path)
+    check_listing(info, info_path)
+    shards = [ShardFile(os.path.join(path, s["file"]), i, s["n_rows"], s["first_row"]) for i, s in enumerate(info.shards)]
+    for sf in shards:
+        if not os.path.exists(sf.path):
+            raise FileNotFoundError(f"{sf.path}: listed in {info_path} with {sf.n_rows} rows, but the file is missing")
+        pf = _parquet_file(sf.path)
+        check_shard(sf.path, pf.metadata, pf.schema_arrow, info, sf.n_rows, sf.first_row)
+    return Dataset(info, shards)
+
+
+@dataclasses.dataclass(frozen=True)
+class _File:
+    """A Parquet file of a glob: its rows' number range (None: no rows) and footer facts."""
+
+    rows: tuple[int, int] | None
+    path: str
+    n_rows: int
+    schema: pa.Schema
+
+    @property
+    def first_row(self) -> int:
+        return self.rows[0] if self.rows else 0
+
+
+def _dataset_from_files(files: list[str], source: str, task: str | None, classes: list | None, labels_optional: bool) -> Dataset:
+    """Files without ``dataset.json``: checked, ordered by row number, task and classes inferred or given."""
+    metas = sorted((_glob_file(f, labels_optional) for f in files), key=lambda m: (m.first_row, m.path))
+    _check_disjoint(metas)
+    d = _files_width([(m.path, m.schema) for m in metas])
+    paths = [m.path for m in metas]
+    if task is None or not (labels_optional or labels_fit(paths, task, classes)):
+        task, classes = infer_task(paths, [m.schema.field("y").type for m in metas])
+    shards = [ShardFile(m.path, i, m.n_rows, m.first_row) for i, m in enumerate(metas)]
     info = DatasetInfo(
         name=os.path.basename(source.rstrip("/")), task=task, n_rows=sum(s.n_rows for s in shards), n_features=d,
-        classes=classes, source=source,
+        classes=None if classes is None else list(classes), source=source,
         shards=[{"file": s.path, "n_rows": s.n_rows, "first_row": s.first_row} for s in shards],
     )
     return Dataset(info, shards)
+
+
+def _glob_file(path: str, labels_optional: bool) -> _File:
+    """One file of a glob, its schema checked and its row range read from the footer (or the ``row`` column)."""
+    pf = _parquet_file(path)
+    schema = pf.schema_arrow
+    problem = schema_problem(schema, None, None, labels_optional)
+    if problem:
+        raise ValueError(f"{path}: not in the okl layout: {problem}")
+    rows = row_range(pf.metadata)
+    if rows is None and pf.metadata.num_rows:  # a writer without statistics: read the row numbers
+        values = pf.read(columns=["row"]).column(0).drop_null()
+        rows = None if len(values) == 0 else (pc.min(values).as_py(), pc.max(values).as_py())
+    problem = row_range_problem(rows)
+    if problem:
+        raise ValueError(f"{path}: {problem}")
+    return _File(rows, path, pf.metadata.num_rows, schema)
+
+
+def _check_disjoint(metas: list[_File]) -> None:
+    """Refuse files whose row ranges overlap (``metas`` in row order).
+
+    Files are read one after another, so each must hold rows of its own: two files with
+    the same rows (a file copied under another name) would be trained twice, and files
+    whose rows interleave would not be read in row order.
+    """
+    ranged = [(m.path, m.rows) for m in metas if m.rows is not None]
+    for (before, (low, high)), (path, (first, last)) in zip(ranged, ranged[1:]):
+        if first <= high:
+            raise ValueError(f"{path}: rows {first}..{last} overlap rows {low}..{high} of {before}; each file must hold a range of rows of its own")
+
+
+MAX_INFERRED_CLASSES = 10_000
+"""The most classes inferred from the labels of Parquet files without ``dataset.json``
+(labels ``0..9999``); more classes need a data set written by ``okl prepare``. A label
+beyond it (``10**11``) is refused rather than allocating a class list of its size."""
+
+
+def _file_labels(path: str) -> Iterator[np.ndarray]:
+    """The non-null values of a file's ``y``, one row group at a time (only ``y`` is read)."""
+    pf = _parquet_file(path)
+    if "y" not in pf.schema_arrow.names:
+        return
+    for g in range(pf.num_row_groups):
+        yield pf.read_row_group(g, columns=["y"]).column(0).drop_null().to_numpy()
+
+
+def labels_fit(files: list[str], task: str, classes: list | None) -> bool:
+    """Whether every non-null label of ``files`` is one a learner of ``task`` with ``classes`` takes."""
+    n_classes = len(classes) if task == "multiclass" and classes else None
+    if task == "multiclass" and n_classes is None:
+        return False
+    return not any(bad_labels(values.astype(np.float64), task, n_classes).any() for f in files for values in _file_labels(f))
+
+
+def infer_task(files: list[str], y_types: list[pa.DataType]) -> tuple[str, list | None]:
+    """Task and classes of files without ``dataset.json``, from the labels of every file.
+
+    Floating-point ``y``: regression. Integer labels: binary when every label is -1 or +1,
+    multiclass ``0..max`` (at least two classes) when every label is a class index below
+    :data:`MAX_INFERRED_CLASSES`. Null labels are left to the dead-letter path. A directory
+    and a glob of the same files therefore get the same task and classes.
+
+    Raises
+    ------
+    ValueError
+        One line naming the file and the label: a float ``y`` beside integer ones, a
+        label that is neither -1/+1 nor a class index, -1 beside class indices.
+    """
+    kinds = {pa.types.is_floating(t) for t in y_types if not pa.types.is_null(t)}
+    if kinds == {True, False}:
+        at = [pa.types.is_floating(t) for t in y_types]
+        raise ValueError(f"{files[at.index(True)]}: column y is {y_types[at.index(True)]}, {files[at.index(False)]}'s is {y_types[at.index(False)]}: "
+                         "targets (floats) and labels (integers) do not mix")
+    if kinds == {True}:
+        return "regression", None
+    seen: dict[int, str] = {}  # each distinct label and the first file holding it
+    for f in files:
+        for values in _file_labels(f):
+            for label in np.unique(values).tolist():
+                if label not in seen:
+                    seen[label] = f
+                    _check_label(label, seen)
+    if set(seen) <= {-1, 1}:
+        return "binary", [-1, 1]
+    return "multiclass", list(range(max(max(seen) + 1, 2)))
+
+
+def _check_label(label: int, seen: dict[int, str]) -> None:
+    """Refuse a label that makes neither binary nor multiclass data (``seen``: label -> file, ``label`` included)."""
+    where = seen[label]
+    if label < -1 or label >= MAX_INFERRED_CLASSES:
+        raise ValueError(f"{where}: label {label} is neither -1/+1 nor a class index 0..{MAX_INFERRED_CLASSES - 1} "
+                         f"(okl infers at most {MAX_INFERRED_CLASSES:,} classes from files without {INFO_FILE})")
+    other = next((v for v in seen if v not in (-1, 1)), None)
+    if -1 in seen and other is not None:
+        raise ValueError(f"{seen[-1]}: label -1 beside label {other} (in {seen[other]}): labels must all be -1/+1 (binary) "
+                         "or all class indices 0..C-1 (multiclass)")
 
 
 def _files_width(files: list[tuple[str, pa.Schema]]) -> int:
