@@ -1,8 +1,9 @@
 """Tasks and label checks, written once for the error path and the dead-letter path.
 
-okl's learners take binary labels in {-1, +1}, multiclass labels in ``0..C-1`` and
-regression targets that are finite as float32 (data sets store float32: a larger target
-would be stored as inf). The same test decides both what a learner refuses
+okl's learners take binary labels in {-1, +1}, multiclass labels in ``0..C-1`` and finite
+regression targets. Data sets store targets as float32, so the dead-letter path also
+refuses a target that is finite but beyond float32's range (:data:`FLOAT32_LIMIT`; it
+would reach the learner as inf): ``bad_labels(..., float32=True)``. The same test decides both what a learner refuses
 (:func:`okl_core.learners.base.validate_xy` raises a ValueError) and which rows a pipeline
 sends to its dead letters (:func:`okl_core.data.validate.check_rows`, reason
 ``bad label: ...``), so a row is never accepted by one and refused by the other.
@@ -35,14 +36,17 @@ def _need_classes(n_classes: int | None) -> int:
     return int(n_classes)
 
 
-def bad_labels(values: np.ndarray, task: str, n_classes: int | None = None) -> np.ndarray:
+def bad_labels(values: np.ndarray, task: str, n_classes: int | None = None, float32: bool = False) -> np.ndarray:
     """Which labels a learner of ``task`` cannot take: a bool mask of float64 ``values``.
 
     Binary: not -1 or +1; multiclass: not an integer in ``0..n_classes-1``; regression: not
-    finite as float32 (:data:`FLOAT32_LIMIT`). NaN is always bad.
+    finite (with ``float32``: not finite once stored as float32, :data:`FLOAT32_LIMIT`).
+    NaN is always bad.
     """
     check_task(task)
     if task == "regression":
+        if not float32:
+            return ~np.isfinite(values)
         with np.errstate(invalid="ignore"):
             return ~(np.abs(values) < FLOAT32_LIMIT)
     if task == "binary":
@@ -66,7 +70,7 @@ def label_reason(value: float, task: str, n_classes: int | None = None) -> str:
 def label_rule(task: str, n_classes: int | None = None) -> str:
     """What the labels of ``task`` must be, for error messages."""
     if task == "regression":
-        return "regression targets must be finite as float32"
+        return "regression targets must be finite"
     if task == "binary":
         return "binary labels must be -1 or +1"
     return f"multiclass labels must be integers in 0..{_need_classes(n_classes) - 1}"

@@ -31,6 +31,7 @@ from okl_core.data.synthetic import write_synthetic
 from okl_core.publish import StagedDirectory
 from okl_experiments.params import MEDIAN_ROWS, DataFacts, batch_rows_for, build_learner, derived_values, minibatch_rows, read_learner_config
 from okl_experiments.text import read_json
+from pipelines.cli import output_error
 from pipelines.common import UsageError
 from transforms.evaluate import Evaluate
 from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, local_dir, run_id
@@ -217,11 +218,8 @@ def stage_output(output: str, overwrite: bool, may_replace, remote_files, holds:
         return None
     try:
         return StagedDirectory(output, replace=overwrite, may_replace=may_replace)
-    except OSError as err:
-        if err.errno is None:  # StagedDirectory's own refusal: already a sentence naming the folder
-            raise UsageError(f"--output {err}") from None
-        # a parent that is a file, /proc, no permission: the staging folder cannot be made
-        raise UsageError(f"--output {output}: cannot write there ({err.strerror or err}: {err.filename or output})") from None
+    except OSError as err:  # used, busy, or a parent that is a file, /proc, no permission
+        raise UsageError(str(output_error(err, output))) from None
 
 
 def _test_source(path: str, source: DatasetSource) -> DatasetSource:

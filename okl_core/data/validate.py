@@ -193,7 +193,7 @@ def _label_reasons(y: np.ndarray, y_null: np.ndarray, task: str, n_classes: int 
     out = np.full(len(y), "", dtype=object)
     out[y_null] = "missing y"
     values = np.asarray(y, dtype=np.float64)
-    bad = ~y_null & bad_labels(values, task, n_classes)
+    bad = ~y_null & bad_labels(values, task, n_classes, float32=True)  # targets are handed on as float32
     for i in np.flatnonzero(bad):
         out[i] = label_reason(values[i], task, n_classes)
     return out

@@ -19,14 +19,16 @@ def test_the_learner_accepts_exactly_the_rows_check_rows_keeps(name, params):
     table = pa.table({"x": pa.array([[0.0]] * len(y), pa.list_(pa.float32(), 1)), "y": pa.array(y), "row": pa.array(np.arange(len(y)))})
     kept = check_rows(table, 1, learner.task, n_classes).good
     for value, keep in zip(y, kept):
-        try:
+        try:  # as the pipeline hands targets on: float32 (1e39 becomes inf)
+            with np.errstate(over="ignore"):
+                value = value.astype(np.float32) if learner.task == "regression" else value
             learner.update(learner.init(), np.zeros((1, 1), np.float32), np.array([value]))
             accepted = True
         except ValueError as err:
             accepted = False
             assert "bad label" in str(err) and "row 0" in str(err)
         assert accepted == keep, (learner.task, value)
-    np.testing.assert_array_equal(kept, ~bad_labels(y, learner.task, n_classes))
+    np.testing.assert_array_equal(kept, ~bad_labels(y, learner.task, n_classes, float32=True))
     if learner.task == "regression":
         assert kept[-3:].tolist() == [True, False, False]
 
