@@ -426,11 +426,18 @@ def main(argv=None) -> None:
     try:
         run(argv)
     except (DataFormatError, ValueError, FileExistsError, FileNotFoundError, ImportError, OSError) as err:
-        print(f"{prog('prepare')}: error: {err}", file=sys.stderr)
+        print(f"{prog('prepare')}: error: {_one_line(err)}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print(f"{prog('prepare')}: interrupted; nothing was written", file=sys.stderr)
         sys.exit(130)
+
+
+def _one_line(err: BaseException) -> str:
+    """The error's message; an OS error as ``FILE: what`` (Python's own form is ``[Errno 2] No such file or directory: 'FILE'``)."""
+    if isinstance(err, OSError) and err.errno is not None and err.filename:
+        return f"{err.filename}: {(err.strerror or str(err)).lower()}"
+    return str(err)
 
 
 if __name__ == "__main__":

@@ -265,3 +265,13 @@ def test_a_test_set_scaled_beyond_float32_is_refused(tmp_path):
         _run(["csv", test, "--target", "y", "--like", str(tmp_path / "train")], tmp_path)
     assert str(err.value) == f"{test}: scaling makes a feature 1e+40, not finite in float32: the data lies far outside the range of the scaling's statistics"
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kind", ["csv", "libsvm"])
+def test_a_missing_input_file_is_named_in_one_line(tmp_path, kind, capsys):
+    """Once Python's own form: "[Errno 2] No such file or directory: 'F'"."""
+    argv = [kind, str(tmp_path / "nope.txt"), *(["--target", "y"] if kind == "csv" else []), "--output", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as done:
+        prepare.main(argv)
+    assert done.value.code == 2
+    assert capsys.readouterr().err == f"python -m pipelines.prepare: error: {tmp_path / 'nope.txt'}: no such file or directory\n"
