@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from okl_core.divergence import diverged
-from okl_core.learners.base import Learner
+from okl_core.learners.base import Learner, check_int, validate_xy
 from okl_core.metrics import Prequential
 from okl_core.random import permutation
 
@@ -166,7 +166,10 @@ def run_online(learner: Learner, X, y, batch_rows: int = 4096, state=None, curve
     batch_rows : int
         Rows per ``update`` call (rounded up to a multiple of a mini-batch learner's
         ``batch_size``, see :func:`effective_batch_rows`). For per-row learners the result
-        does not depend on it.
+        does not depend on it, up to rounding: the random-feature learners map a batch to
+        its features with one float32 matrix product, whose last digit for a row can depend
+        on the rows in the product (FOGD, d = 20, 5,000 rows: weights within 2.6e-8 across
+        batches of 1 to 4,096 rows). The same ``batch_rows`` gives the same bytes.
     state : NamedTuple, optional
         Start from this state instead of ``learner.init()``.
     curve_points : int
@@ -223,12 +226,20 @@ def run_online(learner: Learner, X, y, batch_rows: int = 4096, state=None, curve
 
 
 def evaluate(learner: Learner, state, X, y, batch_rows: int = 4096) -> Prequential:
-    """Score a trained ``state`` on held-out rows (predictions in chunks of ``batch_rows``)."""
+    """Score a trained ``state`` on held-out rows (predictions in chunks of ``batch_rows``).
+
+    Raises
+    ------
+    ValueError
+        What ``learner.update`` refuses in ``(X, y)`` (:func:`~okl_core.learners.base.validate_xy`:
+        shapes, non-finite features, labels outside the task's set), or ``batch_rows < 1``.
+    """
     X = np.asarray(X)
     y = np.asarray(y)
     if len(X) != len(y):
         raise ValueError(f"X has {len(X)} rows but y has {len(y)}")
-    batch_rows = max(1, int(batch_rows))
+    check_int("batch_rows", batch_rows, 1)
+    X, y = validate_xy(learner, X, y)  # the labels update would refuse (0/1 for binary, 7 of 3 classes) are not scored as mistakes
     metrics = Prequential(task=learner.task)
     for start in range(0, len(y), batch_rows):
         metrics.add(learner.predict(state, X[start : start + batch_rows]), y[start : start + batch_rows])
@@ -237,8 +248,11 @@ def evaluate(learner: Learner, state, X, y, batch_rows: int = 4096) -> Prequenti
 
 def permuted(X, y, shuffle_seed: int, run: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows of ``(X, y)`` in the order of run ``run``: permutation keyed ``(shuffle_seed, run)``."""
+    X, y = np.asarray(X), np.asarray(y)
+    if len(X) != len(y):  # the permutation is sized by y: X's extra rows would be dropped silently
+        raise ValueError(f"X has {len(X)} rows but y has {len(y)}")
     order = permutation(len(y), shuffle_seed, run)
-    return np.asarray(X)[order], np.asarray(y)[order]
+    return X[order], y[order]
 
 
 def mean_std(values) -> tuple[float, float]:

@@ -85,9 +85,24 @@ def squared_distances(X: np.ndarray, Y: np.ndarray, Y_sq: np.ndarray | None = No
     return np.maximum(sq, 0.0)
 
 
-def _absolute_differences(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """``|X_i - Y_j|`` coordinate by coordinate, ``(len(X), len(Y), d)``."""
-    return np.abs(X[:, None, :] - Y[None, :, :])
+_CHUNK_BYTES = 64 * 2**20
+"""Bound on the ``(rows, len(Y), d)`` float64 block of coordinate differences held at once
+(the whole ``(n, m, d)`` block was 11.7 GiB for 1,000 MNIST rows against themselves)."""
+
+
+def _reduce_differences(X: np.ndarray, Y: np.ndarray, reduce) -> np.ndarray:
+    """``reduce(|X_i - Y_j|)`` over the coordinates (the last axis), ``(len(X), len(Y))``,
+    in chunks of rows of ``X``: each pair's numbers are those of the whole block at once."""
+    step = max(1, _CHUNK_BYTES // max(1, 8 * len(Y) * X.shape[1]))
+    out = np.empty((len(X), len(Y)))
+    for i in range(0, len(X), step):
+        out[i : i + step] = reduce(np.abs(X[i : i + step, None, :] - Y[None, :, :]))
+    return out
+
+
+def _check_pair(X: np.ndarray, Y: np.ndarray) -> None:
+    if X.ndim != 2 or Y.ndim != 2 or X.shape[1] != Y.shape[1]:
+        raise ValueError(f"kernel rows must be 2-d arrays of the same width, got shapes {X.shape} and {Y.shape}")
 
 
 def exact_kernel(kernel: str, X: ArrayLike, Y: ArrayLike, sigma: float, Y_sq: np.ndarray | None = None) -> np.ndarray:
@@ -96,15 +111,18 @@ def exact_kernel(kernel: str, X: ArrayLike, Y: ArrayLike, sigma: float, Y_sq: np
     ``Y_sq``: the rows' ``(Y * Y).sum(1)`` in float64 when already known (the Gaussian's;
     the others ignore it), see :func:`squared_distances`.
     """
+    from okl_core.learners.base import check_bandwidth  # (the learners import this module)
+
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
+    _check_pair(X, Y)
+    check_bandwidth("sigma", sigma)
     if kernel == "gaussian":
         return np.exp(-squared_distances(X, Y, Y_sq) / (2.0 * sigma**2))
     _check_kernel(kernel)
-    diff = _absolute_differences(X, Y)
     if kernel == "laplacian":
-        return np.exp(-diff.sum(-1) / sigma)
-    return np.prod(1.0 / (1.0 + (diff / sigma) ** 2), axis=-1)  # cauchy
+        return np.exp(-_reduce_differences(X, Y, lambda diff: diff.sum(-1)) / sigma)
+    return _reduce_differences(X, Y, lambda diff: np.prod(1.0 / (1.0 + (diff / sigma) ** 2), axis=-1))  # cauchy
 
 
 def diagonal(X: ArrayLike) -> np.ndarray:
@@ -194,7 +212,10 @@ class Kernel:
     sigma: float
 
     def __post_init__(self) -> None:
+        from okl_core.learners.base import check_bandwidth  # (the learners import this module)
+
         _check_kernel(self.name)
+        check_bandwidth("sigma", self.sigma)
 
     @classmethod
     def of(cls, config) -> "Kernel":
@@ -237,19 +258,28 @@ def median_heuristic(X: ArrayLike, n_samples: int = 1000, seed: int = 0, metric:
     -------
     float
         The median of the distances between distinct sampled rows (> 0).
+
+    The sample is centred first: distances from norms and a product lose every digit for
+    rows far from the origin (timestamps, prices: 4.0 instead of 2.85 at an offset of 1e8).
     """
+    from okl_core.learners.base import check_int  # (the learners import this module)
+
+    check_int("n_samples", n_samples, 2)
+    if metric not in ("euclidean", "l1"):
+        raise ValueError(f"metric must be 'euclidean' or 'l1', got {metric!r}")
     rows = np.asarray(X, dtype=np.float64)
-    if rows.ndim != 2 or rows.shape[0] < 2:
+    if rows.ndim != 2 or rows.shape[0] < 2 or rows.shape[1] < 1:
         raise ValueError(f"median heuristic needs at least 2 rows of a 2-d array, got shape {rows.shape}")
     if rows.shape[0] > n_samples:
         rows = rows[np.sort(permutation(rows.shape[0], seed, 0)[:n_samples])]
+    if not np.isfinite(rows).all():
+        raise ValueError("median heuristic: the sampled rows hold NaN or inf")
+    rows = rows - rows.mean(axis=0)
     iu = np.triu_indices(rows.shape[0], k=1)
     if metric == "euclidean":
         dist = np.sqrt(squared_distances(rows, rows)[iu])
-    elif metric == "l1":
-        dist = _absolute_differences(rows, rows).sum(-1)[iu]
     else:
-        raise ValueError(f"metric must be 'euclidean' or 'l1', got {metric!r}")
+        dist = _reduce_differences(rows, rows, lambda diff: diff.sum(-1))[iu]
     med = float(np.median(dist))
     if not med > 0:
         raise ValueError("median pairwise distance is 0: the sampled rows are identical")

@@ -120,3 +120,22 @@ def test_metric_value_reads_the_accumulator():
     assert metric_value(m, "error") == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="not defined"):
         metric_value(m, "mse")
+
+
+def test_evaluate_refuses_labels_update_would_refuse():
+    """0/1 labels for a binary learner were scored as mistakes (142 of 237 instead of 45), a
+    label 7 of 3 classes grew the class counts, 2**40 asked for 8 TiB."""
+    X, y = tiny_problem("binary", 4, n=100)
+    learner = okl_core.make_learner("fogd", n_inputs=4, n_components=16, sigma=1.0)
+    state = run_online(learner, X, y).state
+    with pytest.raises(ValueError, match=r"^fogd: binary labels must be -1 or \+1; row 0: bad label: 0 is not -1 or \+1$"):
+        evaluate(learner, state, X, (y > 0).astype(int) * 0)
+    with pytest.raises(ValueError, match=r"^batch_rows must be an integer >= 1, got 0$"):
+        evaluate(learner, state, X, y, batch_rows=0)
+    assert evaluate(learner, state, X, y).mistakes == int((learner.to_labels(learner.predict(state, X)) != y).sum())
+
+
+def test_permuted_refuses_x_and_y_of_other_lengths():
+    """The permutation was sized by y: X's extra rows were dropped silently."""
+    with pytest.raises(ValueError, match=r"^X has 10 rows but y has 5$"):
+        permuted(np.arange(20).reshape(10, 2), np.arange(5), 0, 0)
