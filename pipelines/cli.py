@@ -211,7 +211,8 @@ def main(run: Callable[[list[str] | None], object], command: str, argv: list[str
         sys.exit(INTERRUPTED_STATUS)
     finally:
         _COMMANDS_RUNNING.pop()
-        signal.signal(signal.SIGINT, previous)
+        # After a Ctrl-C the process only ends: another one (while Beam stops its runner at exit) must not print a traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN if interrupted else previous)
         if interrupted:
             logging.disable(logging.NOTSET)
     status = result if isinstance(result, int) and not isinstance(result, bool) else 0

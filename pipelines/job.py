@@ -26,6 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
 import okl_core
+from okl_core.data.layout import INFO_FILE
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
 from okl_core.publish import StagedDirectory
@@ -235,6 +236,14 @@ def _test_source(path: str, source: DatasetSource) -> DatasetSource:
     return dataclasses.replace(test, n_classes=source.n_classes) if source.task == "multiclass" else test
 
 
+def _input_path(args) -> str:
+    """What --input opens at launch: a streaming job watches a directory without ``dataset.json`` as ``DIR/*.parquet``."""
+    path = args.input
+    if getattr(args, "streaming", False) and not is_remote(path) and os.path.isdir(path) and not os.path.exists(os.path.join(path, INFO_FILE)):
+        return os.path.join(path, "*.parquet")
+    return path
+
+
 def resolve_job(args) -> TrainJob:
     """Resolve data, learner, plan and output paths (generating the demo data if needed).
 
@@ -244,7 +253,7 @@ def resolve_job(args) -> TrainJob:
         Anything wrong with the flags or the data, with the flag it concerns.
     """
     check_train_flags(args)
-    source = None if args.input is None else _open(args.input, "--input")
+    source = None if args.input is None else _open(_input_path(args), "--input")
     name, params = _learner_choice(args)
     if source is None and args.output and is_remote(args.output):
         raise UsageError("the built-in demo data set is written locally: give a local --output, or --input")

@@ -22,7 +22,12 @@ from its number. ``--stop_after S`` stops watching after S seconds (a bounded ru
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import math
+import signal
+import threading
 import time
 
 import apache_beam as beam
@@ -36,7 +41,7 @@ from pipelines.common import UsageError, pipeline_options, use_local_prism
 from pipelines.job import TrainJob, TrainResult, counters
 from transforms.streaming import (
     MergeSnapshots, ReadParquetFiles, StreamTrainOnline, VersionNotices, WatchParquet, WriteDeadLetterFiles, WriteModelVersions,
-    WriteSnapshotRecords, newest_version,
+    WriteSnapshotRecords, learned_files, newest_version,
 )
 from transforms.read import read_bytes
 from transforms.train import LearnerSpec
@@ -76,6 +81,16 @@ def initial_model(args, learner: okl_core.Learner, output: str) -> tuple[bytes, 
     return okl_core.model_bytes(learner, state), next_version, path
 
 
+def _check_seconds(flag: str, value: float | None) -> None:
+    """A time flag must be a finite number of seconds > 0 (None: not given).
+
+    inf and NaN reach Beam's timers and PeriodicImpulse as tracebacks (some only after the
+    job ran), and a --stop_after of 0 or less would end the job before it learned anything.
+    """
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"--{flag} {value:g}: must be a finite number of seconds > 0")
+
+
 def check_streaming_args(args, learner: okl_core.Learner) -> None:
     """Flag checks of the streaming mode (clear errors naming the flag)."""
     if args.rounds != 1:
@@ -84,12 +99,8 @@ def check_streaming_args(args, learner: okl_core.Learner) -> None:
         raise UsageError(f"--mix_weight {args.mix_weight}: must be in [0, 1]")
     if args.snapshot_batches is not None and args.snapshot_batches < 1:
         raise UsageError("--snapshot_batches must be >= 1")
-    if args.snapshot_seconds is not None and not args.snapshot_seconds > 0:
-        raise UsageError("--snapshot_seconds must be > 0")
-    if not args.poll_seconds > 0:
-        raise UsageError("--poll_seconds must be > 0")
-    if args.merge_seconds is not None and not args.merge_seconds > 0:
-        raise UsageError("--merge_seconds must be > 0")
+    for flag in ("snapshot_seconds", "poll_seconds", "merge_seconds", "stop_after"):
+        _check_seconds(flag, getattr(args, flag, None))
     if args.mix_weight > 0:
         try:
             okl_core.check_mixable(learner)
@@ -117,11 +128,13 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     learner = job.learner
     check_streaming_args(args, learner)
     data, first_version, started_from = initial_model(args, learner, job.output)
+    # The files the model continued from has learned (its version record): read again, they would count twice.
+    learned = learned_files(started_from) if started_from.endswith(".npz") else {}
     spec = LearnerSpec(learner.name, job.params)
     start = time.time()
     stop = None if args.stop_after is None else start + args.stop_after
     num_shards = job.plan.num_shards
-    read = ReadParquetFiles(learner.config.n_inputs, learner.task, getattr(learner.config, "n_classes", None), num_shards, job.plan.batch_rows)
+    read = ReadParquetFiles(learner.config.n_inputs, learner.task, getattr(learner.config, "n_classes", None), num_shards, job.plan.batch_rows, learned)
     files = pipeline | "WatchParquet" >> WatchParquet(watch_pattern(args.input), num_shards, args.poll_seconds, start, stop)
     notices = pipeline | "VersionNotices" >> VersionNotices(job.output, args.poll_seconds, num_shards, start, stop)
     snapshot_batches = args.snapshot_batches or (None if args.snapshot_seconds else 10)
@@ -134,14 +147,15 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     merge_seconds = args.merge_seconds or args.poll_seconds
     versions = (
         snapshots
-        | "MergeSnapshots" >> MergeSnapshots(spec, merge_seconds, first_version)
+        | "MergeSnapshots" >> MergeSnapshots(spec, merge_seconds, first_version, base=data, learned=learned)
         | "WriteModelVersions" >> WriteModelVersions(job.output)
     )
     versions | "LogVersions" >> beam.Map(lambda v: print(f"model version {v[0]}: {v[1]}", flush=True))
     dead = trained["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFiles(job.output)
     dead | "LogDeadLetters" >> beam.Map(lambda path: print(f"bad rows: {path}", flush=True))
     snapshots | "WriteSnapshotRecords" >> WriteSnapshotRecords(job.output, first_version) | "LogSnapshots" >> beam.Map(_print_snapshot, headline(learner.task).summary_key)
-    resolved = {"started_from": started_from, "first_version": first_version, "pattern": watch_pattern(args.input), "merge_seconds": merge_seconds}
+    resolved = {"started_from": started_from, "first_version": first_version, "pattern": watch_pattern(args.input), "merge_seconds": merge_seconds,
+                "files_learned": sum(1 for f in learned.values() if f["done"])}  # skipped when they match the pattern
     print(json.dumps(resolved), flush=True)
     return {**resolved, "snapshots": snapshots, "versions": versions}
 
@@ -183,6 +197,49 @@ def streaming_pipeline(beam_argv: list[str]) -> tuple[beam.Pipeline, bool]:
     return beam.Pipeline(runner="PrismRunner" if local else runner, options=options), local
 
 
+def _handle_sigint(handler) -> None:
+    """Install ``handler`` for SIGINT where Python lets us (the main thread)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, handler)
+
+
+def _on_interrupt(signum, frame) -> None:
+    """The first Ctrl-C of a streaming job: end it quietly, whatever follows.
+
+    Later Ctrl-C are ignored (the way out is taken: a second one once deadlocked inside
+    Beam's job server handler), and the SDK worker threads, which fail with UNAVAILABLE as
+    Prism goes, print and log nothing (the process is ending). The handler that was in place before the job
+    (:func:`pipelines.cli.main`'s: one line, exit status 130) then takes over.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.excepthook = lambda _args: None
+    for name in ("apache_beam", "grpc"):  # their threads log the broken connections after logging is back on
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    before = _SIGINT_BEFORE[-1] if _SIGINT_BEFORE else None
+    if callable(before):
+        before(signum, frame)
+    raise KeyboardInterrupt
+
+
+_SIGINT_BEFORE: list = []
+
+
+@contextlib.contextmanager
+def _one_interrupt():
+    """Handle SIGINT with :func:`_on_interrupt` while a streaming job runs; restore the handler after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _SIGINT_BEFORE.append(signal.getsignal(signal.SIGINT))
+    _handle_sigint(_on_interrupt)  # before the run too: Beam's handler calls the one it found
+    try:
+        yield
+    finally:
+        before = _SIGINT_BEFORE.pop()
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # interrupted: stays ignored on the way out
+            signal.signal(signal.SIGINT, before)
+
+
 def run_streaming(args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
     """Run the streaming graph of ``job`` until --stop_after or cancellation.
 
@@ -196,12 +253,14 @@ def run_streaming(args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
         raise UsageError("--streaming needs --input (a directory or glob where new Parquet files appear)")
     pipeline, local = streaming_pipeline(beam_argv)
     build_streaming_graph(pipeline, job, args)
-    try:
-        pipeline_result = pipeline.run()
-    except (RuntimeError, OSError, ValueError) as err:
-        if local and "prism" in f"{err!r} {err.__cause__!r}".lower():
-            raise UsageError(_PRISM_HELP.format(error=str(err).split(": <")[0], version=beam.__version__)) from None
-        raise
-    pipeline_result.wait_until_finish()
+    with _one_interrupt():
+        try:
+            pipeline_result = pipeline.run()
+        except (RuntimeError, OSError, ValueError) as err:
+            if local and "prism" in f"{err!r} {err.__cause__!r}".lower():
+                raise UsageError(_PRISM_HELP.format(error=str(err).split(": <")[0], version=beam.__version__)) from None
+            raise
+        _handle_sigint(_on_interrupt)  # Beam's job server put its own handler in place: not reentrant (a 2nd Ctrl-C deadlocked)
+        pipeline_result.wait_until_finish()
     files = {**job.files, "model": (okl_core.model_versions(job.output) or [(0, job.files["model"])])[-1][1]}
     return TrainResult(pipeline_result, job.output, files, None, counters(pipeline_result))

@@ -287,6 +287,11 @@ class RowGroupReader:
             self._files[path] = pq.ParquetFile(open_binary(path), page_checksum_verification=True)
         return self._files[path]
 
+    def group_rows(self, path: str) -> list[int]:
+        """Rows of each row group of ``path`` (its footer; the file opened as :meth:`checked` reads it)."""
+        metadata = self._file(path).metadata
+        return [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+
     def _load(self, path: str, group: int, rows: int):
         """Read and check one row group (on the calling thread), counting its CPU time."""
         began = time.thread_time()

@@ -52,7 +52,7 @@ import uuid
 import zlib
 
 import apache_beam as beam
-import pyarrow.parquet as pq
+import numpy as np
 from apache_beam.coders import BytesCoder, StrUtf8Coder, TupleCoder, VarIntCoder
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
@@ -62,7 +62,8 @@ from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateS
 from apache_beam.utils.timestamp import Duration, Timestamp
 
 import okl_core
-from okl_core.data.validate import check_rows
+from okl_core.data.layout import one_line
+from okl_core.data.validate import CheckedRows, check_rows
 from okl_core.divergence import diverged as is_diverged
 from okl_core.learners.compiled import warm_up
 from okl_core.merge import check_mergeable, mix_states
@@ -71,13 +72,14 @@ from okl_core.state import model_versions, parse_version, raw_state_bytes, state
 from okl_experiments.text import strict_json
 from transforms.elements import BatchPiece, ModelCache, StreamEvent
 from transforms.outputs import write_bytes
-from transforms.read import METRICS_NAMESPACE, is_remote, open_binary, read_bytes
+from transforms.read import METRICS_NAMESPACE, DatasetSource, RowGroupReader, is_remote, read_bytes
 from transforms.train import LearnerSpec
 from transforms.worker import settle_worker_process
 
 __all__ = [
     "StreamTrainOnline", "MergeSnapshots", "WriteModelVersions", "VersionNotices", "WatchParquet", "ReadParquetFiles",
     "WriteDeadLetterFiles", "WriteSnapshotRecords", "Snapshot", "MergedVersion", "newest_version", "file_shard",
+    "learned_key", "learned_files", "add_learned",
     "dead_letter_file", "snapshot_record_file",
 ]
 
@@ -97,6 +99,31 @@ _SHARDS_END = _END_OF_STREAM - Duration(seconds=1)
 def file_shard(path: str, num_shards: int) -> int:
     """The shard of a streamed file: CRC-32 of its base name mod ``num_shards`` (stable everywhere)."""
     return zlib.crc32(os.path.basename(path).encode("utf-8")) % num_shards
+
+
+def learned_key(path: str) -> str:
+    """How a streamed file is named in the records of what was learned: a local path made absolute."""
+    return path if is_remote(path) else os.path.abspath(path)
+
+
+def learned_files(model_path: str) -> dict[str, dict]:
+    """What the model version ``model_path`` has learned, from its record (``model-vNNNNNN.json``).
+
+    ``{file: {"rows": good rows learned, "done": whole file learned}}``; empty for a model
+    without a record (``--init_model`` of another file, a version written by an older okl).
+    """
+    record = model_path[: -len(".npz")] + ".json" if model_path.endswith(".npz") else None
+    if record is None or not (FileSystems.exists(record) if is_remote(record) else os.path.isfile(record)):
+        return {}
+    return dict(json.loads(read_bytes(record)).get("files") or {})
+
+
+def add_learned(into: dict, files: dict) -> dict:
+    """Fold the file progress ``files`` into ``into`` (more rows wins; done stays done)."""
+    for path, got in files.items():
+        had = into.get(path, {"rows": 0, "done": False})
+        into[path] = {"rows": max(int(had["rows"]), int(got["rows"])), "done": bool(had["done"] or got["done"])}
+    return into
 
 
 def newest_version(directory: str) -> tuple[int, str] | None:
@@ -198,8 +225,10 @@ class _StreamShard(beam.DoFn):
             if not batches:
                 return
         state = self._state(shard, model_state, meta)
-        for batch in batches:
+        for k, batch in enumerate(batches):
             state = self._learn(state, batch, meta, timer, end)
+            if event.whole_file:  # what a restart from a version holding this snapshot may skip
+                meta.setdefault("files", {})[learned_key(event.path)] = {"rows": int(batch.piece.stop), "done": k == len(batches) - 1}
             if self.snapshot_batches and len(meta["learned"]) >= self.snapshot_batches:
                 yield self._snapshot(shard, state, meta)
         self._keep(shard, state, model_state, meta)  # once per element: Beam commits state per bundle anyway
@@ -236,8 +265,14 @@ class _StreamShard(beam.DoFn):
         meta_state.write(json.dumps(meta, sort_keys=True))
 
     @on_timer(END)
-    def on_end_of_stream(self, key=beam.DoFn.KeyParam, model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META)):
+    def on_end_of_stream(self, key=beam.DoFn.KeyParam, model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META),
+                         timer=beam.DoFn.TimerParam(SNAPSHOT)):
         meta = self._meta(meta_state)
+        if meta["timer"]:
+            # The last snapshot is sent now: an armed processing-time timer (--snapshot_seconds 1e9)
+            # would otherwise hold the job open until it fired.
+            timer.clear()
+            meta["timer"] = False
         if meta["learned"]:
             yield self._snapshot(key, self._state(key, model_state, meta), meta)
         meta_state.write(json.dumps(meta, sort_keys=True))
@@ -250,8 +285,10 @@ class _StreamShard(beam.DoFn):
             "online": Prequential(**meta["metrics"]).summary(), "batches": meta["learned"], "time": _now(),
             "diverged_at": meta.get("diverged_at"),  # the shard's first batch whose numbers turned NaN or inf
         }
+        if meta.get("files"):  # whole files read in this interval: how far each got (MergeSnapshots adds them up)
+            record["files"] = meta["files"]
         out = (int(shard), meta["interval"], okl_core.model_bytes(self.learner, state), strict_json(record, sort_keys=True))
-        meta.update(interval=meta["interval"] + 1, learned=[], metrics=Prequential(self.learner.task).to_dict())
+        meta.update(interval=meta["interval"] + 1, learned=[], files={}, metrics=Prequential(self.learner.task).to_dict())
         self.snapshots.inc()
         self.snapshot_micros.inc(int((time.perf_counter() - began) * 1e6))
         return out
@@ -335,22 +372,29 @@ class _MergeWindows(beam.DoFn):
     WINDOW = TimerSpec("window", TimeDomain.REAL_TIME)
     END = TimerSpec("end", TimeDomain.WATERMARK)
 
-    def __init__(self, spec: LearnerSpec, merge_seconds: float, first_version: int, clock=None):
+    def __init__(self, spec: LearnerSpec, merge_seconds: float, first_version: int, clock=None, base: bytes | None = None, learned: dict | None = None):
         self.spec, self.merge_seconds, self.first_version, self.clock = spec, float(merge_seconds), int(first_version), clock or _now
+        self.base, self.learned = base, dict(learned or {})
         self.merges = Metrics.counter(METRICS_NAMESPACE, "merges")
 
     def setup(self):
         settle_worker_process()
         self.learner = self.spec.build()
+        self.base_state = None
+        if self.base is not None:
+            learner, self.base_state = okl_core.model_from_bytes(self.base, source="the model the streaming shards started from")
+            check_mergeable(self.learner, learner)
 
     def _meta(self, meta_state) -> dict:
-        return json.loads(meta_state.read() or "null") or {"version": self.first_version - 1, "dirty": False, "end_timer": False}
+        return json.loads(meta_state.read() or "null") or {"version": self.first_version - 1, "dirty": False, "end_timer": False, "files": self.learned}
 
     def process(self, element, newest=beam.DoFn.StateParam(NEWEST), meta_state=beam.DoFn.StateParam(META),
                 timer=beam.DoFn.TimerParam(WINDOW), end=beam.DoFn.TimerParam(END)):
-        _, (shard, interval, data, _record) = element
+        _, (shard, interval, data, record) = element
         newest.add((int(shard), int(interval), data))
         meta = self._meta(meta_state)
+        # The files learned so far (the base's and every snapshot's): a restart from the version skips them.
+        add_learned(meta["files"], json.loads(record).get("files") or {})
         if not meta["dirty"]:
             # The window of processing time this snapshot arrived in ends at the next multiple of merge_seconds.
             timer.set(Timestamp.of(math.floor(self.clock() / self.merge_seconds + 1) * self.merge_seconds))
@@ -366,7 +410,8 @@ class _MergeWindows(beam.DoFn):
         yield from self._merge(newest, meta_state)
 
     @on_timer(END)
-    def on_end_of_stream(self, newest=beam.DoFn.StateParam(NEWEST), meta_state=beam.DoFn.StateParam(META)):
+    def on_end_of_stream(self, newest=beam.DoFn.StateParam(NEWEST), meta_state=beam.DoFn.StateParam(META), timer=beam.DoFn.TimerParam(WINDOW)):
+        timer.clear()  # this merge takes what the window would have: its timer must not hold the job open
         yield from self._merge(newest, meta_state)
 
     def _merge(self, newest, meta_state):
@@ -381,11 +426,13 @@ class _MergeWindows(beam.DoFn):
         for shard, (interval, data) in sorted(latest.items()):
             newest.add((shard, interval, data))
         parsed = [okl_core.model_from_bytes(data, source=f"snapshot {interval} of shard {shard}", allow_non_finite=True) for shard, (interval, data) in sorted(latest.items())]
-        merged = okl_core.merge_states(self.learner, [state for _, state in parsed], [lrn for lrn, _ in parsed])
+        # Every shard started from the base: its examples count once (as in the batch merge of a round).
+        merged = okl_core.merge_states(self.learner, [state for _, state in parsed], [lrn for lrn, _ in parsed], base=self.base_state)
         meta.update(version=meta["version"] + 1, dirty=False)
         meta_state.write(json.dumps(meta, sort_keys=True))
         self.merges.inc()
-        record = {"version": meta["version"], "snapshots": {str(s): i for s, (i, _) in sorted(latest.items())}, "n_seen": int(merged.n_seen), "time": _now()}
+        record = {"version": meta["version"], "snapshots": {str(s): i for s, (i, _) in sorted(latest.items())}, "n_seen": int(merged.n_seen), "time": _now(),
+                  "files": dict(sorted(meta["files"].items()))}
         yield meta["version"], okl_core.model_bytes(self.learner, merged), strict_json(record, sort_keys=True)
 
 
@@ -398,21 +445,29 @@ class MergeSnapshots(beam.PTransform):
     ``first_version + 1``, ... (strictly increasing). A shard that sends nothing does not
     hold a version back. When the input ends, a last merge takes what is left.
 
+    ``base`` (model bytes) is the model every shard started from: the merge is then
+    ``merge_states(..., base=base)``, so its examples count once in ``n_seen`` and shards
+    are weighted by what they added since. ``learned`` (:func:`learned_files` of that
+    model) starts the version records' ``files``: every file learned so far and how far,
+    the base's and each snapshot's (a restart skips them).
+
     Returns ``PCollection[MergedVersion]``: ``(version, model bytes, JSON record)``.
     ``clock`` (default ``time.time``) is for tests driven by a TestStream.
     """
 
-    def __init__(self, spec: LearnerSpec, merge_seconds: float, first_version: int = 1, clock=None):
+    def __init__(self, spec: LearnerSpec, merge_seconds: float, first_version: int = 1, clock=None, base: bytes | None = None, learned: dict | None = None):
         super().__init__()
         if not merge_seconds > 0:
             raise ValueError(f"merge_seconds must be > 0, got {merge_seconds}")
         self.spec, self.merge_seconds, self.first_version, self.clock = spec, float(merge_seconds), int(first_version), clock
+        self.base, self.learned = base, learned
 
     def expand(self, snapshots):
         return (
             snapshots
             | "OneMerger" >> beam.Map(lambda s: (0, s)).with_output_types(typing.Tuple[int, Snapshot])
-            | "MergeWindows" >> beam.ParDo(_MergeWindows(self.spec, self.merge_seconds, self.first_version, self.clock)).with_output_types(MergedVersion)
+            | "MergeWindows" >> beam.ParDo(_MergeWindows(self.spec, self.merge_seconds, self.first_version, self.clock, self.base, self.learned))
+            .with_output_types(MergedVersion)
         )
 
 
@@ -505,24 +560,49 @@ class ReadParquetFiles(beam.DoFn):
     shape (``n_inputs``, task, classes) and cut into batches of ``batch_rows`` in file order.
     A file with bad rows (or an unreadable file) sends one ``(path, JSON lines)`` element to
     the ``dead_letter`` output: every bad row of the file, for :class:`WriteDeadLetterFiles`.
+    Row groups are read by the batch reader (:class:`~transforms.read.RowGroupReader`): page
+    checksums verified, the rows of a row group that cannot be read dead-lettered (row -1,
+    ``unreadable row group: row group G (...)``) while the rest of the file is learned.
+    ``learned`` (a restart: :func:`learned_files` of the version continued from) maps a
+    file to the good rows already in that version: a file learned whole is skipped, one
+    learned in part resumes after those rows.
     :class:`StreamTrainOnline` reads whole-file events with the same :meth:`read`.
     """
 
-    def __init__(self, n_features: int, task: str, n_classes: int | None, num_shards: int, batch_rows: int):
+    def __init__(self, n_features: int, task: str, n_classes: int | None, num_shards: int, batch_rows: int, learned: dict | None = None):
         self.n_features, self.task, self.n_classes = n_features, task, n_classes
         self.num_shards, self.batch_rows = num_shards, batch_rows
+        self.learned = dict(learned or {})
         self.files = Metrics.counter(METRICS_NAMESPACE, "train_files_read")
+        self.skipped = Metrics.counter(METRICS_NAMESPACE, "train_files_skipped")  # learned by the version continued from
         self.rejected = Metrics.counter(METRICS_NAMESPACE, "train_rows_rejected")
         self.unreadable = Metrics.counter(METRICS_NAMESPACE, "train_files_unreadable")
 
+    def _checked(self, path: str) -> CheckedRows:
+        """Every row group of ``path`` checked as batch training checks it (unreadable groups: bad rows)."""
+        source = DatasetSource(os.path.basename(path), path, self.task, self.n_features, self.n_classes, ())
+        reader = RowGroupReader(source, "train", keep=1)
+        parts = [reader.checked(path, g, rows)[0] for g, rows in enumerate(reader.group_rows(path))]
+        if not parts:  # no row groups: no rows
+            empty = np.zeros(0, np.int64)
+            y = np.zeros(0, np.float32 if self.task == "regression" else np.int32)
+            return CheckedRows(np.zeros((0, self.n_features), np.float32), y, empty, np.zeros(0, bool), empty, [])
+        return CheckedRows(*(np.concatenate([getattr(c, k) for c in parts]) for k in ("X", "y", "row", "good", "bad_row")),
+                           reasons=[r for c in parts for r in c.reasons])
+
     def read(self, path: str, shard: int) -> tuple[list[StreamEvent], list[str]]:
         """The file's batches in file order, and its dead-letter records (JSON lines: every bad row, or the unreadable file)."""
+        done = self.learned.get(learned_key(path))
+        if done is not None and done["done"]:
+            self.skipped.inc()
+            return [], []
         try:
-            table = pq.read_table(open_binary(path), columns=["x", "y", "row"])
-            checked = check_rows(table, self.n_features, self.task, self.n_classes)
+            checked = self._checked(path)
         except Exception as err:  # a foreign or broken file must not stop the stream
             self.unreadable.inc()
-            record = {"split": "train", "file": path, "row": None, "shard": shard, "reason": f"unreadable Parquet file: {err}"}
+            # The watcher matches each name once: a file still being written, or replaced later, is not read again.
+            reason = f"unreadable Parquet file: {one_line(err)}; not retried: write files elsewhere and rename them into the watched directory"
+            record = {"split": "train", "file": path, "row": None, "shard": shard, "reason": reason}
             return [], [json.dumps(record, sort_keys=True)]
         self.files.inc()
         if checked.reasons:
@@ -531,8 +611,9 @@ class ReadParquetFiles(beam.DoFn):
             json.dumps({"split": "train", "file": path, "row": int(checked.bad_row[k]), "shard": shard, "reason": reason}, sort_keys=True)
             for k, reason in enumerate(checked.reasons)
         ]
+        first = 0 if done is None else min(int(done["rows"]), len(checked.y))  # good rows the version continued from holds
         batches = []
-        for seq, start in enumerate(range(0, len(checked.y), self.batch_rows)):
+        for seq, start in enumerate(range(first, len(checked.y), self.batch_rows)):
             stop = min(start + self.batch_rows, len(checked.y))
             piece = BatchPiece(shard, 0, seq, start, stop, checked.X[start:stop], checked.y[start:stop], checked.row[start:stop])
             batches.append(StreamEvent(path, seq=seq, piece=piece))

@@ -965,7 +965,11 @@ def _file_labels(path: str) -> Iterator[np.ndarray]:
     if "y" not in pf.schema_arrow.names:
         return
     for g in range(pf.num_row_groups):
-        yield pf.read_row_group(g, columns=["y"]).column(0).drop_null().to_numpy()
+        try:
+            labels = pf.read_row_group(g, columns=["y"]).column(0).drop_null().to_numpy()
+        except (OSError, pa.ArrowException) as err:  # a damaged page (checksums verified): one line naming the file
+            raise ValueError(f"{path}: column y of row group {g} cannot be read to tell the task ({one_line(err)})") from None
+        yield labels
 
 
 def labels_fit(files: list[str], task: str, classes: list | None) -> bool:
@@ -1037,8 +1041,11 @@ def _files_width(files: list[tuple[str, pa.Schema]]) -> int:
                 raise ValueError(f"{f}: column x holds {w} features per row, {fixed[0][0]} holds {d}")
         return d
     for f, _ in widths:
-        for batch in _parquet_file(f).iter_batches(batch_size=4096, columns=["x"]):
-            lengths = pc.list_value_length(batch.column(0)).drop_null()
-            if len(lengths):
-                return int(lengths[0].as_py())
+        try:
+            for batch in _parquet_file(f).iter_batches(batch_size=4096, columns=["x"]):
+                lengths = pc.list_value_length(batch.column(0)).drop_null()
+                if len(lengths):
+                    return int(lengths[0].as_py())
+        except (OSError, pa.ArrowException) as err:  # a damaged page (checksums verified): one line naming the file
+            raise ValueError(f"{f}: column x cannot be read to tell the number of features ({one_line(err)})") from None
     raise ValueError(f"{files[0][0]}: column x is null or empty in every row; cannot tell the number of features")

@@ -40,3 +40,72 @@ def test_mix_weight_refuses_learners_that_cannot_mix_at_launch():
         check_streaming_args(_streaming_args(0.0), learner)  # weight 0: streams without mixing
     for name in ("fogd", "dsg", "raker"):
         check_streaming_args(_streaming_args(0.5), okl_core.make_learner(name, n_inputs=3))
+
+
+@pytest.mark.parametrize("flag", ["stop_after", "snapshot_seconds", "poll_seconds", "merge_seconds"])
+@pytest.mark.parametrize("value, shown", [(-5.0, "-5"), (0.0, "0"), (float("nan"), "nan"), (float("inf"), "inf")])
+def test_time_flags_must_be_finite_and_positive(flag, value, shown):
+    """Issue: inf and NaN gave Beam tracebacks (some after the job ran), --stop_after 0 ran and learned nothing."""
+    args = _streaming_args(0.0)
+    setattr(args, flag, value)
+    with pytest.raises(UsageError) as err:
+        check_streaming_args(args, okl_core.make_learner("fogd", n_inputs=3))
+    assert str(err.value) == f"--{flag} {shown}: must be a finite number of seconds > 0"
+
+
+def _plain_parquet(path, rows=40, first_row=0, checksums=True):
+    """A Parquet file as a user writes it with pyarrow (no dataset.json): x list<float32>, y int32 +-1, row numbers."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(first_row)
+    X = rng.random((rows, 4), dtype=np.float32)
+    table = pa.table({
+        "x": pa.array(list(X), pa.list_(pa.float32())),
+        "y": pa.array(np.where(X[:, 0] > 0.5, 1, -1).astype(np.int32)),
+        "row": pa.array(np.arange(first_row, first_row + rows, dtype=np.int64)),
+    })
+    pq.write_table(table, path, write_page_checksum=checksums)
+    return path
+
+
+def test_a_streamed_directory_of_plain_parquet_files_is_watched_as_dir_star_parquet(tmp_path):
+    """Issue: --input DIR without dataset.json was refused ("not an okl data set"), though README
+    says a directory is watched as DIR/*.parquet."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines import train
+    from pipelines.job import resolve_job
+    from pipelines.stream import build_streaming_graph
+
+    (tmp_path / "in").mkdir()
+    _plain_parquet(tmp_path / "in" / "a.parquet")
+    args, _ = train.build_parser().parse_known_args(
+        ["--streaming", "--input", str(tmp_path / "in"), "--learner", "fogd", "--sigma", "1", "--output", str(tmp_path / "out")])
+    job = resolve_job(args)
+    assert (job.source.n_features, job.source.task) == (4, "binary")
+    resolved = build_streaming_graph(beam.Pipeline(options=PipelineOptions([])), job, args)
+    assert resolved["pattern"] == str(tmp_path / "in" / "*.parquet")
+
+
+def test_a_damaged_page_in_the_first_streamed_file_is_one_line_at_launch(tmp_path, capsys):
+    """Issue: a page that fails its checksum ended the launch in a traceback (OSError from _files_width)."""
+    import pyarrow.parquet as pq
+
+    from pipelines import train
+
+    (tmp_path / "in").mkdir()
+    path = _plain_parquet(tmp_path / "in" / "a.parquet")
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    data = bytearray(path.read_bytes())
+    data[chunk.data_page_offset + 100] ^= 0x55
+    path.write_bytes(bytes(data))
+    with pytest.raises(SystemExit) as refused:
+        train.run(["--streaming", "--input", str(tmp_path / "in"), "--learner", "fogd", "--sigma", "1", "--output", str(tmp_path / "out")])
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == (
+        f"python -m pipelines.train: error: --input {tmp_path / 'in' / '*.parquet'}: {path}: column x cannot be read to tell the number of "
+        "features (could not verify page integrity, CRC checksum verification failed for page_ordinal 0)")

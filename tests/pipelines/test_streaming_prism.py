@@ -136,11 +136,11 @@ def _replay(learner, start_state, records, files: dict, output) -> dict[tuple[in
     return states
 
 
-def _check_versions(learner, versions, states, first_version):
+def _check_versions(learner, versions, states, first_version, base=None):
     assert [v for v, _, _ in versions] == list(range(first_version, first_version + len(versions)))
     for version, record, data in versions:
         parts = [states[(int(shard), interval)] for shard, interval in sorted(record["snapshots"].items(), key=lambda kv: int(kv[0]))]
-        expected = okl_core.merge_states(learner, parts)
+        expected = okl_core.merge_states(learner, parts, base=base)  # every shard started from base
         assert data == okl_core.model_bytes(learner, expected), f"version {version} is not the merge of {record['snapshots']}"
     seen = [record["n_seen"] for _, record, _ in versions]
     assert seen == sorted(seen), "a later version has seen fewer rows"
@@ -281,7 +281,7 @@ def test_restart_continues_from_the_newest_version_while_an_idle_shard_blocks_no
     assert len(versions) >= 4
     # The restarted shard continues from the newest version, and every new version is its replay.
     states = _replay(learner, restart_state, new_records, {n: (X, y) for n, X, y in files}, output)
-    _check_versions(learner, versions, states, first_version=newest_version + 1)
+    _check_versions(learner, versions, states, first_version=newest_version + 1, base=restart_state)
 
     # Serving: each result was scored by the version it names, and newer versions took over while the job trained.
     results = [json.loads(open(os.path.join(served, n)).read()) for n in sorted(os.listdir(served))]
@@ -292,6 +292,69 @@ def test_restart_continues_from_the_newest_version_while_an_idle_shard_blocks_no
     for r in results[:: max(1, len(results) // 10)]:
         lrn, state = okl_core.load_model(r["model"])
         np.testing.assert_array_equal(np.asarray(r["scores"]), lrn.predict(state, rows))
+
+
+def test_a_restart_learns_only_new_files_counts_rows_once_and_a_pending_snapshot_timer_ends_nothing(tmp_path, prism_location):
+    """Issues: a restart learned every file again (n_seen 4,000 for 2,000 rows) and, with several
+    shards, summed the version's n_seen once per shard; with --snapshot_seconds 1e9 the job never
+    ended. Two short jobs on one --output and one directory: the second learns only the two new
+    files (one per shard), and each ends soon after --stop_after."""
+    watched, output = tmp_path / "in", str(tmp_path / "out")
+    watched.mkdir()
+    X, y = binary_data(1500, seed=7)
+    write_dataset(tmp_path / "staging", X, y, "binary", n_shards=6)  # 6 files of 250 rows, disjoint row numbers
+    parts = sorted((tmp_path / "staging").glob("*.parquet"))
+    names = _names_for(0, 2, 2, "r") + _names_for(1, 2, 2, "r")  # 1,000 rows at launch: two files per shard
+    new = _names_for(0, 2, 1, "s") + _names_for(1, 2, 1, "s")  # then one more file per shard
+    for part, name in zip(parts[:4], names):
+        os.rename(part, watched / name)
+    argv = ["--streaming", "--input", str(watched), *PARAMS, "--num_shards", "2", "--batch_rows", str(BATCH_ROWS), "--snapshot_seconds", "1e9",
+            "--poll_seconds", str(POLL), "--stop_after", "4", "--output", output, "--runner=PrismRunner", f"--prism_location={prism_location}"]
+    began = time.time()
+    train.run(argv)
+    assert time.time() - began < 4 + 30  # it once waited for the 1e9 s snapshot timer
+    first = _versions(output)[-1][1]
+    assert first["n_seen"] == 1000 and sorted(os.path.basename(f) for f, d in first["files"].items() if d["done"]) == sorted(names)
+    for part, name in zip(parts[4:], new):
+        os.rename(part, watched / name)
+    restart_from = okl_core.model_versions(output)[-1][0]
+    train.run(argv)
+    records = _records(output, restart_from + 1)
+    learned = sorted({os.path.basename(b["file"]) for rs in records.values() for r in rs for b in r["batches"]})
+    assert learned == sorted(new)  # not the four files the first job learned
+    last = _versions(output)[-1][1]
+    assert last["n_seen"] == 1000 + 500  # (was 2 x 1,000 + 500: each shard's copy of the base counted)
+    assert sorted(os.path.basename(f) for f, d in last["files"].items() if d["done"]) == sorted(names + new)
+
+
+def test_ctrl_c_twice_ends_a_streaming_job_with_one_line(tmp_path, prism_location):
+    """Issue: one Ctrl-C exited 130 after ~90 lines of gRPC thread tracebacks, and a second one
+    within a second deadlocked in Beam's job server handler. Two SIGINTs to the process group
+    (as a terminal sends them), 0.2 s apart: one line, exit status 130."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.pipelines.test_interrupt import ROOT
+
+    watched = tmp_path / "in"
+    watched.mkdir()
+    X, y = binary_data(250, seed=3)
+    os.rename(_write_file(str(tmp_path), "a.parquet", X, y), watched / "a.parquet")
+    cmd = [sys.executable, "-m", "pipelines.train", "--streaming", "--input", str(watched), *PARAMS, "--snapshot_batches", "1",
+           "--poll_seconds", str(POLL), "--output", str(tmp_path / "out"), "--runner=PrismRunner", f"--prism_location={prism_location}"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not okl_core.model_versions(tmp_path / "out"):  # running: it has written a version
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=5) if proc.poll() is not None else "no version"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.strip().splitlines() == ["python -m pipelines.train: interrupted"], err[-3000:]
 
 
 FIRST_JOB_CHECKS = (

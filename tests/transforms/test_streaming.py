@@ -314,7 +314,8 @@ def test_bad_rows_and_unreadable_files_of_a_stream_are_written_per_input_file(tm
 
 
 def _without_time(record: str) -> dict:
-    return {k: v for k, v in json.loads(record).items() if k != "time"}
+    """A snapshot record without its time and its whole files' progress (only whole-file events have one)."""
+    return {k: v for k, v in json.loads(record).items() if k not in ("time", "files")}
 
 
 def test_a_shard_reads_whole_files_itself_exactly_as_their_batches_arriving_one_by_one(tmp_path):
@@ -344,6 +345,12 @@ def test_a_shard_reads_whole_files_itself_exactly_as_their_batches_arriving_one_
     got, expected = (sorted(snaps[k], key=lambda s: s[1]) for k in ("files", "batches"))
     assert [(s[0], s[1], s[2], _without_time(s[3])) for s in got] == [(s[0], s[1], s[2], _without_time(s[3])) for s in expected]
     assert [len(_without_time(s[3])["batches"]) for s in got] == [3, 3, 2]  # the first snapshot ends inside the first file
+    # How far each whole file got in each interval (good rows; 164 of each file's 165 are good): what a restart skips.
+    assert [json.loads(s[3])["files"] for s in got] == [
+        {files[0]: {"rows": 150, "done": False}},
+        {files[0]: {"rows": 164, "done": True}, files[1]: {"rows": 100, "done": False}},
+        {files[1]: {"rows": 164, "done": True}},
+    ]
     good = np.isfinite(X).all(axis=1)
     fold = _fold_batches(learner, [(X[a:b][good[a:b]], y[a:b][good[a:b]]) for a, b in ((0, 165), (165, 330))])
     assert got[-1][2] == okl_core.model_bytes(learner, fold)
@@ -440,3 +447,153 @@ def test_a_shard_keeps_its_decoded_state_and_reads_the_beam_state_back_when_its_
     assert [s[2] for s in snaps] == [okl_core.model_bytes(learner, _fold(learner, X, y, 0, 2 * (k + 1))) for k in range(3)]
     # batches 2..6 start from the kept state, or from the raw arrays written to Beam state after the previous one
     assert len(_STATE_READS) == (0 if fn_class is _CountedShard else 5)
+
+
+def _two_files(tmp_path, n=330):
+    """Two okl Parquet files of n/2 rows each (row groups of 100 rows, page checksums on)."""
+    from okl_core.data.layout import write_dataset
+
+    X, y = binary_data(n)
+    write_dataset(tmp_path / "ds", X, y, "binary", n_shards=2, row_group_rows=100)
+    return X, y, sorted(str(p) for p in (tmp_path / "ds").glob("*.parquet"))
+
+
+def test_a_restart_skips_the_files_its_version_learned_and_resumes_one_learned_in_part(tmp_path):
+    """Issue: a restart learned every file in --input again. The reader now skips a file the
+    version continued from learned whole (no rows, no dead letters) and resumes one it learned
+    in part after the good rows it holds."""
+    from transforms.streaming import ReadParquetFiles
+
+    X, y, files = _two_files(tmp_path)
+    read = ReadParquetFiles(5, "binary", None, 1, BATCH, learned={files[0]: {"rows": 165, "done": True}, files[1]: {"rows": 100, "done": False}})
+    assert read.read(files[0], 0) == ([], [])
+    batches, dead = read.read(files[1], 0)
+    assert dead == []
+    assert [(b.seq, b.piece.start, b.piece.stop) for b in batches] == [(0, 100, 150), (1, 150, 165)]
+    np.testing.assert_array_equal(np.concatenate([b.piece.row for b in batches]), np.arange(265, 330))
+    np.testing.assert_array_equal(np.concatenate([b.piece.X for b in batches]), X[265:330])
+    fresh, _ = ReadParquetFiles(5, "binary", None, 1, BATCH).read(files[0], 0)  # without a record: read whole
+    assert [b.piece.start for b in fresh] == [0, 50, 100, 150]
+
+
+def test_a_merge_of_shards_that_started_from_one_version_counts_its_examples_once_and_records_the_files(tmp_path):
+    """Issue: each shard of a restart starts from the version's n_seen and the merge added them up
+    (4,000 + 800 new rows -> n_seen 8,800). The merge now takes the start model as its base, and
+    the version's record lists every file learned (the base's and the shards'), read back by learned_files."""
+    from transforms.streaming import ReadParquetFiles, learned_files
+
+    X, y, files = _two_files(tmp_path)
+    learner = SPEC.build()
+    base_state = _fold(learner, X, y, 0, 4)  # 200 examples learned before the restart
+    base = okl_core.model_bytes(learner, base_state)
+    before = {"/elsewhere/old.parquet": {"rows": 200, "done": True}}
+    read = ReadParquetFiles(5, "binary", None, 2, BATCH)
+    events = [[(0, StreamEvent(files[0], whole_file=True))], [(1, StreamEvent(files[1], whole_file=True))]]
+    out_dir = tmp_path / "out"
+    with _streaming_pipeline() as p:
+        trained = p | _stream(events) | StreamTrainOnline(SPEC, base, snapshot_batches=10, clock=_zero, read=read)
+        merged = trained["snapshots"] | MergeSnapshots(SPEC, 1000.0, 5, clock=_zero, base=base, learned=before)
+        _collect(merged | WriteModelVersions(str(out_dir)), [], "CollectVersions")
+    (version, path), = model_versions(out_dir)
+    record = json.load(open(path[: -len(".npz")] + ".json"))
+    assert version == 5 and record["n_seen"] == 200 + 330
+    shards = [_fold_batches_from(learner, base_state, X[a:b], y[a:b]) for a, b in ((0, 165), (165, 330))]
+    assert open(path, "rb").read() == okl_core.model_bytes(learner, okl_core.merge_states(learner, shards, base=base_state))
+    expected = {**before, files[0]: {"rows": 165, "done": True}, files[1]: {"rows": 165, "done": True}}
+    assert record["files"] == expected and learned_files(path) == expected
+    assert learned_files(str(tmp_path / "nowhere" / "model-v000001.npz")) == {}
+
+
+def _fold_batches_from(learner, state, X, y):
+    for a in range(0, len(y), BATCH):
+        state, _ = learner.update(state, X[a : a + BATCH], y[a : a + BATCH])
+    return state
+
+
+def test_the_streaming_reader_verifies_page_checksums_and_dead_letters_a_damaged_row_group(tmp_path):
+    """Issue: the streaming reader read without page checksums, so a flipped byte was learned
+    silently. It now reads row groups as batch training does: the damaged group's rows are dead
+    letters (row -1, the batch reader's reason) and the other groups are learned."""
+    import pyarrow.parquet as pq
+
+    from transforms.streaming import ReadParquetFiles
+
+    X, y, files = _two_files(tmp_path)
+    chunk = pq.ParquetFile(files[0]).metadata.row_group(1).column(0)  # rows 100..164 of the first file
+    data = bytearray(open(files[0], "rb").read())
+    data[chunk.data_page_offset + 200] ^= 0x55  # compressed bytes of x: only the checksum tells
+    open(files[0], "wb").write(bytes(data))
+    batches, dead = ReadParquetFiles(5, "binary", None, 1, BATCH).read(files[0], 0)
+    np.testing.assert_array_equal(np.concatenate([b.piece.row for b in batches]), np.arange(100))
+    np.testing.assert_array_equal(np.concatenate([b.piece.X for b in batches]), X[:100])
+    records = [json.loads(r) for r in dead]
+    assert [r["row"] for r in records] == [-1] * 65
+    assert {r["reason"] for r in records} == {
+        "unreadable row group: row group 1 (could not verify page integrity, CRC checksum verification failed for page_ordinal 0)"}
+
+
+def test_an_unreadable_file_says_it_is_not_retried(tmp_path):
+    from transforms.streaming import ReadParquetFiles
+
+    broken = tmp_path / "half-written.parquet"
+    broken.write_bytes(b"PAR1 not yet")
+    batches, (dead,) = ReadParquetFiles(5, "binary", None, 1, BATCH).read(str(broken), 0)
+    reason = json.loads(dead)["reason"]
+    assert batches == [] and reason.startswith("unreadable Parquet file: ")
+    assert reason.endswith("; not retried: write files elsewhere and rename them into the watched directory")
+
+
+class _Cell:
+    """A Beam state cell or bag for direct DoFn calls."""
+
+    def __init__(self):
+        self.value, self.items = None, []
+
+    def read(self):
+        return self.items if self.value is None and self.items else self.value
+
+    def write(self, value):
+        self.value = value
+
+    def add(self, item):
+        self.items.append(item)
+
+    def clear(self):
+        self.value, self.items = None, []
+
+
+class _Timer:
+    def __init__(self):
+        self.calls = []
+
+    def set(self, when):
+        self.calls.append(("set", float(when)))
+
+    def clear(self):
+        self.calls.append(("clear",))
+
+
+def test_the_end_of_the_stream_clears_the_armed_snapshot_and_window_timers():
+    """Issue: with --snapshot_seconds 1e9 a job never ended (the armed processing-time timer
+    held it open). At the end of the stream the shard sends its last snapshot and clears its
+    snapshot timer; the merger merges and clears its window timer."""
+    from transforms.streaming import _MergeWindows
+
+    X, y = binary_data(100)
+    learner = SPEC.build()
+    fn = _StreamShard(SPEC, okl_core.model_bytes(learner, learner.init()), None, 1e9, 0.0, _zero)
+    fn.setup()
+    model, meta, snapshot, end = _Cell(), _Cell(), _Timer(), _Timer()
+    assert list(fn.process(_pieces(X, y, 0, 0, 1)[0], model, meta, snapshot, end)) == []
+    assert snapshot.calls == [("set", 1e9)]
+    (last,) = fn.on_end_of_stream(0, model, meta, snapshot)
+    assert snapshot.calls[-1] == ("clear",) and json.loads(meta.read())["timer"] is False
+    assert last[2] == okl_core.model_bytes(learner, _fold(learner, X, y, 0, 1))
+
+    merger = _MergeWindows(SPEC, 1e9, 1, _zero)
+    merger.setup()
+    newest, merge_meta, window_timer, merge_end = _Cell(), _Cell(), _Timer(), _Timer()
+    assert merger.process((0, last), newest, merge_meta, window_timer, merge_end) == []
+    assert window_timer.calls == [("set", 1e9)]
+    ((version, data, _),) = merger.on_end_of_stream(newest, merge_meta, window_timer)
+    assert window_timer.calls[-1] == ("clear",) and version == 1 and data == last[2]
