@@ -462,7 +462,7 @@ def _check_xy(X, y, n_features, task, first_row=0, n_classes=None, check_values=
     if X.shape[1] != n_features or y64.shape != (X.shape[0],):
         raise ValueError(f"expected X (n, {n_features}) and y (n,), got {X.shape} and {y64.shape}")
     if not check_values:
-        return X.astype(np.float32), np.asarray(y, dtype=np.float32 if task == "regression" else np.int32)
+        return X.astype(np.float32, copy=False), np.asarray(y, dtype=np.float32 if task == "regression" else np.int32)
     bad = np.flatnonzero(bad_labels(y64, task, n_classes or MAX_LABEL_CLASSES, float32=True))
     if len(bad):
         raise ValueError(f"y, row {first_row + int(bad[0])}: {label_reason(y64[bad[0]], task, n_classes or MAX_LABEL_CLASSES)}")
