@@ -100,6 +100,21 @@ class _Lock:
         self.fd = None
 
 
+def _remove(path: str) -> None:
+    """Delete a leftover (a directory tree, or a file or link that appeared at the target), ignoring errors.
+
+    ``shutil.rmtree`` alone fails on a file, which then stayed aside and made the next
+    replace fail with NotADirectoryError.
+    """
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 class StagedDirectory:
     """A directory built in a hidden sibling and renamed to ``path`` when complete.
 
@@ -147,17 +162,21 @@ class StagedDirectory:
         if aside and not os.path.exists(self.path):
             os.rename(aside.pop(), self.path)  # killed between its two renames: the old one comes back
         for stale in aside + self._hidden("tmp"):
-            shutil.rmtree(stale, ignore_errors=True)
+            _remove(stale)
 
     def _occupied(self) -> bool:
         """Whether the target exists and is not an empty directory (which is replaced silently)."""
         return os.path.exists(self.path) and not (os.path.isdir(self.path) and not os.listdir(self.path))
 
     def _check_target(self, may_replace) -> None:
-        if not self._occupied():
+        # A file (or a dangling link) is never replaced: only directories are published here.
+        not_a_dir = os.path.lexists(self.path) and not os.path.isdir(self.path)
+        if not (not_a_dir or self._occupied()):
             return
         if not self.replace:
             raise FileExistsError(f"{self.path} already exists (pass --overwrite to replace it)")
+        if not_a_dir:
+            raise FileExistsError(f"{self.path}: not a directory; not replacing it even with --overwrite")
         why = may_replace(self.path) if may_replace is not None else None
         if why:
             raise FileExistsError(f"{self.path}: {why}; not replacing it even with --overwrite")
@@ -180,7 +199,7 @@ class StagedDirectory:
             self.abort()
             raise
         if aside is not None:
-            shutil.rmtree(aside, ignore_errors=True)
+            _remove(aside)
         self._lock.release()
         return self.path
 

@@ -15,6 +15,7 @@ never sees a half-written model.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import io
 import json
 import os
@@ -102,7 +103,17 @@ def _fill(tmp: str, data: bytes) -> None:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory + rename."""
+    """Write ``data`` to ``path`` through a temporary file in the same directory + rename.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is empty (its temporary file would go to the parent of the working directory).
+    IsADirectoryError
+        ``path`` is a directory; checked first, so the error names ``path``, not the
+        temporary file that could not be renamed over it.
+    """
+    _check_file_path(path)
     path, tmp = _write_temp(path)
     try:
         _fill(tmp, data)
@@ -111,6 +122,15 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _check_file_path(path: str | os.PathLike) -> None:
+    """Refuse an empty path or a directory as the name of a file to write (one line naming it)."""
+    path = os.fspath(path)
+    if not path:
+        raise ValueError("path must be a file name, got ''")
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a file name", path)
 
 
 def save_model(path: str | os.PathLike, learner: Learner, state) -> None:
@@ -403,12 +423,18 @@ def parse_version(name: str) -> int | None:
 
 
 def model_versions(directory: str | os.PathLike) -> list[tuple[int, str]]:
-    """``(version, path)`` of the versioned model files in a local directory, oldest first."""
+    """``(version, path)`` of the versioned model files in a local directory, oldest first.
+
+    Only files named exactly as :func:`version_file_name` names them: not version 0,
+    not ``model-v0000001.npz`` beside ``model-v000001.npz`` (one version listed twice),
+    not a directory of such a name.
+    """
     directory = os.fspath(directory)
     if not os.path.isdir(directory):
         return []
-    found = [(parse_version(name), os.path.join(directory, name)) for name in os.listdir(directory)]
-    return sorted((v, p) for v, p in found if v is not None)
+    found = [(parse_version(name), name) for name in os.listdir(directory)]
+    return sorted((v, os.path.join(directory, name)) for v, name in found
+                  if v and name == version_file_name(v) and os.path.isfile(os.path.join(directory, name)))
 
 
 def write_new_file(path: str | os.PathLike, data: bytes) -> bool:

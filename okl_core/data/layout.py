@@ -36,7 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from okl_core.labels import bad_labels, check_task
+from okl_core.labels import bad_labels, check_task, label_reason
+from okl_core.learners.base import check_int
 from okl_core.publish import StagedDirectory
 
 __all__ = [
@@ -436,12 +437,56 @@ class _ShardWriter:
             pass
 
 
-def _check_xy(X, y, n_features, task):
-    X = np.asarray(X, dtype=np.float32)
-    y = np.asarray(y, dtype=np.float32 if task == "regression" else np.int32)
-    if X.ndim != 2 or X.shape[1] != n_features or y.shape != (X.shape[0],):
-        raise ValueError(f"expected X (n, {n_features}) and y (n,), got {X.shape} and {y.shape}")
-    return X, y
+MAX_LABEL_CLASSES = 2**31
+"""Classes a multiclass label can name when the writer does not know ``classes``: ``y`` is int32."""
+
+
+def _check_xy(X, y, n_features, task, first_row=0, n_classes=None, check_values=True):
+    """``X`` as float32 ``(n, n_features)`` and ``y`` as the task's stored type, or a one-line ValueError.
+
+    Checked before the conversion, which would otherwise truncate (0.5 -> 0), wrap (2**31 ->
+    -2**31) or overflow (1e300 -> inf) silently: every label must be one the task's learner
+    takes (:func:`okl_core.labels.bad_labels`, ``float32=True``; multiclass below
+    ``n_classes``, or int32's range when unknown) and every feature finite as float32. The
+    converters drop such rows before; this is the safety net of the Python API, one
+    vectorised pass per call. Errors name the first bad row by its number in the stream.
+    ``check_values=False`` converts without those checks (tests writing bad rows on purpose).
+    """
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n, {n_features}), got shape {X.shape}")
+    try:
+        y64 = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"y must be numbers ({err})") from None
+    if X.shape[1] != n_features or y64.shape != (X.shape[0],):
+        raise ValueError(f"expected X (n, {n_features}) and y (n,), got {X.shape} and {y64.shape}")
+    if not check_values:
+        return X.astype(np.float32, copy=False), np.asarray(y, dtype=np.float32 if task == "regression" else np.int32)
+    bad = np.flatnonzero(bad_labels(y64, task, n_classes or MAX_LABEL_CLASSES, float32=True))
+    if len(bad):
+        raise ValueError(f"y, row {first_row + int(bad[0])}: {label_reason(y64[bad[0]], task, n_classes or MAX_LABEL_CLASSES)}")
+    X32 = _finite_float32(X, first_row)
+    return X32, y64.astype(np.float32 if task == "regression" else np.int32)
+
+
+def _finite_float32(X: np.ndarray, first_row: int) -> np.ndarray:
+    """``X`` as float32, refusing NaN and values beyond float32's range in one line naming the row.
+
+    A value is finite as float32 exactly when its float32 rounding is
+    (:func:`okl_core.data.sources.finite32` tests ``|x| < FLOAT32_LIMIT`` in float64 for the
+    same reason), so the test runs on the converted array: no float64 copy of ``X``.
+    """
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            X32 = X.astype(np.float32, copy=False)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"X must be numbers ({err})") from None
+    finite = np.isfinite(X32)
+    if not finite.all():
+        i, j = (int(k[0]) for k in np.nonzero(~finite))
+        raise ValueError(f"X, row {first_row + i}, feature {j}: {X[i, j].item()!r} is not finite as float32 (okl stores features as float32)")
+    return X32
 
 
 MAX_FEATURES = (2**31 - 1) // 4
@@ -452,9 +497,10 @@ rows wider than 8192 features): the writer buffers a row group in memory."""
 
 
 def _check_shape_args(n_features, task, rows, row_group_rows):
+    """Refuse a bad task or count in one line naming it (a float count once became its floor)."""
     check_task(task)
-    if int(n_features) < 1 or int(rows) < 1 or int(row_group_rows) < 1:
-        raise ValueError("n_features, rows_per_shard and row_group_rows must be >= 1")
+    for name, value in (("n_features", n_features), ("rows_per_shard", rows), ("row_group_rows", row_group_rows)):
+        check_int(name, value, 1)
     if int(n_features) > MAX_FEATURES:
         raise ValueError(f"n_features {int(n_features):,} is more than a row can hold ({MAX_FEATURES:,} float32 features)")
 
@@ -478,7 +524,7 @@ def write_shard_file(path, n_features, task, batches, first_row, row_group_rows=
     writer = _ShardWriter(tmp, schema_for(int(n_features), task), row_group_rows, first_row, _check_compression(compression))
     try:
         for X, y in batches:
-            writer.write(*_check_xy(X, y, int(n_features), task))
+            writer.write(*_check_xy(X, y, int(n_features), task, int(first_row) + writer.n_rows))
         writer.close()
         os.replace(tmp, path)
     except BaseException:
@@ -512,24 +558,31 @@ class DatasetWriter:
         Replace an existing directory at ``path`` (atomically, after completion).
     compression : {'lz4', 'snappy', 'zstd', 'none'}
         Parquet codec (:data:`DEFAULT_COMPRESSION`; any codec reads the same).
+    check_values : bool
+        Refuse rows whose label the task's learner cannot take or whose features are not
+        finite as float32 (:meth:`write`). False writes them as given: only for tests of
+        the readers' bad-row paths (dead letters), which need such rows on disk.
     **info
         Fields of :class:`DatasetInfo` other than n_rows, n_features, task and shards
         (more can be set before closing with :meth:`set_info`).
     """
 
-    def __init__(self, path, n_features, task, rows_per_shard=65536, row_group_rows=4096, overwrite=False, compression=DEFAULT_COMPRESSION, **info):
+    def __init__(self, path, n_features, task, rows_per_shard=65536, row_group_rows=4096, overwrite=False, compression=DEFAULT_COMPRESSION,
+                 *, check_values=True, **info):
         _check_shape_args(n_features, task, rows_per_shard, row_group_rows)
         self.compression = _check_compression(compression)
         self.n_features, self.task = int(n_features), task
         self.rows_per_shard, self.row_group_rows = int(rows_per_shard), _row_group_rows(row_group_rows, self.n_features)
         self.schema = schema_for(self.n_features, task)
+        self.check_values = bool(check_values)
+        self.info_fields = {"name": os.path.basename(os.path.abspath(os.fspath(path)))}
+        self.set_info(**info)  # before the target is locked: a bad field must leave nothing behind
         self._staged = StagedDataset(path, overwrite)
         self.path = self._staged.path
-        self.info_fields = {"name": os.path.basename(self.path)}
-        self.set_info(**info)
         self._shards: list[dict] = []
         self._shard: _ShardWriter | None = None
         self._n_rows = 0
+        self._finished = False  # closed or aborted: the staging directory is gone
         self.info: DatasetInfo | None = None  # set by close()
 
     @property
@@ -543,12 +596,18 @@ class DatasetWriter:
         return self._n_rows
 
     def set_info(self, **fields) -> None:
-        """Set :class:`DatasetInfo` fields recorded when the writer closes."""
+        """Set :class:`DatasetInfo` fields recorded when the writer closes.
+
+        Names and JSON types are checked here, as :meth:`DatasetInfo.from_file` checks them
+        (``name=3`` was once written, and the data set then could not be opened).
+        """
         reserved = {"task", "n_rows", "n_features", "shards", "layout_version"}
         known = {f.name for f in dataclasses.fields(DatasetInfo)} - reserved
         unknown = set(fields) - known
         if unknown:
             raise ValueError(f"unknown data set info fields {sorted(unknown)} (allowed: {sorted(known)})")
+        for key, value in fields.items():
+            _check_info_value(key, value)
         self.info_fields.update(fields)
 
     def __enter__(self):
@@ -561,9 +620,26 @@ class DatasetWriter:
             self.abort()
         return False
 
+    def _check_open(self) -> None:
+        if self._finished:
+            raise ValueError(f"{self.path}: the data set writer is already closed")
+
+    def _n_classes(self) -> int | None:
+        """Classes a multiclass label must lie below: those of ``classes`` when given."""
+        classes = self.info_fields.get("classes")
+        return len(classes) if self.task == "multiclass" and classes else None
+
     def write(self, X, y) -> None:
-        """Append rows (``X`` ``(n, d)``, ``y`` ``(n,)``) at the end of the stream."""
-        X, y = _check_xy(X, y, self.n_features, self.task)
+        """Append rows (``X`` ``(n, d)``, ``y`` ``(n,)``) at the end of the stream.
+
+        Raises
+        ------
+        ValueError
+            One line naming the argument and the first bad row (:func:`_check_xy`); nothing
+            of the call is written then.
+        """
+        self._check_open()
+        X, y = _check_xy(X, y, self.n_features, self.task, self._n_rows, self._n_classes(), self.check_values)
         start = 0
         while start < len(y):
             if self._shard is None:
@@ -580,7 +656,18 @@ class DatasetWriter:
                 self._shard = None
 
     def close(self) -> DatasetInfo:
-        """Finish the last shard, write ``dataset.json`` and move the directory into place."""
+        """Finish the last shard, write ``dataset.json`` and move the directory into place.
+
+        On failure everything is dropped and the target released (:meth:`abort`).
+        """
+        self._check_open()
+        try:
+            return self._commit()
+        except BaseException:
+            self.abort()
+            raise
+
+    def _commit(self) -> DatasetInfo:
         if self._shard is not None:
             self._shard.close()
             self._shard = None
@@ -591,14 +678,29 @@ class DatasetWriter:
             shard["file"] = final
         info = DatasetInfo(task=self.task, n_rows=self._n_rows, n_features=self.n_features, shards=self._shards, **self.info_fields)
         self.info = self._staged.commit(info)
+        self._finished = True
         return self.info
 
     def abort(self) -> None:
-        """Drop everything written so far."""
+        """Drop everything written so far (nothing to do once closed or aborted)."""
+        if self._finished:
+            return
+        self._finished = True
         if self._shard is not None:
             self._shard.abort()
             self._shard = None
         self._staged.abort()
+
+
+def _check_info_value(key: str, value) -> None:
+    """Refuse a :class:`DatasetInfo` field value that ``dataset.json`` could not hold or read back."""
+    _, nullable, kind, least, expected = _INFO_FIELDS[key]
+    if not ((_is_json_type(value, kind) and (least is None or value >= least)) or (value is None and nullable)):
+        raise ValueError(f"data set info field {key!r} must be {expected}, got {_json_kind(value)}")
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"data set info field {key!r} must hold JSON values only ({err})") from None
 
 
 def _table(schema, X, y, first_row) -> pa.Table:
@@ -609,11 +711,22 @@ def _table(schema, X, y, first_row) -> pa.Table:
     return pa.Table.from_arrays([x, pa.array(y, type=schema.field("y").type), pa.array(rows)], schema=schema)
 
 
-def write_dataset(path, X, y, task, n_shards=1, row_group_rows=4096, overwrite=False, **info) -> DatasetInfo:
-    """Write in-memory arrays as a data set of ``n_shards`` equal shards (convenience)."""
+def write_dataset(path, X, y, task, n_shards=1, row_group_rows=4096, overwrite=False, *, check_values=True, **info) -> DatasetInfo:
+    """Write in-memory arrays as a data set of at most ``n_shards`` shards (convenience).
+
+    Shards hold ``ceil(n / n_shards)`` rows each, the last fewer (the layout's shards are
+    equal but for the last): 10 rows in 6 shards are 5 shards of 2 rows, 10 rows in 20
+    shards 10 shards of 1 row. ``X``, ``y`` and ``info`` are checked as
+    :class:`DatasetWriter` checks them (``check_values`` as there); errors are one line and
+    leave nothing behind.
+    """
+    check_int("n_shards", n_shards, 1)
     X = np.asarray(X)
-    rows_per_shard = max(1, -(-len(X) // int(n_shards)))
-    with DatasetWriter(path, X.shape[1], task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite, **info) as writer:
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n, d), got shape {X.shape}")
+    rows_per_shard = max(1, -(-len(X) // n_shards))
+    with DatasetWriter(path, X.shape[1], task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows, overwrite=overwrite,
+                       check_values=check_values, **info) as writer:
         writer.write(X, y)
     return DatasetInfo.from_file(os.path.join(os.fspath(path), INFO_FILE))
 
@@ -656,8 +769,8 @@ def schema_problem(schema: pa.Schema, n_features: int | None, task: str | None, 
         needs = "numeric targets" if task == "regression" else "integer labels"
         return f"column y is {y_type}; {'a ' + task if task else 'an okl'} data set needs {needs}"
     row_type = schema.field("row").type
-    if not _is_number_type(row_type):
-        return f"column row is {row_type}, not row numbers"
+    if not pa.types.is_integer(row_type):  # a float row number would be truncated (0.5 -> 0)
+        return f"column row is {row_type}, not integer row numbers"
     return None
 
 
@@ -692,8 +805,22 @@ def row_range(metadata: pq.FileMetaData) -> tuple[int, int] | None:
     return (min(lows), max(highs)) if lows else None
 
 
-def row_range_problem(rows: tuple[int, int] | None) -> str | None:
-    """Why a file whose ``row`` column spans ``rows`` cannot be read (row numbers past int64), or None."""
+def row_nulls(metadata: pq.FileMetaData) -> int:
+    """Null ``row`` values a file's footer statistics count (0 where they do not tell)."""
+    columns = [i for i in range(metadata.num_columns) if metadata.schema.column(i).path == "row"]
+    if len(columns) != 1:
+        return 0
+    stats = (metadata.row_group(g).column(columns[0]).statistics for g in range(metadata.num_row_groups))
+    return sum(s.null_count for s in stats if s is not None and s.has_null_count)
+
+
+def row_range_problem(rows: tuple[int, int] | None, nulls: int = 0) -> str | None:
+    """Why a file whose ``row`` column spans ``rows`` (``nulls`` of them null) cannot be read, or None.
+
+    Row numbers past int64 cannot be read; a null one would read as -2**63.
+    """
+    if nulls:
+        return f"column row has {nulls} null values; every row needs its row number"
     if rows is not None and (rows[0] < -MAX_ROW - 1 or rows[1] > MAX_ROW):
         value = rows[1] if rows[1] > MAX_ROW else rows[0]
         return f"column row holds the row number {value}, beyond int64 (row numbers must lie in -2**63..2**63-1)"
@@ -718,7 +845,7 @@ def check_shard(path: str, metadata: pq.FileMetaData, schema: pa.Schema, info: D
         problem = f"{INFO_FILE} records {recorded_rows} rows, the file holds {metadata.num_rows}"
     if problem is None and first_row is not None and metadata.num_rows:
         rows, expected = row_range(metadata), (first_row, first_row + metadata.num_rows - 1)
-        problem = row_range_problem(rows)
+        problem = row_range_problem(rows, row_nulls(metadata))
         if problem is None and rows is not None and tuple(rows) != expected:
             problem = f"its rows are numbered {rows[0]}..{rows[1]}, {INFO_FILE} places it at rows {expected[0]}..{expected[1]} (a shard copied over another?)"
     if problem:
@@ -786,17 +913,31 @@ class Dataset:
         """Batches in row order (of one shard, or of all shards in order).
 
         ``batch_rows=None`` yields one batch per Parquet row group.
+
+        Raises
+        ------
+        ValueError
+            (at the call) ``shard`` is not an index ``0..len(shards)-1`` (a negative one
+            once read the last shards silently) or ``batch_rows`` is not an integer >= 1.
         """
-        files = self.shards if shard is None else [self.shards[shard]]
+        if shard is not None:
+            check_int("shard", shard, 0)
+            if shard >= len(self.shards):
+                raise ValueError(f"shard must be one of the data set's shards 0..{len(self.shards) - 1}, got {shard}")
+        if batch_rows is not None:
+            check_int("batch_rows", batch_rows, 1)
+        return self._batches(self.shards if shard is None else [self.shards[shard]], batch_rows)
+
+    def _batches(self, files: list[ShardFile], batch_rows: int | None) -> Iterator[Batch]:
         for sf in files:
             yield from read_shard(sf.path, self.info.n_features, batch_rows)
 
     def read_all(self) -> Batch:
-        """All rows as one batch (small data sets only)."""
+        """All rows as one batch (small data sets only); ``y`` of the stored type even without rows."""
         batches = list(self.iter_batches())
         if not batches:
-            d = self.info.n_features
-            return Batch(np.zeros((0, d), np.float32), np.zeros(0), np.zeros(0, np.int64))
+            d, y_type = self.info.n_features, np.float32 if self.task == "regression" else np.int32
+            return Batch(np.zeros((0, d), np.float32), np.zeros(0, y_type), np.zeros(0, np.int64))
         return Batch(*(np.concatenate([getattr(b, k) for b in batches]) for k in ("X", "y", "row")))
 
 
@@ -807,11 +948,21 @@ def _batch_from_table(table: pa.Table, n_features: int, source: str) -> Batch:
         raise ValueError(f"{source}: {err}") from None
     if width not in (None, n_features):
         raise ValueError(f"{source}: column x must hold {n_features} features per row, got {table.schema.field('x').type}")
-    row = table.column("row").to_numpy().astype(np.int64, copy=False)
+    rows = table.column("row")
+    if rows.null_count or not pa.types.is_integer(rows.type):  # astype would truncate 0.5 or turn null into -2**63
+        raise ValueError(f"{source}: {_row_column_problem(rows)}")
+    row = rows.to_numpy().astype(np.int64, copy=False)
     problem = x_shape_problem(table.column("x"), n_features)
     if problem is not None:  # a pipeline dead-letters such rows; reading into memory cannot
         raise ValueError(f"{source}, row {row[problem[0]]}: {problem[1]}")
     return Batch(x_matrix(table.column("x"), n_features), table.column("y").to_numpy(), row)
+
+
+def _row_column_problem(rows: pa.ChunkedArray) -> str:
+    """Why a ``row`` column that is not integer or holds nulls cannot number rows."""
+    if not pa.types.is_integer(rows.type):
+        return f"column row is {rows.type}, not integer row numbers"
+    return row_range_problem(None, rows.null_count) or ""
 
 
 def _parquet_file(path) -> pq.ParquetFile:
@@ -930,11 +1081,12 @@ def _glob_file(path: str, labels_optional: bool) -> _File:
     problem = schema_problem(schema, None, None, labels_optional)
     if problem:
         raise ValueError(f"{path}: not in the okl layout: {problem}")
-    rows = row_range(pf.metadata)
+    rows, nulls = row_range(pf.metadata), row_nulls(pf.metadata)
     if rows is None and pf.metadata.num_rows:  # a writer without statistics: read the row numbers
-        values = pf.read(columns=["row"]).column(0).drop_null()
+        column = pf.read(columns=["row"]).column(0)
+        values, nulls = column.drop_null(), column.null_count
         rows = None if len(values) == 0 else (pc.min(values).as_py(), pc.max(values).as_py())
-    problem = row_range_problem(rows)
+    problem = row_range_problem(rows, nulls)
     if problem:
         raise ValueError(f"{path}: {problem}")
     return _File(rows, path, pf.metadata.num_rows, schema)

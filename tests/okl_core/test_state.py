@@ -470,3 +470,31 @@ def test_random_damage_to_raw_state_ends_in_a_state_or_model_file_error(data):
         assert str(err).startswith("damaged: ") and "\n" not in str(err)
     else:
         assert back.w.shape == state.w.shape
+
+
+def test_model_versions_lists_only_files_named_as_version_file_name_names_them(tmp_path):
+    """Not version 0, not a second spelling of version 1, not a directory of such a name."""
+    for name in ("model-v000000.npz", "model-v000001.npz", "model-v0000001.npz", "model-v000002.npz", "model-v1000000.npz"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "model-v000004.npz").mkdir()
+    assert okl_core.model_versions(tmp_path) == [
+        (1, str(tmp_path / "model-v000001.npz")), (2, str(tmp_path / "model-v000002.npz")), (1000000, str(tmp_path / "model-v1000000.npz"))]
+
+
+def test_save_model_to_a_directory_names_the_path_given(tmp_path):
+    learner, state = _trained()
+    (tmp_path / "t10").mkdir()
+    with pytest.raises(IsADirectoryError) as err:
+        okl_core.save_model(tmp_path / "t10", learner, state)
+    assert str(err.value) == f"[Errno 21] is a directory, not a file name: '{tmp_path / 't10'}'"
+    assert os.listdir(tmp_path) == ["t10"] and os.listdir(tmp_path / "t10") == []
+
+
+def test_save_model_refuses_an_empty_path(tmp_path, monkeypatch):
+    learner, state = _trained()
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    with pytest.raises(ValueError) as err:
+        okl_core.save_model("", learner, state)
+    assert str(err.value) == "path must be a file name, got ''"
+    assert sorted(os.listdir(tmp_path)) == ["cwd"] and os.listdir(tmp_path / "cwd") == []

@@ -77,7 +77,7 @@ class Dropper(threading.Thread):
 
 def _write_file(staging, name, X, y) -> str:
     out = os.path.join(staging, name + ".d")
-    write_dataset(out, X, y, "binary", n_shards=1)
+    write_dataset(out, X, y, "binary", n_shards=1, check_values=False)
     return os.path.join(out, "part-00000-of-00001.parquet")
 
 

@@ -20,7 +20,7 @@ def source(tmp_path):
     y = rng.integers(0, 3, 1000).astype(np.int32)
     X[123, 0] = np.nan
     y[840] = 7
-    write_dataset(tmp_path / "d", X, y, "multiclass", n_shards=3, row_group_rows=150, classes=[0, 1, 2])
+    write_dataset(tmp_path / "d", X, y, "multiclass", n_shards=3, row_group_rows=150, classes=[0, 1, 2], check_values=False)
     return DatasetSource.open(str(tmp_path / "d")), X, y
 
 
@@ -126,7 +126,7 @@ def test_a_failed_read_ahead_is_raised_where_the_rows_are_needed(source, tmp_pat
     plan = StreamPlan(1000, 1, 1, 100)
     refs = [r for task in src.row_groups for r in piece_refs(task, plan, 0)]
     first_file = src.row_groups[0][0]
-    write_dataset(tmp_path / "other", X[:334], y[:334], "multiclass", row_group_rows=50, classes=[0, 1, 2])
+    write_dataset(tmp_path / "other", X[:334], y[:334], "multiclass", row_group_rows=50, classes=[0, 1, 2], check_values=False)
     (tmp_path / "other" / "part-00000-of-00001.parquet").replace(first_file)  # 50-row groups where 150 were listed
     reader = RowGroupReader(src, "train", read_ahead=2)
     reader.plan(refs)

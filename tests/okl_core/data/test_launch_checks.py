@@ -90,7 +90,7 @@ CASES = {
         lambda ds: _replace_shard(ds, _table(_binary(16), y=pa.array(["1"] * 100))), "{f1}: column y is string; a binary data set needs integer labels"
     ),
     "row text": (
-        lambda ds: _replace_shard(ds, _table(_binary(16), row=pa.array(["1"] * 100))), "{f1}: column row is string, not row numbers"
+        lambda ds: _replace_shard(ds, _table(_binary(16), row=pa.array(["1"] * 100))), "{f1}: column row is string, not integer row numbers"
     ),
     "no y": (
         lambda ds: _replace_shard(ds, pa.table({"x": _binary(16), "row": pa.array(np.arange(100))})),
