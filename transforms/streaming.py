@@ -587,8 +587,8 @@ class ReadParquetFiles(beam.DoFn):
             empty = np.zeros(0, np.int64)
             y = np.zeros(0, np.float32 if self.task == "regression" else np.int32)
             return CheckedRows(np.zeros((0, self.n_features), np.float32), y, empty, np.zeros(0, bool), empty, [])
-        return CheckedRows(*(np.concatenate([getattr(c, k) for c in parts]) for k in ("X", "y", "row", "good", "bad_row")),
-                           reasons=[r for c in parts for r in c.reasons])
+        joined = {k: np.concatenate([getattr(c, k) for c in parts]) for k in ("X", "y", "row", "good", "bad_row")}
+        return CheckedRows(**joined, reasons=[r for c in parts for r in c.reasons])
 
     def read(self, path: str, shard: int) -> tuple[list[StreamEvent], list[str]]:
         """The file's batches in file order, and its dead-letter records (JSON lines: every bad row, or the unreadable file)."""
