@@ -100,6 +100,18 @@ def _reduce_differences(X: np.ndarray, Y: np.ndarray, reduce) -> np.ndarray:
     return out
 
 
+def _centred_if_far(rows: np.ndarray) -> np.ndarray:
+    """``rows`` less their mean when the mean's squared norm passes 1e6 times the total variance.
+
+    Then ``|x|^2 + |y|^2 - 2 x.y`` loses more than 1e-10 of a squared distance to rounding
+    (eps |x|^2 against the spread); below it the rows are returned as they are.
+    """
+    mean = rows.mean(axis=0)
+    if float(mean @ mean) > 1e6 * float(rows.var(axis=0).sum()):
+        return rows - mean
+    return rows
+
+
 def _check_pair(X: np.ndarray, Y: np.ndarray) -> None:
     if X.ndim != 2 or Y.ndim != 2 or X.shape[1] != Y.shape[1]:
         raise ValueError(f"kernel rows must be 2-d arrays of the same width, got shapes {X.shape} and {Y.shape}")
@@ -259,8 +271,9 @@ def median_heuristic(X: ArrayLike, n_samples: int = 1000, seed: int = 0, metric:
     float
         The median of the distances between distinct sampled rows (> 0).
 
-    The sample is centred first: distances from norms and a product lose every digit for
-    rows far from the origin (timestamps, prices: 4.0 instead of 2.85 at an offset of 1e8).
+    A sample far from the origin relative to its spread (timestamps, prices) is centred
+    first: distances from norms and a product lose every digit there (4.0 instead of 2.85 at
+    an offset of 1e8). Other samples are left as they are, so their median keeps its bytes.
     """
     from okl_core.learners.base import check_int  # (the learners import this module)
 
@@ -274,7 +287,7 @@ def median_heuristic(X: ArrayLike, n_samples: int = 1000, seed: int = 0, metric:
         rows = rows[np.sort(permutation(rows.shape[0], seed, 0)[:n_samples])]
     if not np.isfinite(rows).all():
         raise ValueError("median heuristic: the sampled rows hold NaN or inf")
-    rows = rows - rows.mean(axis=0)
+    rows = _centred_if_far(rows)
     iu = np.triu_indices(rows.shape[0], k=1)
     if metric == "euclidean":
         dist = np.sqrt(squared_distances(rows, rows)[iu])

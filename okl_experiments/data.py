@@ -420,4 +420,8 @@ def okl_sources(train: str, test: str | None = None) -> tuple[DataSource, DataSo
     if test_source is not None and (test_source.n_features, test_source.task) != (train_source.n_features, train_source.task):
         raise ValueError(f"--test {test}: {test_source.task} with {test_source.n_features} features, "
                          f"but --input is {train_source.task} with {train_source.n_features}")
+    if test:
+        from okl_core.data.layout import check_same_classes, recorded_classes
+
+        check_same_classes(test, recorded_classes(test), recorded_classes(train))  # as okl train does
     return train_source, test_source

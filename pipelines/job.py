@@ -26,7 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
 import okl_core
-from okl_core.data.layout import INFO_FILE
+from okl_core.data.layout import INFO_FILE, check_same_classes
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
 from okl_core.publish import StagedDirectory
@@ -228,11 +228,10 @@ def _test_source(path: str, source: DatasetSource) -> DatasetSource:
     if (test.n_features, test.task) != (source.n_features, source.task):
         raise UsageError(f"--test {path} has {test.n_features} features of {test.task} data, "
                          f"the training data {source.n_features} features of {source.task} data")
-    if test.classes is not None and source.classes is not None and test.classes != source.classes:
-        # The stored labels are codes into these lists: other lists, other meanings (a test
-        # set prepared without --like renumbers the classes it happens to hold).
-        raise UsageError(f"--test {path} has the classes {list(test.classes)}, the training data {list(source.classes)}: "
-                         "its labels would be scored as other classes; prepare it with --like the training data set")
+    try:
+        check_same_classes(path, test.classes, source.classes)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     return dataclasses.replace(test, n_classes=source.n_classes) if source.task == "multiclass" else test
 
 
@@ -276,7 +275,7 @@ def resolve_job(args) -> TrainJob:
     return job
 
 
-_STREAMING_ONLY = ("init_model", "snapshot_batches", "snapshot_seconds", "merge_seconds", "stop_after")
+_STREAMING_ONLY = ("init_model", "snapshot_batches", "snapshot_seconds", "poll_seconds", "merge_seconds", "stop_after")
 
 
 def check_train_flags(args) -> None:
@@ -290,10 +289,10 @@ def check_train_flags(args) -> None:
     if not getattr(args, "streaming", False):
         given = [f"--{flag}" for flag in _STREAMING_ONLY if getattr(args, flag, None) is not None]
         given += ["--mix_weight"] if getattr(args, "mix_weight", 0.0) != 0.0 else []
-        if given:
-            # A batch job always starts from a fresh model and ends with the data: these would be ignored.
+        if given:  # a batch job would ignore them
             raise UsageError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for streaming jobs (--streaming); "
-                             "a batch job trains a fresh model on the whole data set")
+                             "without it, this is a batch job, which would ignore "
+                             f"{'it' if len(given) == 1 else 'them'}")
 
 
 def _resolve_learning(args, source: DatasetSource, name: str, params: dict, output: str, files: dict) -> TrainJob:

@@ -77,8 +77,9 @@ def _labels_and_scaling(parser: argparse.ArgumentParser) -> None:
 
 def _table_columns(parser: argparse.ArgumentParser) -> None:
     """Options of the kinds that read one column per feature (csv, parquet)."""
-    parser.add_argument("--features", help="feature columns, comma separated: names, FIRST:LAST ranges (file order), globs such as 'pixel*' (default: all others)")
-    parser.add_argument("--drop", help="columns to leave out, comma separated (names, ranges, globs)")
+    # action="append": a repeated flag adds to the list (as --missing does), never replaces it
+    parser.add_argument("--features", action="append", help="feature columns, comma separated: names, FIRST:LAST ranges (file order), globs such as 'pixel*' (default: all others; repeat to add)")
+    parser.add_argument("--drop", action="append", help="columns to leave out, comma separated (names, ranges, globs; repeat to add)")
     parser.add_argument("--categorical", metavar="COL,...", help="text columns to one-hot encode (categories recorded for --like)")
     parser.add_argument("--missing", action="append", metavar="VALUE", help="a value meaning 'missing' (repeat for several: --missing NA --missing '?' --missing ''); Parquet nulls are always missing")
     parser.add_argument("--missing_policy", choices=MISSING_POLICIES,
@@ -171,8 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _split_list(text):
-    return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
+def _split_list(texts):
+    """The comma-separated items of one flag's values (a repeated flag's values joined), or None."""
+    if texts is None:
+        return None
+    texts = [texts] if isinstance(texts, str) else texts
+    return [t.strip() for text in texts for t in text.split(",") if t.strip()]
 
 
 def _rows_per_shard(args, n_rows: int | None) -> int:

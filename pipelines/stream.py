@@ -81,6 +81,10 @@ def initial_model(args, learner: okl_core.Learner, output: str) -> tuple[bytes, 
     return okl_core.model_bytes(learner, state), next_version, path
 
 
+DEFAULT_POLL_SECONDS = 5.0
+"""Seconds between looks for new input files and new model versions (``--poll_seconds``)."""
+
+
 def _check_seconds(flag: str, value: float | None) -> None:
     """A time flag must be a finite number of seconds > 0 (None: not given).
 
@@ -101,6 +105,8 @@ def check_streaming_args(args, learner: okl_core.Learner) -> None:
         raise UsageError("--snapshot_batches must be >= 1")
     for flag in ("snapshot_seconds", "poll_seconds", "merge_seconds", "stop_after"):
         _check_seconds(flag, getattr(args, flag, None))
+    if getattr(args, "poll_seconds", None) is None:
+        args.poll_seconds = DEFAULT_POLL_SECONDS
     if args.mix_weight > 0:
         try:
             okl_core.check_mixable(learner)
@@ -167,7 +173,8 @@ def add_streaming_flags(parser) -> None:
     group.add_argument("--snapshot_batches", type=int, help="each shard snapshots its state every N batches (default 10 unless --snapshot_seconds)")
     group.add_argument("--snapshot_seconds", type=float, help="each shard snapshots its state T seconds after the first batch of an interval")
     group.add_argument("--mix_weight", type=float, default=0.0, help="weight w of a newer merged version mixed into a shard: (1-w) local + w merged (default 0: no mixing)")
-    group.add_argument("--poll_seconds", type=float, default=5.0, help="how often new input files and new model versions are looked for (default %(default)s)")
+    # default None: a batch job can then tell that it was given (pipelines.job.check_train_flags)
+    group.add_argument("--poll_seconds", type=float, help=f"how often new input files and new model versions are looked for (default {DEFAULT_POLL_SECONDS})")
     group.add_argument("--merge_seconds", type=float, help="length of the processing-time windows: one merged version per window in which a snapshot arrived (default: --poll_seconds)")
     group.add_argument("--init_model", help="model file to start from (default: the newest model-vNNNNNN.npz in --output, else a fresh model)")
     group.add_argument("--stop_after", type=float, help="stop watching after S seconds (default: run until cancelled)")

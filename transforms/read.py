@@ -118,7 +118,8 @@ class DatasetSource:
     row_groups : tuple of (file, group index, first position, rows)
         Every row group, in stream order.
     classes : tuple or None
-        The labels the stored codes stand for (``dataset.json``'s ``classes``), when recorded.
+        The labels the stored codes stand for (``dataset.json``'s ``classes``), when recorded
+        (None for Parquet files without one: their classes are the codes themselves).
     """
 
     name: str
@@ -169,7 +170,9 @@ class DatasetSource:
                     groups.append((file, g, position, rows))
                 position += rows
         n_classes = info.n_classes if info.task == "multiclass" else None
-        recorded = None if info.classes is None else tuple(info.classes)
+        # Only a dataset.json records what the codes stand for; a glob's classes are the codes it inferred.
+        in_listing = remote or os.path.isfile(os.path.join(path, INFO_FILE))
+        recorded = None if info.classes is None or not in_listing else tuple(info.classes)
         return cls(info.name, path, info.task, int(info.n_features), n_classes, tuple(groups), recorded)
 
     @property

@@ -42,6 +42,8 @@ from okl_core.publish import StagedDirectory
 
 __all__ = [
     "LAYOUT_VERSION",
+    "check_same_classes",
+    "recorded_classes",
     "DatasetInfo",
     "DatasetWriter",
     "StagedDataset",
@@ -860,6 +862,23 @@ def check_classes(info: DatasetInfo, info_path: str) -> None:
     """
     if info.task == "multiclass" and not (isinstance(info.classes, list) and len(info.classes) >= 2):
         raise ValueError(f"{info_path}: key 'classes' must be a list of at least 2 labels for a multiclass data set, got {_json_kind(info.classes)}")
+
+
+def check_same_classes(test: str, test_classes, train_classes) -> None:
+    """Refuse a test set whose recorded ``classes`` differ from the training set's (None: not recorded).
+
+    Stored labels are codes into these lists: other lists, other meanings (a test set
+    prepared without ``--like`` renumbers the classes it happens to hold).
+    """
+    if test_classes is not None and train_classes is not None and list(test_classes) != list(train_classes):
+        raise ValueError(f"--test {test} has the classes {list(test_classes)}, the training data {list(train_classes)}: "
+                         "its labels would be scored as other classes; prepare it with --like the training data set")
+
+
+def recorded_classes(path: str) -> list | None:
+    """The ``classes`` a local data set directory's ``dataset.json`` records (None: Parquet files without one, or none recorded)."""
+    info_path = os.path.join(os.fspath(path), INFO_FILE)
+    return DatasetInfo.from_file(info_path).classes if os.path.isfile(info_path) else None
 
 
 def check_listing(info: DatasetInfo, info_path: str) -> None:

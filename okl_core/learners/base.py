@@ -136,15 +136,19 @@ def plain_scalars(config: Any) -> None:
             object.__setattr__(config, field.name, value.item())
 
 
+_NUMBERS = (int, float, np.integer, np.floating)
+"""What a numeric parameter may be (numpy scalars too; a bool is refused before)."""
+
+
 def check_positive(name: str, value: Any) -> None:
     """Raise ValueError unless ``value`` is a finite number > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _NUMBERS) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
 
 
 def check_nonnegative(name: str, value: Any) -> None:
     """Raise ValueError unless ``value`` is a finite number >= 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _NUMBERS) or not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 
 
@@ -168,8 +172,10 @@ def check_bool(name: str, value: Any) -> None:
 
 
 def mixing_weight(weight: Any) -> float:
-    """``weight`` as a float; ValueError unless it is a number in [0, 1] (not a bool)."""
-    if isinstance(weight, bool) or not isinstance(weight, (int, float, np.integer, np.floating)) or not 0.0 <= float(weight) <= 1.0:
+    """``weight`` as a float; ValueError unless it is a number in [0, 1] (not a bool; a 0-d array is its number)."""
+    if isinstance(weight, np.ndarray) and weight.ndim == 0:
+        weight = weight[()]
+    if isinstance(weight, (bool, np.bool_)) or not isinstance(weight, _NUMBERS) or not 0.0 <= float(weight) <= 1.0:
         raise ValueError(f"mixing weight must be a number in [0, 1], got {weight!r}")
     return float(weight)
 

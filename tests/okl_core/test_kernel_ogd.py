@@ -179,17 +179,21 @@ def test_batch_fold_scores_with_the_kernel_row_against_the_added_rows(monkeypatc
 
 @pytest.mark.parametrize("jit", ["compiled", "numpy"])
 def test_a_support_set_over_max_support_is_refused_before_the_fold(monkeypatch, jit):
-    """A merge over the cap is refused, and a state from a learner with a larger cap is refused
-    by update with the cap's message (the compiled fold once ran past the cap or crashed)."""
+    """A merged state over the cap (it predicts: a job's final model) and a state from a learner
+    with a larger cap are refused by update with the cap's message (the compiled fold once ran
+    past the cap or crashed)."""
     if jit == "numpy":
         monkeypatch.setenv("OKL_NO_JIT", "1")
     small = conformance_learner("kernel_ogd", max_support=50)
     X, y = tiny_problem("binary", 4, n=200)
     a, _ = small.update(small.init(), X[:40], y[:40])
     b, _ = small.update(small.init(), X[40:80], y[40:80])
-    assert len(a.alpha) + len(b.alpha) > 50
-    with pytest.raises(okl_core.NotMergeableError, match=r"^kernel_ogd: the merged state's support set holds \d+ rows, more than max_support=50; "):
-        okl_core.merge_states(small, [a, b])
+    merged = okl_core.merge_states(small, [a, b])
+    held = len(merged.alpha)
+    assert held == len(a.alpha) + len(b.alpha) > 50
+    np.testing.assert_allclose(small.predict(merged, X), (40 * small.predict(a, X) + 40 * small.predict(b, X)) / 80, rtol=1e-12, atol=1e-12)
+    with pytest.raises(okl_core.CapacityError, match=rf"^kernel_ogd: the state's support set holds {held} rows, more than max_support=50; "):
+        small.update(merged, X[80:81], y[80:81])
     large = conformance_learner("kernel_ogd", max_support=1000)
     big, _ = large.update(large.init(), X[:120], y[:120])
     held = len(big.alpha)

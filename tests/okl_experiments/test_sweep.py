@@ -231,3 +231,19 @@ def test_json_files_stay_strict_with_non_finite_numbers(tmp_path):
     assert math.isnan(back["mse"]) and back["curve"] == [1.0, math.inf, -math.inf] and back["name"] == "run"
     path = write_json(str(tmp_path / "v.json"), value)
     assert math.isnan(read_json(path)["mse"])
+
+
+def test_a_test_set_whose_classes_differ_is_refused_as_train_refuses_it(tmp_path):
+    """A sweep once scored a test set prepared without --like (classes b, c, d against a, b, c) silently."""
+    import numpy as np
+
+    from okl_experiments.data import okl_sources
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 2)), np.arange(30) % 3
+    write_dataset(tmp_path / "train", X, y, "multiclass", classes=["a", "b", "c"])
+    write_dataset(tmp_path / "test", X, y, "multiclass", classes=["b", "c", "d"])
+    with pytest.raises(ValueError, match=r"^--test .*/test has the classes \['b', 'c', 'd'\], the training data \['a', 'b', 'c'\]: its labels"):
+        okl_sources(str(tmp_path / "train"), str(tmp_path / "test"))
+    write_dataset(tmp_path / "test_like", X, y, "multiclass", classes=["a", "b", "c"])
+    assert okl_sources(str(tmp_path / "train"), str(tmp_path / "test_like"))[1].n_classes == 3

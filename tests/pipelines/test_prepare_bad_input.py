@@ -275,3 +275,11 @@ def test_a_missing_input_file_is_named_in_one_line(tmp_path, kind, capsys):
         prepare.main(argv)
     assert done.value.code == 2
     assert capsys.readouterr().err == f"python -m pipelines.prepare: error: {tmp_path / 'nope.txt'}: no such file or directory\n"
+
+
+def test_repeated_drop_and_features_flags_add_up(tmp_path):
+    """A repeated --drop (or --features) once kept only its last value, as --missing does not."""
+    path = _file(tmp_path, "t.csv", "a,b,c,d,y\n1,2,3,4,0\n5,6,7,8,1\n")
+    _run(["csv", path, "--target", "y", "--features", "a,b", "--features", "c,d", "--drop", "a", "--drop", "c"], tmp_path)
+    ds = open_dataset(tmp_path / "out")
+    assert ds.info.extra["columns"] == ["b", "d"] and ds.read_all().X.tolist() == [[2.0, 4.0], [6.0, 8.0]]

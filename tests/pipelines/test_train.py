@@ -121,8 +121,9 @@ def test_sigma_median_uses_the_first_rows(tmp_path, binary_set):
         (["--learner", "fogd", "--num_shards", "5000"], "some segments would be empty"),
         (["--learner", "fogd", "--test", "{mc}"], "--test"),
         # streaming flags a batch job once ignored (a random-bytes --init_model trained a fresh model)
-        (["--learner", "fogd", "--init_model", "{missing}"], "error: --init_model is for streaming jobs (--streaming); a batch job trains"),
+        (["--learner", "fogd", "--init_model", "{missing}"], "error: --init_model is for streaming jobs (--streaming); without it, this is a batch job, which would ignore it\n"),
         (["--learner", "fogd", "--stop_after", "3", "--mix_weight", "0.5"], "error: --stop_after, --mix_weight are for streaming jobs"),
+        (["--learner", "fogd", "--poll_seconds", "1"], "error: --poll_seconds is for streaming jobs"),
         (["--learner", "fogd", "--batch_rows", "0"], "error: --batch_rows must be >= 1, got 0\n"),  # once silently 4096
         (["--learner", "fogd", "--runner=Bogus"], "error: --runner Bogus: not a runner Beam knows; valid values are DataflowRunner, "),
     ],
@@ -213,3 +214,14 @@ def test_a_learner_over_its_cap_ends_the_job_with_the_cap_line(tmp_path, binary_
     if not workers:  # worker processes also print Beam's own traceback to their stderr (sdk_worker.py prints it)
         assert proc.stderr == expected + "\n"
     assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_a_glob_of_a_prepared_set_trains_with_its_test_set(tmp_path):
+    """Classes inferred from a glob are the codes; only dataset.json records what they stand
+    for: a glob of the training files beside a test set prepared --like it was refused."""
+    X, y = gaussian_blobs(60, n_classes=3, n_features=2)
+    write_dataset(tmp_path / "train", X, y, "multiclass", classes=["a", "b", "c"])
+    write_dataset(tmp_path / "test", X[:30], y[:30], "multiclass", classes=["a", "b", "c"])
+    result = train.run(["--input", str(tmp_path / "train" / "*.parquet"), "--test", str(tmp_path / "test"), "--learner", "mfogd",
+                        "--param", "n_components=16", "--sigma", "1.5", "--output", str(tmp_path / "out")])
+    assert result.metrics["test"]["n"] == 30
