@@ -163,12 +163,15 @@ def _check_mergeable(learner: okl_core.Learner) -> None:
         raise UsageError(f"--num_shards > 1 needs a mergeable learner: {err}; use --num_shards 1") from None
 
 
-def _open(path: str, flag: str, like: DatasetSource | None = None) -> DatasetSource:
-    """The data set at ``path``; files without ``dataset.json`` take ``like``'s task and classes when their labels fit them."""
+def _open(path: str, flag: str, like: DatasetSource | None = None, streaming: bool = False) -> DatasetSource:
+    """The data set at ``path``; files without ``dataset.json`` take ``like``'s task and classes when their labels fit them.
+
+    A streaming job's files may number their rows from 0 each (they arrive as events).
+    """
     try:
         if like is not None:
             return DatasetSource.open(path, like.task, None if like.classes is None else list(like.classes))
-        return DatasetSource.open(path)
+        return DatasetSource.open(path, files_own_rows=not streaming)
     except (FileNotFoundError, ValueError) as err:
         raise UsageError(f"{flag} {path}: {err}") from None
 
@@ -252,7 +255,7 @@ def resolve_job(args) -> TrainJob:
         Anything wrong with the flags or the data, with the flag it concerns.
     """
     check_train_flags(args)
-    source = None if args.input is None else _open(_input_path(args), "--input")
+    source = None if args.input is None else _open(_input_path(args), "--input", streaming=getattr(args, "streaming", False))
     name, params = _learner_choice(args)
     if source is None and args.output and is_remote(args.output):
         raise UsageError("the built-in demo data set is written locally: give a local --output, or --input")

@@ -1021,7 +1021,8 @@ def read_shard(path: str, n_features: int, batch_rows: int | None = None) -> Ite
         yield _batch_from_table(pa.Table.from_batches([record_batch]), n_features, path)
 
 
-def open_dataset(path: str, task: str | None = None, classes: list | None = None, labels_optional: bool = False) -> Dataset:
+def open_dataset(path: str, task: str | None = None, classes: list | None = None, labels_optional: bool = False,
+                 files_own_rows: bool = True) -> Dataset:
     """Open a data set directory, a Parquet file, or a glob of Parquet files.
 
     A directory's task and classes are those of its ``dataset.json``. Files without one
@@ -1029,7 +1030,9 @@ def open_dataset(path: str, task: str | None = None, classes: list | None = None
     from ``task`` and ``classes`` when given: with ``labels_optional`` (scoring, where the
     model decides the task) always, and ``y`` may then be absent or null; otherwise (a test
     set read like its training set) when every label fits them. Files are ordered by
-    their ``row`` numbers, whose ranges must not overlap.
+    their ``row`` numbers, whose ranges must not overlap (a copied file would be trained
+    twice) unless ``files_own_rows`` is False: a streaming job learns each file as it
+    arrives, and independent producers number their files' rows from 0 each.
 
     Raises
     ------
@@ -1043,7 +1046,7 @@ def open_dataset(path: str, task: str | None = None, classes: list | None = None
     files = [path] if os.path.exists(path) else sorted(globlib.glob(path)) if any(c in path for c in "*?[") else []
     if not files:
         raise FileNotFoundError(f"no data set at {path!r} (expected a data set directory or Parquet files)")
-    return _dataset_from_files(files, path, task, classes, labels_optional)
+    return _dataset_from_files(files, path, task, classes, labels_optional, files_own_rows)
 
 
 def _open_directory(path: str) -> Dataset:
@@ -1076,10 +1079,12 @@ class _File:
         return self.rows[0] if self.rows else 0
 
 
-def _dataset_from_files(files: list[str], source: str, task: str | None, classes: list | None, labels_optional: bool) -> Dataset:
+def _dataset_from_files(files: list[str], source: str, task: str | None, classes: list | None, labels_optional: bool,
+                        files_own_rows: bool = True) -> Dataset:
     """Files without ``dataset.json``: checked, ordered by row number, task and classes inferred or given."""
     metas = sorted((_glob_file(f, labels_optional) for f in files), key=lambda m: (m.first_row, m.path))
-    _check_disjoint(metas)
+    if files_own_rows:
+        _check_disjoint(metas)
     d = _files_width([(m.path, m.schema) for m in metas])
     paths = [m.path for m in metas]
     if task is None or not (labels_optional or labels_fit(paths, task, classes)):

@@ -109,3 +109,28 @@ def test_a_damaged_page_in_the_first_streamed_file_is_one_line_at_launch(tmp_pat
     assert err.splitlines()[-1] == (
         f"python -m pipelines.train: error: --input {tmp_path / 'in' / '*.parquet'}: {path}: column x cannot be read to tell the number of "
         "features (could not verify page integrity, CRC checksum verification failed for page_ordinal 0)")
+
+
+def _labels_file(path, labels):
+    """A user's Parquet file of ``labels`` (two features), rows numbered from 0."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = len(labels)
+    x = pa.array([[float(i), 1.0] for i in range(n)], pa.list_(pa.float32()))
+    pq.write_table(pa.table({"x": x, "y": pa.array(labels, pa.int32()), "row": pa.array(np.arange(n))}), path)
+
+
+def test_a_streaming_launch_takes_files_that_each_number_their_rows_from_zero(tmp_path):
+    """Independent producers of a watched folder number each file's rows from 0; the
+    disjointness check once refused such a streaming launch (it ran before this stop)."""
+    from pipelines.common import UsageError
+    from pipelines.job import _open
+
+    _labels_file(tmp_path / "a.parquet", [1, -1, 1])
+    _labels_file(tmp_path / "b.parquet", [-1, 1])
+    source = _open(str(tmp_path / "*.parquet"), "--input", streaming=True)
+    assert (source.task, source.n_rows) == ("binary", 5)
+    with pytest.raises(UsageError, match=r"overlap rows 0..2"):
+        _open(str(tmp_path / "*.parquet"), "--input")
