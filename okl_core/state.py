@@ -417,24 +417,22 @@ def version_file_name(version: int) -> str:
 
 
 def parse_version(name: str) -> int | None:
-    """The version of a ``model-vNNNNNN.npz`` file name (any directory), else None."""
-    match = _VERSION_RE.fullmatch(os.path.basename(str(name).rstrip("/")))
-    return int(match.group(1)) if match else None
+    """The version of a file named as :func:`version_file_name` names version files (any
+    directory), else None: not version 0, not ``model-v0000001.npz`` (version 1 twice)."""
+    base = os.path.basename(str(name).rstrip("/"))
+    match = _VERSION_RE.fullmatch(base)
+    version = int(match.group(1)) if match else 0
+    return version if version >= 1 and base == version_file_name(version) else None
 
 
 def model_versions(directory: str | os.PathLike) -> list[tuple[int, str]]:
-    """``(version, path)`` of the versioned model files in a local directory, oldest first.
-
-    Only files named exactly as :func:`version_file_name` names them: not version 0,
-    not ``model-v0000001.npz`` beside ``model-v000001.npz`` (one version listed twice),
-    not a directory of such a name.
-    """
+    """``(version, path)`` of the versioned model files in a local directory, oldest first
+    (regular files whose names :func:`parse_version` reads; not a directory of such a name)."""
     directory = os.fspath(directory)
     if not os.path.isdir(directory):
         return []
-    found = [(parse_version(name), name) for name in os.listdir(directory)]
-    return sorted((v, os.path.join(directory, name)) for v, name in found
-                  if v and name == version_file_name(v) and os.path.isfile(os.path.join(directory, name)))
+    found = [(parse_version(name), os.path.join(directory, name)) for name in os.listdir(directory)]
+    return sorted((v, path) for v, path in found if v is not None and os.path.isfile(path))
 
 
 def write_new_file(path: str | os.PathLike, data: bytes) -> bool:

@@ -33,7 +33,7 @@ How it runs
   ``diverged`` and runs the rest (failed points are retried). The settings that change the numbers (learner,
   data, test data, repeats, order, seeds, batch rows, curve points) must match the file's, and
   every point of the file must be one of this sweep's (a space may grow, never change):
-  points are matched by their complete learner configuration (:attr:`Point.identity`).
+  points are matched by their complete learner configuration (:func:`point_identity`).
   ``best.json`` is deleted before the table changes and written again when a point is chosen.
 * The best point by ``metric`` (lower is better; ties: lower point index) is written to
   ``OUTPUT/best.json`` as ``{"learner": name, "params": {...}}`` with the learner's complete
@@ -97,37 +97,35 @@ _FINISHED = ("ok", "diverged")  # statuses --resume keeps: a diverged point woul
 # -- points, settings, results -----------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """A grid point: its index, the varying values, and the full learner parameters.
-
-    ``config`` is the learner's complete configuration (defaults filled in; None when the
-    parameters do not make a learner): :attr:`identity` compares points by it.
-    """
+    """A grid point: its index, the varying values, and the full learner parameters."""
 
     index: int
     swept: dict
     params: dict
-    config: dict | None = None
 
     @property
     def key(self) -> str:
         """The parameters as given: the table's ``params`` column."""
         return point_key(self.params)
 
-    @property
-    def identity(self) -> str:
-        """What ``--resume`` matches finished points by: the complete configuration, so a
-        default typed out (``sigma=8``) or left out is one and the same point."""
-        return point_key(self.config) if self.config is not None else self.key
 
-
-def complete_config(learner: str, params: dict) -> dict | None:
-    """The complete configuration of ``learner`` made from ``params`` (None: they make none),
-    whole floats written as integers: ``sigma=8`` and the default ``8.0`` are one configuration."""
+def _built(learner: str, params: dict):
+    """The learner ``params`` make, or None (an invalid point fails in its runs, where it is recorded)."""
     try:
-        config = learner_config(make_learner(learner, **params))["params"]
-    except (TypeError, ValueError):  # an invalid point fails in its runs, where it is recorded
+        return make_learner(learner, **params)
+    except (TypeError, ValueError):
         return None
-    return {k: whole_as_int(v) for k, v in config.items()}
+
+
+def point_identity(learner: str, params: dict, built=None) -> str:
+    """What ``--resume`` matches finished points by: the complete configuration of ``learner``
+    made from ``params`` (the parameters themselves when they make none), whole floats written as
+    integers, so a default typed out (``sigma=8``) or left out (``8.0``) is one and the same point.
+    ``built``: that learner when the caller has it already."""
+    built = built if built is not None else _built(learner, params)
+    if built is None:
+        return point_key(params)
+    return point_key({k: whole_as_int(v) for k, v in learner_config(built)["params"].items()})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -376,11 +374,12 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
         os.makedirs(out_dir, exist_ok=True)
     if resume and not results_path:
         raise ValueError("resume needs an output directory")
-    done_rows = _finished_rows(results_path, settings, points, progress) if resume else {}
+    identities = {p.index: point_identity(settings.learner, p.params) for p in points}
+    done_rows = _finished_rows(results_path, settings, set(identities.values()), progress) if resume else {}
     if out_dir:
         _remove_best(out_dir)
-    todo = [p for p in points if p.identity not in done_rows]
-    rows = _kept_rows(points, done_rows)
+    todo = [p for p in points if identities[p.index] not in done_rows]
+    rows = [_as_point(done_rows[identities[p.index]], p) for p in points if identities[p.index] in done_rows]
     tasks = [t for p in todo for t in settings.tasks(p)]
     by_index = {p.index: p for p in todo}
     pending: dict[int, list[dict]] = collections.defaultdict(list)
@@ -414,8 +413,8 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
 _LEGACY_SETTINGS = {"curve_points": 64}  # tables written before a setting was recorded: its value then
 
 
-def _finished_rows(results_path: str, settings: SweepSettings, points: list[Point], progress) -> dict[str, dict]:
-    """The finished rows of an earlier sweep by :attr:`Point.identity`.
+def _finished_rows(results_path: str, settings: SweepSettings, identities: set[str], progress) -> dict[str, dict]:
+    """The finished rows of an earlier sweep by :func:`point_identity` (``identities``: this sweep's points').
 
     Its settings must match, and each of its points must be one of ``points``: a resume may
     add points to a space (a longer list, more samples), never mix another space's points
@@ -431,20 +430,14 @@ def _finished_rows(results_path: str, settings: SweepSettings, points: list[Poin
     if mismatched:
         raise ValueError(f"--resume: {results_path} was made with other settings ({', '.join(mismatched)} differ); "
                          "use another --output or the same settings")
-    by_identity = {point_key(complete_config(settings.learner, json.loads(r["params"])) or json.loads(r["params"])): r
-                   for r in old_rows}
-    outside = [r for k, r in by_identity.items() if k not in {p.identity for p in points}]
+    by_identity = {point_identity(settings.learner, json.loads(r["params"])): r for r in old_rows}
+    outside = [r for k, r in by_identity.items() if k not in identities]
     if outside:
         raise ValueError(f"--resume: {results_path} holds {len(outside)} point(s) outside this search space "
                          f"(point {outside[0]['point']}: {outside[0]['params']}); it was made over {json.dumps(meta.get('space'))}, "
                          "this sweep's points do not include them: resume with that space (more values may be added), "
                          "use another --output, or --overwrite")
     return {k: r for k, r in by_identity.items() if r["status"] in _FINISHED}
-
-
-def _kept_rows(points: list[Point], done_rows: dict[str, dict]) -> list[dict]:
-    """The earlier rows of this sweep's points, as this sweep names them (index, parameters)."""
-    return [_as_point(done_rows[p.identity], p) for p in points if p.identity in done_rows]
 
 
 def _as_point(row: dict, point: Point) -> dict:
@@ -478,22 +471,23 @@ def make_points(learner: str, space: SearchSpace, source: DataSource, samples: i
     swept, facts = space.swept, source.facts()
     for v in values:
         check_fit(learner, v, facts)
-    points = []
+    points, identities = [], []
     for i, v in enumerate(values):
         params = learner_params(learner, v, facts)
-        points.append(Point(i, {k: v[k] for k in swept}, params, complete_config(learner, params)))
-    for point in points:
-        if point.config is not None:  # an invalid value fails that point's runs, where it is recorded
-            check_task(make_learner(learner, **point.params), facts)
-    _refuse_repeated(points)
+        built = _built(learner, params)
+        if built is not None:  # an invalid value fails that point's runs, where it is recorded
+            check_task(built, facts)
+        points.append(Point(i, {k: v[k] for k in swept}, params))
+        identities.append(point_identity(learner, params, built))
+    _refuse_repeated(points, identities)
     return points
 
 
-def _refuse_repeated(points: list[Point]) -> None:
+def _refuse_repeated(points: list[Point], identities: list[str]) -> None:
     """Two points of one configuration (``sigma=2,2.0``) would run it twice and list it twice."""
     seen: dict[str, Point] = {}
-    for point in points:
-        first = seen.setdefault(point.identity, point)
+    for point, identity in zip(points, identities):
+        first = seen.setdefault(identity, point)
         if first is not point:
             raise ValueError(f"--grid: points {first.index} {point_key(first.swept)} and {point.index} {point_key(point.swept)} "
                              "are the same learner configuration; list each value once")

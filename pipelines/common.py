@@ -30,7 +30,9 @@ optional GCP extras are absent) and "Resource module is not available ..." (by
 RunInference on every model load when torch is not installed: Beam 2.77 imports
 ``resource`` together with a torch-only module). This module imports Beam with the first
 dropped for the length of the import only, and :func:`configure_logging`, which the CLIs
-call when they run, drops both from then on. Nothing else is filtered.
+call when they run, drops both from then on. The only other filter drops the runners'
+logged tracebacks of an ``okl_core.CapacityError``, whose one line the command prints
+(:func:`transforms.worker.quiet_capacity_traces`).
 """
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ def _write_metrics(_, prequential_json: list, rows_without_label: int, path: str
     Written once, also when no row could be scored (metrics NaN), as strict JSON: NaN as
     the string ``"NaN"``, as ``pipelines.train`` writes it (:func:`okl_experiments.text.strict_json`).
     """
-    fields = [json.loads(text) for text in prequential_json if text != "null"]
+    fields = [json.loads(text) for text in prequential_json]
     summary = (Prequential(**fields[0]) if fields else Prequential(task)).summary()
     report = {"task": task, "rows_scored": summary["n"] + rows_without_label, "rows_without_label": rows_without_label, "metrics": summary}
     write_bytes(path, (strict_json(report, indent=1, sort_keys=True) + "\n").encode())

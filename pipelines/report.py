@@ -91,9 +91,7 @@ def _make(args) -> list[str]:
     if args.command == "reproduce":
         return reproduce_figures(args.inputs, args.output)
     if args.command == "sweep":
-        pair = tuple(x.strip() for x in args.heatmap.split(",")) if args.heatmap else None
-        if pair is not None and len(pair) != 2:
-            raise ValueError(f"--heatmap needs two different parameters A,B, got {args.heatmap!r}")
+        pair = tuple(x.strip() for x in args.heatmap.split(",")) if args.heatmap else None  # checked by plot_sweep, before any figure
         return plot_sweep(args.results, args.output, args.metric, pair)
     curves, title = run_spec(args.spec, args.data_root, progress=sys.stderr if progress_wanted() else None)
     written = [plot_curves(curves, _png_path(args), title, args.log_x)]

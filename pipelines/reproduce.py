@@ -62,13 +62,18 @@ def run(argv: list[str] | None = None) -> list[Outcome]:
     if args.list:
         print("\n".join(settings_lines() + scale_lines()))
         return []
+    try:
+        return _run(args)
+    except (ValueError, FileNotFoundError) as err:
+        raise SystemExit(f"{prog('reproduce')}: error: {err}") from None
+
+
+def _run(args) -> list[Outcome]:
+    """:func:`run` of parsed arguments; bad input raises ValueError / FileNotFoundError (one line)."""
     if args.runs is not None and args.runs < 1:
-        raise SystemExit(f"{prog('reproduce')}: error: --runs must be >= 1")
+        raise ValueError("--runs must be >= 1")
     if args.output is not None:  # before the runs: a long run never ends in a traceback over where it goes
-        try:
-            make_output_dir(args.output)
-        except ValueError as err:
-            raise SystemExit(f"{prog('reproduce')}: error: {err}") from None
+        make_output_dir(args.output)
     keys = [k.strip() for k in args.only.split(",")] if args.only else None
     at_scale = [s for s in SCALE_SETTINGS if keys is not None and s.key in keys]
     if at_scale:
@@ -76,13 +81,10 @@ def run(argv: list[str] | None = None) -> list[Outcome]:
         keys = [k for k in keys if k not in {s.key for s in at_scale}]
         if not keys:
             return []
-    try:
-        data_paths = {name: os.path.expanduser(path) for name, path in parse_data_paths(args.data).items()}
-        with dask_client(args.scheduler, args.num_workers) as client:
-            outcomes = reproduce(keys, args.data_root, client, args.runs, args.output, None if args.quiet else sys.stderr,
-                                 use_tuned=args.no_tune, data_paths=data_paths, data_root_given=args.data_root != DEFAULT_DATA_ROOT)
-    except (ValueError, FileNotFoundError) as err:
-        raise SystemExit(f"{prog('reproduce')}: error: {err}") from None
+    data_paths = {name: os.path.expanduser(path) for name, path in parse_data_paths(args.data).items()}
+    with dask_client(args.scheduler, args.num_workers) as client:
+        outcomes = reproduce(keys, args.data_root, client, args.runs, args.output, None if args.quiet else sys.stderr,
+                             use_tuned=args.no_tune, data_paths=data_paths, data_root_given=args.data_root != DEFAULT_DATA_ROOT)
     print(table(outcomes))
     if args.output:
         print(f"\nwritten: {', '.join(write_outcomes(args.output, outcomes))}")

@@ -135,7 +135,7 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     check_streaming_args(args, learner)
     data, first_version, started_from = initial_model(args, learner, job.output)
     # The files the model continued from has learned (its version record): read again, they would count twice.
-    learned = learned_files(started_from) if started_from.endswith(".npz") else {}
+    learned = learned_files(started_from)  # {} for a fresh model (no .npz, no record)
     spec = LearnerSpec(learner.name, job.params)
     start = time.time()
     stop = None if args.stop_after is None else start + args.stop_after

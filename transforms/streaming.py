@@ -63,7 +63,7 @@ from apache_beam.utils.timestamp import Duration, Timestamp
 
 import okl_core
 from okl_core.data.layout import one_line
-from okl_core.data.validate import CheckedRows, check_rows
+from okl_core.data.validate import CheckedRows
 from okl_core.divergence import diverged as is_diverged
 from okl_core.learners.compiled import warm_up
 from okl_core.merge import check_mergeable, mix_states
@@ -225,10 +225,11 @@ class _StreamShard(beam.DoFn):
             if not batches:
                 return
         state = self._state(shard, model_state, meta)
+        key = learned_key(event.path) if event.whole_file else None  # what a restart from a version holding this snapshot may skip
         for k, batch in enumerate(batches):
             state = self._learn(state, batch, meta, timer, end)
-            if event.whole_file:  # what a restart from a version holding this snapshot may skip
-                meta.setdefault("files", {})[learned_key(event.path)] = {"rows": int(batch.piece.stop), "done": k == len(batches) - 1}
+            if key is not None:
+                meta.setdefault("files", {})[key] = {"rows": int(batch.piece.stop), "done": k == len(batches) - 1}
             if self.snapshot_batches and len(meta["learned"]) >= self.snapshot_batches:
                 yield self._snapshot(shard, state, meta)
         self._keep(shard, state, model_state, meta)  # once per element: Beam commits state per bundle anyway
@@ -382,11 +383,11 @@ class _MergeWindows(beam.DoFn):
         self.learner = self.spec.build()
         self.base_state = None
         if self.base is not None:
-            learner, self.base_state = okl_core.model_from_bytes(self.base, source="the model the streaming shards started from")
-            check_mergeable(self.learner, learner)
+            # the launcher built these bytes with this learner (pipelines.stream.initial_model checked the file)
+            _, self.base_state = okl_core.model_from_bytes(self.base, source="the model the streaming shards started from")
 
     def _meta(self, meta_state) -> dict:
-        return json.loads(meta_state.read() or "null") or {"version": self.first_version - 1, "dirty": False, "end_timer": False, "files": self.learned}
+        return json.loads(meta_state.read() or "null") or {"version": self.first_version - 1, "dirty": False, "end_timer": False, "files": dict(self.learned)}
 
     def process(self, element, newest=beam.DoFn.StateParam(NEWEST), meta_state=beam.DoFn.StateParam(META),
                 timer=beam.DoFn.TimerParam(WINDOW), end=beam.DoFn.TimerParam(END)):

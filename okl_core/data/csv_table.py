@@ -94,8 +94,7 @@ def iter_csv(path, target, *, features=None, drop=None, delimiter=",", rejects=N
     """Yield ``(columns, batch, n_bad)`` for consecutive batches of valid rows.
 
     ``rejects`` as in :func:`okl_core.data.libsvm.iter_libsvm`: None raises on the first
-    bad row (file and line in the message), a :class:`RejectLog` records and skips, True
-    skips and counts.
+    bad row (file and line in the message), a :class:`RejectLog` records and skips.
     """
     path = os.fspath(path)
     position = position if position is not None else [0]
@@ -143,8 +142,7 @@ def _parse_records(records, lines, cols, path, rejects) -> tuple[CsvBatch, int]:
         if rejects is None:
             raise DataFormatError(f"{path}, line {lines[j]}: {problem}")
         n_bad += 1
-        if rejects is not True:
-            rejects.add(line=lines[j], reason=problem, text=",".join(fields))
+        rejects.add(line=lines[j], reason=problem, text=",".join(fields))
     good = [records[j] for j in keep]
     X = np.array([[float(r[i]) for i in cols.features] for r in good], dtype=np.float64).reshape(len(good), len(cols.features))
     return CsvBatch(X, [r[cols.target].strip() for r in good], np.asarray([lines[j] for j in keep], dtype=np.int64)), n_bad

@@ -57,7 +57,7 @@ __all__ = [
     "labels_fit",
     "read_row_group",
     "row_range",
-    "MAX_INFERRED_CLASSES",
+    "MAX_GLOB_CLASSES",
     "shard_file_name",
     "schema_for",
     "x_width",
@@ -1129,7 +1129,7 @@ def _check_disjoint(metas: list[_File]) -> None:
             raise ValueError(f"{path}: rows {first}..{last} overlap rows {low}..{high} of {before}; each file must hold a range of rows of its own")
 
 
-MAX_INFERRED_CLASSES = 10_000
+MAX_GLOB_CLASSES = 10_000
 """The most classes inferred from the labels of Parquet files without ``dataset.json``
 (labels ``0..9999``); more classes need a data set written by ``okl prepare``. A label
 beyond it (``10**11``) is refused rather than allocating a class list of its size."""
@@ -1161,7 +1161,7 @@ def infer_task(files: list[str], y_types: list[pa.DataType]) -> tuple[str, list 
 
     Floating-point ``y``: regression. Integer labels: binary when every label is -1 or +1,
     multiclass ``0..max`` (at least two classes) when every label is a class index below
-    :data:`MAX_INFERRED_CLASSES`. Null labels are left to the dead-letter path. A directory
+    :data:`MAX_GLOB_CLASSES`. Null labels are left to the dead-letter path. A directory
     and a glob of the same files therefore get the same task and classes.
 
     Raises
@@ -1192,9 +1192,9 @@ def infer_task(files: list[str], y_types: list[pa.DataType]) -> tuple[str, list 
 def _check_label(label: int, seen: dict[int, str]) -> None:
     """Refuse a label that makes neither binary nor multiclass data (``seen``: label -> file, ``label`` included)."""
     where = seen[label]
-    if label < -1 or label >= MAX_INFERRED_CLASSES:
-        raise ValueError(f"{where}: label {label} is neither -1/+1 nor a class index 0..{MAX_INFERRED_CLASSES - 1} "
-                         f"(okl infers at most {MAX_INFERRED_CLASSES:,} classes from files without {INFO_FILE})")
+    if label < -1 or label >= MAX_GLOB_CLASSES:
+        raise ValueError(f"{where}: label {label} is neither -1/+1 nor a class index 0..{MAX_GLOB_CLASSES - 1} "
+                         f"(okl infers at most {MAX_GLOB_CLASSES:,} classes from files without {INFO_FILE})")
     other = next((v for v in seen if v not in (-1, 1)), None)
     if -1 in seen and other is not None:
         raise ValueError(f"{seen[-1]}: label -1 beside label {other} (in {seen[other]}): labels must all be -1/+1 (binary) "

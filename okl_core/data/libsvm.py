@@ -243,8 +243,7 @@ def _parse_slow(lines: list, first_line: int, n_features: int | None, path: str,
             if rejects is None:
                 raise DataFormatError(f"{path}, line {line}: {parsed}")
             n_bad += 1
-            if rejects is not True:
-                rejects.add(line=line, reason=parsed, text=text)
+            rejects.add(line=line, reason=parsed, text=text)
             continue
         label, idx, vals = parsed
         labels.append(label)
@@ -270,10 +269,10 @@ def iter_libsvm(path, *, n_features: int | None = None, rejects=None, block_byte
     inferred : bool
         ``n_features`` was inferred by a first pass (indices beyond the inference cap are
         reported as such).
-    rejects : RejectLog, True or None
+    rejects : RejectLog or None
         None: a bad line raises :class:`DataFormatError` naming the file and line. A
-        :class:`RejectLog`: bad lines are recorded there and skipped. True: skipped and
-        only counted (first passes).
+        :class:`RejectLog`: bad lines are recorded there and skipped (a first pass's
+        ``RejectLog(None, ...)`` only counts them and keeps the first).
     position : list, optional
         ``position[0]`` is kept at the on-disk bytes read (progress).
     """

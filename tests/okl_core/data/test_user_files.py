@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from okl_core.data.layout import MAX_INFERRED_CLASSES, open_dataset, write_dataset
+from okl_core.data.layout import MAX_GLOB_CLASSES, open_dataset, write_dataset
 from transforms.read import DatasetSource
 
 SHARD = "part-{:05d}-of-00003.parquet"
@@ -47,9 +47,9 @@ def test_a_huge_label_is_refused_before_any_class_list_is_built(tmp_path):
 
 
 def test_the_class_limit_is_inclusive_of_the_last_index(tmp_path):
-    _write(tmp_path / "a.parquet", [0, MAX_INFERRED_CLASSES - 1])
-    assert len(open_dataset(tmp_path / "a.parquet").info.classes) == MAX_INFERRED_CLASSES
-    _write(tmp_path / "b.parquet", [0, MAX_INFERRED_CLASSES])
+    _write(tmp_path / "a.parquet", [0, MAX_GLOB_CLASSES - 1])
+    assert len(open_dataset(tmp_path / "a.parquet").info.classes) == MAX_GLOB_CLASSES
+    _write(tmp_path / "b.parquet", [0, MAX_GLOB_CLASSES])
     with pytest.raises(ValueError, match=r"b.parquet: label 10000 is neither"):
         open_dataset(tmp_path / "b.parquet")
 
