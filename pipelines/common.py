@@ -76,7 +76,7 @@ with _without_beam_noise():  # the CLIs import Beam here first (pipelines.common
 from transforms.worker import capacity_error_line, quiet_capacity_traces  # noqa: E402  (after Beam: see above)
 
 __all__ = ["UsageError", "capacity_error_line", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "run_pipeline", "configure_logging",
-           "live_progress"]
+           "live_progress", "workers_are_local", "spare_core_per_shard"]
 
 _DIRECT_NAMES = {"directrunner", "direct"}
 _PRISM_NAMES = {"prismrunner", "prism"}
@@ -242,8 +242,35 @@ def live_progress(label: str, total_rows: int, options: PipelineOptions):
     """
     from okl_experiments.progress import LiveProgress, progress_wanted
 
+    return LiveProgress(label, total_rows, enabled=workers_are_local(options) and progress_wanted())
+
+
+def _runner_name(options: PipelineOptions) -> str | None:
     runner = options.view_as(StandardOptions).runner
-    name = runner.lower() if isinstance(runner, str) else ""
-    local = runner is None or name in _DIRECT_NAMES | _PRISM_NAMES | {"switchingdirectrunner"} or (
+    return runner.lower() if isinstance(runner, str) else None
+
+
+def workers_are_local(options: PipelineOptions) -> bool:
+    """True when the job's workers run on this machine: the DirectRunner (in process or
+    worker processes), Prism, or any runner with ``--environment_type=LOOPBACK``."""
+    name = _runner_name(options)
+    return name is None or name in _DIRECT_NAMES | _PRISM_NAMES | {"switchingdirectrunner"} or (
         options.view_as(PortableOptions).environment_type or "").upper() == "LOOPBACK"
-    return LiveProgress(label, total_rows, enabled=local and progress_wanted())
+
+
+def spare_core_per_shard(options: PipelineOptions, num_shards: int) -> bool:
+    """True when the job's local workers leave a core free beside each shard that runs at once.
+
+    Each shard then decodes its coming row groups on a thread of its own
+    (:class:`transforms.train.TrainOnline`'s ``decode_ahead``). Shards that run at once: at
+    most ``--direct_num_workers`` on the DirectRunner (1 by default, 0 meaning one per core),
+    every shard on the other local runners. Remote workers: False (their cores are not known here).
+    """
+    if not workers_are_local(options):
+        return False
+    cores = len(os.sched_getaffinity(0))
+    at_once = num_shards
+    if _runner_name(options) in _DIRECT_NAMES | {None}:
+        workers = options.view_as(DirectOptions).direct_num_workers or cores
+        at_once = min(num_shards, workers)
+    return cores >= 2 * at_once

@@ -33,7 +33,7 @@ from okl_core.publish import StagedDirectory
 from okl_experiments.params import MEDIAN_ROWS, DataFacts, batch_rows_for, build_learner, derived_values, minibatch_rows, read_learner_config
 from okl_experiments.text import read_json
 from pipelines.cli import output_error
-from pipelines.common import UsageError
+from pipelines.common import UsageError, spare_core_per_shard
 from transforms.evaluate import Evaluate
 from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, local_dir, run_id
 from transforms.read import METRICS_NAMESPACE, DatasetSource, ReadShards, is_remote
@@ -320,12 +320,14 @@ def build_graph(pipeline: beam.Pipeline, job: TrainJob, launched_at: float) -> N
     """Add the training graph of ``job`` to ``pipeline``."""
     spec = LearnerSpec(job.learner.name, job.params)
     model = pipeline | "InitialModel" >> beam.Create([okl_core.model_bytes(job.learner, job.learner.init())])
+    decode_ahead = spare_core_per_shard(pipeline.options, job.plan.num_shards)
     summaries, batches, dead = [], [], []
     for r in range(job.plan.rounds):
         read = pipeline | f"ReadShards_r{r}" >> ReadShards(
             job.source, job.plan, round=r, materialize=job.shuffle_rows, shuffle_seed=job.read_order_seed
         )
-        trained = read["batches"] | f"TrainOnline_r{r}" >> TrainOnline(spec, job.plan, r, model, source=job.source, progress_dir=job.progress_dir)
+        trained = read["batches"] | f"TrainOnline_r{r}" >> TrainOnline(
+            spec, job.plan, r, model, source=job.source, progress_dir=job.progress_dir, decode_ahead=decode_ahead)
         model = trained.states | f"MergeBySeed_r{r}" >> MergeBySeed(spec, base=model)
         summaries.append(trained.states | f"Summaries_r{r}" >> beam.Map(lambda result: result[2]).with_output_types(str))
         batches.append(trained.metrics)

@@ -3,6 +3,7 @@ deprecated spellings with a warning, unknown arguments and abbreviations refused
 
 import argparse
 import json
+import os
 
 import pytest
 
@@ -210,3 +211,24 @@ def test_runs_on_the_embedded_job_service_skip_teardown():
     assert _embedded_job_service(PipelineOptions(["--runner=PortableRunner", "--job_endpoint=embed"]))
     assert not _embedded_job_service(PipelineOptions(["--runner=PortableRunner", "--job_endpoint=localhost:8099"]))
     assert not _embedded_job_service(PipelineOptions(["--runner=DirectRunner"]))
+
+
+@pytest.mark.parametrize("cores, flags, shards, spare", [
+    (2, [], 1, True),  # the default DirectRunner: one shard at a time, whatever --num_shards
+    (2, [], 4, True),
+    (2, ["--direct_num_workers=2", "--direct_running_mode=multi_processing"], 2, False),
+    (2, ["--direct_num_workers=2", "--direct_running_mode=multi_processing"], 1, True),
+    (8, ["--direct_num_workers=4", "--direct_running_mode=multi_processing"], 4, True),
+    (4, ["--direct_num_workers=0", "--direct_running_mode=multi_processing"], 4, False),  # 0: a worker per core
+    (2, ["--runner=PrismRunner"], 1, True),
+    (2, ["--runner=PrismRunner"], 2, False),
+    (4, ["--runner=FlinkRunner", "--environment_type=LOOPBACK"], 2, True),
+    (64, ["--runner=DataflowRunner"], 1, False),  # remote workers: their cores are not known here
+])
+def test_shards_decode_ahead_only_where_a_core_is_spare_for_each(monkeypatch, cores, flags, shards, spare):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.common import spare_core_per_shard
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert spare_core_per_shard(PipelineOptions(flags), shards) is spare

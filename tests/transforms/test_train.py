@@ -123,3 +123,38 @@ def test_merge_by_seed_sorts_by_shard_and_refuses_foreign_models():
         with beam.Pipeline(runner="apache_beam.runners.portability.fn_api_runner.FnApiRunner") as p:
             base = p | "Base" >> beam.Create([init])
             _ = p | beam.Create(foreign) | MergeBySeed(LearnerSpec("fogd", PARAMS), base=base)
+
+
+@pytest.mark.parametrize("num_shards", [1, 2])
+def test_decoding_ahead_on_a_thread_gives_the_same_models_as_decoding_between_updates(tmp_path, num_shards):
+    """decode_ahead only moves where row groups are decoded: each shard's model (and its
+    dead-lettered rows) are byte for byte those of the shard decoding between its updates."""
+    from okl_core.data.layout import write_dataset
+    from transforms.read import DatasetSource, ReadShards
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2000, 4)).astype(np.float32)
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1, -1).astype(np.int32)
+    X[777, 2] = np.nan  # one bad row, dead-lettered either way
+    write_dataset(tmp_path / "d", X, y, "binary", n_shards=3, row_group_rows=128, check_values=False)
+    source = DatasetSource.open(str(tmp_path / "d"))
+    plan = StreamPlan(2000, num_shards, 1, 100)
+    learner = okl_core.make_learner("fogd", **PARAMS)
+    keep = np.delete(np.arange(2000), 777)
+
+    def fold(shard):  # the plain fold of the shard's good rows, batch by batch
+        state = learner.init()
+        for b in plan.batches(shard, 0):
+            rows = keep[(keep >= b.start) & (keep < b.stop)]
+            state, _ = learner.update(state, X[rows], y[rows])
+        return okl_core.model_bytes(learner, state)
+
+    want = {shard: fold(shard) for shard in range(num_shards)}
+    for decode_ahead in (False, True):
+        with beam.Pipeline(runner="apache_beam.runners.portability.fn_api_runner.FnApiRunner") as p:
+            initial = p | "Init" >> beam.Create([okl_core.model_bytes(learner, learner.init())])
+            read = p | "Read" >> ReadShards(source, plan, round=0)
+            trained = read["batches"] | "Train" >> TrainOnline(LearnerSpec("fogd", PARAMS), plan, 0, initial, source=source, decode_ahead=decode_ahead)
+            assert_that(trained.states, lambda results: {s: m for s, m, _ in results} == want or pytest.fail("models differ from the fold"))
+            dead = (read["dead_letter"], trained.dead_letter) | beam.Flatten()
+            assert_that(dead | beam.Map(lambda r: json.loads(r)["position"]), lambda got: list(got) == [777] or pytest.fail(f"dead letters {got}"), label="Dead")
