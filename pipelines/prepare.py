@@ -370,7 +370,7 @@ def _beam_options(beam_argv, num_workers) -> list:
     if runner is None:
         options.append("--runner=DirectRunner")
     if num_workers > 1 and runner in (None, "DirectRunner", "direct"):
-        options += [f"--direct_num_workers={num_workers}", "--direct_running_mode=multi_processing", "--default_sdk_harness_log_level=WARNING"]
+        options += [f"--direct_num_workers={num_workers}", "--direct_running_mode=multi_processing"]
     return options
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from okl_core.data import open_dataset, read_idx
 from pipelines import prepare
+from tests.pipelines.reference import WORKER_START_UP
 from okl_experiments.progress import ProgressBar
 from tests.conftest import shared_data
 from tests.data_files import libsvm_text, write_idx_pair
@@ -110,9 +111,13 @@ def test_mnist8m_pipeline_independent_of_shards(tmp_path):
 
 
 @pytest.mark.slow
-def test_mnist8m_multiprocess_workers_give_the_same_rows(tmp_path):
+def test_mnist8m_multiprocess_workers_give_the_same_rows(tmp_path, capfd):
     one = _mnist8m(tmp_path, "one", "--rows", "2000", "--rows_per_shard", "500")
+    capfd.readouterr()
     two = _mnist8m(tmp_path, "two", "--rows", "2000", "--rows_per_shard", "300", "--num_workers", "2")
+    # The workers log at ERROR, as train's do: only what they print before reading their options.
+    noise = [line for line in capfd.readouterr().err.splitlines() if not WORKER_START_UP.fullmatch(line)]
+    assert noise == []
     assert open_dataset(one.path).read_all().X.tobytes() == open_dataset(two.path).read_all().X.tobytes()
 
 

@@ -2,7 +2,6 @@
 
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -11,7 +10,7 @@ import pytest
 from okl_core.data.layout import write_dataset
 from pipelines import train
 from pipelines.job import SYNTHETIC_TRAIN_ROWS
-from tests.pipelines.reference import binary_data
+from tests.pipelines.reference import WORKER_START_UP, binary_data
 
 ARGS = ["--learner", "fogd", "--param", "n_components=32", "--sigma", "1.5", "--eta", "0.05", "--num_shards", "2", "--rounds", "2", "--batch_rows", "400"]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -80,11 +79,6 @@ def test_direct_runner_never_tries_prism(data, tmp_path, monkeypatch):
     assert direct == default == switching
 
 
-_WORKER_START_UP = re.compile(
-    r"WARNING:root:apitools not found, .*|INFO:__main__:Logging handler created\.|INFO:__main__:Load pipeline options from file: \S+"
-)
-
-
 @pytest.mark.parametrize("workers", [[], ["--num_shards", "2", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]], ids=["in_process", "two_workers"])
 def test_command_line_run_is_quiet(data, tmp_path, workers):
     """`python -m pipelines.train --runner=DirectRunner` offline: no errors, tracebacks or worker logs on stderr
@@ -97,7 +91,7 @@ def test_command_line_run_is_quiet(data, tmp_path, workers):
     )
     assert proc.returncode == 0, proc.stderr
     # Beam's own local workers log three lines each before they have read their options.
-    noise = [line for line in proc.stderr.splitlines() if not (workers and _WORKER_START_UP.fullmatch(line))]
+    noise = [line for line in proc.stderr.splitlines() if not (workers and WORKER_START_UP.fullmatch(line))]
     assert noise == [], proc.stderr
     for name in ("model.npz", "metrics.json", "online_error.png", "dead_letter.jsonl"):
         assert (out / name).exists() and str(out / name) in proc.stdout
