@@ -146,6 +146,11 @@ def load_okl_dataset(path: str, stamp: int | None = None) -> ArrayData:
 
 def okl_source(path: str) -> DataSource:
     """A :class:`DataSource` for an okl data set, described from its metadata (no rows read)."""
+    return _okl_source(path)[0]
+
+
+def _okl_source(path: str) -> tuple[DataSource, list | None]:
+    """:func:`okl_source` and the classes its ``dataset.json`` records (None: none, or Parquet files without one), from one opening."""
     from okl_core.data.layout import open_dataset
 
     ds = open_dataset(path)
@@ -154,7 +159,7 @@ def okl_source(path: str) -> DataSource:
         raise ValueError(f"{path}: multiclass data set without a class list in dataset.json")
     files = [s.path for s in ds.shards] + [os.path.join(path, "dataset.json")] * os.path.isdir(path)
     stamp = max(os.stat(f).st_mtime_ns for f in files)
-    return DataSource(
+    source = DataSource(
         loader="okl_experiments.data:load_okl_dataset",
         args=(os.path.abspath(os.fspath(path)), stamp),
         n_features=ds.info.n_features,
@@ -162,6 +167,7 @@ def okl_source(path: str) -> DataSource:
         n_classes=n_classes,
         n_rows=ds.info.n_rows,
     )
+    return source, ds.recorded_classes
 
 
 # -- public data files ----------------------------------------------------------------------
@@ -415,13 +421,14 @@ def available(name: str, data_root: str, path: str | None = None) -> bool:
 
 def okl_sources(train: str, test: str | None = None) -> tuple[DataSource, DataSource | None]:
     """Sources of a training set and an optional test set, checked to hold the same kind of rows."""
-    train_source = okl_source(train)
-    test_source = okl_source(test) if test else None
-    if test_source is not None and (test_source.n_features, test_source.task) != (train_source.n_features, train_source.task):
+    train_source, train_classes = _okl_source(train)
+    if not test:
+        return train_source, None
+    test_source, test_classes = _okl_source(test)
+    if (test_source.n_features, test_source.task) != (train_source.n_features, train_source.task):
         raise ValueError(f"--test {test}: {test_source.task} with {test_source.n_features} features, "
                          f"but --input is {train_source.task} with {train_source.n_features}")
-    if test:
-        from okl_core.data.layout import check_same_classes, recorded_classes
+    from okl_core.data.layout import check_same_classes
 
-        check_same_classes(test, recorded_classes(test), recorded_classes(train))  # as okl train does
+    check_same_classes(test, test_classes, train_classes)  # as okl train does
     return train_source, test_source

@@ -35,7 +35,6 @@ import apache_beam as beam
 
 import okl_core
 from okl_core.data.plan import StreamPlan
-from okl_core.data.validate import labeled
 from okl_core.metrics import Prequential
 from okl_experiments.params import check_data_fits
 from okl_experiments.progress import wall_time_text
@@ -155,28 +154,24 @@ def _score(args, beam_argv: list, learner: okl_core.Learner, model_bytes: bytes,
         read["batches"] | "Predict" >> WritePredictions(args.model, learner.task, getattr(learner.config, "n_classes", None), prefix,
                                                         progress_dir=progress.directory)
         model = pipeline | "Model" >> beam.Create([model_bytes])
-        metrics = read["batches"] | "ScoreMetrics" >> ScoreMetrics(model)
-        unlabeled = (read["batches"] | "Unlabeled" >> beam.Map(_rows_without_label, learner.task, getattr(learner.config, "n_classes", None))
-                     | "SumUnlabeled" >> beam.CombineGlobally(sum))
+        metrics = read["batches"] | "ScoreMetrics" >> ScoreMetrics(model, count_unlabeled=True)
         (pipeline | "Once" >> beam.Create([None])
-         | "WriteMetrics" >> beam.Map(_write_metrics, beam.pvalue.AsList(metrics), beam.pvalue.AsSingleton(unlabeled), metrics_path, learner.task))
+         | "WriteMetrics" >> beam.Map(_write_metrics, beam.pvalue.AsList(metrics), metrics_path, learner.task))
         read["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFile(dead_path)
         result = run_pipeline(pipeline)
     return result, launched_at
 
 
-def _rows_without_label(element, task: str, n_classes: int | None) -> int:
-    """Rows of a ``(shard, BatchPiece)`` whose label is missing or not one the model predicts."""
-    return int((~labeled(element[1].y, task, n_classes)).sum())
-
-
-def _write_metrics(_, prequential_json: list, rows_without_label: int, path: str, task: str) -> None:
+def _write_metrics(_, scored: list, path: str, task: str) -> None:
     """``metrics.json``: the task, the rows scored, those without a usable label, and the metrics of the others.
 
-    Written once, also when no row could be scored (metrics NaN), as strict JSON: NaN as
-    the string ``"NaN"``, as ``pipelines.train`` writes it (:func:`okl_experiments.text.strict_json`).
+    ``scored``: :class:`~transforms.evaluate.ScoreMetrics`' one ``(Prequential JSON, rows
+    without a label)``, or nothing when no row was read. Written once, also when no row
+    could be scored (metrics NaN), as strict JSON: NaN as the string ``"NaN"``, as
+    ``pipelines.train`` writes it (:func:`okl_experiments.text.strict_json`).
     """
-    fields = [json.loads(text) for text in prequential_json]
+    fields = [json.loads(text) for text, _ in scored]
+    rows_without_label = sum(count for _, count in scored)
     summary = (Prequential(**fields[0]) if fields else Prequential(task)).summary()
     report = {"task": task, "rows_scored": summary["n"] + rows_without_label, "rows_without_label": rows_without_label, "metrics": summary}
     write_bytes(path, (strict_json(report, indent=1, sort_keys=True) + "\n").encode())

@@ -27,7 +27,12 @@ __all__ = ["Evaluate", "ScoreMetrics", "SumPrequentialFn"]
 
 
 class _ScorePiece(beam.DoFn):
-    """Score one piece with the model; emit ``(first position, Prequential fields JSON)``."""
+    """Score one piece with the model; emit ``(first position, Prequential fields JSON, rows without a label)``.
+
+    A row without a label (missing, or one the model does not predict) is left out of the
+    metrics and counted here, where the labels are judged anyway: a separate step over the
+    pieces cost a second pass and a second combine (``pipelines.predict``).
+    """
 
     def setup(self):
         settle_worker_process()
@@ -41,17 +46,23 @@ class _ScorePiece(beam.DoFn):
         if keep.any():
             X, y = (piece.X, piece.y) if keep.all() else (piece.X[keep], piece.y[keep])
             metrics.add(learner.predict(state, X), y if learner.task == "regression" else y.astype(np.int32, copy=False))
-        yield piece.start, json.dumps(metrics.to_dict(), sort_keys=True)
+        yield piece.start, json.dumps(metrics.to_dict(), sort_keys=True), int(len(keep) - keep.sum())
 
 
 class SumPrequentialFn(beam.CombineFn):
-    """Sum ``(position, Prequential JSON)`` partials in position order -> Prequential JSON."""
+    """Sum ``(position, Prequential JSON[, rows without a label])`` partials in position order -> Prequential JSON.
+
+    With ``count_unlabeled`` the output is ``(Prequential JSON, rows without a label)``.
+    """
+
+    def __init__(self, count_unlabeled: bool = False):
+        self.count_unlabeled = count_unlabeled
 
     def create_accumulator(self):
         return []
 
     def add_input(self, accumulator, element):
-        accumulator.append((int(element[0]), str(element[1])))
+        accumulator.append((int(element[0]), str(element[1]), int(element[2]) if len(element) > 2 else 0))
         return accumulator
 
     def merge_accumulators(self, accumulators):
@@ -59,10 +70,11 @@ class SumPrequentialFn(beam.CombineFn):
 
     def extract_output(self, accumulator):
         total = None
-        for _, fields in sorted(accumulator):
+        for _, fields, _ in sorted(accumulator):
             part = Prequential(**json.loads(fields))
             total = part if total is None else total.merge(part)
-        return json.dumps(total.to_dict() if total else None, sort_keys=True)
+        metrics = json.dumps(total.to_dict() if total else None, sort_keys=True)
+        return (metrics, sum(item[2] for item in accumulator)) if self.count_unlabeled else metrics
 
 
 class ScoreMetrics(beam.PTransform):
@@ -72,22 +84,26 @@ class ScoreMetrics(beam.PTransform):
     ----------
     model : PCollection[bytes]
         A single model file.
+    count_unlabeled : bool
+        Also count the rows left out of the metrics for want of a usable label (rows read
+        with ``judge_labels=False``), in the same pass.
 
     Returns
     -------
-    PCollection[str]
-        One Prequential JSON (the sums over every row), none when there are no batches.
+    PCollection[str] or PCollection[tuple[str, int]]
+        One Prequential JSON (the sums over every row), none when there are no batches;
+        with ``count_unlabeled``, ``(Prequential JSON, rows without a label)``.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, count_unlabeled: bool = False):
         super().__init__()
-        self.model = model
+        self.model, self.count_unlabeled = model, count_unlabeled
 
     def expand(self, batches):
         return (
             batches
             | "Score" >> beam.ParDo(_ScorePiece(), beam.pvalue.AsSingleton(self.model))
-            | "SumMetrics" >> beam.CombineGlobally(SumPrequentialFn()).without_defaults()
+            | "SumMetrics" >> beam.CombineGlobally(SumPrequentialFn(self.count_unlabeled)).without_defaults()
         )
 
 

@@ -35,7 +35,8 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from okl_core.data.layout import INFO_FILE, DatasetInfo, check_classes, check_listing, check_shard, one_line, open_dataset, read_row_group
+from okl_core.data.layout import (INFO_FILE, DatasetInfo, check_classes, check_listing, check_shard, one_line, open_dataset,
+                                  read_row_group, row_group_sizes)
 from okl_core.data.plan import StreamPlan
 from okl_core.data.validate import check_rows, unreadable_rows
 from okl_core.state import MAX_MODEL_BYTES, ModelFileError, read_model_file
@@ -103,6 +104,22 @@ def _remote_dataset(path: str) -> tuple[DatasetInfo, list[str]]:
     return info, files
 
 
+def _footer(file: str) -> pq.ParquetFile:
+    """A Parquet file opened (its footer read), local or remote; errors name the file."""
+    try:
+        return pq.ParquetFile(open_binary(file))
+    except Exception as err:  # pyarrow and the file systems raise several types
+        raise ValueError(f"{file}: not a readable Parquet file ({one_line(err)})") from None
+
+
+def _remote_group_rows(file: str, info: DatasetInfo, k: int, labels_optional: bool) -> tuple:
+    """Rows of each row group of shard ``k`` of a remote data set, the shard checked against ``info`` (one footer read)."""
+    parquet = _footer(file)
+    shard = info.shards[k]
+    check_shard(file, parquet.metadata, parquet.schema_arrow, info, int(shard["n_rows"]), int(shard["first_row"]), labels_optional)
+    return row_group_sizes(parquet.metadata)
+
+
 @dataclasses.dataclass(frozen=True)
 class DatasetSource:
     """What the read steps need to know about a data set (plain data, cheap to ship).
@@ -147,34 +164,28 @@ class DatasetSource:
             Missing or unreadable data, naming the path.
         """
         path = str(path)
-        remote = is_remote(path)
-        if remote:  # a local data set is checked by open_dataset; a remote one here, file by file
+        if is_remote(path):  # a local data set is checked by open_dataset; a remote one here, file by file
             info, files = _remote_dataset(path)
             check_listing(info, FileSystems.join(path, INFO_FILE))
+            check_classes(info, FileSystems.join(path, INFO_FILE))
+            group_rows = [_remote_group_rows(file, info, k, labels_optional) for k, file in enumerate(files)]
+            recorded = info.classes
         else:
             dataset = open_dataset(path, task, classes, labels_optional, files_own_rows)
             info, files = dataset.info, [shard.path for shard in dataset.shards]
-        check_classes(info, FileSystems.join(path, INFO_FILE) if remote else os.path.join(path, INFO_FILE))
+            check_classes(info, os.path.join(path, INFO_FILE))
+            # the row groups of the footers open_dataset read (a Dataset built by hand may not have them)
+            group_rows = [shard.group_rows if shard.group_rows is not None else row_group_sizes(_footer(shard.path).metadata) for shard in dataset.shards]
+            # Only a dataset.json records what the codes stand for; a glob's classes are the codes it inferred.
+            recorded = dataset.recorded_classes
         groups, position = [], 0
-        for k, file in enumerate(files):
-            try:
-                parquet = pq.ParquetFile(open_binary(file))
-            except Exception as err:  # pyarrow and the file systems raise several types
-                raise ValueError(f"{file}: not a readable Parquet file ({one_line(err)})") from None
-            metadata = parquet.metadata
-            if remote:
-                shard = info.shards[k]
-                check_shard(file, metadata, parquet.schema_arrow, info, int(shard["n_rows"]), int(shard["first_row"]))
-            for g in range(metadata.num_row_groups):
-                rows = metadata.row_group(g).num_rows
+        for file, sizes in zip(files, group_rows):
+            for g, rows in enumerate(sizes):
                 if rows:
                     groups.append((file, g, position, rows))
                 position += rows
         n_classes = info.n_classes if info.task == "multiclass" else None
-        # Only a dataset.json records what the codes stand for; a glob's classes are the codes it inferred.
-        in_listing = remote or os.path.isfile(os.path.join(path, INFO_FILE))
-        recorded = None if info.classes is None or not in_listing else tuple(info.classes)
-        return cls(info.name, path, info.task, int(info.n_features), n_classes, tuple(groups), recorded)
+        return cls(info.name, path, info.task, int(info.n_features), n_classes, tuple(groups), None if recorded is None else tuple(recorded))
 
     @property
     def n_rows(self) -> int:
@@ -187,10 +198,12 @@ class DatasetSource:
         Read as training reads them (page checksums verified): a row group that cannot be
         read is skipped here, as training dead-letters its rows, instead of ending the launch.
         """
-        parts, have = [], 0
+        parts, have, files = [], 0, {}
         for path, g, _, _ in self.row_groups:
             try:
-                table = pq.ParquetFile(open_binary(path), page_checksum_verification=True).read_row_group(g, columns=["x", "y", "row"])
+                if path not in files:  # each footer parsed once; the first few files hold the rows
+                    files = {path: pq.ParquetFile(open_binary(path), page_checksum_verification=True)}
+                table = read_row_group(files[path], g)  # files to be scored may have no y
             except (OSError, pa.ArrowException):
                 continue
             X = check_rows(table, self.n_features, "regression", judge_labels=False).X  # labels not needed here

@@ -56,9 +56,7 @@ class _Columns:
 def _columns(path, header, target, features, drop) -> _Columns:
     """The target and feature positions, resolved as every table path does (:func:`okl_core.data.table.select_columns`)."""
     header = [h.strip() for h in header]
-    if header.count(target) > 1:
-        raise DataFormatError(f"{path}: target column {target!r} appears {header.count(target)} times")
-    names = select_columns(header, target, features, drop, where=path)
+    names = select_columns(header, target, features, drop, where=path)  # refuses a missing or repeated target too
     return _Columns(header, header.index(target), [header.index(n) for n in names])
 
 

@@ -29,7 +29,7 @@ import dataclasses
 import glob as globlib
 import json
 import os
-from typing import Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -43,7 +43,6 @@ from okl_core.publish import StagedDirectory
 __all__ = [
     "LAYOUT_VERSION",
     "check_same_classes",
-    "recorded_classes",
     "DatasetInfo",
     "DatasetWriter",
     "StagedDataset",
@@ -57,6 +56,7 @@ __all__ = [
     "labels_fit",
     "read_row_group",
     "row_range",
+    "row_group_sizes",
     "MAX_GLOB_CLASSES",
     "shard_file_name",
     "schema_for",
@@ -766,7 +766,7 @@ def schema_problem(schema: pa.Schema, n_features: int | None, task: str | None, 
     width = x_width(x_type)
     if n_features is not None and width is not None and width != n_features:
         return f"column x holds {width} features per row ({x_type}), the data set {n_features}"
-    y_type = schema.field("y").type if "y" in schema.names else pa.null()
+    y_type = _y_type(schema)
     if not _is_number_type(y_type) and not (labels_optional and pa.types.is_null(y_type)):
         needs = "numeric targets" if task == "regression" else "integer labels"
         return f"column y is {y_type}; {'a ' + task if task else 'an okl'} data set needs {needs}"
@@ -830,19 +830,20 @@ def row_range_problem(rows: tuple[int, int] | None, nulls: int = 0) -> str | Non
 
 
 def check_shard(path: str, metadata: pq.FileMetaData, schema: pa.Schema, info: DatasetInfo, recorded_rows: int | None,
-                first_row: int | None = None) -> None:
+                first_row: int | None = None, labels_optional: bool = False) -> None:
     """Check one Parquet file of a data set at launch: its schema, and its rows against ``dataset.json``.
 
     With ``first_row`` the file's row numbers must be ``first_row .. first_row + rows - 1``,
     as the footer statistics of ``row`` tell (no data read; not checked without
     statistics): a shard copied over another of the same size is refused, not trained twice.
+    ``labels_optional`` as :func:`schema_problem` (files to be scored).
 
     Raises
     ------
     ValueError
         One line naming ``path`` and what is wrong (both row counts when they differ).
     """
-    problem = schema_problem(schema, info.n_features, info.task)
+    problem = schema_problem(schema, info.n_features, info.task, labels_optional)
     if problem is None and recorded_rows is not None and metadata.num_rows != recorded_rows:
         problem = f"{INFO_FILE} records {recorded_rows} rows, the file holds {metadata.num_rows}"
     if problem is None and first_row is not None and metadata.num_rows:
@@ -875,12 +876,6 @@ def check_same_classes(test: str, test_classes, train_classes) -> None:
                          "its labels would be scored as other classes; prepare it with --like the training data set")
 
 
-def recorded_classes(path: str) -> list | None:
-    """The ``classes`` a local data set directory's ``dataset.json`` records (None: Parquet files without one, or none recorded)."""
-    info_path = os.path.join(os.fspath(path), INFO_FILE)
-    return DatasetInfo.from_file(info_path).classes if os.path.isfile(info_path) else None
-
-
 def check_listing(info: DatasetInfo, info_path: str) -> None:
     """Check the shard list of ``dataset.json``: no file twice, rows numbered consecutively, the total.
 
@@ -905,20 +900,37 @@ def check_listing(info: DatasetInfo, info_path: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class ShardFile:
-    """One Parquet file of a data set: path, index in the data set, rows, first global row."""
+    """One Parquet file of a data set: path, index in the data set, rows, first global row.
+
+    ``group_rows``: the rows of each of its row groups, as the footer read when the data
+    set was opened tells (None: not read), so that listing the row groups at launch
+    (:class:`transforms.read.DatasetSource`) does not parse every footer again.
+    """
 
     path: str
     index: int
     n_rows: int
     first_row: int
+    group_rows: tuple | None = None
 
 
 class Dataset:
-    """A readable data set: its :class:`DatasetInfo` and shard files, read in row order."""
+    """A readable data set: its :class:`DatasetInfo` and shard files, read in row order.
 
-    def __init__(self, info: DatasetInfo, shards: list[ShardFile]):
+    ``listed``: the info is a directory's ``dataset.json`` (False: inferred from Parquet
+    files without one).
+    """
+
+    def __init__(self, info: DatasetInfo, shards: list[ShardFile], listed: bool = False):
         self.info = info
         self.shards = shards
+        self.listed = listed
+
+    @property
+    def recorded_classes(self) -> list | None:
+        """The ``classes`` its ``dataset.json`` records (None: files without one, whose classes
+        are the inferred codes, or none recorded)."""
+        return self.info.classes if self.listed else None
 
     @property
     def n_features(self) -> int:
@@ -984,10 +996,10 @@ def _row_column_problem(rows: pa.ChunkedArray) -> str:
     return row_range_problem(None, rows.null_count) or ""
 
 
-def _parquet_file(path) -> pq.ParquetFile:
-    """Open a Parquet file (its footer); errors name the file, on one line."""
+def _parquet_file(path, metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:
+    """Open a Parquet file (its footer, unless ``metadata`` is the footer already read); errors name the file, on one line."""
     try:
-        return pq.ParquetFile(path, page_checksum_verification=True)
+        return pq.ParquetFile(path, metadata=metadata, page_checksum_verification=True)
     except (OSError, pa.ArrowException) as err:
         raise ValueError(f"{path}: not a readable Parquet file ({one_line(err)})") from None
 
@@ -997,28 +1009,44 @@ def one_line(err: BaseException) -> str:
     return " ".join(str(err).split())
 
 
+def _has_labels(schema: pa.Schema) -> bool:
+    """Whether a file's ``y`` holds labels: files to be scored may leave it out or write it as the null type."""
+    return "y" in schema.names and not pa.types.is_null(schema.field("y").type)
+
+
+def _read_columns(schema: pa.Schema) -> list[str]:
+    """The columns to read of a file with ``schema``: ``x``, ``y`` (when it holds labels), ``row``."""
+    return ["x", "y", "row"] if _has_labels(schema) else ["x", "row"]
+
+
+def _with_labels(table: pa.Table) -> pa.Table:
+    """``table`` as read with :func:`_read_columns`: a missing ``y`` added as null float64 (rows without a label)."""
+    if "y" in table.column_names:
+        return table
+    return table.add_column(1, "y", pa.nulls(table.num_rows, pa.float64()))
+
+
 def read_row_group(pf: pq.ParquetFile, group: int, use_threads: bool = True) -> pa.Table:
     """Columns ``x``, ``y``, ``row`` of one row group.
 
     A ``y`` that is absent or of the null type (files to be scored need no labels) reads
     as null float64: rows without a label.
     """
-    schema = pf.schema_arrow
-    if "y" in schema.names and not pa.types.is_null(schema.field("y").type):
-        return pf.read_row_group(group, columns=["x", "y", "row"], use_threads=use_threads)
-    table = pf.read_row_group(group, columns=["x", "row"], use_threads=use_threads)
-    return table.add_column(1, "y", pa.nulls(table.num_rows, pa.float64()))
+    return _with_labels(pf.read_row_group(group, columns=_read_columns(pf.schema_arrow), use_threads=use_threads))
 
 
 def read_shard(path: str, n_features: int, batch_rows: int | None = None) -> Iterator[Batch]:
-    """Yield the rows of one shard file in order, by row group or by ``batch_rows``."""
+    """Yield the rows of one shard file in order, by row group or by ``batch_rows``.
+
+    Either way a ``y`` that is absent or of the null type reads as NaN (:func:`read_row_group`).
+    """
     pf = _parquet_file(path)
     if batch_rows is None:
         for g in range(pf.num_row_groups):
             yield _batch_from_table(read_row_group(pf, g), n_features, path)
         return
-    for record_batch in pf.iter_batches(batch_size=int(batch_rows), columns=["x", "y", "row"]):
-        yield _batch_from_table(pa.Table.from_batches([record_batch]), n_features, path)
+    for record_batch in pf.iter_batches(batch_size=int(batch_rows), columns=_read_columns(pf.schema_arrow)):
+        yield _batch_from_table(_with_labels(pa.Table.from_batches([record_batch])), n_features, path)
 
 
 def open_dataset(path: str, task: str | None = None, classes: list | None = None, labels_optional: bool = False,
@@ -1028,11 +1056,13 @@ def open_dataset(path: str, task: str | None = None, classes: list | None = None
     A directory's task and classes are those of its ``dataset.json``. Files without one
     take them from the labels of every file (:func:`infer_task`; only ``y`` is read), or
     from ``task`` and ``classes`` when given: with ``labels_optional`` (scoring, where the
-    model decides the task) always, and ``y`` may then be absent or null; otherwise (a test
-    set read like its training set) when every label fits them. Files are ordered by
+    model decides the task) always; otherwise (a test set read like its training set)
+    when every label fits them. With ``labels_optional`` the files' ``y`` (a directory's
+    too) may be absent or of the null type. Files are ordered by
     their ``row`` numbers, whose ranges must not overlap (a copied file would be trained
     twice) unless ``files_own_rows`` is False: a streaming job learns each file as it
-    arrives, and independent producers number their files' rows from 0 each.
+    arrives, and independent producers number their files' rows from 0 each. Each file's
+    footer is parsed once, and its ``y`` read at most once.
 
     Raises
     ------
@@ -1041,7 +1071,7 @@ def open_dataset(path: str, task: str | None = None, classes: list | None = None
     """
     path = os.fspath(path)
     if os.path.isdir(path):
-        return _open_directory(path)
+        return _open_directory(path, labels_optional)
     # a literal name first: a file may be called "a[1].parquet"
     files = [path] if os.path.exists(path) else sorted(globlib.glob(path)) if any(c in path for c in "*?[") else []
     if not files:
@@ -1049,34 +1079,49 @@ def open_dataset(path: str, task: str | None = None, classes: list | None = None
     return _dataset_from_files(files, path, task, classes, labels_optional, files_own_rows)
 
 
-def _open_directory(path: str) -> Dataset:
+def row_group_sizes(metadata: pq.FileMetaData) -> tuple:
+    """Rows of each row group of a file, from its footer."""
+    return tuple(metadata.row_group(g).num_rows for g in range(metadata.num_row_groups))
+
+
+def _open_directory(path: str, labels_optional: bool = False) -> Dataset:
     """A data set directory, its files checked against ``dataset.json`` (:func:`check_shard`)."""
     info_path = os.path.join(path, INFO_FILE)
     if not os.path.exists(info_path):
         raise FileNotFoundError(f"{path}: not an okl data set (no {INFO_FILE}); run `python -m pipelines.prepare` first")
     info = DatasetInfo.from_file(info_path)
     check_listing(info, info_path)
-    shards = [ShardFile(os.path.join(path, s["file"]), i, s["n_rows"], s["first_row"]) for i, s in enumerate(info.shards)]
-    for sf in shards:
-        if not os.path.exists(sf.path):
-            raise FileNotFoundError(f"{sf.path}: listed in {info_path} with {sf.n_rows} rows, but the file is missing")
-        pf = _parquet_file(sf.path)
-        check_shard(sf.path, pf.metadata, pf.schema_arrow, info, sf.n_rows, sf.first_row)
-    return Dataset(info, shards)
+    shards = []
+    for i, listed in enumerate(info.shards):
+        file, n_rows, first_row = os.path.join(path, listed["file"]), listed["n_rows"], listed["first_row"]
+        if not os.path.exists(file):
+            raise FileNotFoundError(f"{file}: listed in {info_path} with {n_rows} rows, but the file is missing")
+        pf = _parquet_file(file)
+        check_shard(file, pf.metadata, pf.schema_arrow, info, n_rows, first_row, labels_optional)
+        shards.append(ShardFile(file, i, n_rows, first_row, row_group_sizes(pf.metadata)))
+    return Dataset(info, shards, listed=True)
 
 
 @dataclasses.dataclass(frozen=True)
 class _File:
-    """A Parquet file of a glob: its rows' number range (None: no rows) and footer facts."""
+    """A Parquet file of a glob: its rows' number range (None: no rows) and its footer.
+
+    The footer is kept (not the open file: a glob of thousands of files would hold as many
+    open files) so that the file's labels and widths are read without parsing it again.
+    """
 
     rows: tuple[int, int] | None
     path: str
-    n_rows: int
-    schema: pa.Schema
+    metadata: pq.FileMetaData = dataclasses.field(compare=False)
+    schema: pa.Schema = dataclasses.field(compare=False)
 
     @property
     def first_row(self) -> int:
         return self.rows[0] if self.rows else 0
+
+    @property
+    def n_rows(self) -> int:
+        return self.metadata.num_rows
 
 
 def _dataset_from_files(files: list[str], source: str, task: str | None, classes: list | None, labels_optional: bool,
@@ -1085,11 +1130,12 @@ def _dataset_from_files(files: list[str], source: str, task: str | None, classes
     metas = sorted((_glob_file(f, labels_optional) for f in files), key=lambda m: (m.first_row, m.path))
     if files_own_rows:
         _check_disjoint(metas)
-    d = _files_width([(m.path, m.schema) for m in metas])
+    d = _files_width(metas)
     paths = [m.path for m in metas]
-    if task is None or not (labels_optional or labels_fit(paths, task, classes)):
-        task, classes = infer_task(paths, [m.schema.field("y").type for m in metas])
-    shards = [ShardFile(m.path, i, m.n_rows, m.first_row) for i, m in enumerate(metas)]
+    labels = _LabelReader({m.path: m.metadata for m in metas})  # labels_fit and infer_task share each file's one read
+    if task is None or not (labels_optional or labels_fit(paths, task, classes, labels)):
+        task, classes = infer_task(paths, [_y_type(m.schema) for m in metas], labels)
+    shards = [ShardFile(m.path, i, m.n_rows, m.first_row, row_group_sizes(m.metadata)) for i, m in enumerate(metas)]
     info = DatasetInfo(
         name=os.path.basename(source.rstrip("/")), task=task, n_rows=sum(s.n_rows for s in shards), n_features=d,
         classes=None if classes is None else list(classes), source=source,
@@ -1113,7 +1159,7 @@ def _glob_file(path: str, labels_optional: bool) -> _File:
     problem = row_range_problem(rows, nulls)
     if problem:
         raise ValueError(f"{path}: {problem}")
-    return _File(rows, path, pf.metadata.num_rows, schema)
+    return _File(rows, path, pf.metadata, schema)
 
 
 def _check_disjoint(metas: list[_File]) -> None:
@@ -1135,10 +1181,14 @@ MAX_GLOB_CLASSES = 10_000
 beyond it (``10**11``) is refused rather than allocating a class list of its size."""
 
 
-def _file_labels(path: str) -> Iterator[np.ndarray]:
-    """The non-null values of a file's ``y``, one row group at a time (only ``y`` is read)."""
-    pf = _parquet_file(path)
-    if "y" not in pf.schema_arrow.names:
+def _y_type(schema: pa.Schema) -> pa.DataType:
+    """The type of a file's ``y``; the null type when there is none (files to be scored need no labels)."""
+    return schema.field("y").type if "y" in schema.names else pa.null()
+
+
+def _file_labels(pf: pq.ParquetFile, path: str) -> Iterator[np.ndarray]:
+    """The non-null values of a file's ``y``, one row group at a time (only ``y`` is read; nothing when it holds no labels)."""
+    if not _has_labels(pf.schema_arrow):
         return
     for g in range(pf.num_row_groups):
         try:
@@ -1148,21 +1198,51 @@ def _file_labels(path: str) -> Iterator[np.ndarray]:
         yield labels
 
 
-def labels_fit(files: list[str], task: str, classes: list | None) -> bool:
-    """Whether every non-null label of ``files`` is one a learner of ``task`` with ``classes`` takes."""
+class _LabelReader:
+    """The labels of files for :func:`labels_fit` and :func:`infer_task`, each file's ``y`` read once.
+
+    A test set whose labels do not fit its training set's classes is read by both; integer
+    labels are therefore kept, as the distinct values of each row group (all either needs,
+    a few per group), for as long as the reader lives: one :func:`open_dataset` call, no
+    cache outlives it (a file rewritten in between is read afresh). Float targets are not kept:
+    :func:`infer_task` never reads them (a float ``y`` is regression), so only
+    :func:`labels_fit` does, once. ``footers``: the footers already read, by path.
+    """
+
+    def __init__(self, footers: dict[str, pq.FileMetaData] | None = None):
+        self._footers = footers or {}
+        self._kept: dict[str, list[np.ndarray]] = {}
+
+    def __call__(self, path: str) -> Iterable[np.ndarray]:
+        if path in self._kept:
+            return self._kept[path]
+        pf = _parquet_file(path, self._footers.get(path))
+        if pa.types.is_floating(_y_type(pf.schema_arrow)):
+            return _file_labels(pf, path)
+        self._kept[path] = [np.unique(values) for values in _file_labels(pf, path)]
+        return self._kept[path]
+
+
+def labels_fit(files: list[str], task: str, classes: list | None, labels: Callable[[str], Iterable[np.ndarray]] | None = None) -> bool:
+    """Whether every non-null label of ``files`` is one a learner of ``task`` with ``classes`` takes.
+
+    ``labels(path)`` gives a file's labels (default: read from the file).
+    """
     n_classes = len(classes) if task == "multiclass" and classes else None
     if task == "multiclass" and n_classes is None:
         return False
-    return not any(bad_labels(values.astype(np.float64), task, n_classes).any() for f in files for values in _file_labels(f))
+    labels = labels or _LabelReader()
+    return not any(bad_labels(values.astype(np.float64), task, n_classes).any() for f in files for values in labels(f))
 
 
-def infer_task(files: list[str], y_types: list[pa.DataType]) -> tuple[str, list | None]:
+def infer_task(files: list[str], y_types: list[pa.DataType], labels: Callable[[str], Iterable[np.ndarray]] | None = None) -> tuple[str, list | None]:
     """Task and classes of files without ``dataset.json``, from the labels of every file.
 
     Floating-point ``y``: regression. Integer labels: binary when every label is -1 or +1,
     multiclass ``0..max`` (at least two classes) when every label is a class index below
     :data:`MAX_GLOB_CLASSES`. Null labels are left to the dead-letter path. A directory
-    and a glob of the same files therefore get the same task and classes.
+    and a glob of the same files therefore get the same task and classes. ``labels(path)``
+    gives a file's labels (default: read from the file; :func:`labels_fit`'s, when both run).
 
     Raises
     ------
@@ -1177,9 +1257,10 @@ def infer_task(files: list[str], y_types: list[pa.DataType]) -> tuple[str, list 
                          "targets (floats) and labels (integers) do not mix")
     if kinds == {True}:
         return "regression", None
+    labels = labels or _LabelReader()
     seen: dict[int, str] = {}  # each distinct label and the first file holding it
     for f in files:
-        for values in _file_labels(f):
+        for values in labels(f):
             for label in np.unique(values).tolist():
                 if label not in seen:
                     seen[label] = f
@@ -1201,14 +1282,14 @@ def _check_label(label: int, seen: dict[int, str]) -> None:
                          "or all class indices 0..C-1 (multiclass)")
 
 
-def _files_width(files: list[tuple[str, pa.Schema]]) -> int:
+def _files_width(files: list[_File]) -> int:
     """Features per row of Parquet files without ``dataset.json``, the same in every file.
 
     A fixed width (binary or fixed-size list) is the type's; variable-length lists take
     the length of the first non-null ``x`` in row order (rows of another length are then
     bad rows: dead letters in a pipeline, an error naming the row in :meth:`Dataset.read_all`).
     """
-    widths = [(f, x_width(schema.field("x").type)) for f, schema in files]
+    widths = [(f.path, x_width(f.schema.field("x").type)) for f in files]
     fixed = [(f, w) for f, w in widths if w is not None]
     if fixed:
         d = fixed[0][1]
@@ -1216,12 +1297,12 @@ def _files_width(files: list[tuple[str, pa.Schema]]) -> int:
             if w != d:
                 raise ValueError(f"{f}: column x holds {w} features per row, {fixed[0][0]} holds {d}")
         return d
-    for f, _ in widths:
+    for file in files:
         try:
-            for batch in _parquet_file(f).iter_batches(batch_size=4096, columns=["x"]):
+            for batch in _parquet_file(file.path, file.metadata).iter_batches(batch_size=4096, columns=["x"]):
                 lengths = pc.list_value_length(batch.column(0)).drop_null()
                 if len(lengths):
                     return int(lengths[0].as_py())
         except (OSError, pa.ArrowException) as err:  # a damaged page (checksums verified): one line naming the file
-            raise ValueError(f"{f}: column x cannot be read to tell the number of features ({one_line(err)})") from None
-    raise ValueError(f"{files[0][0]}: column x is null or empty in every row; cannot tell the number of features")
+            raise ValueError(f"{file.path}: column x cannot be read to tell the number of features ({one_line(err)})") from None
+    raise ValueError(f"{files[0].path}: column x is null or empty in every row; cannot tell the number of features")

@@ -49,6 +49,7 @@ import numpy as np
 
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
 from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, no_rows, not_utf8, open_source, parse_finite
+from okl_core.data.table import column_index
 from okl_core.random import block_bit_generator, standard_normal
 
 __all__ = [
@@ -289,10 +290,7 @@ def _records(path, smiles_column, target):
             raise DataFormatError(f"{path}: empty file (expected a header row)") from None
         except UnicodeDecodeError as err:
             raise not_utf8(path, err) from None
-        for column in (smiles_column, target):
-            if column not in header:
-                raise DataFormatError(f"{path}: no column {column!r}; the columns are {header}")
-        s_at, t_at = header.index(smiles_column), header.index(target)
+        s_at, t_at = column_index(header, smiles_column, path), column_index(header, target, path, "target column")
         row = 0
         try:
             for fields in reader:

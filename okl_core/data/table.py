@@ -6,7 +6,8 @@ The general path of ``prepare csv`` and the whole of ``prepare parquet``:
   separated items, each a column name, a range ``first:last`` (every column from ``first``
   to ``last`` inclusive, in file order) or a glob (``pixel*``, ``f[0-9]``). A name that
   exists as written is always that one column. Ranges and globs skip the target;
-  ``--drop`` applies to every item (a named feature too); a column chosen twice is an error.
+  ``--drop`` applies to every item (a named feature too); a column chosen twice is an error,
+  and so is a target that appears twice in the header (:func:`column_index`).
 * **Header-less CSV** (``no_header``): columns are named by number, ``0`` .. ``k-1``
   (``--target 0 --features 1:784``); a row with another field count is a bad row.
 * **Missing values**: a CSV field equal to a ``missing`` marker (``""``, ``NA``, ``?``), a
@@ -51,7 +52,7 @@ from okl_core.data.scaling import ColumnStats, ScaledRows
 from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, finite32, no_rows, not_utf8, parse_finite
 from okl_core.data.targets import LabelCollector
 
-__all__ = ["MISSING_POLICIES", "select_columns", "TableEncoding", "CsvColumns", "ParquetColumns", "convert_table", "convert_parquet"]
+__all__ = ["MISSING_POLICIES", "column_index", "select_columns", "TableEncoding", "CsvColumns", "ParquetColumns", "convert_table", "convert_parquet"]
 
 MISSING_POLICIES = ("drop", "mean")
 """What a missing feature value does to its row: go to ``rejects.csv``, or take the training mean."""
@@ -81,16 +82,31 @@ def _resolve(item: str, names: list, target: str, flag: str, where: str) -> list
     raise ValueError(f"{where}: {flag} names no column {item!r}; the columns are {_shown(names)}")
 
 
+def column_index(names: list, column: str, where: str, role: str = "column") -> int:
+    """The position of ``column`` in a table's columns ``names``.
+
+    Refused in one line naming ``where`` (the file) and the column when the table has no
+    such column, or has it more than once: which of the two holds the target (or the
+    SMILES) cannot be told, and taking the first silently was a guess.
+    """
+    count = names.count(column)
+    if not count:
+        raise DataFormatError(f"{where}: no {role} {column!r}; the columns are {_shown(names)}")
+    if count > 1:
+        raise DataFormatError(f"{where}: {role} {column!r} appears {count} times")
+    return names.index(column)
+
+
 def select_columns(names: list, target: str, features=None, drop=None, where: str = "") -> list:
     """The feature columns of a table with columns ``names`` (see the module docstring).
 
     ``features`` and ``drop`` are lists of items (name, ``first:last``, glob); default
     features: every column but the target. ``drop`` always applies, to named features too.
-    A column chosen twice is an error. Errors name ``where``. Both CSV paths and Parquet
-    resolve columns here, so they agree.
+    A column chosen twice is an error, and so is a target that is missing or not unique
+    (:func:`column_index`). Errors name ``where``. Both CSV paths and Parquet resolve
+    columns here, so they agree.
     """
-    if target not in names:
-        raise DataFormatError(f"{where}: no target column {target!r}; the columns are {_shown(names)}")
+    column_index(names, target, where, "target column")
     duplicated = sorted({n for n in names if names.count(n) > 1})
     dropped = {n for item in drop or () for n in _resolve(item, names, target, "--drop", where)}
     if features is None:
@@ -399,6 +415,8 @@ class ParquetColumns(_TableSource):
             missing = sorted((set(self.features) | {target}) - set(file_schema.names))
             if missing:
                 raise DataFormatError(f"{f}: no column(s) {missing} (the first file {self.files[0]} has them)")
+            for c in (*self.features, target):  # each file's columns are read by name: a second one would be ambiguous
+                column_index(file_schema.names, c, f, "target column" if c == target else "column")
         for c in self.features:
             t = schema.field(c).type
             if _is_text(t) and c not in self.categorical:

@@ -91,6 +91,20 @@ def test_predict_takes_the_task_from_a_multiclass_model(tmp_path, labels, y_type
     assert pq.read_table(sorted((tmp_path / "p").glob("predictions-*.parquet"))).column("row").to_pylist() == list(range(50))
 
 
+def test_predict_scores_a_data_set_directory_whose_shards_have_no_labels(tmp_path):
+    """Labels are optional to predict in a data set directory too (its shards were once refused: no column y)."""
+    X, y = _multiclass_set(tmp_path / "ds")
+    model = train.run(["--input", str(tmp_path / "ds"), *MFOGD, "--output", str(tmp_path / "run")]).model_path
+    predict.run(["--model", model, "--input", str(tmp_path / "ds"), "--output", str(tmp_path / "labelled")])
+    for shard in sorted((tmp_path / "ds").glob("part-*.parquet")):
+        pq.write_table(pq.read_table(shard).drop_columns(["y"]), shard)
+    predict.run(["--model", model, "--input", str(tmp_path / "ds"), "--output", str(tmp_path / "p")])
+    metrics = _metrics(tmp_path / "p")
+    assert (metrics["task"], metrics["rows_scored"], metrics["rows_without_label"], metrics["metrics"]["n"]) == ("multiclass", 300, 300, 0)
+    scores = [pq.read_table(sorted((tmp_path / d).glob("predictions-*.parquet"))).sort_by("row") for d in ("labelled", "p")]
+    assert scores[0].equals(scores[1])
+
+
 def test_predict_scores_float_plus_minus_one_labels_with_a_binary_model(tmp_path):
     X, y = binary_data(200)
     write_dataset(tmp_path / "ds", X, y, "binary", classes=[-1, 1])

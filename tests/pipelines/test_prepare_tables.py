@@ -160,10 +160,38 @@ BAD_INPUT = {
     "--categorical names a column that is not a feature": (
         lambda p: ["csv", _bad_csv(p), "--target", "y", "--features", "a", "--categorical", "Sex"],
         "{p}/bad.csv: --categorical names column(s) ['Sex'] that are not feature columns ['a']"),
+    # a target column twice: which one is the target cannot be told (the fast CSV path alone refused it)
+    "target twice in a CSV header": (lambda p: ["csv", _dup_csv(p), "--target", "y"], "{p}/dup.csv: target column 'y' appears 2 times"),
+    "target twice in a CSV header (table path)": (
+        lambda p: ["csv", _dup_csv(p), "--target", "y", "--missing", "NA"], "{p}/dup.csv: target column 'y' appears 2 times"),
+    "target twice in a CSV header (range of features)": (
+        lambda p: ["csv", _dup_csv(p), "--target", "y", "--features", "a:b"], "{p}/dup.csv: target column 'y' appears 2 times"),
+    "target twice in a Parquet file": (
+        lambda p: ["parquet", _parquet_files(p, ["a", "b", "y", "y"]), "--target", "y", "--features", "y,a"],
+        "{p}/tp/a.parquet: target column 'y' appears 2 times"),
+    "target twice in the second Parquet file": (
+        lambda p: ["parquet", _parquet_files(p, ["a", "b", "y"], ["a", "y", "b", "y"]), "--target", "y"],
+        "{p}/tp/b.parquet: target column 'y' appears 2 times"),
+    "feature twice in the second Parquet file": (
+        lambda p: ["parquet", _parquet_files(p, ["a", "b", "y"], ["a", "b", "y", "a"]), "--target", "y"],
+        "{p}/tp/b.parquet: column 'a' appears 2 times"),
     "--like with another policy": (
         lambda p: ["csv", _bad_csv(p), "--target", "y", "--categorical", "Sex", "--missing_policy", "mean", "--like", _reference(p)],
         "--missing_policy mean differs from the reference data set's drop (--like applies its policy and means)"),
 }
+
+
+def _dup_csv(tmp_path):
+    return _write_csv(tmp_path / "dup.csv", ["a", "b", "y", "y"], [["1", "2", "1", "0"], ["3", "4", "0", "1"]])
+
+
+def _parquet_files(tmp_path, *headers):
+    """A directory of Parquet files ``a.parquet``, ``b.parquet``, ... with the columns ``headers`` (names may repeat)."""
+    (tmp_path / "tp").mkdir()
+    for name, header in zip("abc", headers):
+        table = pa.Table.from_arrays([pa.array([1, 0]) for _ in header], names=header)
+        pq.write_table(table, tmp_path / "tp" / f"{name}.parquet")
+    return str(tmp_path / "tp")
 
 
 def _parquet(tmp_path, columns):

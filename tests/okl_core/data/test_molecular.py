@@ -112,6 +112,22 @@ def test_rejects_file_and_bad_targets(tmp_path):
     assert ds.info.extra["featurizer"]["max_atoms"] == 10 and ds.info.extra["rdkit_version"]
 
 
+@pytest.mark.parametrize("header, message", [
+    ("smiles,PCE,PCE", "target column 'PCE' appears 2 times"),
+    ("smiles,PCE,smiles", "column 'smiles' appears 2 times"),
+    ("smiles,pce", "no target column 'PCE'; the columns are ['smiles', 'pce']"),
+], ids=["target-twice", "smiles-twice", "no-target"])
+def test_a_repeated_or_missing_column_is_refused_naming_it_and_the_file(tmp_path, header, message):
+    """Issue: a repeated target (or SMILES) column took the first silently, as only the fast CSV path refused it."""
+    pytest.importorskip("rdkit")
+    path = tmp_path / "mols.csv"
+    path.write_text(f"{header}\nCCO,1.5,2.5\n")
+    with pytest.raises(DataFormatError) as err:
+        convert_molecules(path, tmp_path / "o", config=MolecularConfig(max_atoms=10))
+    assert str(err.value) == f"{path}: {message}"
+    assert sorted(os.listdir(tmp_path)) == ["mols.csv"]
+
+
 def test_truncation_is_counted_not_dropped(tmp_path):
     pytest.importorskip("rdkit")
     path = tmp_path / "m.csv"

@@ -84,6 +84,31 @@ def test_the_same_files_as_a_directory_and_as_a_glob_get_the_same_task_and_class
     assert (directory.classes, files.classes) == ((0, 1, 2, 3), None)  # only dataset.json records what the codes stand for
 
 
+def test_a_glob_is_opened_parsing_each_footer_once_and_reading_each_y_once(tmp_path, monkeypatch):
+    """Issue: a glob launch parsed each file's footer three times (listing, labels, row groups), and
+    a test glob whose labels did not fit the training classes had its ``y`` read twice (the fit
+    check, then the inference), each read parsing the footer again."""
+    for k in range(3):  # label 3 only in the last file: classes 0..2 do not fit
+        _write(tmp_path / f"f{k}.parquet", [0, 1, 2, 3 if k == 2 else 1], first_row=4 * k)
+    footers, y_reads = [], []
+    parquet_file, read_row_group = pq.ParquetFile.__init__, pq.ParquetFile.read_row_group
+
+    def counting_init(self, source, *args, metadata=None, **kwargs):
+        footers.extend([source] if metadata is None else [])  # a footer given is not parsed again
+        parquet_file(self, source, *args, metadata=metadata, **kwargs)
+
+    def counting_read(self, i, columns=None, **kwargs):
+        y_reads.extend([i] if columns == ["y"] else [])
+        return read_row_group(self, i, columns=columns, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "__init__", counting_init)
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", counting_read)
+    source = DatasetSource.open(str(tmp_path / "*.parquet"), "multiclass", [0, 1, 2])  # a test set like its training set
+    assert (source.task, source.n_classes, source.n_rows) == ("multiclass", 4, 12)
+    assert [g[:3] for g in source.row_groups] == [(str(tmp_path / f"f{k}.parquet"), 0, 4 * k) for k in range(3)]
+    assert (sorted(map(str, footers)), len(y_reads)) == ([str(tmp_path / f"f{k}.parquet") for k in range(3)], 3)
+
+
 @pytest.mark.parametrize("a, b, message", [
     ([1, -1, 1], [0, 1, 2], "{a}: label -1 beside label 0 (in {b}): labels must all be -1/+1 (binary) or all class indices 0..C-1 (multiclass)"),
     ([1, 1, 1], [-2, 1, 1], "{b}: label -2 is neither -1/+1 nor a class index 0..9999 (okl infers at most 10,000 classes from files without dataset.json)"),
@@ -123,6 +148,41 @@ def test_scoring_takes_the_task_given_and_needs_no_labels(tmp_path):
     with pytest.raises(ValueError) as err:
         open_dataset(tmp_path / "n.parquet")
     assert _message(err) == f"{tmp_path / 'n.parquet'}: not in the okl layout: no column y (an okl data set has columns x, y and row)"
+
+
+@pytest.mark.parametrize("y", [None, pa.nulls(5)], ids=["no-y", "null-y"])
+def test_files_without_labels_read_the_same_through_every_reader(tmp_path, y):
+    """Issue: ``iter_batches(batch_rows=N)`` raised a bare KeyError on a file without ``y`` (and gave
+    ``None`` objects for a null ``y``) where the default batching read NaN labels; so did the
+    median's ``DatasetSource.read_rows`` and ``open_dataset(labels_optional=True)`` without a task."""
+    X = np.arange(10, dtype=np.float32).reshape(5, 2)
+    columns = {"x": pa.array(X.tolist(), pa.list_(pa.float32())), "row": pa.array(np.arange(5)), **({} if y is None else {"y": y})}
+    pq.write_table(pa.table(columns), tmp_path / "n.parquet", row_group_size=2)
+    ds = open_dataset(tmp_path / "n.parquet", "binary", [-1, 1], labels_optional=True)
+    for batch_rows in (None, 2, 3):
+        batches = list(ds.iter_batches(batch_rows=batch_rows))
+        assert [len(b) for b in batches] == {None: [2, 2, 1], 2: [2, 2, 1], 3: [3, 2]}[batch_rows]
+        labels = np.concatenate([b.y for b in batches])
+        assert labels.dtype == np.float64 and np.isnan(labels).all()
+        assert np.array_equal(np.concatenate([b.X for b in batches]), X) and np.concatenate([b.row for b in batches]).tolist() == [0, 1, 2, 3, 4]
+    source = DatasetSource.open(str(tmp_path / "n.parquet"), "binary", [-1, 1], labels_optional=True)
+    assert np.array_equal(source.read_rows(4), X[:4])
+    assert open_dataset(tmp_path / "n.parquet", labels_optional=True).info.task == "binary"  # no label says otherwise (as a null y)
+
+
+def test_a_data_set_directory_without_labels_is_read_for_scoring_only(tmp_path):
+    """Labels are optional to score (``labels_optional``) in a directory's shards too, not only in
+    files without ``dataset.json``; training still needs them."""
+    X = np.arange(12, dtype=np.float32).reshape(6, 2)
+    write_dataset(tmp_path / "ds", X, [1, -1] * 3, "binary", n_shards=2)
+    for shard in sorted((tmp_path / "ds").glob("part-*.parquet")):
+        pq.write_table(pq.read_table(shard).drop_columns(["y"]), shard)
+    ds = open_dataset(tmp_path / "ds", labels_optional=True)
+    assert ds.info.task == "binary" and np.isnan(ds.read_all().y).all() and np.array_equal(ds.read_all().X, X)
+    assert DatasetSource.open(str(tmp_path / "ds"), labels_optional=True).n_rows == 6
+    with pytest.raises(ValueError) as err:
+        DatasetSource.open(str(tmp_path / "ds"))
+    assert _message(err) == f"{tmp_path / 'ds' / 'part-00000-of-00002.parquet'}: no column y (an okl data set has columns x, y and row)"
 
 
 # -- 5: row numbers from the footer statistics ---------------------------------------------
