@@ -262,8 +262,11 @@ def weighted_average(arrays: Sequence[ArrayLike], weights: ArrayLike) -> np.ndar
     total = weights.sum()
     weights = weights / total if total > 0 else np.full(len(arrays), 1.0 / len(arrays))
     out = np.zeros_like(np.asarray(arrays[0], dtype=np.float64))
-    for w, a in zip(weights, arrays):
-        out = out + w * a
+    # A diverged state (inf of both signs) averages to NaN, which the caller reports as
+    # divergence: numpy's "invalid value" warning would only add a stray line to a worker's stderr.
+    with np.errstate(invalid="ignore", over="ignore"):
+        for w, a in zip(weights, arrays):
+            out = out + w * a
     return out
 
 

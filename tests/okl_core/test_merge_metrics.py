@@ -23,6 +23,18 @@ def test_merge_is_the_n_seen_weighted_average():
     assert okl_core.merge_states(learner, [a]) is a
 
 
+def test_merging_diverged_states_gives_nan_without_a_numpy_warning():
+    """inf of both signs average to NaN (reported as divergence by the callers), silently."""
+    learner = okl_core.make_learner("fogd", n_inputs=4, n_components=8, sigma=1.0)
+    a, b = learner.init(), learner.init()
+    a = a._replace(w=np.full_like(a.w, np.inf), n_seen=np.int64(5))
+    b = b._replace(w=np.full_like(b.w, -np.inf), n_seen=np.int64(5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        merged = okl_core.merge_states(learner, [a, b])
+    assert np.isnan(merged.w).all()
+
+
 def test_mismatched_specs_cannot_merge():
     a = okl_core.make_learner("fogd", n_inputs=4, seed=1)
     b = okl_core.make_learner("fogd", n_inputs=4, seed=2)
