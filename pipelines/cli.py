@@ -15,8 +15,10 @@ working through :func:`deprecate`, with a warning on stderr. Abbreviations are r
 Errors
 ------
 :meth:`Parser.error` prints one line, ``<prog>: error: <message>``, and exits with status 2.
-:func:`main` runs a command the way its console script and ``python -m`` do: Ctrl-C (SIGINT)
-ends it with one line and exit status 130.
+:func:`main` runs a command the way its console script and ``python -m`` do, and is where
+what escapes the command becomes one line: a :class:`UsageError` (exit status 2), a learner
+over a cap of its config (``okl_core.CapacityError``, however the runner wrapped it: exit
+status 1), and Ctrl-C (SIGINT: ``<prog>: interrupted``, exit status 130).
 
 The ``okl`` console script (:mod:`pipelines.okl`) names its commands ``okl train``,
 ``okl sweep``, ...; :func:`prog` gives each parser the name it was started by.
@@ -31,10 +33,11 @@ import logging
 import os
 import signal
 import sys
+import threading
 from typing import Callable, Sequence
 
-__all__ = ["Parser", "deprecate", "prog", "okl_names", "warn", "main", "running_as_command", "INTERRUPTED_STATUS",
-           "check_output_dir", "make_output_dir", "output_error"]
+__all__ = ["Parser", "UsageError", "deprecate", "prog", "okl_names", "warn", "main", "running_as_command", "INTERRUPTED_STATUS",
+           "check_output_dir", "make_output_dir", "output_error", "reclaim_interrupt"]
 
 INTERRUPTED_STATUS = 130
 """Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
@@ -56,6 +59,10 @@ def okl_names():
         yield
     finally:
         _PROG_STYLE["okl"] = before
+
+
+class UsageError(ValueError):
+    """A problem with the command line or its inputs, reported without a traceback (:func:`main`: one line, exit status 2)."""
 
 
 def warn(program: str, message: str) -> None:
@@ -185,32 +192,74 @@ def exit_without_teardown(reason: str) -> None:
     _EXIT_WITHOUT_TEARDOWN.append(reason)
 
 
+_INTERRUPT_HANDLERS: list = []
+
+
+def reclaim_interrupt() -> None:
+    """Put :func:`main`'s Ctrl-C handler back in place (nothing outside :func:`main`, or after a Ctrl-C).
+
+    For a pipeline run through a Beam job server (Prism, Flink, ``PortableRunner``): Beam's
+    ``StopOnExitJobServer`` installs its own SIGINT handler when the job is submitted, and
+    it is not reentrant (a second Ctrl-C while it stops the server deadlocked). The job
+    server is still stopped at exit (Beam registers that too).
+    """
+    if not _INTERRUPT_HANDLERS or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # SIG_IGN: interrupted, on the way out
+        signal.signal(signal.SIGINT, _INTERRUPT_HANDLERS[-1])
+
+
+def _error_line(err: BaseException) -> tuple[str, int] | None:
+    """The one line (and exit status) of an error that is the user's to fix, else None (a defect: its traceback)."""
+    if isinstance(err, UsageError):
+        return str(err), 2
+    from transforms.worker import capacity_error_line  # imported here: okl_core is not needed to start a command
+
+    line = capacity_error_line(err)
+    return None if line is None else (line, 1)
+
+
 def main(run: Callable[[list[str] | None], object], command: str, argv: list[str] | None = None) -> None:
-    """Run ``run(argv)`` as a command: Ctrl-C ends it with one line and exit status 130.
+    """Run ``run(argv)`` as a command: errors the user can fix are one line (module docstring), Ctrl-C ends it
+    with one line and exit status 130.
 
     ``run`` cleans up what it started on its way out (``finally`` blocks, context managers)
-    before the interrupt reaches this function. Beam re-raises a KeyboardInterrupt raised
+    before the error or interrupt reaches this function. Beam re-raises a KeyboardInterrupt raised
     inside a DoFn as a RuntimeError naming the step, so an interrupt is recognised by the
-    SIGINT that arrived, not by the exception's type. An int returned by ``run`` is the exit status.
+    SIGINT that arrived, not by the exception's type. The first Ctrl-C is the way out: later
+    ones are ignored, so that they cut no cleanup short (and Beam's job server handler, which
+    deadlocked on a second one, is not entered again). An int returned by ``run`` is the exit status.
     """
     interrupted: list[int] = []
 
     def on_interrupt(signum, frame):
         interrupted.append(signum)
-        logging.disable(logging.CRITICAL)  # Beam and Dask log the interrupted work at ERROR on the way out
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # The process is ending: runner threads that fail as their runner goes (gRPC UNAVAILABLE)
+        # print and log nothing, now or after logging is back on (Beam and Dask log the interrupted work at ERROR).
+        threading.excepthook = lambda _args: None
+        for name in ("apache_beam", "grpc"):
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+        logging.disable(logging.CRITICAL)
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
+    _INTERRUPT_HANDLERS.append(on_interrupt)
     _COMMANDS_RUNNING.append(command)
     try:
         result = run(argv)
     except BaseException as err:
-        if not (interrupted or isinstance(err, KeyboardInterrupt)):
+        if interrupted or isinstance(err, KeyboardInterrupt):
+            print(f"{prog(command)}: interrupted", file=sys.stderr)
+            sys.exit(INTERRUPTED_STATUS)
+        line = _error_line(err)
+        if line is None:
             raise
-        print(f"{prog(command)}: interrupted", file=sys.stderr)
-        sys.exit(INTERRUPTED_STATUS)
+        print(f"{prog(command)}: error: {line[0]}", file=sys.stderr)
+        sys.exit(line[1])
     finally:
         _COMMANDS_RUNNING.pop()
+        _INTERRUPT_HANDLERS.pop()
         # After a Ctrl-C the process only ends: another one (while Beam stops its runner at exit) must not print a traceback.
         signal.signal(signal.SIGINT, signal.SIG_IGN if interrupted else previous)
         if interrupted:

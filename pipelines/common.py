@@ -30,14 +30,18 @@ optional GCP extras are absent) and "Resource module is not available ..." (by
 RunInference on every model load when torch is not installed: Beam 2.77 imports
 ``resource`` together with a torch-only module). This module imports Beam with the first
 dropped for the length of the import only, and :func:`configure_logging`, which the CLIs
-call when they run, drops both from then on. The only other filter drops the runners'
-logged tracebacks of an ``okl_core.CapacityError``, whose one line the command prints
-(:func:`transforms.worker.quiet_capacity_traces`).
+call when they run, drops both from then on. It also drops Prism's two ERROR lines about a
+failed bundle ("Prism received bundle error ...", "stage.Execute aborting due to bundle
+error ..."): the job then fails with an error that names the bundle and the stage and holds
+the worker's traceback, and the command reports that (in one line when it is the user's to
+fix). The only other filter drops the runners' tracebacks of an ``okl_core.CapacityError``,
+whose one line the command prints (:func:`transforms.worker.quiet_capacity_traces`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import logging
 import os
@@ -45,11 +49,14 @@ import tempfile
 
 
 class _DropBeamNoise(logging.Filter):
-    """Drop Beam's two spurious root warnings (see the module docstring)."""
+    """Drop Beam's two spurious root warnings, and Prism's echo of a failed bundle (see the module docstring)."""
 
     PREFIXES = ("apitools not found", "Resource module is not available")
+    PRISM_PREFIXES = ("Prism received bundle error from worker response", "stage.Execute aborting due to bundle error")
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "PrismRunner" and str(record.msg).startswith(self.PRISM_PREFIXES):
+            return False
         return not str(record.msg).startswith(self.PREFIXES)
 
 
@@ -73,20 +80,16 @@ with _without_beam_noise():  # the CLIs import Beam here first (pipelines.common
     import apache_beam as beam
     from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, PortableOptions, StandardOptions
 
-from transforms.worker import capacity_error_line, quiet_capacity_traces  # noqa: E402  (after Beam: see above)
+from okl_core.data.layout import one_line  # noqa: E402
+from pipelines.cli import UsageError  # noqa: E402  (the CLIs' one-line errors; here for the modules that raise them)
+from transforms.worker import quiet_capacity_traces  # noqa: E402  (after Beam: see above)
 
-__all__ = ["UsageError", "capacity_error_line", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "run_pipeline", "configure_logging",
+__all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "run_pipeline", "configure_logging",
            "live_progress", "workers_are_local", "spare_core_per_shard"]
 
 _DIRECT_NAMES = {"directrunner", "direct"}
 _PRISM_NAMES = {"prismrunner", "prism"}
 _LOG = logging.getLogger(__name__)
-
-
-class UsageError(ValueError):
-    """A problem with the command line or its inputs, reported without a traceback."""
-
-
 
 
 _QUIET_LOGGERS = {
@@ -103,15 +106,16 @@ _QUIET_LOGGERS = {
 
 def configure_logging() -> None:
     """Console logging for the CLIs: okl at INFO, Beam at WARNING, relayed runner chatter at ERROR,
-    Beam's two spurious warnings dropped (module docstring).
+    Beam's two spurious warnings and Prism's echo of a failed bundle dropped (module docstring).
 
     Called by each CLI's ``run``; importing okl changes no logging configuration.
     """
     root = logging.getLogger()
     if not root.handlers:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if _BEAM_NOISE not in root.filters:
-        root.addFilter(_BEAM_NOISE)
+    for where in (root, *root.handlers):  # the handlers: records of Beam's own loggers reach them, not the root logger's filters
+        if _BEAM_NOISE not in where.filters:
+            where.addFilter(_BEAM_NOISE)
     quiet_capacity_traces()
     for name in ("okl", "pipelines", "transforms"):
         logging.getLogger(name).setLevel(logging.INFO)
@@ -122,7 +126,8 @@ def configure_logging() -> None:
 def unknown_to_beam(beam_argv: list[str]) -> list[str]:
     """The arguments of ``beam_argv`` that no Beam pipeline option defines (abbreviations included).
 
-    Raises UsageError for a Beam option with a bad value.
+    Raises UsageError for a Beam option with a bad value: one Beam's parser refuses, or one
+    it takes that would end the job in a traceback later (:func:`check_beam_values`).
 
     Beam's ``PipelineOptions`` keeps such arguments and drops them with a warning when the
     pipeline runs; the okl CLIs refuse them instead. The parser is Beam's own, with every
@@ -136,7 +141,77 @@ def unknown_to_beam(beam_argv: list[str]) -> list[str]:
         raise UsageError(f"Beam pipeline option: {message}")
 
     parser.error = refuse
-    return parser.parse_known_args(beam_argv)[1]
+    values, unknown = parser.parse_known_args(beam_argv)
+    check_beam_values(values)
+    return unknown
+
+
+def check_beam_values(values) -> None:
+    """Refuse, naming the flag, Beam option values that Beam's parser takes but its runners fail on with a traceback.
+
+    ``values`` is the namespace Beam's parser made of the arguments (:func:`unknown_to_beam`).
+    Checked before any work: a runner name (Beam only resolves it when the pipeline is
+    built, after the data were opened), ``--direct_num_workers`` below 0 (an IndexError in
+    the FnApiRunner; 0 is Beam's "one per CPU"), an ``--environment_type`` that is neither a
+    type nor a URN (a ValueError when the job is submitted), a ``--flink_master`` that is no
+    ``[local]``, ``[auto]`` or ``host:port`` (passed on to the Flink job server, which fails).
+
+    Raises
+    ------
+    UsageError
+        ``--<flag> <value>: <why>``.
+    """
+    _check_runner(getattr(values, "runner", None))
+    workers = getattr(values, "direct_num_workers", None)
+    if workers is not None and workers < 0:
+        raise UsageError(f"--direct_num_workers {workers}: must be >= 1 (or 0: one worker per CPU)")
+    _check_environment_type(getattr(values, "environment_type", None))
+    _check_flink_master(getattr(values, "flink_master", None))
+
+
+def _check_runner(runner: str | None) -> None:
+    """A runner name Beam resolves (``create_runner``'s rules: a known name, with or without ``Runner``, or ``module.Class``)."""
+    if not isinstance(runner, str):
+        return
+    known = {name.lower() for name in StandardOptions.KNOWN_RUNNER_NAMES}
+    if runner.lower() in known or runner.lower() + "runner" in known:
+        return
+    if "." not in runner:
+        raise UsageError(f"--runner {runner}: not a runner Beam knows; valid values are {', '.join(StandardOptions.KNOWN_RUNNER_NAMES)}, "
+                         "or the full name of a PipelineRunner subclass (module.Class)")
+    module, _, name = runner.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except ImportError as err:
+        raise UsageError(f"--runner {runner}: module {module} cannot be imported ({err})") from None
+    if found is None:
+        raise UsageError(f"--runner {runner}: module {module} has no {name}")
+
+
+def _check_environment_type(environment_type: str | None) -> None:
+    """An environment type Beam knows (``Environment.from_options``: LOOPBACK, an upper-case name, or a ``beam:env:`` URN)."""
+    if not environment_type or environment_type == "LOOPBACK" or environment_type.startswith("beam:env:"):
+        return
+    from apache_beam.portability.common_urns import environments
+
+    if not hasattr(environments, environment_type):
+        raise UsageError(f"--environment_type {environment_type}: not an environment type Beam knows; use DOCKER, PROCESS, EXTERNAL or LOOPBACK")
+
+
+def _check_flink_master(master: str | None) -> None:
+    """``[local]``, ``[auto]`` or ``[http(s)://]host[:port]``, as Beam's FlinkRunner passes it to the job server."""
+    if master is None or master.strip() in ("[local]", "[auto]"):
+        return
+    from urllib.parse import urlsplit
+
+    text = master.strip()
+    url = urlsplit(text if "://" in text else "http://" + text)
+    try:
+        port_ok = url.port is None or url.port > 0
+    except ValueError:  # not a number, or out of range
+        port_ok = False
+    if url.scheme not in ("http", "https") or not url.hostname or not port_ok:
+        raise UsageError(f"--flink_master {master}: expected [local], [auto] or HOST:PORT (e.g. localhost:8081)")
 
 
 def okl_and_beam_args(parser, argv: list[str] | None):
@@ -182,20 +257,31 @@ def use_local_prism(options: PipelineOptions, beam_argv: list[str]) -> None:
         prism.prism_log_level = "error"  # Prism relays its INFO log line by line otherwise
 
 
-def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
-    """A pipeline on the requested runner (DirectRunner: the FnApiRunner, see module docstring)."""
+def make_pipeline(options: PipelineOptions, runner=None) -> beam.Pipeline:
+    """A pipeline on the requested runner (DirectRunner: the FnApiRunner, see module docstring).
+
+    ``runner`` (a name) replaces the options' runner: a streaming job runs locally on Prism.
+
+    Raises
+    ------
+    UsageError
+        The runner cannot be loaded (DataflowRunner without ``apache-beam[gcp]``), or Beam's
+        validation of the options failed (``--environment_type=PROCESS`` without its
+        ``process_command``, DataflowRunner without ``--project``, ...): one line, Beam's errors joined.
+    """
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-    runner = options.view_as(StandardOptions).runner
-    if runner is None or (isinstance(runner, str) and runner.lower() in _DIRECT_NAMES):
-        return beam.Pipeline(runner=FnApiRunner(), options=options)
+    named = runner or options.view_as(StandardOptions).runner
+    local = named is None or (isinstance(named, str) and named.lower() in _DIRECT_NAMES)
     try:
-        return beam.Pipeline(options=options)
+        return beam.Pipeline(runner=FnApiRunner() if local else named, options=options)
+    except ImportError as err:
+        raise UsageError(f"--runner {named}: {one_line(err)}") from None
     except ValueError as err:
-        if "Unexpected pipeline runner" not in str(err):
+        if "validations errors" not in str(err):
             raise
-        valid = " ".join(str(err).split()).split("Valid values are ", 1)[-1]
-        raise UsageError(f"--runner {runner}: not a runner Beam knows; valid values are {valid}") from None
+        problems = [line.strip().rstrip(".") for line in str(err).splitlines()[1:] if line.strip()]
+        raise UsageError(f"Beam pipeline options: {'; '.join(problems)}") from None
 
 
 @contextlib.contextmanager
@@ -218,12 +304,13 @@ def _local_worker_options(options: PipelineOptions):
 
 def run_pipeline(pipeline: beam.Pipeline):
     """Run ``pipeline`` to completion and return its result (local workers get the job's options)."""
+    from pipelines.cli import exit_without_teardown, reclaim_interrupt
+
     with _local_worker_options(pipeline.options):
         result = pipeline.run()
+        reclaim_interrupt()  # a job server's own Ctrl-C handler is not reentrant (pipelines.cli.reclaim_interrupt)
         result.wait_until_finish()
     if _embedded_job_service(pipeline.options):
-        from pipelines.cli import exit_without_teardown
-
         exit_without_teardown("Beam's embedded job service cannot be stopped")
     return result
 

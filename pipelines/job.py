@@ -37,6 +37,7 @@ from pipelines.common import UsageError, spare_core_per_shard
 from transforms.evaluate import Evaluate
 from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, local_dir, run_id
 from transforms.read import METRICS_NAMESPACE, DatasetSource, ReadShards, is_remote
+from transforms.streaming import continued_from, dead_lettered_files, learned_files
 from transforms.train import LearnerSpec, MergeBySeed, TrainOnline
 
 __all__ = ["TrainJob", "TrainResult", "resolve_job", "build_graph", "counters", "read_metrics", "data_facts", "stage_output", "DEMO_LEARNER",
@@ -163,17 +164,39 @@ def _check_mergeable(learner: okl_core.Learner) -> None:
         raise UsageError(f"--num_shards > 1 needs a mergeable learner: {err}; use --num_shards 1") from None
 
 
-def _open(path: str, flag: str, like: DatasetSource | None = None, streaming: bool = False) -> DatasetSource:
+def _open(path: str, flag: str, like: DatasetSource | None = None, streaming: bool = False, skip: frozenset[str] = frozenset()) -> DatasetSource:
     """The data set at ``path``; files without ``dataset.json`` take ``like``'s task and classes when their labels fit them.
 
-    A streaming job's files may number their rows from 0 each (they arrive as events).
+    A streaming job's files may number their rows from 0 each (they arrive as events);
+    ``skip``: the files of its glob left out (:func:`_streaming_input`).
     """
     try:
         if like is not None:
             return DatasetSource.open(path, like.task, None if like.classes is None else list(like.classes))
-        return DatasetSource.open(path, files_own_rows=not streaming)
+        return DatasetSource.open(path, files_own_rows=not streaming, skip=skip)
     except (FileNotFoundError, ValueError) as err:
         raise UsageError(f"{flag} {path}: {err}") from None
+
+
+def _default_output(data_name: str, learner_name: str) -> str:
+    """``runs/<data>-<learner>``: the output of a job without ``--output``."""
+    return os.path.join("runs", f"{data_name}-{learner_name}")
+
+
+def _streaming_input(args, learner_name: str) -> DatasetSource:
+    """What a streaming job opens at launch: ``--input`` less the files an earlier job on its
+    output dead-lettered and its version has not learned whole.
+
+    A restart must not be refused over a file the job it continues already judged (an
+    unreadable or foreign file, a file of bad rows): only the files it may learn tell the
+    data's width, task and classes. A directory with ``dataset.json`` opens its listed files only.
+    """
+    path = _input_path(args)
+    if is_remote(path) or os.path.isdir(path):
+        return _open(path, "--input", streaming=True)
+    output = args.output or _default_output(os.path.basename(path.rstrip("/")), learner_name)  # a glob's data name (open_dataset)
+    start = continued_from(output, args.init_model)
+    return _open(path, "--input", streaming=True, skip=dead_lettered_files(output, learned_files(start) if start else {}))
 
 
 def _demo_data(args, directory: str) -> DatasetSource:
@@ -255,11 +278,14 @@ def resolve_job(args) -> TrainJob:
         Anything wrong with the flags or the data, with the flag it concerns.
     """
     check_train_flags(args)
-    source = None if args.input is None else _open(_input_path(args), "--input", streaming=getattr(args, "streaming", False))
     name, params = _learner_choice(args)
+    if args.input is None:
+        source = None
+    else:
+        source = _streaming_input(args, name) if getattr(args, "streaming", False) else _open(args.input, "--input")
     if source is None and args.output and is_remote(args.output):
         raise UsageError("the built-in demo data set is written locally: give a local --output, or --input")
-    output = args.output or os.path.join("runs", f"synthetic-{name}" if source is None else f"{source.name}-{name}")
+    output = args.output or _default_output("synthetic" if source is None else source.name, name)
     if getattr(args, "streaming", False):  # a streaming job adds model versions to its output, and restarts from them
         local_dir(output)
         staging = None

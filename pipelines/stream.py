@@ -22,12 +22,8 @@ from its number. ``--stop_after S`` stops watching after S seconds (a bounded ru
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import math
-import signal
-import threading
 import time
 
 import apache_beam as beam
@@ -37,11 +33,12 @@ import okl_core
 from okl_core.state import parse_version
 from okl_experiments.metrics import headline
 from okl_experiments.text import loads_json
-from pipelines.common import UsageError, pipeline_options, use_local_prism
+from pipelines.cli import reclaim_interrupt
+from pipelines.common import UsageError, make_pipeline, pipeline_options, use_local_prism
 from pipelines.job import TrainJob, TrainResult, counters
 from transforms.streaming import (
     MergeSnapshots, ReadParquetFiles, StreamTrainOnline, VersionNotices, WatchParquet, WriteDeadLetterFiles, WriteModelVersions,
-    WriteSnapshotRecords, learned_files, newest_version,
+    WriteSnapshotRecords, continued_from, dead_lettered_files, learned_files, newest_version,
 )
 from transforms.read import read_bytes
 from transforms.train import LearnerSpec
@@ -59,11 +56,7 @@ def watch_pattern(path: str) -> str:
 
 def initial_model(args, learner: okl_core.Learner, output: str) -> tuple[bytes, int, str]:
     """``(model bytes, next version, where from)``: --init_model, else the newest version in --output, else init()."""
-    if args.init_model:
-        path = args.init_model
-    else:
-        newest = newest_version(output)
-        path = newest[1] if newest else None
+    path = continued_from(output, args.init_model)
     if path is None:
         return okl_core.model_bytes(learner, learner.init()), 1, "a fresh model"
     try:
@@ -136,11 +129,13 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     data, first_version, started_from = initial_model(args, learner, job.output)
     # The files the model continued from has learned (its version record): read again, they would count twice.
     learned = learned_files(started_from)  # {} for a fresh model (no .npz, no record)
+    dead_lettered = dead_lettered_files(job.output, learned)  # reported by an earlier job on this output: not again
     spec = LearnerSpec(learner.name, job.params)
     start = time.time()
     stop = None if args.stop_after is None else start + args.stop_after
     num_shards = job.plan.num_shards
-    read = ReadParquetFiles(learner.config.n_inputs, learner.task, getattr(learner.config, "n_classes", None), num_shards, job.plan.batch_rows, learned)
+    read = ReadParquetFiles(learner.config.n_inputs, learner.task, getattr(learner.config, "n_classes", None), num_shards, job.plan.batch_rows, learned,
+                            dead_lettered)
     files = pipeline | "WatchParquet" >> WatchParquet(watch_pattern(args.input), num_shards, args.poll_seconds, start, stop)
     notices = pipeline | "VersionNotices" >> VersionNotices(job.output, args.poll_seconds, num_shards, start, stop)
     snapshot_batches = args.snapshot_batches or (None if args.snapshot_seconds else 10)
@@ -161,7 +156,8 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     dead | "LogDeadLetters" >> beam.Map(lambda path: print(f"bad rows: {path}", flush=True))
     snapshots | "WriteSnapshotRecords" >> WriteSnapshotRecords(job.output, first_version) | "LogSnapshots" >> beam.Map(_print_snapshot, headline(learner.task).summary_key)
     resolved = {"started_from": started_from, "first_version": first_version, "pattern": watch_pattern(args.input), "merge_seconds": merge_seconds,
-                "files_learned": sum(1 for f in learned.values() if f["done"])}  # skipped when they match the pattern
+                "files_learned": sum(1 for f in learned.values() if f["done"]),  # skipped when they match the pattern
+                "files_dead_lettered": len(dead_lettered)}  # by an earlier job: skipped unless they now hold rows to learn
     print(json.dumps(resolved), flush=True)
     return {**resolved, "snapshots": snapshots, "versions": versions}
 
@@ -201,50 +197,7 @@ def streaming_pipeline(beam_argv: list[str]) -> tuple[beam.Pipeline, bool]:
     local = runner is None or (isinstance(runner, str) and runner.lower() in ("directrunner", "direct", "prismrunner", "prism"))
     if local:
         use_local_prism(options, beam_argv)
-    return beam.Pipeline(runner="PrismRunner" if local else runner, options=options), local
-
-
-def _handle_sigint(handler) -> None:
-    """Install ``handler`` for SIGINT where Python lets us (the main thread)."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, handler)
-
-
-def _on_interrupt(signum, frame) -> None:
-    """The first Ctrl-C of a streaming job: end it quietly, whatever follows.
-
-    Later Ctrl-C are ignored (the way out is taken: a second one once deadlocked inside
-    Beam's job server handler), and the SDK worker threads, which fail with UNAVAILABLE as
-    Prism goes, print and log nothing (the process is ending). The handler that was in place before the job
-    (:func:`pipelines.cli.main`'s: one line, exit status 130) then takes over.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.excepthook = lambda _args: None
-    for name in ("apache_beam", "grpc"):  # their threads log the broken connections after logging is back on
-        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-    before = _SIGINT_BEFORE[-1] if _SIGINT_BEFORE else None
-    if callable(before):
-        before(signum, frame)
-    raise KeyboardInterrupt
-
-
-_SIGINT_BEFORE: list = []
-
-
-@contextlib.contextmanager
-def _one_interrupt():
-    """Handle SIGINT with :func:`_on_interrupt` while a streaming job runs; restore the handler after."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    _SIGINT_BEFORE.append(signal.getsignal(signal.SIGINT))
-    _handle_sigint(_on_interrupt)  # before the run too: Beam's handler calls the one it found
-    try:
-        yield
-    finally:
-        before = _SIGINT_BEFORE.pop()
-        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # interrupted: stays ignored on the way out
-            signal.signal(signal.SIGINT, before)
+    return make_pipeline(options, runner="PrismRunner" if local else None), local
 
 
 def run_streaming(args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
@@ -260,14 +213,13 @@ def run_streaming(args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
         raise UsageError("--streaming needs --input (a directory or glob where new Parquet files appear)")
     pipeline, local = streaming_pipeline(beam_argv)
     build_streaming_graph(pipeline, job, args)
-    with _one_interrupt():
-        try:
-            pipeline_result = pipeline.run()
-        except (RuntimeError, OSError, ValueError) as err:
-            if local and "prism" in f"{err!r} {err.__cause__!r}".lower():
-                raise UsageError(_PRISM_HELP.format(error=str(err).split(": <")[0], version=beam.__version__)) from None
-            raise
-        _handle_sigint(_on_interrupt)  # Beam's job server put its own handler in place: not reentrant (a 2nd Ctrl-C deadlocked)
-        pipeline_result.wait_until_finish()
+    try:
+        pipeline_result = pipeline.run()
+    except (RuntimeError, OSError, ValueError) as err:
+        if local and "prism" in f"{err!r} {err.__cause__!r}".lower():
+            raise UsageError(_PRISM_HELP.format(error=str(err).split(": <")[0], version=beam.__version__)) from None
+        raise
+    reclaim_interrupt()  # Beam's job server put its own Ctrl-C handler in place: not reentrant (a 2nd Ctrl-C deadlocked)
+    pipeline_result.wait_until_finish()
     files = {**job.files, "model": (okl_core.model_versions(job.output) or [(0, job.files["model"])])[-1][1]}
     return TrainResult(pipeline_result, job.output, files, None, counters(pipeline_result))

@@ -44,7 +44,7 @@ from okl_experiments.params import DEFAULT_BATCH_ROWS
 from okl_experiments.params import derived_line
 from okl_experiments.progress import wall_time_text
 from pipelines.cli import Parser, main, prog, running_as_command
-from pipelines.common import UsageError, capacity_error_line, configure_logging, live_progress, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
+from pipelines.common import UsageError, configure_logging, live_progress, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
 from pipelines.job import DEMO_LEARNER, SYNTHETIC_TRAIN_ROWS, TrainResult, build_graph, counters, read_metrics, resolve_job
 from pipelines.stream import add_streaming_flags, run_streaming
 
@@ -146,14 +146,9 @@ def run(argv=None) -> TrainResult:
             build_graph(pipeline, job, launched_at)
             pipeline_result = run_pipeline(pipeline)
         job.publish()
-    except BaseException as err:
-        job.abandon()
-        if isinstance(err, UsageError):
-            parser.error(str(err))
-        line = capacity_error_line(err)
-        if line is None:
-            raise
-        parser.exit(1, f"{parser.prog}: error: {line}\n")
+    except BaseException:
+        job.abandon()  # pipelines.cli.main prints what the user can fix (a UsageError, a learner over its cap) in one line
+        raise
     result = TrainResult(pipeline_result, job.output, job.files, read_metrics(job), counters(pipeline_result))
     _print_summary(result, job, launched_at)
     return result

@@ -149,13 +149,13 @@ class DatasetSource:
 
     @classmethod
     def open(cls, path: str, task: str | None = None, classes: list | None = None, labels_optional: bool = False,
-             files_own_rows: bool = True) -> "DatasetSource":
+             files_own_rows: bool = True, skip: frozenset[str] = frozenset()) -> "DatasetSource":
         """List the row groups of the data set at ``path``.
 
         ``path`` is a local data set directory, Parquet file or glob, or a data set
         directory (with ``dataset.json``) under any scheme Beam's FileSystems know
         (``gs://...`` with ``apache-beam[gcp]``), read by the workers themselves.
-        ``task``, ``classes``, ``labels_optional`` and ``files_own_rows`` are for files
+        ``task``, ``classes``, ``labels_optional``, ``files_own_rows`` and ``skip`` are for files
         without ``dataset.json`` (:func:`okl_core.data.layout.open_dataset`).
 
         Raises
@@ -171,7 +171,7 @@ class DatasetSource:
             group_rows = [_remote_group_rows(file, info, k, labels_optional) for k, file in enumerate(files)]
             recorded = info.classes
         else:
-            dataset = open_dataset(path, task, classes, labels_optional, files_own_rows)
+            dataset = open_dataset(path, task, classes, labels_optional, files_own_rows, skip)
             info, files = dataset.info, [shard.path for shard in dataset.shards]
             check_classes(info, os.path.join(path, INFO_FILE))
             # the row groups of the footers open_dataset read (a Dataset built by hand may not have them)

@@ -79,7 +79,7 @@ from transforms.worker import settle_worker_process
 __all__ = [
     "StreamTrainOnline", "MergeSnapshots", "WriteModelVersions", "VersionNotices", "WatchParquet", "ReadParquetFiles",
     "WriteDeadLetterFiles", "WriteSnapshotRecords", "Snapshot", "MergedVersion", "newest_version", "file_shard",
-    "learned_key", "learned_files", "add_learned",
+    "learned_key", "learned_files", "add_learned", "continued_from", "dead_lettered_files",
     "dead_letter_file", "snapshot_record_file",
 ]
 
@@ -124,6 +124,47 @@ def add_learned(into: dict, files: dict) -> dict:
         had = into.get(path, {"rows": 0, "done": False})
         into[path] = {"rows": max(int(had["rows"]), int(got["rows"])), "done": bool(had["done"] or got["done"])}
     return into
+
+
+def continued_from(output: str, init_model: str | None) -> str | None:
+    """The model file a streaming job on ``output`` starts from: ``init_model``, else the newest
+    version in ``output`` (a restart), else None (a fresh model)."""
+    if init_model:
+        return init_model
+    newest = newest_version(output)
+    return newest[1] if newest else None
+
+
+def dead_lettered_files(directory: str, learned: dict) -> frozenset[str]:
+    """The streamed files an earlier job on ``directory`` dead-lettered (``dead_letter/<name>.jsonl``,
+    which names the file) that ``learned`` (:func:`learned_files` of the version continued from)
+    does not hold whole, as :func:`learned_key` names them.
+
+    A restart leaves them out of its launch checks, and does not dead-letter them again
+    when they still hold nothing to learn (:class:`ReadParquetFiles`): an unreadable file,
+    or one whose every row was bad, is reported once.
+    """
+    folder = f"{directory.rstrip('/')}/dead_letter"
+    if is_remote(folder):
+        letters = [m.path for m in FileSystems.match([FileSystems.join(folder, "*.jsonl")])[0].metadata_list]
+    else:
+        letters = [os.path.join(folder, name) for name in sorted(os.listdir(folder))] if os.path.isdir(folder) else []
+    found = set()
+    for letter in letters:
+        named = _dead_letter_subject(letter)
+        if named is not None and not (learned.get(named) or {}).get("done"):
+            found.add(named)
+    return frozenset(found)
+
+
+def _dead_letter_subject(path: str) -> str | None:
+    """The streamed file a dead-letter file is about (its first record's ``file``), as :func:`learned_key` names it."""
+    try:
+        with (FileSystems.open(path) if is_remote(path) else open(path, "rb")) as f:
+            first = json.loads(f.readline() or b"null")
+    except (OSError, ValueError):  # not a dead letter okl wrote: nothing to skip
+        return None
+    return learned_key(first["file"]) if isinstance(first, dict) and isinstance(first.get("file"), str) else None
 
 
 def newest_version(directory: str) -> tuple[int, str] | None:
@@ -566,14 +607,17 @@ class ReadParquetFiles(beam.DoFn):
     ``unreadable row group: row group G (...)``) while the rest of the file is learned.
     ``learned`` (a restart: :func:`learned_files` of the version continued from) maps a
     file to the good rows already in that version: a file learned whole is skipped, one
-    learned in part resumes after those rows.
+    learned in part resumes after those rows. ``dead_lettered`` (a restart:
+    :func:`dead_lettered_files`) names the files an earlier job dead-lettered: one that
+    still holds nothing to learn is skipped, its dead letter left as that job wrote it.
     :class:`StreamTrainOnline` reads whole-file events with the same :meth:`read`.
     """
 
-    def __init__(self, n_features: int, task: str, n_classes: int | None, num_shards: int, batch_rows: int, learned: dict | None = None):
+    def __init__(self, n_features: int, task: str, n_classes: int | None, num_shards: int, batch_rows: int, learned: dict | None = None,
+                 dead_lettered: frozenset[str] = frozenset()):
         self.n_features, self.task, self.n_classes = n_features, task, n_classes
         self.num_shards, self.batch_rows = num_shards, batch_rows
-        self.learned = dict(learned or {})
+        self.learned, self.dead_lettered = dict(learned or {}), frozenset(dead_lettered)
         self.files = Metrics.counter(METRICS_NAMESPACE, "train_files_read")
         self.skipped = Metrics.counter(METRICS_NAMESPACE, "train_files_skipped")  # learned by the version continued from
         self.rejected = Metrics.counter(METRICS_NAMESPACE, "train_rows_rejected")
@@ -593,18 +637,31 @@ class ReadParquetFiles(beam.DoFn):
 
     def read(self, path: str, shard: int) -> tuple[list[StreamEvent], list[str]]:
         """The file's batches in file order, and its dead-letter records (JSON lines: every bad row, or the unreadable file)."""
-        done = self.learned.get(learned_key(path))
+        key = learned_key(path)
+        done = self.learned.get(key)
         if done is not None and done["done"]:
             self.skipped.inc()
             return [], []
         try:
             checked = self._checked(path)
         except Exception as err:  # a foreign or broken file must not stop the stream
+            if key in self.dead_lettered:  # an earlier job reported it: once is enough
+                self.skipped.inc()
+                return [], []
             self.unreadable.inc()
             # The watcher matches each name once: a file still being written, or replaced later, is not read again.
             reason = f"unreadable Parquet file: {one_line(err)}; not retried: write files elsewhere and rename them into the watched directory"
             record = {"split": "train", "file": path, "row": None, "shard": shard, "reason": reason}
             return [], [json.dumps(record, sort_keys=True)]
+        first = 0 if done is None else min(int(done["rows"]), len(checked.y))  # good rows the version continued from holds
+        batches = []
+        for seq, start in enumerate(range(first, len(checked.y), self.batch_rows)):
+            stop = min(start + self.batch_rows, len(checked.y))
+            piece = BatchPiece(shard, 0, seq, start, stop, checked.X[start:stop], checked.y[start:stop], checked.row[start:stop])
+            batches.append(StreamEvent(path, seq=seq, piece=piece))
+        if not batches and key in self.dead_lettered:  # every row bad, reported by an earlier job (with rows to learn, it is read as new)
+            self.skipped.inc()
+            return [], []
         self.files.inc()
         if checked.reasons:
             self.rejected.inc(len(checked.reasons))
@@ -612,12 +669,6 @@ class ReadParquetFiles(beam.DoFn):
             json.dumps({"split": "train", "file": path, "row": int(checked.bad_row[k]), "shard": shard, "reason": reason}, sort_keys=True)
             for k, reason in enumerate(checked.reasons)
         ]
-        first = 0 if done is None else min(int(done["rows"]), len(checked.y))  # good rows the version continued from holds
-        batches = []
-        for seq, start in enumerate(range(first, len(checked.y), self.batch_rows)):
-            stop = min(start + self.batch_rows, len(checked.y))
-            piece = BatchPiece(shard, 0, seq, start, stop, checked.X[start:stop], checked.y[start:stop], checked.row[start:stop])
-            batches.append(StreamEvent(path, seq=seq, piece=piece))
         return batches, dead
 
     def process(self, path: str):

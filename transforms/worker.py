@@ -23,7 +23,9 @@ A learner that outgrows a cap of its config (:class:`okl_core.CapacityError`: ``
 ``max_rows``, ...) ends the job; the command then prints the error's one line
 (:func:`capacity_error_line` finds it in whatever the runner raises), and
 :func:`quiet_capacity_traces`, installed by the CLIs and by :func:`settle_worker_process` in
-workers, keeps the runners' logged tracebacks of it off the console.
+workers, keeps the runners' tracebacks of it off the console: the ones they log, and the
+copy Beam's SDK harness prints to ``sys.stderr`` (``sdk_worker.py``: in the launcher itself
+when its workers are threads of it, ``LOOPBACK`` on Prism or ``multi_threading``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import gc
 import logging
 import re
 import sys
+import threading
 
 import okl_core
 
@@ -108,9 +111,34 @@ class _DropCapacityTraces(logging.Filter):
 _CAPACITY_TRACES = _DropCapacityTraces()
 
 
+class _QuietCapacityStderr:
+    """``sys.stderr`` without the tracebacks of a :class:`okl_core.CapacityError` that Beam's SDK
+    harness prints (``print(traceback, file=sys.stderr)``: the text, then print's newline,
+    both dropped); every other write, and every other attribute, is the stream's."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self._dropped = threading.local()  # print's newline follows the text in the same thread
+
+    def write(self, text: str) -> int:
+        if text.startswith("Traceback (most recent call last)") and _CAPACITY_LINE.search(text):
+            self._dropped.last = True
+            return len(text)
+        if text == "\n" and getattr(self._dropped, "last", False):
+            self._dropped.last = False
+            return len(text)
+        self._dropped.last = False
+        return self.stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
 def quiet_capacity_traces() -> None:
-    """Drop capacity errors' tracebacks from this process's console logs (the CLIs, and SDK workers,
-    whose traceback would reach the same terminal); idempotent."""
+    """Drop capacity errors' tracebacks from this process's console (the CLIs, and SDK workers,
+    whose traceback would reach the same terminal): its logs and Beam's printed copy; idempotent."""
     for handler in logging.getLogger().handlers:  # handlers, not the root logger: Beam's loggers' records reach them directly
         if _CAPACITY_TRACES not in handler.filters:
             handler.addFilter(_CAPACITY_TRACES)
+    if sys.stderr is not None and not isinstance(sys.stderr, _QuietCapacityStderr):
+        sys.stderr = _QuietCapacityStderr(sys.stderr)

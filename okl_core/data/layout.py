@@ -29,7 +29,7 @@ import dataclasses
 import glob as globlib
 import json
 import os
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Collection, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -1050,7 +1050,7 @@ def read_shard(path: str, n_features: int, batch_rows: int | None = None) -> Ite
 
 
 def open_dataset(path: str, task: str | None = None, classes: list | None = None, labels_optional: bool = False,
-                 files_own_rows: bool = True) -> Dataset:
+                 files_own_rows: bool = True, skip: Collection[str] = ()) -> Dataset:
     """Open a data set directory, a Parquet file, or a glob of Parquet files.
 
     A directory's task and classes are those of its ``dataset.json``. Files without one
@@ -1061,8 +1061,9 @@ def open_dataset(path: str, task: str | None = None, classes: list | None = None
     too) may be absent or of the null type. Files are ordered by
     their ``row`` numbers, whose ranges must not overlap (a copied file would be trained
     twice) unless ``files_own_rows`` is False: a streaming job learns each file as it
-    arrives, and independent producers number their files' rows from 0 each. Each file's
-    footer is parsed once, and its ``y`` read at most once.
+    arrives, and independent producers number their files' rows from 0 each. Files of a
+    glob whose absolute paths are in ``skip`` are left out (a streaming restart: the files
+    an earlier job dead-lettered). Each file's footer is parsed once, and its ``y`` read at most once.
 
     Raises
     ------
@@ -1074,8 +1075,11 @@ def open_dataset(path: str, task: str | None = None, classes: list | None = None
         return _open_directory(path, labels_optional)
     # a literal name first: a file may be called "a[1].parquet"
     files = [path] if os.path.exists(path) else sorted(globlib.glob(path)) if any(c in path for c in "*?[") else []
+    left_out = [f for f in files if os.path.abspath(f) in skip]
+    files = [f for f in files if f not in left_out]
     if not files:
-        raise FileNotFoundError(f"no data set at {path!r} (expected a data set directory or Parquet files)")
+        left = f"; {len(left_out)} left out: {', '.join(left_out)}" if left_out else ""
+        raise FileNotFoundError(f"no data set at {path!r} (expected a data set directory or Parquet files{left})")
     return _dataset_from_files(files, path, task, classes, labels_optional, files_own_rows)
 
 

@@ -232,3 +232,59 @@ def test_shards_decode_ahead_only_where_a_core_is_spare_for_each(monkeypatch, co
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert spare_core_per_shard(PipelineOptions(flags), shards) is spare
+
+
+# Every command that takes Beam's options, as its console script runs it (pipelines.cli.main).
+BEAM_COMMANDS = {
+    "train": (train.run, "train", ["--learner", "fogd"]),
+    "train --streaming": (train.run, "train", ["--streaming", "--learner", "fogd", "--stop_after", "5"]),
+    "predict": (predict.run, "predict", ["--model", "{model}"]),
+}
+
+
+@pytest.fixture(scope="module")
+def beam_inputs(tmp_path_factory):
+    """A small binary data set and a model file for it."""
+    import okl_core
+    from okl_core.data.layout import write_dataset
+    from tests.pipelines.reference import binary_data
+
+    root = tmp_path_factory.mktemp("beam_options")
+    X, y = binary_data(300)
+    write_dataset(root / "data", X, y, "binary")
+    learner = okl_core.make_learner("fogd", n_inputs=X.shape[1], n_components=8)
+    (root / "model.npz").write_bytes(okl_core.model_bytes(learner, learner.init()))
+    return {"data": root / "data", "model": root / "model.npz"}
+
+
+@pytest.mark.parametrize("command", list(BEAM_COMMANDS))
+@pytest.mark.parametrize("option, message", [
+    ("--runner=Bogus", "--runner Bogus: not a runner Beam knows; valid values are DataflowRunner, "),
+    ("--runner=prsim", "--runner prsim: not a runner Beam knows; valid values are DataflowRunner, "),
+    ("--runner=no_such_module.Runner", "--runner no_such_module.Runner: module no_such_module cannot be imported (No module named 'no_such_module')"),
+    ("--runner=apache_beam.runners.NoSuchRunner", "--runner apache_beam.runners.NoSuchRunner: module apache_beam.runners has no NoSuchRunner"),
+    ("--direct_num_workers=-1", "--direct_num_workers -1: must be >= 1 (or 0: one worker per CPU)"),
+    ("--environment_type=BOGUS", "--environment_type BOGUS: not an environment type Beam knows; use DOCKER, PROCESS, EXTERNAL or LOOPBACK"),
+    ("--flink_master=not:a:url", "--flink_master not:a:url: expected [local], [auto] or HOST:PORT (e.g. localhost:8081)"),
+    ("--flink_master=localhost:0", "--flink_master localhost:0: expected [local], [auto] or HOST:PORT (e.g. localhost:8081)"),
+    # Beam's own validation when the pipeline is built (after the data were opened): the error escapes run() to main
+    ("--environment_type=PROCESS", "Beam pipeline options: Option process_command is required for environment type PROCESS"),
+])
+def test_a_bad_beam_option_is_one_line_in_every_command(command, option, message, beam_inputs, tmp_path, capsys):
+    """Issue: a bad --runner was one line in batch train, a traceback in predict and train --streaming;
+    --direct_num_workers=-1 (IndexError), --environment_type=BOGUS or PROCESS (ValueError) were tracebacks
+    in each. Every command now prints one line naming the flag, exit status 2, and writes nothing."""
+    from pipelines.cli import main
+
+    run, name, argv = BEAM_COMMANDS[command]
+    argv = [a.format(model=beam_inputs["model"]) for a in argv] + ["--input", str(beam_inputs["data"]), "--output", str(tmp_path / "out"), option]
+    with pytest.raises(SystemExit) as exit_info:
+        main(run, name, argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"python -m pipelines.{name}: error: {message}"), err
+    if not message.endswith(" "):  # the whole message
+        assert line == f"python -m pipelines.{name}: error: {message}"
+    assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")

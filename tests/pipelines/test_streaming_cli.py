@@ -134,3 +134,49 @@ def test_a_streaming_launch_takes_files_that_each_number_their_rows_from_zero(tm
     assert (source.task, source.n_rows) == ("binary", 5)
     with pytest.raises(UsageError, match=r"overlap rows 0..2"):
         _open(str(tmp_path / "*.parquet"), "--input")
+
+
+def test_a_relaunch_takes_up_the_files_an_earlier_job_dead_lettered(tmp_path):
+    """Issue: a streaming relaunch on the same --output was refused while --input still held a file
+    the earlier job had dead-lettered (``--input DIR/*.parquet: foreign.parquet: not in the okl layout``).
+    The launch leaves such files out of its checks; the reader skips one that holds nothing to learn
+    (its dead letter stands), and reads one whose good rows no version holds (a job stopped between)."""
+    import apache_beam as beam
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines import train
+    from pipelines.common import make_pipeline
+    from pipelines.job import resolve_job
+    from pipelines.stream import build_streaming_graph
+    from transforms.streaming import ReadParquetFiles, WriteDeadLetterFiles, dead_letter_file, dead_lettered_files
+
+    watched, output = tmp_path / "in", tmp_path / "out"
+    watched.mkdir()
+    good = str(_plain_parquet(watched / "a.parquet"))
+    foreign = str(watched / "foreign.parquet")
+    pq.write_table(pa.table({"a": [1, 2, 3]}), foreign)
+    mixed = str(watched / "mixed.parquet")
+    table = pq.read_table(_plain_parquet(tmp_path / "mixed.parquet", first_row=40))
+    pq.write_table(table.set_column(0, "x", pa.array([None] + table.column("x").to_pylist()[1:], pa.list_(pa.float32()))), mixed)
+    # The earlier job: its reader's dead letters, written by its step (no version yet: it stopped before the first one)
+    reader = ReadParquetFiles(4, "binary", None, 1, 16)
+    judged = [(path, reader.read(path, 0)) for path in (foreign, mixed)]
+    assert [len(batches) for _, (batches, _) in judged] == [0, 3]  # foreign: nothing to learn; mixed: 39 good rows
+    with make_pipeline(PipelineOptions([])) as p:
+        p | beam.Create([(path, dead) for path, (_, dead) in judged]) | WriteDeadLetterFiles(str(output))
+    letters = {path: open(dead_letter_file(str(output), path), "rb").read() for path in (foreign, mixed)}
+
+    args, _ = train.build_parser().parse_known_args(
+        ["--streaming", "--input", str(watched), "--learner", "fogd", "--sigma", "1", "--output", str(output)])
+    job = resolve_job(args)  # was: UsageError naming foreign.parquet
+    assert [g[0] for g in job.source.row_groups] == [good]  # the judged files are left out of the launch's checks
+    resolved = build_streaming_graph(beam.Pipeline(options=PipelineOptions([])), job, args)
+    assert resolved["files_dead_lettered"] == 2
+    again = ReadParquetFiles(4, "binary", None, 1, 16, dead_lettered=dead_lettered_files(str(output), {}))
+    assert again.read(foreign, 0) == ([], [])
+    batches, dead = again.read(mixed, 0)
+    assert (len(batches), dead) == (3, judged[1][1][1])  # its rows are learned; its dead letter is the same
+    assert again.read(good, 0)[0]  # a file no job dead-lettered is read as ever
+    assert {path: open(dead_letter_file(str(output), path), "rb").read() for path in (foreign, mixed)} == letters

@@ -357,6 +357,76 @@ def test_ctrl_c_twice_ends_a_streaming_job_with_one_line(tmp_path, prism_locatio
     assert err.strip().splitlines() == ["python -m pipelines.train: interrupted"], err[-3000:]
 
 
+def test_a_learner_over_its_cap_ends_a_streaming_job_with_the_cap_line(tmp_path, prism_location):
+    """Issue: max_support reached in a streaming job ended in ~210 lines (Beam's traceback printed by the
+    in-process SDK worker, Prism's bundle-error log, the job's RuntimeError); batch train printed one line.
+    Now the same line, exit status 1, and no model version."""
+    import subprocess
+    import sys
+
+    from tests.pipelines.test_interrupt import ROOT
+
+    watched = tmp_path / "in"
+    watched.mkdir()
+    X, y = binary_data(250, seed=3)
+    os.rename(_write_file(str(tmp_path), "a.parquet", X, y), watched / "a.parquet")
+    cmd = [sys.executable, "-m", "pipelines.train", "--streaming", "--input", str(watched), "--learner", "kernel_ogd", "--param", "max_support=5",
+           "--sigma", "1", "--stop_after", "20", "--output", str(tmp_path / "out"), "--runner=PrismRunner", f"--prism_location={prism_location}"]
+    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert proc.stderr == ("python -m pipelines.train: error: kernel_ogd: the support set would exceed max_support=5; it holds one row per "
+                           "update: raise max_support, or use a budgeted (nogd) or random-feature (fogd) learner for long streams\n")
+    assert okl_core.model_versions(tmp_path / "out") == []
+
+
+def _foreign_parquet(path) -> bytes:
+    """A Parquet file of another schema (no x, y, row), as its bytes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"a": [1, 2, 3]}), path)
+    return open(path, "rb").read()
+
+
+def test_a_restart_skips_the_files_the_previous_job_dead_lettered(tmp_path, prism_location, capsys):
+    """Issue: a relaunch on the same --output was refused ("--input ...: foreign.parquet: not in the okl
+    layout") while the watched folder still held a file the previous job had dead-lettered. The
+    restart launches, leaves the two dead-lettered files (not Parquet; another schema) alone -- their
+    dead letters as the first job wrote them, not reported again -- and learns only the new file."""
+    watched, staging, output = tmp_path / "in", tmp_path / "staging", str(tmp_path / "out")
+    watched.mkdir(), staging.mkdir()
+    X, y = binary_data(750, seed=11)
+    write_dataset(staging / "set", X, y, "binary", n_shards=3)  # 3 files of 250 rows, disjoint row numbers
+    parts = sorted((staging / "set").glob("*.parquet"))
+    os.rename(parts[0], watched / "a.parquet")
+    bad = [("garbage.parquet", b"not a parquet file"), ("foreign.parquet", _foreign_parquet(staging / "foreign"))]
+    argv = ["--streaming", "--input", str(watched), *PARAMS, "--batch_rows", str(BATCH_ROWS), "--snapshot_batches", "1",
+            "--poll_seconds", str(POLL), "--stop_after", "6", "--output", output, "--runner=PrismRunner", f"--prism_location={prism_location}"]
+    dropper = Dropper(str(staging), str(watched), [], every=0, extra=bad, started=os.path.join(output, "snapshots", "run-000001"))
+    dropper.start()
+    train.run(argv)
+    dropper.join()
+    letters = {name: (os.stat(dead_letter_file(output, name)).st_mtime_ns, open(dead_letter_file(output, name), "rb").read()) for name, _ in bad}
+    assert json.loads(letters["garbage.parquet"][1].splitlines()[0])["reason"].startswith("unreadable Parquet file")
+    assert all(json.loads(line)["row"] == -1 for line in letters["foreign.parquet"][1].splitlines())  # its row group cannot be read
+    first = _versions(output)[-1]
+    assert first[1]["n_seen"] == 250
+    capsys.readouterr()
+
+    os.rename(parts[1], watched / "b.parquet")
+    argv[argv.index("--stop_after") + 1] = "3"
+    train.run(argv)  # was: SystemExit 2, the launch refused foreign.parquet
+    out = capsys.readouterr().out
+    launch = json.loads(out.splitlines()[0])
+    assert (launch["files_learned"], launch["files_dead_lettered"]) == (1, 2)
+    assert "bad rows:" not in out  # the dead letters are not written (nor reported) again
+    assert {name: (os.stat(dead_letter_file(output, name)).st_mtime_ns, open(dead_letter_file(output, name), "rb").read()) for name, _ in bad} == letters
+    records = _records(output, first[0] + 1)
+    assert sorted({os.path.basename(b["file"]) for rs in records.values() for r in rs for b in r["batches"]}) == ["b.parquet"]
+    last = _versions(output)[-1][1]
+    assert last["n_seen"] == 500 and sorted(os.path.basename(f) for f, d in last["files"].items() if d["done"]) == ["a.parquet", "b.parquet"]
+
+
 FIRST_JOB_CHECKS = (
     test_each_file_is_learned_once_and_bad_input_is_dead_lettered,
     test_versions_follow_the_merge_windows_and_equal_the_replayed_merges,
