@@ -423,5 +423,5 @@ def okl_sources(train: str, test: str | None = None) -> tuple[DataSource, DataSo
     if test:
         from okl_core.data.layout import check_same_classes, recorded_classes
 
-        check_same_classes(test, recorded_classes(test), recorded_classes(train))  # as okl train does
+        check_same_classes(f"--test {test}", recorded_classes(test), recorded_classes(train))  # as okl train does
     return train_source, test_source
