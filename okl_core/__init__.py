@@ -6,7 +6,7 @@ Public interface::
     state = learner.init()
     state, online_scores = learner.update(state, X, y)   # predict, score, then learn
     scores = learner.predict(state, X_test)
-    okl_core.save_model("model.npz", learner, state)
+    okl_core.save_model("model.npz", learner, state)     # classes=[...]: the labels the class codes stand for
     learner, state = okl_core.load_model("model.npz")
     merged = okl_core.merge_states(learner, [state_a, state_b])
     okl_core.check_mixable(learner)                      # streaming: can it mix?
@@ -21,7 +21,7 @@ from okl_core.merge import check_mixable, merge_states, mix_states
 from okl_core.metrics import Prequential
 from okl_core.random import GENERATOR_VERSION
 from okl_core.registry import learner_class, learner_names, make_learner, register
-from okl_core.state import ModelFileError, load_model, model_bytes, model_from_bytes, model_versions, save_model
+from okl_core.state import ModelFileError, load_model, model_bytes, model_classes, model_from_bytes, model_versions, save_model
 
 from okl_core import testing  # noqa: E402  (after the modules it checks)
 
@@ -46,6 +46,7 @@ __all__ = [
     "merge_states",
     "mix_states",
     "model_bytes",
+    "model_classes",
     "model_from_bytes",
     "register",
     "save_model",

@@ -5,7 +5,12 @@ Layout: one ``.npz`` (zip of ``.npy``) holding each state array under its field 
 
     {"format": "okl-model", "format_version": 1, "learner": "...", "config": {...},
      "feature_spec": {...} | null, "generator_version": 1, "n_seen": 123,
-     "arrays": {"w": {"dtype": "float64", "shape": [800]}, ...}}
+     "arrays": {"w": {"dtype": "float64", "shape": [800]}, ...}, "classes": [...]}
+
+``classes`` (optional: absent in files written without it, which load as before) lists
+the labels the class codes stand for, from the training data's ``dataset.json``: a
+classification model's scores are per code, so data whose ``classes`` differ would be
+scored as other classes (:func:`model_classes`; ``okl predict`` refuses such data).
 
 Files are read with ``allow_pickle=False``: model files come from other machines. A file
 is written to a temporary name in the target directory and renamed into place, so a reader
@@ -37,7 +42,7 @@ from okl_core.registry import learner_class, make_learner
 __all__ = [
     "FORMAT_VERSION", "ModelFileError", "save_model", "load_model", "model_bytes", "model_from_bytes", "atomic_write_bytes",
     "version_file_name", "parse_version", "model_versions", "write_new_file", "MAX_MODEL_BYTES",
-    "read_model_file", "raw_state_bytes", "state_from_raw_bytes",
+    "read_model_file", "raw_state_bytes", "state_from_raw_bytes", "model_classes",
 ]
 
 FORMAT_VERSION = 1
@@ -67,10 +72,55 @@ def _header(learner: Learner, state) -> dict:
     }
 
 
-def model_bytes(learner: Learner, state) -> bytes:
-    """Serialise ``(learner, state)`` to the bytes of a model file (deterministic)."""
+def _classes_problem(learner: Learner, classes) -> str | None:
+    """Why the list ``classes`` cannot be the class names of ``learner``'s model (None: they can)."""
+    if learner.task == "regression":
+        return f"{learner.name} is a regression learner: its model has no classes, got {classes}"
+    expected = 2 if learner.task == "binary" else getattr(learner.config, "n_classes", None)
+    if expected is not None and len(classes) != expected:
+        return f"{learner.name} predicts {expected} classes, got {len(classes)} class names {classes}"
+    return None
+
+
+def _checked_classes(learner: Learner, classes) -> list:
+    """``classes`` as a JSON list (a numpy array's values as Python values), checked against ``learner``."""
+    if not isinstance(classes, (list, tuple, np.ndarray)):  # a string would pass as its characters
+        raise TypeError(f"classes must be a list of labels, got {type(classes).__name__}")
+    classes = classes.tolist() if isinstance(classes, np.ndarray) else list(classes)
+    problem = _classes_problem(learner, classes)
+    if problem is None:
+        try:
+            json.dumps(classes, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            problem = f"classes must be JSON values (strings, numbers, booleans), got {classes} ({err})"
+    if problem:
+        raise ValueError(problem)
+    return classes
+
+
+def model_bytes(learner: Learner, state, classes=None) -> bytes:
+    """Serialise ``(learner, state)`` to the bytes of a model file (deterministic).
+
+    ``classes`` (optional): the labels the class codes stand for, in code order (binary:
+    ``[negative, positive]``; multiclass: one per class), JSON values; recorded in the
+    header for :func:`model_classes`. None records nothing.
+
+    Raises
+    ------
+    ValueError
+        A state that does not fit the learner, or ``classes`` for a regression learner, of
+        another count than the learner's classes, or not JSON values.
+    TypeError
+        ``classes`` that is not a list, tuple or numpy array.
+    """
     learner.check_state(state)
-    header = json.dumps(_header(learner, state), sort_keys=True).encode("utf-8")
+    fields = _header(learner, state)
+    if classes is not None:  # absent, not null, when not given: such files keep the bytes of okl before the field
+        fields["classes"] = _checked_classes(learner, classes)
+    header = json.dumps(fields, sort_keys=True).encode("utf-8")
+    if len(header) > _MAX_HEADER_BYTES:  # only long class names get here: such a file would not load
+        raise ValueError(f"the model header would be {len(header)} bytes, more than the {_MAX_HEADER_BYTES} a model file may hold "
+                         f"({len(fields.get('classes', []))} class names)")
     buffer = io.BytesIO()
     # Written entry by entry with a fixed timestamp so equal states give equal bytes.
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as zf:
@@ -133,9 +183,9 @@ def _check_file_path(path: str | os.PathLike) -> None:
         raise IsADirectoryError(errno.EISDIR, "is a directory, not a file name", path)
 
 
-def save_model(path: str | os.PathLike, learner: Learner, state) -> None:
-    """Save a model file atomically (see module docstring for the layout)."""
-    atomic_write_bytes(path, model_bytes(learner, state))
+def save_model(path: str | os.PathLike, learner: Learner, state, classes=None) -> None:
+    """Save a model file atomically (see module docstring for the layout; ``classes``: :func:`model_bytes`)."""
+    atomic_write_bytes(path, model_bytes(learner, state, classes))
 
 
 def model_from_bytes(data: bytes, source: str = "<bytes>", *, max_bytes: int | None = None, allow_non_finite: bool = False):
@@ -170,6 +220,9 @@ def model_from_bytes(data: bytes, source: str = "<bytes>", *, max_bytes: int | N
         raise ModelFileError(f"{source}: not an okl model file (no header)")
     header = _parse_header(arrays.pop(_HEADER_KEY), source)
     learner = _rebuild(header, source)
+    problem = _classes_problem(learner, header["classes"]) if "classes" in header else None
+    if problem:
+        raise ModelFileError(f"{source}: header field 'classes' does not fit the learner ({problem})")
     fields = learner.state_class._fields
     if sorted(arrays) != sorted(fields):
         raise ModelFileError(f"{source}: arrays {sorted(arrays)} do not match {learner.name} state fields {sorted(fields)}")
@@ -191,13 +244,32 @@ def model_from_bytes(data: bytes, source: str = "<bytes>", *, max_bytes: int | N
     return learner, state
 
 
-def _read_arrays(data: bytes, source: str, limit: int) -> dict[str, np.ndarray]:
-    """The arrays of an npz, each checked from its ``.npy`` header before it is read."""
+def model_classes(data: bytes, source: str = "<bytes>") -> list | None:
+    """The class names the header of model-file bytes records, in code order (None: none recorded).
+
+    Only the header is read. None for a regression model and for a file written without
+    them (by okl before the field, or by :func:`save_model` without ``classes``).
+
+    Raises
+    ------
+    ModelFileError
+        Bytes that are not an okl model file, or a header that :func:`model_from_bytes` refuses.
+    """
+    arrays = _read_arrays(data, source, MAX_MODEL_BYTES, only=_HEADER_KEY)
+    if _HEADER_KEY not in arrays:
+        raise ModelFileError(f"{source}: not an okl model file (no header)")
+    return _parse_header(arrays[_HEADER_KEY], source).get("classes")
+
+
+def _read_arrays(data: bytes, source: str, limit: int, only: str | None = None) -> dict[str, np.ndarray]:
+    """The arrays of an npz (``only``: that one, when present), each checked from its ``.npy`` header before it is read."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             members = zf.infolist()
             if len({m.filename for m in members}) != len(members):
                 raise ModelFileError(f"{source}: not an okl model file (a member name repeats)")
+            if only is not None:
+                members = [m for m in members if m.filename == f"{only}.npy"]
             declared = [(m, _npy_header(zf, m, source)) for m in members]
             total = sum(nbytes for _, (_, _, _, nbytes) in declared)
             if total > limit:
@@ -282,6 +354,8 @@ def _parse_header(raw: np.ndarray, source: str) -> dict:
             f"{source}: written with feature-generator version {header['generator_version']}, this okl has "
             f"version {GENERATOR_VERSION}; its random features would differ, so it cannot be loaded"
         )
+    if "classes" in header and not isinstance(header["classes"], list):  # optional: files written without it
+        raise ModelFileError(f"{source}: header field 'classes' must be a list, got {_json_type(header['classes'])}")
     if header["n_seen"] < 0:
         raise ModelFileError(f"{source}: header field 'n_seen' is negative ({header['n_seen']})")
     for name, meta in header["arrays"].items():

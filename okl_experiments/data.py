@@ -430,5 +430,5 @@ def okl_sources(train: str, test: str | None = None) -> tuple[DataSource, DataSo
                          f"but --input is {train_source.task} with {train_source.n_features}")
     from okl_core.data.layout import check_same_classes
 
-    check_same_classes(test, test_classes, train_classes)  # as okl train does
+    check_same_classes(f"--test {test}", test_classes, train_classes)  # as okl train does
     return train_source, test_source

@@ -41,6 +41,7 @@ from transforms.streaming import continued_from, dead_lettered_files, learned_fi
 from transforms.train import LearnerSpec, MergeBySeed, TrainOnline
 
 __all__ = ["TrainJob", "TrainResult", "resolve_job", "build_graph", "counters", "read_metrics", "data_facts", "stage_output", "DEMO_LEARNER",
+           "data_classes", "check_model_classes",
            "SYNTHETIC_TRAIN_ROWS", "SYNTHETIC_TEST_ROWS", "OUTPUT_FILES"]
 
 SYNTHETIC_TRAIN_ROWS = 65536
@@ -255,10 +256,30 @@ def _test_source(path: str, source: DatasetSource) -> DatasetSource:
         raise UsageError(f"--test {path} has {test.n_features} features of {test.task} data, "
                          f"the training data {source.n_features} features of {source.task} data")
     try:
-        check_same_classes(path, test.classes, source.classes)
+        check_same_classes(f"--test {path}", test.classes, source.classes)
     except ValueError as err:
         raise UsageError(str(err)) from None
     return dataclasses.replace(test, n_classes=source.n_classes) if source.task == "multiclass" else test
+
+
+def data_classes(source: DatasetSource, task: str) -> list | None:
+    """The classes a model trained on ``source`` records (:func:`okl_core.model_classes`): its ``dataset.json``'s.
+
+    None for regression, and for Parquet files without ``dataset.json``: their classes are
+    the label codes themselves (as ``--test`` compares them, :func:`check_same_classes`).
+    """
+    return None if task == "regression" or source.classes is None else list(source.classes)
+
+
+def check_model_classes(source: DatasetSource, model: bytes, trained: str) -> None:
+    """Refuse the ``--input`` ``source`` when its ``dataset.json`` classes differ from those the model file records.
+
+    :func:`~okl_core.data.layout.check_same_classes` (the ``--test`` rule): a ValueError of
+    one line naming ``--input``'s ``dataset.json`` and ``trained`` (the model). A model or
+    data set that records no classes passes (the codes are all there is).
+    """
+    info = FileSystems.join(source.path, INFO_FILE) if is_remote(source.path) else os.path.join(source.path, INFO_FILE)
+    check_same_classes(f"--input {info}", source.classes, okl_core.model_classes(model), trained)
 
 
 def _input_path(args) -> str:
@@ -345,7 +366,9 @@ def _resolve_learning(args, source: DatasetSource, name: str, params: dict, outp
 def build_graph(pipeline: beam.Pipeline, job: TrainJob, launched_at: float) -> None:
     """Add the training graph of ``job`` to ``pipeline``."""
     spec = LearnerSpec(job.learner.name, job.params)
-    model = pipeline | "InitialModel" >> beam.Create([okl_core.model_bytes(job.learner, job.learner.init())])
+    # The initial model records the data's classes; each merge keeps its base's, so the written model does too.
+    initial = okl_core.model_bytes(job.learner, job.learner.init(), data_classes(job.source, job.learner.task))
+    model = pipeline | "InitialModel" >> beam.Create([initial])
     decode_ahead = spare_core_per_shard(pipeline.options, job.plan.num_shards)
     summaries, batches, dead = [], [], []
     for r in range(job.plan.rounds):

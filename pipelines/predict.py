@@ -10,7 +10,9 @@ Rows are read in blocks (:class:`~transforms.read.ReadShards`, one shard), score
 files ``<output>/predictions-SSSSS-of-NNNNN.parquet`` (``--output`` is a directory) with
 columns ``row`` (the input's row number), ``score`` (binary, regression: float64) or
 ``scores`` (multiclass: list of float64 per class) and, for classification, ``label``
-(int32: -1/+1 or the class index) (:class:`~transforms.inference.WritePredictions`). Bad
+(int32: -1/+1 or the class index) (:class:`~transforms.inference.WritePredictions`). Data
+whose ``dataset.json`` lists other ``classes`` than the model file records (the training
+data's) is refused before the job: its class codes would stand for other classes. Bad
 rows are not scored; they are listed in ``<output>/dead_letter.jsonl``. The labels of the
 data set give the model's metrics (:class:`~transforms.evaluate.ScoreMetrics`: the mistake
 rate, or the mean squared and absolute errors, as fractions), written to
@@ -40,7 +42,7 @@ from okl_experiments.params import check_data_fits
 from okl_experiments.progress import wall_time_text
 from okl_experiments.text import read_json, strict_json
 from pipelines.cli import Parser, main, prog, running_as_command
-from pipelines.job import OUTPUT_FILES, counters, data_facts, stage_output
+from pipelines.job import OUTPUT_FILES, check_model_classes, counters, data_facts, stage_output
 from transforms.evaluate import ScoreMetrics
 from transforms.inference import WritePredictions, read_bytes
 from transforms.outputs import MANIFEST_FILE, WriteDeadLetterFile, write_bytes
@@ -121,6 +123,10 @@ def run(argv=None):
         plan = StreamPlan(max(source.n_rows, 1), 1, 1, args.batch_rows)
     except (FileNotFoundError, ValueError) as err:
         parser.error(f"--input {args.input}: {err}")
+    try:  # class codes of other classes would be scored, and predicted, as the model's
+        check_model_classes(source, model_bytes, f"the model {args.model} was trained on")
+    except ValueError as err:
+        parser.error(str(err))
     try:
         staging = stage_output(args.output, args.overwrite, _not_predictions, (METRICS_FILE, DEAD_LETTER_FILE), holds="predictions")
     except UsageError as err:

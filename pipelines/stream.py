@@ -35,12 +35,12 @@ from okl_experiments.metrics import headline
 from okl_experiments.text import loads_json
 from pipelines.cli import reclaim_interrupt
 from pipelines.common import UsageError, make_pipeline, pipeline_options, use_local_prism
-from pipelines.job import TrainJob, TrainResult, counters
+from pipelines.job import TrainJob, TrainResult, check_model_classes, counters, data_classes
 from transforms.streaming import (
     MergeSnapshots, ReadParquetFiles, StreamTrainOnline, VersionNotices, WatchParquet, WriteDeadLetterFiles, WriteModelVersions,
     WriteSnapshotRecords, continued_from, dead_lettered_files, learned_files, newest_version,
 )
-from transforms.read import read_bytes
+from transforms.read import DatasetSource, read_bytes
 from transforms.train import LearnerSpec
 
 __all__ = ["watch_pattern", "initial_model", "check_streaming_args", "build_streaming_graph", "streaming_pipeline",
@@ -54,15 +54,23 @@ def watch_pattern(path: str) -> str:
     return path.rstrip("/") + "/*.parquet"
 
 
-def initial_model(args, learner: okl_core.Learner, output: str) -> tuple[bytes, int, str]:
-    """``(model bytes, next version, where from)``: --init_model, else the newest version in --output, else init()."""
+def initial_model(args, learner: okl_core.Learner, output: str, source: DatasetSource | None = None) -> tuple[bytes, int, str]:
+    """``(model bytes, next version, where from)``: --init_model, else the newest version in --output, else init().
+
+    The bytes record the classes of ``source`` (the --input, when its ``dataset.json``
+    records them), else those of the model continued from: the versions keep them. A model
+    whose recorded classes differ from the data's is refused (:func:`pipelines.job.check_model_classes`).
+    """
+    classes = None if source is None else data_classes(source, learner.task)
     path = continued_from(output, args.init_model)
     if path is None:
-        return okl_core.model_bytes(learner, learner.init()), 1, "a fresh model"
+        return okl_core.model_bytes(learner, learner.init(), classes), 1, "a fresh model"
     try:
         data = read_bytes(path)
         loaded, state = okl_core.model_from_bytes(data, source=path)
         okl_core.merge.check_mergeable(learner, loaded)
+        if source is not None:
+            check_model_classes(source, data, "the model was trained on")
     except (OSError, ValueError) as err:
         if args.init_model:
             raise UsageError(f"--init_model {path}: {err}") from None
@@ -71,7 +79,7 @@ def initial_model(args, learner: okl_core.Learner, output: str) -> tuple[bytes, 
                          "restart with that run's learner and parameters, or give a new --output") from None
     done = newest_version(output)
     next_version = max(parse_version(path) or 0, done[0] if done else 0) + 1
-    return okl_core.model_bytes(learner, state), next_version, path
+    return okl_core.model_bytes(learner, state, classes if classes is not None else okl_core.model_classes(data)), next_version, path
 
 
 DEFAULT_POLL_SECONDS = 5.0
@@ -126,7 +134,7 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     pipeline.options.view_as(StandardOptions).streaming = True
     learner = job.learner
     check_streaming_args(args, learner)
-    data, first_version, started_from = initial_model(args, learner, job.output)
+    data, first_version, started_from = initial_model(args, learner, job.output, job.source)
     # The files the model continued from has learned (its version record): read again, they would count twice.
     learned = learned_files(started_from)  # {} for a fresh model (no .npz, no record)
     dead_lettered = dead_lettered_files(job.output, learned)  # reported by an earlier job on this output: not again

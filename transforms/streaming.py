@@ -422,10 +422,11 @@ class _MergeWindows(beam.DoFn):
     def setup(self):
         settle_worker_process()
         self.learner = self.spec.build()
-        self.base_state = None
+        self.base_state, self.classes = None, None
         if self.base is not None:
             # the launcher built these bytes with this learner (pipelines.stream.initial_model checked the file)
             _, self.base_state = okl_core.model_from_bytes(self.base, source="the model the streaming shards started from")
+            self.classes = okl_core.model_classes(self.base)  # the training data's: every version records them
 
     def _meta(self, meta_state) -> dict:
         return json.loads(meta_state.read() or "null") or {"version": self.first_version - 1, "dirty": False, "end_timer": False, "files": dict(self.learned)}
@@ -475,7 +476,7 @@ class _MergeWindows(beam.DoFn):
         self.merges.inc()
         record = {"version": meta["version"], "snapshots": {str(s): i for s, (i, _) in sorted(latest.items())}, "n_seen": int(merged.n_seen), "time": _now(),
                   "files": dict(sorted(meta["files"].items()))}
-        yield meta["version"], okl_core.model_bytes(self.learner, merged), strict_json(record, sort_keys=True)
+        yield meta["version"], okl_core.model_bytes(self.learner, merged, self.classes), strict_json(record, sort_keys=True)
 
 
 class MergeSnapshots(beam.PTransform):
@@ -489,7 +490,8 @@ class MergeSnapshots(beam.PTransform):
 
     ``base`` (model bytes) is the model every shard started from: the merge is then
     ``merge_states(..., base=base)``, so its examples count once in ``n_seen`` and shards
-    are weighted by what they added since. ``learned`` (:func:`learned_files` of that
+    are weighted by what they added since, and every version records the classes it
+    records (:func:`okl_core.model_classes`). ``learned`` (:func:`learned_files` of that
     model) starts the version records' ``files``: every file learned so far and how far,
     the base's and each snapshot's (a restart skips them).
 

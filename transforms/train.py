@@ -344,7 +344,8 @@ class _MergeWithBase(beam.DoFn):
         merged = okl_core.merge_states(
             self.learner, [state for _, state in parsed], [base_learner] + [lrn for lrn, _ in parsed], base=base_state
         )
-        yield okl_core.model_bytes(self.learner, merged)
+        # The classes the base records (the training data's) stay in the merged model: the shards' states do not carry them.
+        yield okl_core.model_bytes(self.learner, merged, okl_core.model_classes(base, source="model the round started from"))
 
 
 class MergeBySeed(beam.PTransform):
@@ -357,7 +358,8 @@ class MergeBySeed(beam.PTransform):
         The model every shard started from in this round (the initial model, or the
         previous round's merge): :func:`okl_core.merge_states` weights averaging learners
         by the examples added since it and counts its examples once (summing learners add
-        only what each shard learned since it).
+        only what each shard learned since it). The merged model records the classes
+        the base records (:func:`okl_core.model_classes`).
     """
 
     def __init__(self, spec: LearnerSpec, base):

@@ -610,6 +610,9 @@ class DatasetWriter:
             raise ValueError(f"unknown data set info fields {sorted(unknown)} (allowed: {sorted(known)})")
         for key, value in fields.items():
             _check_info_value(key, value)
+        classes = fields.get("classes")
+        if self.task == "binary" and classes is not None and len(classes) != 2:  # as check_classes refuses it when read
+            raise ValueError(f"classes of a binary data set must be 2 labels [negative, positive], got {len(classes)}: {classes}")
         self.info_fields.update(fields)
 
     def __enter__(self):
@@ -856,23 +859,29 @@ def check_shard(path: str, metadata: pq.FileMetaData, schema: pa.Schema, info: D
 
 
 def check_classes(info: DatasetInfo, info_path: str) -> None:
-    """Refuse a multiclass data set without at least two ``classes``: a learner needs their count.
+    """Refuse a multiclass data set without at least two ``classes`` (a learner needs their count),
+    and a binary one whose ``classes`` are not ``[negative, positive]`` (model files record them).
 
     Not part of :meth:`DatasetInfo.from_file`: such a set is still readable into memory
     (:class:`DatasetWriter` writes ``classes`` only when given); a pipeline cannot train on it.
     """
     if info.task == "multiclass" and not (isinstance(info.classes, list) and len(info.classes) >= 2):
         raise ValueError(f"{info_path}: key 'classes' must be a list of at least 2 labels for a multiclass data set, got {_json_kind(info.classes)}")
+    if info.task == "binary" and info.classes is not None and len(info.classes) != 2:
+        raise ValueError(f"{info_path}: key 'classes' must be null or 2 labels [negative, positive] for a binary data set, "
+                         f"got {len(info.classes)}: {info.classes}")
 
 
-def check_same_classes(test: str, test_classes, train_classes) -> None:
-    """Refuse a test set whose recorded ``classes`` differ from the training set's (None: not recorded).
+def check_same_classes(data: str, data_classes, train_classes, train: str = "the training data") -> None:
+    """Refuse data whose recorded ``classes`` differ from those of the training data (None: not recorded).
 
     Stored labels are codes into these lists: other lists, other meanings (a test set
-    prepared without ``--like`` renumbers the classes it happens to hold).
+    prepared without ``--like`` renumbers the classes it happens to hold). ``data`` names
+    the data (``--test T``, ``--input D/dataset.json``), ``train`` what the training classes
+    are from (the training data; a model file: ``the model M was trained on``).
     """
-    if test_classes is not None and train_classes is not None and list(test_classes) != list(train_classes):
-        raise ValueError(f"--test {test} has the classes {list(test_classes)}, the training data {list(train_classes)}: "
+    if data_classes is not None and train_classes is not None and list(data_classes) != list(train_classes):
+        raise ValueError(f"{data} has the classes {list(data_classes)}, {train} {list(train_classes)}: "
                          "its labels would be scored as other classes; prepare it with --like the training data set")
 
 

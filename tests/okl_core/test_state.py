@@ -1,5 +1,6 @@
 """Model files: round trip, deterministic bytes, atomic writes, and clear errors."""
 
+import base64
 import io
 import json
 import os
@@ -222,6 +223,10 @@ HOSTILE = [
     ("arrays entry not an object", _entry("w", "float64"), "header entry of array 'w' must be"),
     ("arrays entry missing", _entry("w", _DELETE), "header lists arrays ['n_seen'], the file holds ['n_seen', 'w']"),
     ("arrays entry wrong dtype", _entry("w", {"dtype": "float32", "shape": [32]}), "array 'w' is float64[32], its header entry says float32[32]"),
+    ("classes not a list", _header_with(classes="ab"), "header field 'classes' must be a list, got a string"),
+    ("classes null", _header_with(classes=None), "header field 'classes' must be a list, got null"),
+    ("classes of another count", _header_with(classes=[0, 1, 2]),
+     "header field 'classes' does not fit the learner (fogd predicts 2 classes, got 3 class names [0, 1, 2])"),
     ("header not an object", lambda d: _set_header(d, b"[1, 2]"), "not an okl model file"),
     ("header not JSON", lambda d: _set_header(d, b"{nope"), "corrupt model header (Expecting property name"),
     ("header not UTF-8", lambda d: _set_header(d, b"\xff\xfe{}"), "corrupt model header ('utf-8' codec"),
@@ -498,3 +503,89 @@ def test_save_model_refuses_an_empty_path(tmp_path, monkeypatch):
         okl_core.save_model("", learner, state)
     assert str(err.value) == "path must be a file name, got ''"
     assert sorted(os.listdir(tmp_path)) == ["cwd"] and os.listdir(tmp_path / "cwd") == []
+
+
+# -- the classes a model was trained on (optional header field "classes") ---------------------
+# A model file written by okl at commit b25ead7, before model files recorded classes: mfogd
+# with 3 classes, 2 inputs, 4 frequencies, after 30 rows.
+_MODEL_BEFORE_CLASSES = base64.b64decode(
+    "UEsDBBQAAAAAAAAAIQD6PgGYmQIAAJkCAAAOAAAAX19oZWFkZXJfXy5ucHmTTlVNUFkBAHYAeydkZXNjcic6ICd8dTEnLCAnZm9y"
+    "dHJhbl9vcmRlcic6IEZhbHNlLCAnc2hhcGUnOiAoNTM3LCksIH0gICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg"
+    "ICAgICAgICAgICAgICAgICAgICAgCnsiYXJyYXlzIjogeyJuX3NlZW4iOiB7ImR0eXBlIjogImludDY0IiwgInNoYXBlIjogW119"
+    "LCAidyI6IHsiZHR5cGUiOiAiZmxvYXQ2NCIsICJzaGFwZSI6IFszLCA4XX19LCAiY29uZmlnIjogeyJibG9ja19zaXplIjogMjU2"
+    "LCAiZXRhIjogMC41LCAia2VybmVsIjogImdhdXNzaWFuIiwgIm5fY2xhc3NlcyI6IDMsICJuX2NvbXBvbmVudHMiOiA0LCAibl9p"
+    "bnB1dHMiOiAyLCAic2NhbGVkIjogZmFsc2UsICJzZWVkIjogMCwgInNpZ21hIjogMS4wLCAic3RlcCI6ICJjb25zdGFudCJ9LCAi"
+    "ZmVhdHVyZV9zcGVjIjogeyJibG9ja19zaXplIjogMjU2LCAiZ2VuZXJhdG9yX3ZlcnNpb24iOiAxLCAia2VybmVsIjogImdhdXNz"
+    "aWFuIiwgIm5fY29tcG9uZW50cyI6IDQsICJuX2lucHV0cyI6IDIsICJzY2FsZWQiOiBmYWxzZSwgInNlZWQiOiAwLCAic2lnbWEi"
+    "OiAxLjB9LCAiZm9ybWF0IjogIm9rbC1tb2RlbCIsICJmb3JtYXRfdmVyc2lvbiI6IDEsICJnZW5lcmF0b3JfdmVyc2lvbiI6IDEs"
+    "ICJsZWFybmVyIjogIm1mb2dkIiwgIm5fc2VlbiI6IDMwfVBLAwQUAAAAAAAAACEAa0L6F0ABAABAAQAABQAAAHcubnB5k05VTVBZ"
+    "AQB2AHsnZGVzY3InOiAnPGY4JywgJ2ZvcnRyYW5fb3JkZXInOiBGYWxzZSwgJ3NoYXBlJzogKDMsIDgpLCB9ICAgICAgICAgICAg"
+    "ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIAoAAACoZDfsvwAAAK543+s/AAAAfl6A2b8AAADA"
+    "eV/ePwAAAFhbVcW/AAAAIDHeyL8AAACfmtTYPwAAAF2mudC/AAAAY5KP8D8AAAB0ozXVvwAAAHCY59U/AACAO7rp5j8AAABwfFLK"
+    "vwAAACjnfcK/AAAADGZHuz8AAEA7z5PtPwAAAHgAn8O/AAAA9KZE4b8AAABwMMasPwAAwI27DPO/AAAA5OvT1z8AAAAkDK7VPwAA"
+    "ACJ0pt+/AADADPw25b9QSwMEFAAAAAAAAAAhACOSBA+IAAAAiAAAAAoAAABuX3NlZW4ubnB5k05VTVBZAQB2AHsnZGVzY3InOiAn"
+    "PGk4JywgJ2ZvcnRyYW5fb3JkZXInOiBGYWxzZSwgJ3NoYXBlJzogKCksIH0gICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg"
+    "ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIAoeAAAAAAAAAFBLAQIUAxQAAAAAAAAAIQD6PgGYmQIAAJkCAAAOAAAAAAAA"
+    "AAAAAACAAQAAAABfX2hlYWRlcl9fLm5weVBLAQIUAxQAAAAAAAAAIQBrQvoXQAEAAEABAAAFAAAAAAAAAAAAAACAAcUCAAB3Lm5w"
+    "eVBLAQIUAxQAAAAAAAAAIQAjkgQPiAAAAIgAAAAKAAAAAAAAAAAAAACAASgEAABuX3NlZW4ubnB5UEsFBgAAAAADAAMApwAAANgE"
+    "AAAAAA=="
+)
+_X_BEFORE = np.array([[0.5, -1.0], [2.0, 0.25], [-1.5, 1.0]], np.float32)
+# Its scores on _X_BEFORE, printed by okl at b25ead7.
+_SCORES_BEFORE = [[-1.0963400643892265, 2.413517760146475, -1.3171776957572485],
+                  [1.100509960220058, 0.6911417714906306, -1.7916517317106886],
+                  [-0.12236333225352664, -0.3607372689490226, 0.48310060120254905]]
+
+
+def test_a_model_file_written_before_classes_were_recorded_loads_and_predicts_as_before(tmp_path):
+    """Files without the field keep loading; one written without classes is the same bytes as before."""
+    path = tmp_path / "old.npz"
+    path.write_bytes(_MODEL_BEFORE_CLASSES)
+    learner, state = okl_core.load_model(path)
+    assert okl_core.model_classes(_MODEL_BEFORE_CLASSES) is None
+    assert "classes" not in _header_of(_MODEL_BEFORE_CLASSES)
+    np.testing.assert_allclose(learner.predict(state, _X_BEFORE), _SCORES_BEFORE, rtol=1e-6)
+    assert model_bytes(learner, state) == _MODEL_BEFORE_CLASSES
+    okl_core.save_model(tmp_path / "new.npz", learner, state, classes=["a", "b", "c"])
+    new_learner, new_state = okl_core.load_model(tmp_path / "new.npz")
+    np.testing.assert_array_equal(new_learner.predict(new_state, _X_BEFORE), learner.predict(state, _X_BEFORE))
+    assert okl_core.model_classes((tmp_path / "new.npz").read_bytes()) == ["a", "b", "c"]
+
+
+def test_classes_are_recorded_in_the_header_in_code_order_and_deterministically(tmp_path):
+    learner, state = _trained()
+    okl_core.save_model(tmp_path / "m.npz", learner, state, classes=["<=50K", ">50K"])
+    data = (tmp_path / "m.npz").read_bytes()
+    assert _header_of(data)["classes"] == ["<=50K", ">50K"] and okl_core.model_classes(data) == ["<=50K", ">50K"]
+    assert data == model_bytes(learner, state, ("<=50K", ">50K")) == model_bytes(learner, state, np.array(["<=50K", ">50K"]))
+    assert model_bytes(learner, state, [1, 0]) != model_bytes(learner, state, [0, 1])
+    loaded_learner, loaded = okl_core.model_from_bytes(data)
+    assert model_bytes(loaded_learner, loaded) == model_bytes(learner, state)  # the arrays are those of the model without classes
+    assert okl_core.model_classes(model_bytes(learner, state)) is None
+
+
+@pytest.mark.parametrize("name, classes, message", [
+    ("fogd", [0, 1, 2], "fogd predicts 2 classes, got 3 class names [0, 1, 2]"),
+    ("fogd_r", [0, 1], "fogd_r is a regression learner: its model has no classes, got [0, 1]"),
+    ("fogd", [0, {1, 2}], "classes must be JSON values (strings, numbers, booleans), got [0, {1, 2}]"),
+    ("fogd", "ab", "classes must be a list of labels, got str"),
+])
+def test_classes_that_cannot_name_the_learners_classes_are_refused(name, classes, message):
+    learner, state = _trained(name)
+    with pytest.raises((ValueError, TypeError)) as info:
+        model_bytes(learner, state, classes)
+    assert message in str(info.value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=_JSON)
+def test_any_json_as_classes_loads_as_those_classes_or_ends_in_model_file_error(value):
+    header = _header_of(_good())
+    header["classes"] = value
+    data = _set_header(_good(), header)
+    try:
+        okl_core.model_from_bytes(data, source="h")
+    except ModelFileError as err:
+        assert str(err).startswith("h: header field 'classes' ") and "\n" not in str(err)
+        return
+    assert isinstance(value, list) and len(value) == 2 and okl_core.model_classes(data) == value

@@ -8,7 +8,7 @@ import okl_core
 from okl_core.data.plan import StreamPlan
 
 
-def reference_model(learner, X, y, plan: StreamPlan, good=None) -> bytes:
+def reference_model(learner, X, y, plan: StreamPlan, good=None, classes=None) -> bytes:
     """Model bytes of the pipeline's definition, computed with plain okl_core folds.
 
     Round ``r``: every shard starts from the model merged after round ``r - 1`` and folds
@@ -16,7 +16,8 @@ def reference_model(learner, X, y, plan: StreamPlan, good=None) -> bytes:
     the shards' states are merged in shard order, from that starting model
     (``merge_states(base=...)``). The merged model reaches the next round as a model file,
     as in the pipeline (a learner whose arithmetic depends on the memory layout of its
-    state arrays would otherwise differ in the last bits after a round trip).
+    state arrays would otherwise differ in the last bits after a round trip). The model
+    file records ``classes``: the pipeline records those of the data set's ``dataset.json``.
     """
     model = learner.init()
     for r in range(plan.rounds):
@@ -32,7 +33,7 @@ def reference_model(learner, X, y, plan: StreamPlan, good=None) -> bytes:
             states.append(state)
         model = okl_core.merge_states(learner, states, base=model)
         model = okl_core.model_from_bytes(okl_core.model_bytes(learner, model), allow_non_finite=True)[1]
-    return okl_core.model_bytes(learner, model)
+    return okl_core.model_bytes(learner, model, classes)
 
 
 def binary_data(n, d=5, seed=0):

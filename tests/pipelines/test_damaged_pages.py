@@ -59,7 +59,7 @@ def test_unreadable_row_group_is_dead_lettered(tmp_path, mode, offset, said):
     good[lost] = False
     learner = okl_core.make_learner("fogd", n_inputs=5, n_components=8, sigma=1.5)
     with open(result.model_path, "rb") as f:
-        assert f.read() == reference_model(learner, X, y, StreamPlan(N, 2, 1, 64), good=good)
+        assert f.read() == reference_model(learner, X, y, StreamPlan(N, 2, 1, 64), good=good, classes=[-1, 1])
 
 
 def test_what_can_be_checked_at_launch_is_refused_before_the_job(tmp_path, capsys):

@@ -46,7 +46,7 @@ def test_planted_bad_rows_are_reported_and_skipped(tmp_path, mode):
     good[list(planted)] = False
     learner = okl_core.make_learner("fogd", n_inputs=5, n_components=16, sigma=1.5)
     with open(result.model_path, "rb") as f:
-        assert f.read() == reference_model(learner, X, y, StreamPlan(2003, 2, 2, 128), good=good)
+        assert f.read() == reference_model(learner, X, y, StreamPlan(2003, 2, 2, 128), good=good, classes=[-1, 1])
 
     with open(result.files["dead_letter"]) as f:
         dead = [json.loads(line) for line in f]

@@ -47,7 +47,7 @@ def test_pipeline_equals_the_fold(name, tmp_path):
         model = f.read()
     plan = StreamPlan(**result.metrics["plan"])
     y_typed = y.astype(np.float32) if learner.task == "regression" else y
-    assert model == reference_model(learner, X, y_typed, plan)
+    assert model == reference_model(learner, X, y_typed, plan, classes=classes.get("classes"))
 
 
 def _task_of(name):

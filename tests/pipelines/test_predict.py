@@ -266,3 +266,46 @@ def test_predict_prints_no_beam_import_warning_and_keeps_real_ones():
     proc = subprocess.run([sys.executable, "-c", "import logging, pipelines.predict; logging.warning('a real warning')"],
                           capture_output=True, text=True)
     assert proc.stderr == "WARNING:root:a real warning\n"
+
+
+@pytest.fixture(scope="module")
+def classes_01_run(tmp_path_factory):
+    """A binary data set whose dataset.json records the classes [0, 1], and a model trained on it."""
+    root = tmp_path_factory.mktemp("classes")
+    X, y = binary_data(600)
+    write_dataset(root / "b01", X, y, "binary", row_group_rows=200, classes=[0, 1])
+    result = train.run(["--input", str(root / "b01"), "--learner", "fogd", "--param", "n_components=32", "--sigma", "median",
+                        "--output", str(root / "m")])
+    return root, X, y, result.model_path
+
+
+@pytest.mark.parametrize("classes, flip", [([1, 0], True), ([0, 2], False)], ids=["other_order", "other_values"])
+def test_predict_refuses_data_of_other_classes_than_the_model_records(classes_01_run, tmp_path, capsys, classes, flip):
+    """Issue: the model file did not record its classes, so a test set prepared without --like
+    (its classes [1, 0]: every label the other code) was scored silently: mistake rate 1 - r."""
+    root, X, y, model_path = classes_01_run
+    assert okl_core.model_classes(open(model_path, "rb").read()) == [0, 1]
+    write_dataset(tmp_path / "other", X, -y if flip else y, "binary", row_group_rows=200, classes=classes)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        predict.run(["--model", model_path, "--input", str(tmp_path / "other"), "--output", str(tmp_path / "p")])
+    assert exit_info.value.code == 2
+    assert _one_line_error(capsys) == (
+        f"python -m pipelines.predict: error: --input {tmp_path / 'other' / 'dataset.json'} has the classes {classes}, "
+        f"the model {model_path} was trained on [0, 1]: its labels would be scored as other classes; prepare it with --like the training data set")
+    assert not (tmp_path / "p").exists()
+
+
+def test_predict_with_the_models_classes_writes_what_a_model_without_classes_writes(classes_01_run, tmp_path):
+    """The same classes pass, and the recorded classes change no prediction: the same model written
+    without them (as okl wrote models before) gives byte-identical predictions and metrics."""
+    root, X, y, model_path = classes_01_run
+    learner, state = okl_core.load_model(model_path)
+    okl_core.save_model(tmp_path / "plain.npz", learner, state)  # no classes: as okl wrote model files before
+    assert okl_core.model_classes((tmp_path / "plain.npz").read_bytes()) is None
+    write_dataset(tmp_path / "same", X[:300], y[:300], "binary", classes=[0, 1])  # prepared --like: the same classes
+    for name, model in (("with", model_path), ("without", str(tmp_path / "plain.npz"))):
+        predict.run(["--model", model, "--input", str(tmp_path / "same"), "--output", str(tmp_path / name)])
+    assert _files(tmp_path / "with") == _files(tmp_path / "without")
+    table = pq.read_table(glob.glob(str(tmp_path / "with" / "predictions-*-of-*.parquet"))).sort_by("row")
+    np.testing.assert_array_equal(table.column("label").to_numpy(), learner.to_labels(learner.predict(state, X[:300])))

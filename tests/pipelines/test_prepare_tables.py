@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import okl_core
-from okl_core.data.layout import open_dataset
+from okl_core.data.layout import open_dataset, recorded_classes
 from okl_core.data.plan import StreamPlan
 from pipelines import prepare, train
 from tests.pipelines.reference import binary_data, reference_model
@@ -49,7 +49,8 @@ def _train_and_compare(tmp_path, dataset, X_expected, y_expected):
     learner = okl_core.make_learner("fogd", n_inputs=d, n_components=16, sigma=1.5, eta=0.05)
     n = len(y_expected)
     with open(result.model_path, "rb") as f:
-        assert f.read() == reference_model(learner, X_expected.astype(np.float32), y_expected.astype(np.int32), StreamPlan(n, 1, 1, 100))
+        assert f.read() == reference_model(learner, X_expected.astype(np.float32), y_expected.astype(np.int32), StreamPlan(n, 1, 1, 100),
+                                           classes=recorded_classes(str(dataset)))
     assert result.metrics["rows"]["trained"] == n
 
 

@@ -180,3 +180,74 @@ def test_a_relaunch_takes_up_the_files_an_earlier_job_dead_lettered(tmp_path):
     assert (len(batches), dead) == (3, judged[1][1][1])  # its rows are learned; its dead letter is the same
     assert again.read(good, 0)[0]  # a file no job dead-lettered is read as ever
     assert {path: open(dead_letter_file(str(output), path), "rb").read() for path in (foreign, mixed)} == letters
+
+
+STREAM_FOGD = ["--learner", "fogd", "--param", "n_components=16", "--sigma", "1"]
+
+
+@pytest.fixture(scope="module")
+def classes_sets(tmp_path_factory):
+    """The same rows prepared with the classes [0, 1] and [1, 0], and a model trained on the first."""
+    from pipelines import train
+    from tests.pipelines.reference import binary_data
+
+    root = tmp_path_factory.mktemp("classes")
+    X, y = binary_data(300)
+    write_dataset(root / "b01", X, y, "binary", classes=[0, 1])
+    write_dataset(root / "b10", X, -y, "binary", classes=[1, 0])
+    model = train.run(["--input", str(root / "b01"), *STREAM_FOGD, "--output", str(root / "run")]).model_path
+    return root, model
+
+
+def _streaming_error(argv, capsys) -> str:
+    from pipelines import train
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        train.run(["--streaming", *STREAM_FOGD, *argv])
+    assert refused.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    return line
+
+
+def test_a_streaming_job_refuses_to_continue_a_model_trained_on_other_classes(classes_sets, tmp_path, capsys):
+    """Issue: --init_model (or a restart's newest version) trained on the classes [0, 1] went on
+    learning data whose dataset.json says [1, 0]: every label learned as the other class."""
+    import shutil
+
+    from okl_core.state import version_file_name
+
+    root, model = classes_sets
+    info = root / "b10" / "dataset.json"
+    refused = (f"--input {info} has the classes [1, 0], the model was trained on [0, 1]: its labels would be scored as other classes; "
+               "prepare it with --like the training data set")
+    line = _streaming_error(["--input", str(root / "b10"), "--init_model", model, "--output", str(tmp_path / "a")], capsys)
+    assert line == f"python -m pipelines.train: error: --init_model {model}: {refused}"
+    (tmp_path / "b").mkdir()
+    shutil.copy(model, tmp_path / "b" / version_file_name(3))  # a restart in the same --output
+    line = _streaming_error(["--input", str(root / "b10"), "--output", str(tmp_path / "b")], capsys)
+    assert line == (f"python -m pipelines.train: error: --output {tmp_path / 'b'} holds a model version this job cannot continue "
+                    f"({tmp_path / 'b' / version_file_name(3)}: {refused}); restart with that run's learner and parameters, or give a new --output")
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == [version_file_name(3)]
+
+
+def test_the_model_a_streaming_job_starts_from_records_the_classes_its_versions_keep(classes_sets, tmp_path):
+    """The start model records the data's classes (dataset.json), else those of the model it
+    continues from (files without dataset.json: their classes are the codes); MergeSnapshots
+    writes them into every version (tests/transforms/test_streaming.py)."""
+    from argparse import Namespace
+
+    from pipelines.job import _open
+    from pipelines.stream import initial_model
+
+    root, model = classes_sets
+    learner, state = okl_core.load_model(model)
+    source = _open(str(root / "b01"), "--input", streaming=True)
+    glob_source = _open(str(root / "b10" / "*.parquet"), "--input", streaming=True)  # no dataset.json: not checked
+    fresh = Namespace(init_model=None)
+    cases = [(fresh, source, learner.init(), [0, 1]), (Namespace(init_model=model), source, state, [0, 1]),
+             (Namespace(init_model=model), glob_source, state, [0, 1]), (fresh, glob_source, learner.init(), None)]
+    for args, data, expected, classes in cases:
+        started, _, _ = initial_model(args, learner, str(tmp_path / "out"), data)
+        assert okl_core.model_classes(started) == classes
+        assert started == okl_core.model_bytes(learner, expected, classes)

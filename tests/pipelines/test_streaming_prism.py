@@ -327,6 +327,30 @@ def test_a_restart_learns_only_new_files_counts_rows_once_and_a_pending_snapshot
     assert sorted(os.path.basename(f) for f, d in last["files"].items() if d["done"]) == sorted(names + new)
 
 
+def test_the_versions_of_a_data_set_record_its_classes_and_data_of_other_classes_cannot_continue_them(tmp_path, prism_location, capsys):
+    """A streamed data set directory (dataset.json classes [0, 1]): every version records the
+    classes, a restart on the same data continues, one on the same rows prepared with [1, 0] is refused."""
+    X, y = binary_data(300)
+    write_dataset(tmp_path / "b01", X, y, "binary", classes=[0, 1])
+    write_dataset(tmp_path / "b10", X, -y, "binary", classes=[1, 0])
+    output = str(tmp_path / "out")
+    argv = ["--streaming", *PARAMS, "--batch_rows", str(BATCH_ROWS), "--poll_seconds", str(POLL), "--stop_after", "3", "--output", output,
+            "--runner=PrismRunner", f"--prism_location={prism_location}"]
+    train.run(["--input", str(tmp_path / "b01"), *argv])
+    versions = _versions(output)
+    assert versions and all(okl_core.model_classes(data) == [0, 1] for _, _, data in versions)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        train.run(["--input", str(tmp_path / "b10"), *argv])
+    assert refused.value.code == 2
+    newest = okl_core.model_versions(output)[-1][1]
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"python -m pipelines.train: error: --output {output} holds a model version this job cannot continue ({newest}: --input "
+        f"{tmp_path / 'b10' / 'dataset.json'} has the classes [1, 0], the model was trained on [0, 1]: its labels would be scored as "
+        "other classes; prepare it with --like the training data set); restart with that run's learner and parameters, or give a new --output")
+    assert _versions(output) == versions
+
+
 def test_ctrl_c_twice_ends_a_streaming_job_with_one_line(tmp_path, prism_location):
     """Issue: one Ctrl-C exited 130 after ~90 lines of gRPC thread tracebacks, and a second one
     within a second deadlocked in Beam's job server handler. Two SIGINTs to the process group

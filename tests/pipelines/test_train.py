@@ -96,7 +96,7 @@ def test_multiclass_config_file_and_flags(tmp_path):
     config.write_text(json.dumps({"learner": "mfogd", "params": {"n_components": 16, "sigma": 9.0, "eta": 0.1}}))
     result, model = _run(tmp_path, "mc-out", "--input", str(tmp_path / "mc"), "--config", str(config), "--sigma", "2.0", "--num_shards", "2")
     learner = okl_core.make_learner("mfogd", n_inputs=4, n_classes=3, n_components=16, sigma=2.0, eta=0.1)
-    assert model == reference_model(learner, X, y, StreamPlan(1200, 2, 1, DEFAULT_BATCH_ROWS))
+    assert model == reference_model(learner, X, y, StreamPlan(1200, 2, 1, DEFAULT_BATCH_ROWS), classes=[0, 1, 2])
     assert result.metrics["learner"]["config"]["n_classes"] == 3
     assert [s["shard"] for s in result.metrics["online"]["per_shard"]] == [0, 1]
 
@@ -180,6 +180,24 @@ def test_a_test_set_whose_classes_differ_is_refused(tmp_path):
         train.run(["--input", str(tmp_path / "train"), "--test", str(tmp_path / "test"), "--learner", "mfogd", "--output", str(tmp_path / "out")])
     assert exit_info.value.code == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_the_model_file_records_the_training_classes_through_shards_and_rounds(tmp_path, binary_set):
+    """Issue: a model file did not say which classes its codes stand for (predict could not check
+    its input). The classes of the training set's dataset.json now reach the merged model of the
+    last round; the arrays are those of the fold, and data without classes records none."""
+    X, y = gaussian_blobs(900, seed=4, n_classes=3, n_features=2)
+    write_dataset(tmp_path / "train", X, y, "multiclass", n_shards=3, classes=["cat", "dog", "eel"])
+    result, model = _run(tmp_path, "out", "--input", str(tmp_path / "train"), "--learner", "mfogd", "--param", "n_components=16",
+                         "--sigma", "1.5", "--num_shards", "3", "--rounds", "2", "--batch_rows", "100")
+    learner, _ = okl_core.load_model(result.model_path)
+    assert okl_core.model_classes(model) == ["cat", "dog", "eel"]
+    assert model == reference_model(learner, X, y, StreamPlan(900, 3, 2, 100), classes=["cat", "dog", "eel"])
+    target = (X[:, 0] - X[:, 1]).astype(np.float32)
+    write_dataset(tmp_path / "reg", X, target, "regression")
+    for name, data in (("reg", ["--input", str(tmp_path / "reg"), "--learner", "fogd_r", "--param", "n_components=8", "--sigma", "1"]),
+                       ("bin", ["--input", str(binary_set[0] / "train"), *FOGD])):
+        assert okl_core.model_classes(_run(tmp_path, f"out-{name}", *data)[1]) is None
 
 
 @pytest.mark.parametrize("output, message", [

@@ -504,6 +504,20 @@ def test_a_merge_of_shards_that_started_from_one_version_counts_its_examples_onc
     assert learned_files(str(tmp_path / "nowhere" / "model-v000001.npz")) == {}
 
 
+def test_versions_record_the_classes_of_the_model_the_shards_started_from(tmp_path):
+    """The start model records the training data's classes (pipelines.stream.initial_model); the
+    shards' snapshots do not carry them, and every merged version once lost them."""
+    X, y = binary_data(300)
+    learner = SPEC.build()
+    base = okl_core.model_bytes(learner, learner.init(), ["no", "yes"])
+    with _streaming_pipeline() as p:
+        snapshots = p | _stream([[e] for e in _pieces(X, y, 0, 0, 4)]) | StreamTrainOnline(SPEC, base, snapshot_batches=2, clock=_zero)
+        _collect(snapshots | MergeSnapshots(SPEC, 1000.0, 1, clock=_zero, base=base) | WriteModelVersions(str(tmp_path)), [], "CollectVersions")
+    (_, path), = model_versions(tmp_path)
+    merged = okl_core.merge_states(learner, [_fold(learner, X, y, 0, 4)], base=learner.init())
+    assert open(path, "rb").read() == okl_core.model_bytes(learner, merged, ["no", "yes"])
+
+
 def _fold_batches_from(learner, state, X, y):
     for a in range(0, len(y), BATCH):
         state, _ = learner.update(state, X[a : a + BATCH], y[a : a + BATCH])

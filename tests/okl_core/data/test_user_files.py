@@ -272,6 +272,22 @@ def test_a_multiclass_data_set_without_classes_is_refused_by_the_pipelines(tmp_p
     assert _message(err) == f"{tmp_path / 'ds' / 'dataset.json'}: key 'classes' must be a list of at least 2 labels for a multiclass data set, got null"
 
 
+def test_a_binary_data_set_whose_classes_are_not_two_labels_is_refused_by_the_pipelines(tmp_path):
+    """Its classes name the codes -1 and +1, and model files record them (a count of 2)."""
+    X = np.zeros((30, 2), np.float32)
+    write_dataset(tmp_path / "ds", X, np.where(np.arange(30) % 2, 1, -1), "binary", classes=["no", "yes"])
+    assert DatasetSource.open(str(tmp_path / "ds")).classes == ("no", "yes")
+    _edit_info(tmp_path / "ds", lambda i: {**i, "classes": ["no", "yes", "maybe"]})
+    with pytest.raises(ValueError) as err:
+        DatasetSource.open(str(tmp_path / "ds"))
+    assert _message(err) == (f"{tmp_path / 'ds' / 'dataset.json'}: key 'classes' must be null or 2 labels [negative, positive] "
+                             "for a binary data set, got 3: ['no', 'yes', 'maybe']")
+    with pytest.raises(ValueError) as err:  # nor is such a set written
+        write_dataset(tmp_path / "three", X, np.where(np.arange(30) % 2, 1, -1), "binary", classes=[1, 2, 3])
+    assert _message(err) == "classes of a binary data set must be 2 labels [negative, positive], got 3: [1, 2, 3]"
+    assert not (tmp_path / "three").exists()
+
+
 def test_dataset_json_that_is_not_utf8_is_refused_naming_the_file(tmp_path):
     ds = _three_shards(tmp_path)
     (ds / "dataset.json").write_bytes(b'{"name": "caf\xe9"}')
