@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import okl_core
-from okl_core.data.layout import open_dataset, recorded_classes
+from okl_core.data.layout import open_dataset
 from okl_core.data.plan import StreamPlan
 from pipelines import prepare, train
 from tests.pipelines.reference import binary_data, reference_model
@@ -50,7 +50,7 @@ def _train_and_compare(tmp_path, dataset, X_expected, y_expected):
     n = len(y_expected)
     with open(result.model_path, "rb") as f:
         assert f.read() == reference_model(learner, X_expected.astype(np.float32), y_expected.astype(np.int32), StreamPlan(n, 1, 1, 100),
-                                           classes=recorded_classes(str(dataset)))
+                                           classes=open_dataset(str(dataset)).recorded_classes)
     assert result.metrics["rows"]["trained"] == n
 
 
