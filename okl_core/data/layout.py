@@ -1072,7 +1072,9 @@ def open_dataset(path: str, task: str | None = None, classes: list | None = None
     twice) unless ``files_own_rows`` is False: a streaming job learns each file as it
     arrives, and independent producers number their files' rows from 0 each. Files of a
     glob whose absolute paths are in ``skip`` are left out (a streaming restart: the files
-    an earlier job dead-lettered). Each file's footer is parsed once, and its ``y`` read at most once.
+    an earlier job dead-lettered), unless every file is: those files are then all the data
+    there is (a file with a few bad rows that the job stopped before learning whole), opened
+    and checked as any other. Each file's footer is parsed once, and its ``y`` read at most once.
 
     Raises
     ------
@@ -1084,11 +1086,9 @@ def open_dataset(path: str, task: str | None = None, classes: list | None = None
         return _open_directory(path, labels_optional)
     # a literal name first: a file may be called "a[1].parquet"
     files = [path] if os.path.exists(path) else sorted(globlib.glob(path)) if any(c in path for c in "*?[") else []
-    left_out = [f for f in files if os.path.abspath(f) in skip]
-    files = [f for f in files if f not in left_out]
+    files = [f for f in files if os.path.abspath(f) not in skip] or files
     if not files:
-        left = f"; {len(left_out)} left out: {', '.join(left_out)}" if left_out else ""
-        raise FileNotFoundError(f"no data set at {path!r} (expected a data set directory or Parquet files{left})")
+        raise FileNotFoundError(f"no data set at {path!r} (expected a data set directory or Parquet files)")
     return _dataset_from_files(files, path, task, classes, labels_optional, files_own_rows)
 
 

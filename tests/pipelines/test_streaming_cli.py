@@ -182,6 +182,38 @@ def test_a_relaunch_takes_up_the_files_an_earlier_job_dead_lettered(tmp_path):
     assert {path: open(dead_letter_file(str(output), path), "rb").read() for path in (foreign, mixed)} == letters
 
 
+def test_a_relaunch_whose_only_file_an_earlier_job_dead_lettered_in_part_opens_it(tmp_path):
+    """Issue: a job stopped (Ctrl-C) after dead-lettering a bad row of the only watched file and
+    before a version learned it whole could not be restarted (``no data set at 'in/*.parquet' (...;
+    1 left out: in/mixed.parquet)``), though its good rows were still to learn and the restart ran
+    before the dead-lettered files were left out of the launch's checks."""
+    import apache_beam as beam
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines import train
+    from pipelines.common import make_pipeline
+    from pipelines.job import resolve_job
+    from transforms.streaming import ReadParquetFiles, WriteDeadLetterFiles, dead_lettered_files
+
+    watched, output = tmp_path / "in", tmp_path / "out"
+    watched.mkdir()
+    table = pq.read_table(_plain_parquet(tmp_path / "mixed.parquet"))
+    mixed = str(watched / "mixed.parquet")
+    pq.write_table(table.set_column(0, "x", pa.array([None] + table.column("x").to_pylist()[1:], pa.list_(pa.float32()))), mixed)
+    batches, dead = ReadParquetFiles(4, "binary", None, 1, 16).read(mixed, 0)  # the earlier job: 39 good rows, 1 dead letter
+    with make_pipeline(PipelineOptions([])) as p:
+        p | beam.Create([(mixed, dead)]) | WriteDeadLetterFiles(str(output))
+    assert dead_lettered_files(str(output), {}) == {mixed}
+
+    args, _ = train.build_parser().parse_known_args(
+        ["--streaming", "--input", str(watched), "--learner", "fogd", "--sigma", "1", "--output", str(output)])
+    job = resolve_job(args)  # was: UsageError, no data set at the glob
+    assert ([g[0] for g in job.source.row_groups], job.source.n_rows, job.source.task) == ([mixed], 40, "binary")
+    assert len(batches) == 3
+
+
 STREAM_FOGD = ["--learner", "fogd", "--param", "n_components=16", "--sigma", "1"]
 
 
