@@ -69,14 +69,17 @@ def initial_model(args, learner: okl_core.Learner, output: str, source: DatasetS
         data = read_bytes(path)
         loaded, state = okl_core.model_from_bytes(data, source=path)
         okl_core.merge.check_mergeable(learner, loaded)
-        if source is not None:
-            check_model_classes(source, data, "the model was trained on")
     except (OSError, ValueError) as err:
         if args.init_model:
             raise UsageError(f"--init_model {path}: {err}") from None
         # Not a flag the user gave: the restart picked up the newest version the last run left.
         raise UsageError(f"--output {output} holds a model version this job cannot continue ({path}: {err}); "
                          "restart with that run's learner and parameters, or give a new --output") from None
+    try:  # the data is what to fix here (prepare it --like the training data), not the learner or the output
+        if source is not None:
+            check_model_classes(source, data, f"the model {path} was trained on")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
     done = newest_version(output)
     next_version = max(parse_version(path) or 0, done[0] if done else 0) + 1
     return okl_core.model_bytes(learner, state, classes if classes is not None else okl_core.model_classes(data)), next_version, path

@@ -345,9 +345,8 @@ def test_the_versions_of_a_data_set_record_its_classes_and_data_of_other_classes
     assert refused.value.code == 2
     newest = okl_core.model_versions(output)[-1][1]
     assert capsys.readouterr().err.splitlines()[-1] == (
-        f"python -m pipelines.train: error: --output {output} holds a model version this job cannot continue ({newest}: --input "
-        f"{tmp_path / 'b10' / 'dataset.json'} has the classes [1, 0], the model was trained on [0, 1]: its labels would be scored as "
-        "other classes; prepare it with --like the training data set); restart with that run's learner and parameters, or give a new --output")
+        f"python -m pipelines.train: error: --input {tmp_path / 'b10' / 'dataset.json'} has the classes [1, 0], the model {newest} was "
+        "trained on [0, 1]: its labels would be scored as other classes; prepare it with --like the training data set")
     assert _versions(output) == versions
 
 
