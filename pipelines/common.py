@@ -355,7 +355,8 @@ def spare_core_per_shard(options: PipelineOptions, num_shards: int) -> bool:
     """
     if not workers_are_local(options):
         return False
-    cores = len(os.sched_getaffinity(0))
+    # The cores this process may run on; os.sched_getaffinity is Linux's only (macOS, Windows: every core).
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     at_once = num_shards
     if _runner_name(options) in _DIRECT_NAMES | {None}:
         workers = options.view_as(DirectOptions).direct_num_workers or cores

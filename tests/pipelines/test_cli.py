@@ -234,6 +234,19 @@ def test_shards_decode_ahead_only_where_a_core_is_spare_for_each(monkeypatch, co
     assert spare_core_per_shard(PipelineOptions(flags), shards) is spare
 
 
+@pytest.mark.parametrize("cores, spare", [(2, True), (1, False)])
+def test_the_spare_core_check_runs_where_python_has_no_sched_getaffinity(monkeypatch, cores, spare):
+    """Issue: os.sched_getaffinity is Linux's only: every batch ``okl train`` on macOS ended in an
+    AttributeError (the launch asks whether a shard may decode ahead); it counts os.cpu_count() there."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.common import spare_core_per_shard
+
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert spare_core_per_shard(PipelineOptions([]), 1) is spare
+
+
 # Every command that takes Beam's options, as its console script runs it (pipelines.cli.main).
 BEAM_COMMANDS = {
     "train": (train.run, "train", ["--learner", "fogd"]),
