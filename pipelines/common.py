@@ -274,7 +274,8 @@ def make_pipeline(options: PipelineOptions, runner=None) -> beam.Pipeline:
     named = runner or options.view_as(StandardOptions).runner
     local = named is None or (isinstance(named, str) and named.lower() in _DIRECT_NAMES)
     try:
-        return beam.Pipeline(runner=FnApiRunner() if local else named, options=options)
+        with _validation_warnings_held():
+            return beam.Pipeline(runner=FnApiRunner() if local else named, options=options)
     except ImportError as err:
         raise UsageError(f"--runner {named}: {one_line(err)}") from None
     except ValueError as err:
@@ -282,6 +283,42 @@ def make_pipeline(options: PipelineOptions, runner=None) -> beam.Pipeline:
             raise
         problems = [line.strip().rstrip(".") for line in str(err).splitlines()[1:] if line.strip()]
         raise UsageError(f"Beam pipeline options: {'; '.join(problems)}") from None
+
+
+class _HeldRecords(logging.Filter):
+    """Keeps the records of the loggers it filters instead of letting them through."""
+
+    def __init__(self):
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.records.append(record)
+        return False
+
+
+_VALIDATION_LOGGERS = ("apache_beam.options.pipeline_options", "apache_beam.options.pipeline_options_validator")
+
+
+@contextlib.contextmanager
+def _validation_warnings_held():
+    """Hold back what Beam logs while it validates the options; let it through only if the validation passed.
+
+    A failed validation says the same in its error, which :func:`make_pipeline` makes the
+    command's one line: its warnings before it ("Unable to create default GCS bucket.",
+    "Invalid GCS path (...)") would repeat it in a second and third line.
+    """
+    held = _HeldRecords()
+    loggers = [logging.getLogger(name) for name in _VALIDATION_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(held)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(held)
+    for record in held.records:  # not reached when the validation raised: its error holds them
+        logging.getLogger(record.name).handle(record)
 
 
 @contextlib.contextmanager

@@ -301,3 +301,32 @@ def test_a_bad_beam_option_is_one_line_in_every_command(command, option, message
     if not message.endswith(" "):  # the whole message
         assert line == f"python -m pipelines.{name}: error: {message}"
     assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
+
+
+@pytest.mark.parametrize("command", ["train", "predict"])
+def test_options_beam_refuses_when_it_validates_them_are_the_commands_only_line(command, beam_inputs, tmp_path):
+    """Issue: ``--runner DataflowRunner`` without --project printed Beam's warning
+    ``WARNING:apache_beam.options.pipeline_options:Unable to create default GCS bucket.`` (and one
+    per bad GCS path) above the one-line error that says the same."""
+    import subprocess
+    import sys
+
+    first = ["--learner", "fogd"] if command == "train" else ["--model", str(beam_inputs["model"])]
+    done = subprocess.run([sys.executable, "-m", f"pipelines.{command}", *first, "--input", str(beam_inputs["data"]),
+                           "--output", str(tmp_path / "out"), "--runner=DataflowRunner", "--temp_location=/tmp/x"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"python -m pipelines.{command}: error: "), line
+
+
+def test_what_beam_logs_while_validating_options_that_pass_still_shows(caplog):
+    """The warnings of a validation that passed are let through after it (held only to see whether it fails)."""
+    import logging
+
+    from pipelines.common import _validation_warnings_held
+
+    with caplog.at_level(logging.WARNING), _validation_warnings_held():
+        logging.getLogger("apache_beam.options.pipeline_options_validator").warning("Option --zone is deprecated")
+        assert caplog.messages == []
+    assert caplog.messages == ["Option --zone is deprecated"]
