@@ -34,7 +34,7 @@ import shutil
 import signal
 import socket
 
-__all__ = ["StagedDirectory", "TargetBusyError", "fault_point", "TEST_KILL_ENV", "TEST_PAUSE_ENV"]
+__all__ = ["StagedDirectory", "TargetBusyError", "fault_point", "make_dirs", "remove_made_dirs", "TEST_KILL_ENV", "TEST_PAUSE_ENV"]
 
 TEST_KILL_ENV = "OKL_TEST_KILL_AT"
 """Tests set this to a step name (``staged``, ``aside``) to SIGKILL the writer at that step."""
@@ -100,6 +100,47 @@ class _Lock:
         self.fd = None
 
 
+def make_dirs(path) -> list[str]:
+    """Create the directory ``path`` and its missing parents (``os.makedirs(path, exist_ok=True)``).
+
+    Returns the folders this call created, deepest first, for :func:`remove_made_dirs`: a
+    command refused after making its output folder takes back what it made, and only that
+    (a folder made meanwhile by another process is not counted: ``mkdir`` tells whose it is).
+
+    Raises
+    ------
+    OSError
+        As ``os.makedirs``: a file in the way, no permission; the folders made so far are removed.
+    """
+    path = os.path.abspath(os.fspath(path))
+    parent = os.path.dirname(path)
+    made = [] if parent == path or os.path.exists(parent) else make_dirs(parent)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            remove_made_dirs(made)
+            raise
+        return made
+    except OSError:
+        remove_made_dirs(made)
+        raise
+    return [path, *made]
+
+
+def remove_made_dirs(made: list[str]) -> None:
+    """Remove the folders :func:`make_dirs` created (deepest first), each only while it is empty.
+
+    Never removes anything written into them since: ``rmdir`` fails on a folder that holds
+    anything, and the folders above it are then kept too.
+    """
+    for folder in made:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
+
+
 def _remove(path: str) -> None:
     """Delete a leftover (a directory tree, or a file or link that appeared at the target), ignoring errors.
 
@@ -141,15 +182,19 @@ class StagedDirectory:
         self.path = os.path.abspath(os.fspath(path))
         self.parent, self.name = os.path.split(self.path)
         self.replace = replace
-        os.makedirs(self.parent, exist_ok=True)
-        self._lock = _Lock(os.path.join(self.parent, f".{self.name}.lock"), self.path)
+        self._made = make_dirs(self.parent)  # removed again (when empty) by abort: a refused writer leaves no folder behind
+        try:
+            self._lock = _Lock(os.path.join(self.parent, f".{self.name}.lock"), self.path)
+        except BaseException:
+            remove_made_dirs(self._made)
+            raise
         try:
             self._recover()
             self._check_target(may_replace)
             self.tmp = os.path.join(self.parent, f".{self.name}.tmp-{_owner()}-{secrets.token_hex(4)}")
             os.mkdir(self.tmp, 0o777)  # the umask decides, as for any directory the user makes
         except BaseException:
-            self._lock.release()
+            self._release()
             raise
 
     def _hidden(self, kind: str) -> list[str]:
@@ -204,6 +249,10 @@ class StagedDirectory:
         return self.path
 
     def abort(self) -> None:
-        """Drop the staging directory and release the target."""
+        """Drop the staging directory and release the target (and the parent folders this writer made, while empty)."""
         shutil.rmtree(self.tmp, ignore_errors=True)
+        self._release()
+
+    def _release(self) -> None:
         self._lock.release()
+        remove_made_dirs(self._made)

@@ -42,7 +42,7 @@ from okl_core.registry import learner_class, make_learner
 __all__ = [
     "FORMAT_VERSION", "ModelFileError", "save_model", "load_model", "model_bytes", "model_from_bytes", "atomic_write_bytes",
     "version_file_name", "parse_version", "model_versions", "write_new_file", "MAX_MODEL_BYTES",
-    "read_model_file", "raw_state_bytes", "state_from_raw_bytes", "model_classes",
+    "read_model_file", "raw_state_bytes", "state_from_raw_bytes", "model_classes", "check_classes", "MAX_CLASSES_BYTES",
 ]
 
 FORMAT_VERSION = 1
@@ -52,6 +52,11 @@ _HEADER_KEY = "__header__"
 _VERSION_RE = re.compile(r"model-v(\d{6,})\.npz")
 _RAW_MAGIC = b"OKLRAW1\n"
 _RAW_LENGTH = struct.Struct("<I")
+MAX_CLASSES_BYTES = 1 << 19
+"""The most bytes the class names a model file records may take as JSON (512 KiB): half the
+limit of a model file's header (:func:`model_bytes`), whose other fields take a few KiB.
+Such names are refused when the model is made (a training job: at launch), not written
+into a file that would not load."""
 
 
 class ModelFileError(ValueError):
@@ -72,27 +77,50 @@ def _header(learner: Learner, state) -> dict:
     }
 
 
+def _shown(classes: list) -> str:
+    """``classes`` for an error line: cut after 200 characters (a list of class names can be megabytes)."""
+    text = repr(classes)
+    return text if len(text) <= 200 else text[:200] + f"... ({len(classes)} in all)"
+
+
 def _classes_problem(learner: Learner, classes) -> str | None:
     """Why the list ``classes`` cannot be the class names of ``learner``'s model (None: they can)."""
     if learner.task == "regression":
-        return f"{learner.name} is a regression learner: its model has no classes, got {classes}"
+        return f"{learner.name} is a regression learner: its model has no classes, got {_shown(classes)}"
     expected = 2 if learner.task == "binary" else getattr(learner.config, "n_classes", None)
     if expected is not None and len(classes) != expected:
-        return f"{learner.name} predicts {expected} classes, got {len(classes)} class names {classes}"
+        return f"{learner.name} predicts {expected} classes, got {len(classes)} class names {_shown(classes)}"
+    try:
+        size = len(json.dumps(classes, allow_nan=False))  # as the header writes them (ASCII, escapes counted)
+    except (TypeError, ValueError) as err:
+        return f"classes must be JSON values (strings, numbers, booleans), got {_shown(classes)} ({err})"
+    if size > MAX_CLASSES_BYTES:
+        return (f"the {len(classes)} class names take {size} bytes as JSON, more than the {MAX_CLASSES_BYTES} a model file records; "
+                "give the classes shorter names")
     return None
 
 
-def _checked_classes(learner: Learner, classes) -> list:
-    """``classes`` as a JSON list (a numpy array's values as Python values), checked against ``learner``."""
+def check_classes(learner: Learner, classes):
+    """``classes`` as the JSON list a model of ``learner`` records (:func:`model_bytes`); None stays None.
+
+    A numpy array's values become Python values. Checked: a classification learner's
+    number of classes, JSON values, at most :data:`MAX_CLASSES_BYTES` as JSON. A training
+    job calls this at launch, so that names no model file could record are refused before
+    any work.
+
+    Raises
+    ------
+    ValueError
+        One line saying what is wrong (a long list is cut short in it).
+    TypeError
+        ``classes`` that is not a list, tuple or numpy array.
+    """
+    if classes is None:
+        return None
     if not isinstance(classes, (list, tuple, np.ndarray)):  # a string would pass as its characters
         raise TypeError(f"classes must be a list of labels, got {type(classes).__name__}")
     classes = classes.tolist() if isinstance(classes, np.ndarray) else list(classes)
     problem = _classes_problem(learner, classes)
-    if problem is None:
-        try:
-            json.dumps(classes, allow_nan=False)
-        except (TypeError, ValueError) as err:
-            problem = f"classes must be JSON values (strings, numbers, booleans), got {classes} ({err})"
     if problem:
         raise ValueError(problem)
     return classes
@@ -108,17 +136,18 @@ def model_bytes(learner: Learner, state, classes=None) -> bytes:
     Raises
     ------
     ValueError
-        A state that does not fit the learner, or ``classes`` for a regression learner, of
-        another count than the learner's classes, or not JSON values.
+        A state that does not fit the learner, or ``classes`` that :func:`check_classes`
+        refuses (a regression learner's, another count than the learner's classes, not JSON
+        values, or more than :data:`MAX_CLASSES_BYTES` as JSON).
     TypeError
         ``classes`` that is not a list, tuple or numpy array.
     """
     learner.check_state(state)
     fields = _header(learner, state)
     if classes is not None:  # absent, not null, when not given: such files keep the bytes of okl before the field
-        fields["classes"] = _checked_classes(learner, classes)
+        fields["classes"] = check_classes(learner, classes)
     header = json.dumps(fields, sort_keys=True).encode("utf-8")
-    if len(header) > _MAX_HEADER_BYTES:  # only long class names get here: such a file would not load
+    if len(header) > _MAX_HEADER_BYTES:  # a guard (check_classes keeps the names to half of it): such a file would not load
         raise ValueError(f"the model header would be {len(header)} bytes, more than the {_MAX_HEADER_BYTES} a model file may hold "
                          f"({len(fields.get('classes', []))} class names)")
     buffer = io.BytesIO()

@@ -37,7 +37,7 @@ import threading
 from typing import Callable, Sequence
 
 __all__ = ["Parser", "UsageError", "deprecate", "prog", "okl_names", "warn", "main", "running_as_command", "INTERRUPTED_STATUS",
-           "check_output_dir", "make_output_dir", "output_error", "reclaim_interrupt"]
+           "check_output_dir", "make_output_dir", "output_dir", "output_error", "reclaim_interrupt"]
 
 INTERRUPTED_STATUS = 130
 """Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
@@ -142,24 +142,43 @@ def output_error(err: OSError, path: str, flag: str = "--output") -> ValueError:
     return ValueError(f"{flag} {path}: cannot write there ({err.strerror or err}: {err.filename or path})")
 
 
-def make_output_dir(path: str, flag: str = "--output") -> str:
-    """Make the output directory ``path`` (and its parents) before any work; returns ``path``.
+def make_output_dir(path: str, flag: str = "--output") -> list[str]:
+    """Make the output directory ``path`` (and its parents) before any work.
 
     Checked up front so that a long run never ends in a traceback over where its results go.
+    Returns the folders it made, deepest first (:func:`okl_core.publish.make_dirs`): a command
+    refused after this removes them again (:func:`output_dir`), so that it leaves nothing behind.
 
     Raises
     ------
     ValueError
         One line naming ``flag``: empty, a file, under a file, or not writable (``/proc/x``).
     """
+    from okl_core.publish import make_dirs, remove_made_dirs  # imported here: okl_core is not needed to start a command
+
     check_output_dir(path, flag)
     try:
-        os.makedirs(path, exist_ok=True)
+        made = make_dirs(path)
     except OSError as err:
         raise output_error(err, path, flag) from None
     if not os.access(path, os.W_OK | os.X_OK):
+        remove_made_dirs(made)
         raise ValueError(f"{flag} {path}: cannot write there (permission denied)")
-    return path
+    return made
+
+
+@contextlib.contextmanager
+def output_dir(path: str, flag: str = "--output"):
+    """:func:`make_output_dir` for the length of a command's work: when the work fails (a
+    refusal, an error, Ctrl-C) the folders it made are removed again, while empty."""
+    from okl_core.publish import remove_made_dirs
+
+    made = make_output_dir(path, flag)
+    try:
+        yield path
+    except BaseException:
+        remove_made_dirs(made)
+        raise
 
 
 def deprecate(parser: Parser, old: str, new: str) -> None:

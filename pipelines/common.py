@@ -45,6 +45,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import tempfile
 
 
@@ -84,7 +85,7 @@ from okl_core.data.layout import one_line  # noqa: E402
 from pipelines.cli import UsageError  # noqa: E402  (the CLIs' one-line errors; here for the modules that raise them)
 from transforms.worker import quiet_capacity_traces  # noqa: E402  (after Beam: see above)
 
-__all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "run_pipeline", "configure_logging",
+__all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "start_job", "run_pipeline", "configure_logging",
            "live_progress", "workers_are_local", "spare_core_per_shard"]
 
 _DIRECT_NAMES = {"directrunner", "direct"}
@@ -167,6 +168,8 @@ def check_beam_values(values) -> None:
         raise UsageError(f"--direct_num_workers {workers}: must be >= 1 (or 0: one worker per CPU)")
     _check_environment_type(getattr(values, "environment_type", None))
     _check_flink_master(getattr(values, "flink_master", None))
+    for flag in _JOB_SERVER_JARS.values():
+        _check_job_server_jar(flag, getattr(values, flag[2:], None))
 
 
 def _check_runner(runner: str | None) -> None:
@@ -196,6 +199,27 @@ def _check_environment_type(environment_type: str | None) -> None:
 
     if not hasattr(environments, environment_type):
         raise UsageError(f"--environment_type {environment_type}: not an environment type Beam knows; use DOCKER, PROCESS, EXTERNAL or LOOPBACK")
+
+
+_JOB_SERVER_JARS = {"flinkrunner": "--flink_job_server_jar", "flink": "--flink_job_server_jar",
+                    "sparkrunner": "--spark_job_server_jar", "spark": "--spark_job_server_jar"}
+"""The runners that start a Java job server of their own, and the flag that names its jar."""
+_MAKE_FLINK_JAR = "`make runners` builds one for apache-beam {version}: README, 'Prism and a local Flink cluster'"
+
+
+def _check_job_server_jar(flag: str, jar: str | None) -> None:
+    """A job server jar given as a local path must exist (Beam would end in a traceback when the job starts); a URL is fetched by Beam."""
+    from urllib.parse import urlsplit
+
+    if jar and not os.path.exists(jar) and not urlsplit(jar).scheme:
+        advice = f" ({_MAKE_FLINK_JAR.format(version=_flink_beam_version())})" if flag.startswith("--flink") else ""
+        raise UsageError(f"{flag} {jar}: no such file{advice}")
+
+
+def _flink_beam_version() -> str:
+    from pipelines.local_runners import FLINK_BEAM_VERSION
+
+    return FLINK_BEAM_VERSION
 
 
 def _check_flink_master(master: str | None) -> None:
@@ -339,12 +363,64 @@ def _local_worker_options(options: PipelineOptions):
             del os.environ["PIPELINE_OPTIONS_FILE"]
 
 
+def start_job(pipeline: beam.Pipeline):
+    """``pipeline.run()``: submit the job and return its PipelineResult.
+
+    Raises
+    ------
+    UsageError
+        The job server of ``--runner=FlinkRunner`` / ``SparkRunner`` (a Java jar Beam fetches
+        from Maven Central when no jar is given) could not be started: the jar could not be
+        fetched, or ``java`` is missing. One line naming the flag and what to do
+        (:func:`_job_server_problem`), instead of Beam's chain of tracebacks.
+    """
+    try:
+        return pipeline.run()
+    except (RuntimeError, FileNotFoundError) as err:
+        line = _job_server_problem(type(pipeline.runner).__name__, pipeline.options, err)
+        if line is None:
+            raise
+        raise UsageError(line) from None
+
+
+_FETCH_FAILED = re.compile(r"Unable to fetch remote job server jar at (\S+): (.*?)\. (?:Also failed|If no Internet access)")
+_STAGE_AT = re.compile(r"stage the jar at (\S+)$")
+
+
+def _job_server_problem(runner_name: str, options: PipelineOptions, err: BaseException) -> str | None:
+    """The one line for the job server of the runner ``runner_name`` that Beam could not start (None: ``err`` is something else)."""
+    from apache_beam.options.pipeline_options import FlinkRunnerOptions, JobServerOptions, SparkRunnerOptions
+
+    runner = runner_name.lower()
+    flag = _JOB_SERVER_JARS.get(runner)
+    view = FlinkRunnerOptions if "flink" in runner else SparkRunnerOptions
+    jar = getattr(options.view_as(view), flag[2:], None) if flag else None
+    launcher = options.view_as(JobServerOptions).job_server_java_launcher
+    if isinstance(err, FileNotFoundError):
+        if err.filename != launcher:
+            return None
+        return (f"--runner={runner_name}: its job server runs on Java, and {launcher!r} is not found; "
+                "install Java 11 or newer (or pass --job_server_java_launcher=PATH)")
+    fetched = _FETCH_FAILED.search(str(err))
+    if fetched is None:
+        return None
+    url, why = fetched.groups()
+    if jar:
+        return f"{flag} {jar}: Beam could not fetch it ({why}); give the path of a downloaded jar"
+    stage = _STAGE_AT.search(str(err))
+    fixes = [f"pass {flag}=PATH" + (f" ({_MAKE_FLINK_JAR.format(version=_flink_beam_version())})" if "flink" in runner else "")] if flag else []
+    fixes += [f"put the jar at {stage.group(1)}"] if stage else []
+    fixes += ["use a running job server: --runner=PortableRunner --job_endpoint=HOST:PORT"]
+    what_to_do = f"{', '.join(fixes[:-1])}, or {fixes[-1]}" if len(fixes) > 1 else fixes[0]
+    return f"--runner={runner_name}: Beam could not fetch its job server jar ({os.path.basename(url)}: {why}); {what_to_do}"
+
+
 def run_pipeline(pipeline: beam.Pipeline):
     """Run ``pipeline`` to completion and return its result (local workers get the job's options)."""
     from pipelines.cli import exit_without_teardown, reclaim_interrupt
 
     with _local_worker_options(pipeline.options):
-        result = pipeline.run()
+        result = start_job(pipeline)
         reclaim_interrupt()  # a job server's own Ctrl-C handler is not reentrant (pipelines.cli.reclaim_interrupt)
         result.wait_until_finish()
     if _embedded_job_service(pipeline.options):

@@ -20,28 +20,29 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
 import okl_core
-from okl_core.data.layout import INFO_FILE, check_same_classes
+from okl_core.data.layout import INFO_FILE, check_same_classes, files_name
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
-from okl_core.publish import StagedDirectory
+from okl_core.publish import StagedDirectory, remove_made_dirs
 from okl_experiments.params import MEDIAN_ROWS, DataFacts, batch_rows_for, build_learner, derived_values, minibatch_rows, read_learner_config
 from okl_experiments.text import read_json
-from pipelines.cli import output_error
+from pipelines.cli import make_output_dir, output_error
 from pipelines.common import UsageError, spare_core_per_shard
 from transforms.evaluate import Evaluate
-from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, local_dir, run_id
+from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, run_id
 from transforms.read import METRICS_NAMESPACE, DatasetSource, ReadShards, is_remote
 from transforms.streaming import continued_from, dead_lettered_files, learned_files
 from transforms.train import LearnerSpec, MergeBySeed, TrainOnline
 
 __all__ = ["TrainJob", "TrainResult", "resolve_job", "build_graph", "counters", "read_metrics", "data_facts", "stage_output", "DEMO_LEARNER",
-           "data_classes", "check_model_classes",
+           "data_classes", "check_model_classes", "start_refused", "files_learned_by",
            "SYNTHETIC_TRAIN_ROWS", "SYNTHETIC_TEST_ROWS", "OUTPUT_FILES"]
 
 SYNTHETIC_TRAIN_ROWS = 65536
@@ -77,6 +78,9 @@ class TrainJob:
     staging: StagedDirectory | None = None
     """Local outputs: the hidden directory the run's files are written into, renamed to
     ``output`` by :meth:`publish` (None: remote outputs, written in place, ``run.json`` last)."""
+    made: list[str] = dataclasses.field(default_factory=list)
+    """The folders the launch made for a streaming job's local output (written in place):
+    :meth:`abandon` removes them again while they are empty."""
 
     def write_path(self, key: str) -> str:
         """Where the step that writes output ``key`` puts it (the staging directory when local)."""
@@ -94,9 +98,14 @@ class TrainJob:
             self.staging.commit()
 
     def abandon(self) -> None:
-        """Drop a failed or interrupted run's files; the output keeps what it held before."""
+        """Drop a failed, refused or interrupted run's files; the output keeps what it held before.
+
+        A streaming job's output folder made by this launch is removed while empty (a
+        refused launch leaves nothing behind); the versions a job wrote are never removed.
+        """
         if self.staging is not None:
             self.staging.abort()
+        remove_made_dirs(self.made)
 
 
 @dataclasses.dataclass
@@ -180,8 +189,53 @@ def _open(path: str, flag: str, like: DatasetSource | None = None, streaming: bo
 
 
 def _default_output(data_name: str, learner_name: str) -> str:
-    """``runs/<data>-<learner>``: the output of a job without ``--output``."""
-    return os.path.join("runs", f"{data_name}-{learner_name}")
+    """``runs/<data>-<learner>``: the output of a job without ``--output``.
+
+    ``data_name`` is the data set's name: its ``dataset.json``'s (anything ``prepare --name``
+    took), or for Parquet files without one their file's or folder's name
+    (:func:`~okl_core.data.layout.files_name`). It becomes one folder name: characters other
+    than ASCII letters, digits, ``.``, ``_`` and ``-`` become ``_`` (no ``/``, wildcard or
+    space), leading and trailing ``.``, ``_`` and ``-`` are dropped (no hidden or ``..``
+    folder), at most 100 characters; ``data`` when nothing is left.
+    """
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", data_name).strip("._-")[:100].rstrip("._-")
+    return os.path.join("runs", f"{safe or 'data'}-{learner_name}")
+
+
+def start_refused(output: str, init_model: str | None, path: str, err: Exception, damaged: bool) -> UsageError:
+    """The one line refusing to start a streaming job from the model file ``path``.
+
+    ``path`` is ``init_model`` (the flag is named) or the newest version in ``output`` (a
+    restart: ``--output`` is named, not a flag the user never gave). ``damaged``: the file
+    or its version record cannot be read or is not okl's; else it is a model of another
+    learner or parameters than the job's (other classes are the data's to fix: :func:`check_model_classes`).
+    """
+    # A damaged file's ValueError (ModelFileError, a bad record) names the file: the model or its record.
+    detail = str(err) if damaged and isinstance(err, ValueError) else f"{path}: {err}"
+    if init_model:
+        return UsageError(f"--init_model {detail if detail.startswith(path) else f'{path}: {detail}'}")
+    if damaged:  # versions are written atomically: this one was damaged or put there by something else
+        return UsageError(f"--output {output}: its newest model version cannot be used ({detail}); move {os.path.basename(path)} "
+                          "and its .json record out of the folder to restart from the version before it, or give a new --output")
+    return UsageError(f"--output {output} holds a model version this job cannot continue ({detail}); "
+                      "restart with that run's learner and parameters, or give a new --output")
+
+
+def files_learned_by(output: str, init_model: str | None, start: str | None) -> dict:
+    """:func:`~transforms.streaming.learned_files` of the model a streaming job starts from
+    (``start``: :func:`~transforms.streaming.continued_from`; None: a fresh model, nothing learned).
+
+    Raises
+    ------
+    UsageError
+        Its version record is damaged (:func:`start_refused`).
+    """
+    if start is None:
+        return {}
+    try:
+        return learned_files(start)
+    except ValueError as err:
+        raise start_refused(output, init_model, start, err, damaged=True) from None
 
 
 def _streaming_input(args, learner_name: str) -> DatasetSource:
@@ -195,9 +249,9 @@ def _streaming_input(args, learner_name: str) -> DatasetSource:
     path = _input_path(args)
     if is_remote(path) or os.path.isdir(path):
         return _open(path, "--input", streaming=True)
-    output = args.output or _default_output(os.path.basename(path.rstrip("/")), learner_name)  # a glob's data name (open_dataset)
-    start = continued_from(output, args.init_model)
-    return _open(path, "--input", streaming=True, skip=dead_lettered_files(output, learned_files(start) if start else {}))
+    output = args.output or _default_output(files_name(path), learner_name)  # the name open_dataset gives these files
+    learned = files_learned_by(output, args.init_model, continued_from(output, args.init_model))
+    return _open(path, "--input", streaming=True, skip=dead_lettered_files(output, learned))
 
 
 def _demo_data(args, directory: str) -> DatasetSource:
@@ -271,6 +325,20 @@ def data_classes(source: DatasetSource, task: str) -> list | None:
     return None if task == "regression" or source.classes is None else list(source.classes)
 
 
+def _info_file(source: DatasetSource) -> str:
+    """The ``dataset.json`` of ``source`` (local or remote), as error lines name it."""
+    return FileSystems.join(source.path, INFO_FILE) if is_remote(source.path) else os.path.join(source.path, INFO_FILE)
+
+
+def _check_recorded_classes(source: DatasetSource, learner: okl_core.Learner) -> None:
+    """Refuse at launch the ``dataset.json`` classes that no model file could record (:func:`okl_core.check_classes`:
+    megabytes of class names), instead of failing when the first model is written."""
+    try:
+        okl_core.check_classes(learner, data_classes(source, learner.task))
+    except ValueError as err:
+        raise UsageError(f"--input {_info_file(source)}: {err}") from None
+
+
 def check_model_classes(source: DatasetSource, model: bytes, trained: str) -> None:
     """Refuse the ``--input`` ``source`` when its ``dataset.json`` classes differ from those the model file records.
 
@@ -278,8 +346,7 @@ def check_model_classes(source: DatasetSource, model: bytes, trained: str) -> No
     one line naming ``--input``'s ``dataset.json`` and ``trained`` (the model). A model or
     data set that records no classes passes (the codes are all there is).
     """
-    info = FileSystems.join(source.path, INFO_FILE) if is_remote(source.path) else os.path.join(source.path, INFO_FILE)
-    check_same_classes(f"--input {info}", source.classes, okl_core.model_classes(model), trained)
+    check_same_classes(f"--input {_info_file(source)}", source.classes, okl_core.model_classes(model), trained)
 
 
 def _input_path(args) -> str:
@@ -308,10 +375,9 @@ def resolve_job(args) -> TrainJob:
         raise UsageError("the built-in demo data set is written locally: give a local --output, or --input")
     output = args.output or _default_output("synthetic" if source is None else source.name, name)
     if getattr(args, "streaming", False):  # a streaming job adds model versions to its output, and restarts from them
-        local_dir(output)
-        staging = None
+        staging, made = None, _streaming_output(output)
     else:
-        staging = _stage_output(output, getattr(args, "overwrite", False))
+        staging, made = _stage_output(output, getattr(args, "overwrite", False)), []
     try:
         if source is None:
             source = _demo_data(args, staging.tmp if staging is not None else output)
@@ -320,9 +386,27 @@ def resolve_job(args) -> TrainJob:
     except BaseException:
         if staging is not None:
             staging.abort()
+        remove_made_dirs(made)
         raise
-    job.staging = staging
+    job.staging, job.made = staging, made
     return job
+
+
+def _streaming_output(output: str) -> list[str]:
+    """Make a streaming job's local ``--output`` (its versions are written into it as they
+    come); returns the folders made (:attr:`TrainJob.made`), none for a remote one.
+
+    Raises
+    ------
+    UsageError
+        One line naming ``--output``: a file, under a file, or not writable.
+    """
+    if is_remote(output):
+        return []
+    try:
+        return make_output_dir(output)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 _STREAMING_ONLY = ("init_model", "snapshot_batches", "snapshot_seconds", "poll_seconds", "merge_seconds", "stop_after")
@@ -334,6 +418,8 @@ def check_train_flags(args) -> None:
         raise UsageError("--output is empty: give a directory (or leave the flag out for runs/<data>-<learner>)")
     if args.batch_rows is not None and args.batch_rows < 1:
         raise UsageError(f"--batch_rows must be >= 1, got {args.batch_rows}")
+    if args.input is None and getattr(args, "streaming", False):  # before the demo data set would be written into --output
+        raise UsageError("--streaming needs --input (a directory or glob where new Parquet files appear)")
     if args.input is None and args.synthetic_rows < 2:  # the demo's sigma is the median distance between rows
         raise UsageError(f"--synthetic_rows must be >= 2, got {args.synthetic_rows}")
     if not getattr(args, "streaming", False):
@@ -352,6 +438,7 @@ def _resolve_learning(args, source: DatasetSource, name: str, params: dict, outp
     try:
         learner = build_learner(name, params, data_facts(source))
         learner.check_stream(source.n_rows)  # a state that grows with the stream: refused before the job
+        _check_recorded_classes(source, learner)
         plan = StreamPlan(source.n_rows, args.num_shards, args.rounds, batch_rows_for(learner, args.batch_rows), align=minibatch_rows(learner))
     except ValueError as err:
         raise UsageError(str(err)) from None

@@ -21,7 +21,7 @@ __all__ = ["COMMANDS", "main"]
 
 COMMANDS = {
     "train": ("run", "train an online kernel learner over a Parquet data set (Beam)"),
-    "prepare": ("main", "build an okl data set (Parquet shards + dataset.json)"),
+    "prepare": ("run", "build an okl data set (Parquet shards + dataset.json)"),
     "predict": ("run", "score a data set with a trained model (Beam RunInference)"),
     "sweep": ("run", "hyperparameter sweep on Dask"),
     "report": ("run", "figures of runs and sweeps"),

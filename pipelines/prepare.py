@@ -29,18 +29,17 @@ import argparse
 import logging
 import math
 import os
-import sys
 
 from okl_core.data import download as dl
 from okl_core.data.layout import COMPRESSIONS, DEFAULT_COMPRESSION, open_dataset
 from okl_core.data.scaling import SCALING_METHODS
-from okl_core.data.sources import ConversionSummary, DataFormatError
+from okl_core.data.sources import ConversionSummary
 from okl_core.data.table import MISSING_POLICIES
 from okl_core.data.targets import parse_classes
 from okl_experiments.progress import ProgressBar
-from pipelines.cli import Parser, deprecate, prog, warn
+from pipelines.cli import Parser, UsageError, deprecate, main, prog, warn
 
-__all__ = ["run", "main", "build_parser"]
+__all__ = ["run", "build_parser"]
 
 DEFAULT_ROWS_PER_SHARD = 65536
 MAX_SHARDS = 100_000
@@ -409,7 +408,21 @@ def _parse(argv) -> tuple[argparse.Namespace, list[str]]:
 
 
 def run(argv=None) -> ConversionSummary:
-    """Parse ``argv``, build the data set, print the summary line, return the summary."""
+    """Parse ``argv``, build the data set, print the summary line, return the summary.
+
+    Raises
+    ------
+    UsageError
+        Bad input, flags or output, in one line naming the file (an OS error as ``FILE: what``):
+        :func:`pipelines.cli.main` prints it (exit status 2), as for every okl command.
+    """
+    try:
+        return _prepare(argv)
+    except (ValueError, OSError, ImportError) as err:  # DataFormatError and UsageError are ValueErrors
+        raise UsageError(_one_line(err)) from err
+
+
+def _prepare(argv) -> ConversionSummary:
     args, rest = _parse(argv)
     if args.row_group_rows < 1:  # before any work: mnist8m's workers would fail with a traceback
         raise ValueError("--row_group_rows must be >= 1")
@@ -426,18 +439,6 @@ def run(argv=None) -> ConversionSummary:
     return summary
 
 
-def main(argv=None) -> None:
-    """Command-line entry: errors become ``<prog>: error: ...`` and exit status 2."""
-    try:
-        run(argv)
-    except (DataFormatError, ValueError, FileExistsError, FileNotFoundError, ImportError, OSError) as err:
-        print(f"{prog('prepare')}: error: {_one_line(err)}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        print(f"{prog('prepare')}: interrupted; nothing was written", file=sys.stderr)
-        sys.exit(130)
-
-
 def _one_line(err: BaseException) -> str:
     """The error's message; an OS error as ``FILE: what`` (Python's own form is ``[Errno 2] No such file or directory: 'FILE'``)."""
     if isinstance(err, OSError) and err.errno is not None and err.filename:
@@ -446,4 +447,4 @@ def _one_line(err: BaseException) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    main(run, "prepare")

@@ -31,7 +31,7 @@ import sys
 
 from okl_experiments.figures import plot_curves, plot_sweep, read_curves, reproduce_figures, run_spec, write_curves
 from okl_experiments.progress import progress_wanted
-from pipelines.cli import Parser, deprecate, main, make_output_dir, prog, warn
+from pipelines.cli import Parser, deprecate, main, output_dir, prog, warn
 
 __all__ = ["build_parser", "run", "CURVES_FILE"]
 
@@ -82,8 +82,13 @@ def _png_path(args) -> str:
 
 
 def _make(args) -> list[str]:
-    if not getattr(args, "png", None):  # a file, "", or under a file: one line before any work
-        make_output_dir(args.output)
+    if getattr(args, "png", None):
+        return _figures(args)
+    with output_dir(args.output):  # a file, "", or under a file: one line before any work; made anew, removed if refused
+        return _figures(args)
+
+
+def _figures(args) -> list[str]:
     if args.command == "curves":
         if args.top < 1:
             raise ValueError(f"--top must be >= 1, got {args.top}")

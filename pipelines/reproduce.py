@@ -27,7 +27,7 @@ from okl_experiments.at_scale import SCALE_SETTINGS, ScaleOutcome, run_scale_set
 from okl_experiments.reproduction import (DEFAULT_DATA_ROOT, Outcome, parse_data_paths, reproduce, settings_lines, table,
                                          write_outcomes)
 from okl_experiments.runs import dask_client
-from pipelines.cli import Parser, deprecate, main, make_output_dir, prog
+from pipelines.cli import Parser, deprecate, main, output_dir, prog
 
 __all__ = ["build_parser", "run"]
 
@@ -72,8 +72,13 @@ def _run(args) -> list[Outcome]:
     """:func:`run` of parsed arguments; bad input raises ValueError / FileNotFoundError (one line)."""
     if args.runs is not None and args.runs < 1:
         raise ValueError("--runs must be >= 1")
-    if args.output is not None:  # before the runs: a long run never ends in a traceback over where it goes
-        make_output_dir(args.output)
+    if args.output is None:
+        return _reproduce(args)
+    with output_dir(args.output):  # before the runs: a long run never ends in a traceback over where it goes; removed if refused
+        return _reproduce(args)
+
+
+def _reproduce(args) -> list[Outcome]:
     keys = [k.strip() for k in args.only.split(",")] if args.only else None
     at_scale = [s for s in SCALE_SETTINGS if keys is not None and s.key in keys]
     if at_scale:

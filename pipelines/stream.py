@@ -34,11 +34,11 @@ from okl_core.state import parse_version
 from okl_experiments.metrics import headline
 from okl_experiments.text import loads_json
 from pipelines.cli import reclaim_interrupt
-from pipelines.common import UsageError, make_pipeline, pipeline_options, use_local_prism
-from pipelines.job import TrainJob, TrainResult, check_model_classes, counters, data_classes
+from pipelines.common import UsageError, make_pipeline, pipeline_options, start_job, use_local_prism
+from pipelines.job import TrainJob, TrainResult, check_model_classes, counters, data_classes, files_learned_by, start_refused
 from transforms.streaming import (
     MergeSnapshots, ReadParquetFiles, StreamTrainOnline, VersionNotices, WatchParquet, WriteDeadLetterFiles, WriteModelVersions,
-    WriteSnapshotRecords, continued_from, dead_lettered_files, learned_files, newest_version,
+    WriteSnapshotRecords, continued_from, dead_lettered_files, newest_version,
 )
 from transforms.read import DatasetSource, read_bytes
 from transforms.train import LearnerSpec
@@ -68,13 +68,12 @@ def initial_model(args, learner: okl_core.Learner, output: str, source: DatasetS
     try:
         data = read_bytes(path)
         loaded, state = okl_core.model_from_bytes(data, source=path)
-        okl_core.merge.check_mergeable(learner, loaded)
     except (OSError, ValueError) as err:
-        if args.init_model:
-            raise UsageError(f"--init_model {path}: {err}") from None
-        # Not a flag the user gave: the restart picked up the newest version the last run left.
-        raise UsageError(f"--output {output} holds a model version this job cannot continue ({path}: {err}); "
-                         "restart with that run's learner and parameters, or give a new --output") from None
+        raise start_refused(output, args.init_model, path, err, damaged=True) from None
+    try:
+        okl_core.merge.check_mergeable(learner, loaded)
+    except ValueError as err:
+        raise start_refused(output, args.init_model, path, err, damaged=False) from None
     try:  # the data is what to fix here (prepare it --like the training data), not the learner or the output
         if source is not None:
             check_model_classes(source, data, f"the model {path} was trained on")
@@ -139,7 +138,7 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     check_streaming_args(args, learner)
     data, first_version, started_from = initial_model(args, learner, job.output, job.source)
     # The files the model continued from has learned (its version record): read again, they would count twice.
-    learned = learned_files(started_from)  # {} for a fresh model (no .npz, no record)
+    learned = files_learned_by(job.output, args.init_model, started_from)  # {} for a fresh model (no .npz, no record)
     dead_lettered = dead_lettered_files(job.output, learned)  # reported by an earlier job on this output: not again
     spec = LearnerSpec(learner.name, job.params)
     start = time.time()
@@ -220,12 +219,10 @@ def run_streaming(args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
         Bad streaming flags, or a local run for which Prism could not be started (the
         message says what to do).
     """
-    if args.input is None:
-        raise UsageError("--streaming needs --input (a directory or glob where new Parquet files appear)")
     pipeline, local = streaming_pipeline(beam_argv)
     build_streaming_graph(pipeline, job, args)
     try:
-        pipeline_result = pipeline.run()
+        pipeline_result = start_job(pipeline)
     except (RuntimeError, OSError, ValueError) as err:
         if local and "prism" in f"{err!r} {err.__cause__!r}".lower():
             raise UsageError(_PRISM_HELP.format(error=str(err).split(": <")[0], version=beam.__version__)) from None

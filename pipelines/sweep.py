@@ -39,7 +39,7 @@ from okl_experiments.grid import SearchSpace
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 from okl_experiments.runs import dask_client
 from okl_core.learners.base import check_seed
-from okl_core.publish import StagedDirectory
+from okl_core.publish import StagedDirectory, remove_made_dirs
 from okl_experiments.sweep import (BEST_FILE, MARKDOWN_FILE, RESULTS_FILE, SweepResult, SweepSettings, check_settings,
                                    make_points, markdown_table, read_results, sweep)
 
@@ -104,7 +104,7 @@ def _run(args) -> SweepResult:
                              shuffle_seed=None if args.order == "file" else args.shuffle_seed, reseed=args.reseed,
                              batch_rows=args.batch_rows, curve_points=args.curve_points)
     check_settings(settings, args.rank_by)
-    staged = _output(args.output, args.resume, args.overwrite)
+    staged, made = _output(args.output, args.resume, args.overwrite)
     print(f"sweep: {args.learner} on {args.input} ({train.n_rows} rows), {len(points)} points x {args.repeats} runs", file=sys.stderr)
     try:
         with dask_client(args.scheduler, args.num_workers, args.dashboard) as client:
@@ -113,6 +113,7 @@ def _run(args) -> SweepResult:
     except BaseException:
         if staged:
             staged.abort()  # the old sweep stays as it was
+        remove_made_dirs(made)  # a new output that got nothing (the scheduler could not be reached) is not left behind
         raise
     if staged:
         result = _published(staged, result, args.output)
@@ -144,8 +145,12 @@ def _check_counts(args) -> None:
 _SWEEP_FILES = {RESULTS_FILE, MARKDOWN_FILE, BEST_FILE}
 
 
-def _output(output: str, resume: bool, overwrite: bool) -> StagedDirectory | None:
-    """Check ``--output`` before any run; the staging folder of an ``--overwrite`` (None: write in place).
+def _output(output: str, resume: bool, overwrite: bool) -> tuple[StagedDirectory | None, list[str]]:
+    """Check ``--output`` before any run: ``(staging folder, folders made)``.
+
+    The staging folder of an ``--overwrite`` (None: the sweep writes in place), and the
+    folders made for an output written in place (removed again, while empty, when the sweep
+    fails before writing anything: :func:`okl_core.publish.remove_made_dirs`).
 
     Raises
     ------
@@ -164,11 +169,10 @@ def _output(output: str, resume: bool, overwrite: bool) -> StagedDirectory | Non
         raise ValueError(f"--resume: --output {output} holds no {RESULTS_FILE}: it is not a sweep's output")
     if held and overwrite:
         try:
-            return StagedDirectory(output, replace=True, may_replace=_not_a_sweep)
+            return StagedDirectory(output, replace=True, may_replace=_not_a_sweep), []
         except OSError as err:
             raise output_error(err, output) from None
-    make_output_dir(output)
-    return None
+    return None, make_output_dir(output)
 
 
 def _not_a_sweep(path: str) -> str | None:

@@ -135,10 +135,16 @@ def run(argv=None) -> TrainResult:
     args, beam_argv = parse_args(argv, parser)
     try:
         job = resolve_job(args)
-        if args.streaming:
-            return run_streaming(args, job, beam_argv)
     except UsageError as err:
         parser.error(str(err))
+    if args.streaming:
+        try:
+            return run_streaming(args, job, beam_argv)
+        except BaseException as err:
+            job.abandon()  # a launch refused (or failed) after resolve_job made --output leaves no folder behind
+            if isinstance(err, UsageError):
+                parser.error(str(err))
+            raise
     try:
         pipeline = make_pipeline(pipeline_options(beam_argv))
         with live_progress("train", job.source.n_rows, pipeline.options) as progress:

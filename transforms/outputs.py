@@ -47,7 +47,7 @@ from okl_experiments.metrics import headline, job_curves
 from okl_experiments.text import strict_json
 from transforms.read import is_remote
 
-__all__ = ["WriteRunOutputs", "WriteDeadLetterFile", "write_bytes", "build_report", "divergence_report", "plot_online_error", "online_error_figure", "local_dir", "run_id",
+__all__ = ["WriteRunOutputs", "WriteDeadLetterFile", "write_bytes", "build_report", "divergence_report", "plot_online_error", "online_error_figure", "run_id",
            "MANIFEST_FILE"]
 
 MANIFEST_FILE = "run.json"
@@ -308,13 +308,6 @@ class WriteRunOutputs(beam.PTransform):
                 beam.pvalue.AsList(dead),
             )
         )
-
-
-def local_dir(path: str) -> str:
-    """Create a local output directory (no-op for remote schemes); returns ``path``."""
-    if not is_remote(path):
-        os.makedirs(path, exist_ok=True)
-    return path
 
 
 class WriteDeadLetterFile(beam.PTransform):

@@ -111,11 +111,38 @@ def learned_files(model_path: str) -> dict[str, dict]:
 
     ``{file: {"rows": good rows learned, "done": whole file learned}}``; empty for a model
     without a record (``--init_model`` of another file, a version written by an older okl).
+
+    Raises
+    ------
+    ValueError
+        A record that cannot be read or is not one okl writes (truncated, not JSON, ``files``
+        of another shape): one line naming the record. A restart must not guess which files
+        a version holds: skipping too many loses rows, too few learns rows twice.
     """
     record = model_path[: -len(".npz")] + ".json" if model_path.endswith(".npz") else None
     if record is None or not (FileSystems.exists(record) if is_remote(record) else os.path.isfile(record)):
         return {}
-    return dict(json.loads(read_bytes(record)).get("files") or {})
+    try:
+        files = _record_files(json.loads(read_bytes(record)))
+    except OSError as err:
+        raise ValueError(f"{record}: the version record cannot be read ({one_line(err)})") from None
+    except (ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError: ValueErrors; RecursionError: nested too deeply
+        raise ValueError(f"{record}: not a version record okl wrote ({one_line(err)})") from None
+    return files
+
+
+def _record_files(record) -> dict[str, dict]:
+    """The ``files`` of a parsed version record, checked: ``{path: {"rows": int >= 0, "done": bool}}`` (ValueError saying what is wrong)."""
+    if not isinstance(record, dict):
+        raise ValueError(f"a JSON {type(record).__name__}, not an object")
+    files = record.get("files") or {}
+    if not isinstance(files, dict):
+        raise ValueError(f"'files' is a JSON {type(files).__name__}, not an object of file -> progress")
+    for path, got in files.items():
+        rows = got.get("rows") if isinstance(got, dict) else None
+        if not (isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0 and isinstance(got.get("done"), bool)):
+            raise ValueError(f"'files' entry {path!r} is {json.dumps(got)[:80]}, not an object of rows (an integer >= 0) and done (true or false)")
+    return dict(files)
 
 
 def add_learned(into: dict, files: dict) -> dict:

@@ -52,6 +52,7 @@ __all__ = [
     "Batch",
     "write_dataset",
     "open_dataset",
+    "files_name",
     "infer_task",
     "labels_fit",
     "read_row_group",
@@ -1092,6 +1093,24 @@ def open_dataset(path: str, task: str | None = None, classes: list | None = None
     return _dataset_from_files(files, path, task, classes, labels_optional, files_own_rows)
 
 
+def files_name(path: str) -> str:
+    """The name of the data set of Parquet files without ``dataset.json`` at ``path`` (:func:`open_dataset`).
+
+    A file's name without ``.parquet``; a glob's folder: the last folder of the path before
+    the first part with a wildcard (``data/own/*.parquet`` and ``data/own/*/x.parquet``:
+    ``own``; ``*.parquet``: the current folder's name). Not the glob itself: the name goes
+    into ``runs/<name>-<learner>`` and run records, where ``*.parquet`` would be a folder
+    name holding a wildcard. "" when there is no such folder (a glob at ``/``).
+    """
+    path = os.fspath(path)
+    if os.path.exists(path) or not any(c in path for c in "*?["):  # a literal name first, as open_dataset
+        name = os.path.basename(os.path.normpath(path))
+        return name[: -len(".parquet")] if name.endswith(".parquet") and len(name) > len(".parquet") else name
+    parts = os.path.abspath(path).split(os.sep)
+    first_wild = next(i for i, part in enumerate(parts) if any(c in part for c in "*?["))
+    return parts[first_wild - 1]
+
+
 def row_group_sizes(metadata: pq.FileMetaData) -> tuple:
     """Rows of each row group of a file, from its footer."""
     return tuple(metadata.row_group(g).num_rows for g in range(metadata.num_row_groups))
@@ -1150,7 +1169,7 @@ def _dataset_from_files(files: list[str], source: str, task: str | None, classes
         task, classes = infer_task(paths, [_y_type(m.schema) for m in metas], labels)
     shards = [ShardFile(m.path, i, m.n_rows, m.first_row, row_group_sizes(m.metadata)) for i, m in enumerate(metas)]
     info = DatasetInfo(
-        name=os.path.basename(source.rstrip("/")), task=task, n_rows=sum(s.n_rows for s in shards), n_features=d,
+        name=files_name(source), task=task, n_rows=sum(s.n_rows for s in shards), n_features=d,
         classes=None if classes is None else list(classes), source=source,
         shards=[{"file": s.path, "n_rows": s.n_rows, "first_row": s.first_row} for s in shards],
     )

@@ -40,3 +40,39 @@ def test_a_file_left_aside_by_a_killed_writer_is_cleaned(tmp_path):
     (tmp_path / ".t.old-host-1").write_text("left aside\n")
     StagedDirectory(tmp_path / "t", replace=True).commit()
     assert os.listdir(tmp_path) == ["t"]
+
+
+def test_an_aborted_writer_removes_the_parent_folders_it_made_and_only_those(tmp_path):
+    """Issue: a refused launch (train without --output: runs/; prepare --output new/dir/out) left the parent
+    folders StagedDirectory had made. abort() removes them while empty; a folder that was there, or that
+    another writer filled meanwhile, stays."""
+    StagedDirectory(tmp_path / "new" / "deep" / "out").abort()
+    assert os.listdir(tmp_path) == []
+    (tmp_path / "kept").mkdir()
+    StagedDirectory(tmp_path / "kept" / "new" / "out").abort()
+    assert os.listdir(tmp_path) == ["kept"] and os.listdir(tmp_path / "kept") == []
+    staged = StagedDirectory(tmp_path / "a" / "b" / "out")
+    (tmp_path / "a" / "other").write_text("another writer's\n")
+    staged.abort()
+    assert sorted(os.listdir(tmp_path)) == ["a", "kept"] and os.listdir(tmp_path / "a") == ["other"]
+    StagedDirectory(tmp_path / "x" / "out").commit()
+    assert sorted(os.listdir(tmp_path / "x")) == ["out"]
+
+
+def test_make_dirs_returns_what_it_made_deepest_first(tmp_path):
+    from okl_core.publish import make_dirs, remove_made_dirs
+
+    assert make_dirs(tmp_path / "a" / "b") == [str(tmp_path / "a" / "b"), str(tmp_path / "a")]
+    assert make_dirs(tmp_path / "a" / "b") == []  # there already: made by no one here
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError):
+        make_dirs(tmp_path / "file" / "sub")
+    with pytest.raises(FileExistsError):
+        make_dirs(tmp_path / "file")
+    with pytest.raises(OSError, match="File name too long"):  # the folders made on the way are removed again
+        make_dirs(tmp_path / "new" / "deep" / ("x" * 300))
+    assert sorted(os.listdir(tmp_path)) == ["a", "file"]
+    made = make_dirs(tmp_path / "c" / "d")
+    (tmp_path / "c" / "keep").write_text("x")
+    remove_made_dirs(made)  # d goes; c holds a file now and stays
+    assert sorted(os.listdir(tmp_path / "c")) == ["keep"]

@@ -589,3 +589,23 @@ def test_any_json_as_classes_loads_as_those_classes_or_ends_in_model_file_error(
         assert str(err).startswith("h: header field 'classes' ") and "\n" not in str(err)
         return
     assert isinstance(value, list) and len(value) == 2 and okl_core.model_classes(data) == value
+
+
+def test_class_names_a_model_file_cannot_record_are_refused_in_one_line():
+    """Issue: class names that made the header larger than a model file may hold (1 MiB) were refused only by
+    the header's size; names of 600 KB were written into a file. Names take at most MAX_CLASSES_BYTES as JSON."""
+    from okl_core.state import MAX_CLASSES_BYTES
+
+    learner = okl_core.make_learner("fogd", n_inputs=3, n_components=4)
+    with pytest.raises(ValueError) as err:
+        okl_core.model_bytes(learner, learner.init(), ["n" * 300_000, "p" * 300_000])
+    assert str(err.value) == ("the 2 class names take 600008 bytes as JSON, more than the 524288 a model file records; "
+                              "give the classes shorter names")
+    with pytest.raises(ValueError, match=r"^the 2 class names take 524289 bytes"):
+        okl_core.check_classes(learner, ["n" * (MAX_CLASSES_BYTES // 2 - 4), "p" * (MAX_CLASSES_BYTES // 2 - 3)])
+    most = ["n" * (MAX_CLASSES_BYTES // 2 - 4), "p" * (MAX_CLASSES_BYTES // 2 - 4)]  # exactly the limit: written and read back
+    assert okl_core.model_classes(okl_core.model_bytes(learner, learner.init(), most)) == most
+    with pytest.raises(ValueError) as err:  # a long list is cut short in the line
+        okl_core.model_bytes(learner, learner.init(), [str(i) for i in range(1000)])
+    assert str(err.value).startswith("fogd predicts 2 classes, got 1000 class names ['0', '1'") and str(err.value).endswith("... (1000 in all)")
+    assert len(str(err.value)) < 300

@@ -17,6 +17,7 @@ import pytest
 
 from okl_core.data import open_dataset
 from pipelines import prepare
+from pipelines.cli import main
 from tests.data_files import write_idx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -185,6 +186,14 @@ def test_no_rows_to_write_is_an_error_and_writes_nothing(tmp_path, case):
     assert not (tmp_path / "out").exists() and not [f for f in os.listdir(tmp_path) if f.startswith(".")]
 
 
+def test_a_refused_data_set_leaves_no_parent_folder_it_made(tmp_path):
+    """Issue: --output new/deep/out of a run that wrote nothing left new/deep/ behind (StagedDirectory made it)."""
+    argv, message = NO_ROWS["every libsvm line rejected, nothing scanned"]  # refused after the writer staged its folder
+    with pytest.raises(ValueError, match="nothing was written"):
+        prepare.run([*argv(tmp_path), "--output", str(tmp_path / "new" / "deep" / "out"), "--quiet"])
+    assert sorted(os.listdir(tmp_path)) == ["r.svm"]
+
+
 FLAGS = {
     "empty --delimiter": (["csv", "CSV", "--target", "y", "--delimiter", ""],
                           "--delimiter must be one character other than a quote or a line break (\\t for a tab), got ''"),
@@ -272,7 +281,7 @@ def test_a_missing_input_file_is_named_in_one_line(tmp_path, kind, capsys):
     """Once Python's own form: "[Errno 2] No such file or directory: 'F'"."""
     argv = [kind, str(tmp_path / "nope.txt"), *(["--target", "y"] if kind == "csv" else []), "--output", str(tmp_path / "out")]
     with pytest.raises(SystemExit) as done:
-        prepare.main(argv)
+        main(prepare.run, "prepare", argv)
     assert done.value.code == 2
     assert capsys.readouterr().err == f"python -m pipelines.prepare: error: {tmp_path / 'nope.txt'}: no such file or directory\n"
 

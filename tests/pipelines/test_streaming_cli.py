@@ -1,6 +1,7 @@
 """`pipelines.train --streaming` from the command line: without Prism it fails clearly; a
 learner that cannot mix is refused at launch with --mix_weight > 0."""
 
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -24,6 +25,7 @@ def test_streaming_without_a_prism_binary_is_a_clear_usage_error(tmp_path):
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "--prism_location" in done.stderr and "Prism" in done.stderr
+    assert not (tmp_path / "out").exists()  # made at launch, and once left behind empty
 
 
 def _streaming_args(mix_weight):
@@ -285,3 +287,95 @@ def test_the_model_a_streaming_job_starts_from_records_the_classes_its_versions_
         started, _, _ = initial_model(args, learner, str(tmp_path / "out"), data)
         assert okl_core.model_classes(started) == classes
         assert started == okl_core.model_bytes(learner, expected, classes)
+
+
+def _plain_input(tmp_path):
+    (tmp_path / "in").mkdir()
+    _plain_parquet(tmp_path / "in" / "a.parquet")
+    return str(tmp_path / "in" / "*.parquet")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--rounds", "2"], "--rounds is for batch jobs; a streaming job mixes continuously (--mix_weight)"),
+    (["--mix_weight", "2"], "--mix_weight 2.0: must be in [0, 1]"),
+    (["--environment_type=PROCESS"], "Beam pipeline options: Option process_command is required for environment type PROCESS"),
+])
+@pytest.mark.parametrize("output", ["new/deep/out", None], ids=["output", "default"])
+def test_a_launch_refused_after_the_job_was_resolved_leaves_no_folder(tmp_path, monkeypatch, capsys, flags, message, output):
+    """Issue: a streaming launch refused after resolve_job had made --output (a late flag check, a class
+    mismatch, Prism not starting) left the empty folder, and its parents, behind."""
+    from pipelines import train
+
+    pattern = _plain_input(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    argv = ["--streaming", "--input", pattern, *STREAM_FOGD, "--stop_after", "5", *[f.format(tmp=tmp_path) for f in flags]]
+    with pytest.raises(SystemExit) as refused:
+        train.run(argv + (["--output", output] if output else []))  # (Prism that does not start: the test above)
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"python -m pipelines.train: error: {message}"
+    assert sorted(os.listdir(tmp_path)) == ["in"]
+
+
+def test_a_refused_restart_keeps_its_output_as_it_was(classes_sets, tmp_path, capsys):
+    """The folder of a restart existed before the launch: a refusal removes nothing of it, not even when empty."""
+    root, model = classes_sets
+    (tmp_path / "empty").mkdir()
+    _streaming_error(["--input", str(root / "b01"), "--rounds", "2", "--output", str(tmp_path / "empty")], capsys)
+    assert os.listdir(tmp_path / "empty") == []
+    line = _streaming_error(["--input", str(root / "b10"), "--init_model", model, "--output", str(tmp_path / "new")], capsys)
+    assert "has the classes [1, 0]" in line and sorted(os.listdir(tmp_path)) == ["empty"]
+
+
+@pytest.mark.parametrize("output, message", [
+    ("a-file", "--output {tmp}/a-file is a file, not a directory"),
+    ("a-file/sub", "--output {tmp}/a-file/sub: cannot write there (Not a directory: {tmp}/a-file/sub)"),
+    ("/proc/okl-x", "--output /proc/okl-x: cannot write there (No such file or directory: /proc/okl-x)"),
+])
+def test_a_streaming_output_that_cannot_be_made_is_one_line(tmp_path, capsys, output, message):
+    """Issue: these ended in FileExistsError / NotADirectoryError / FileNotFoundError tracebacks."""
+    (tmp_path / "a-file").write_text("x")
+    pattern = _plain_input(tmp_path)
+    path = output if output.startswith("/") else str(tmp_path / output)
+    line = _streaming_error(["--input", pattern, "--output", path], capsys)
+    assert line == f"python -m pipelines.train: error: {message.format(tmp=tmp_path)}"
+
+
+def test_streaming_without_input_is_refused_before_writing_the_demo_data(tmp_path, monkeypatch, capsys):
+    """Issue: the built-in demo data set (65,536 rows) was written into runs/ before --input was asked for, and left there."""
+    monkeypatch.chdir(tmp_path)
+    line = _streaming_error([], capsys)
+    assert line == "python -m pipelines.train: error: --streaming needs --input (a directory or glob where new Parquet files appear)"
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("damage, why", [
+    ({"model-v000002.json": b'{"version": 2, "files": {'},
+     "{out}/model-v000002.json: not a version record okl wrote (Expecting property name enclosed in double quotes: line 1 column 26 (char 25))"),
+    ({"model-v000002.json": b'{"version": 2, "files": {"/in/a.parquet": 40}}'},
+     "{out}/model-v000002.json: not a version record okl wrote ('files' entry '/in/a.parquet' is 40, not an object of rows (an integer >= 0) and done (true or false))"),
+    ({"model-v000002.npz": b"not a model"}, "{out}/model-v000002.npz: not a readable okl model file (File is not a zip file)"),
+])
+def test_a_restart_from_a_damaged_newest_version_is_one_line_naming_the_file(classes_sets, tmp_path, capsys, damage, why):
+    """Issue: a truncated or foreign version record in a restart's --output ended the launch in a traceback.
+    Versions are written atomically, so a damaged one is refused, not skipped: which rows the job holds
+    would otherwise change silently; the line says how to go back to the version before it."""
+    import shutil
+
+    from okl_core.state import version_file_name
+
+    root, model = classes_sets
+    out = tmp_path / "out"
+    out.mkdir()
+    for v in (1, 2):
+        shutil.copy(model, out / version_file_name(v))
+    for name, data in damage.items():
+        (out / name).write_bytes(data)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    line = _streaming_error(["--input", str(root / "b01"), "--output", str(out)], capsys)
+    assert line == (f"python -m pipelines.train: error: --output {out}: its newest model version cannot be used ({why.format(out=out)}); "
+                    "move model-v000002.npz and its .json record out of the folder to restart from the version before it, or give a new --output")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # The same file given as --init_model is named as that flag's.
+    line = _streaming_error(["--input", str(root / "b01"), "--init_model", str(out / version_file_name(2)), "--output", str(tmp_path / "new")], capsys)
+    named = "" if why.startswith("{out}/model-v000002.npz") else f"{out / version_file_name(2)}: "
+    assert line == f"python -m pipelines.train: error: --init_model {named}{why.format(out=out)}"

@@ -238,10 +238,29 @@ def test_report_takes_the_old_metric_names_sweep_takes(grid_table, tmp_path):
     ("sigma,sigma", "--heatmap needs two different parameters A,B, got 'sigma,sigma'"),
 ])
 def test_report_sweep_refuses_a_bad_heatmap_before_writing_any_figure(grid_table, tmp_path, pair, message):
+    """No figure, and no --output folder: the refused command takes back the folders it made (it once left them empty)."""
     with pytest.raises(SystemExit) as done:
-        report.run(["sweep", grid_table, "--heatmap", pair, "--output", str(tmp_path / "f")])
+        report.run(["sweep", grid_table, "--heatmap", pair, "--output", str(tmp_path / "f" / "g")])
     assert str(done.value) == f"python -m pipelines.report: error: {message}"
-    assert os.listdir(tmp_path / "f") == []
+    assert os.listdir(tmp_path) == []
+    (tmp_path / "f").mkdir()  # a folder that was there before stays
+    with pytest.raises(SystemExit):
+        report.run(["sweep", grid_table, "--heatmap", pair, "--output", str(tmp_path / "f")])
+    assert os.listdir(tmp_path) == ["f"] and os.listdir(tmp_path / "f") == []
+
+
+def test_a_refused_reproduce_and_a_sweep_without_a_scheduler_leave_no_output_folder(data, tmp_path):
+    """Issue: reproduce made --output, then refused an unknown --only key and left the folder; a sweep
+    made it, then could not reach its scheduler. Both now take back the folders they made."""
+    with pytest.raises(SystemExit, match="unknown setting"):
+        reproduce.run(["--only", "nope", "--scheduler", "serial", "--output", str(tmp_path / "r" / "out")])
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("distributed")
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        with pytest.raises(SystemExit, match="cannot connect to a Dask scheduler"):
+            sweep_cli.run(["--input", data, "--learner", "fogd", "--grid", "n_components=16",
+                           "--scheduler", "tcp://127.0.0.1:1", "--output", str(tmp_path / "s" / "out")])
+    assert os.listdir(tmp_path) == []
 
 
 def test_heatmap_takes_2_and_2_0_as_one_value(data, tmp_path):

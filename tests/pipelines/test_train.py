@@ -182,6 +182,22 @@ def test_a_test_set_whose_classes_differ_is_refused(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("streaming", [[], ["--streaming", "--stop_after", "5"]], ids=["batch", "streaming"])
+def test_class_names_no_model_file_could_record_are_refused_at_launch(tmp_path, capsys, streaming):
+    """Issue: a dataset.json whose class names take more than a model file's header holds (1 MiB)
+    ended the job in a ValueError traceback when the first model was written (batch: building the graph;
+    streaming: the start model), the streaming output left behind. Refused up front, in one line."""
+    X, y = binary_data(60)
+    write_dataset(tmp_path / "train", X, y, "binary", classes=["n" * 300_000, "p" * 300_000])
+    with pytest.raises(SystemExit) as exit_info:
+        train.run(["--input", str(tmp_path / "train"), *FOGD, "--output", str(tmp_path / "out"), *streaming])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"python -m pipelines.train: error: --input {tmp_path / 'train' / 'dataset.json'}: the 2 class names take 600008 bytes as JSON, "
+        f"more than the {okl_core.state.MAX_CLASSES_BYTES} a model file records; give the classes shorter names")
+    assert sorted(os.listdir(tmp_path)) == ["train"]
+
+
 def test_the_model_file_records_the_training_classes_through_shards_and_rounds(tmp_path, binary_set):
     """Issue: a model file did not say which classes its codes stand for (predict could not check
     its input). The classes of the training set's dataset.json now reach the merged model of the

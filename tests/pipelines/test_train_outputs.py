@@ -113,11 +113,17 @@ def test_an_empty_output_folder_is_used(tmp_path, data):
     _one_run(tmp_path / "out")
 
 
-def test_a_refused_job_leaves_no_output(tmp_path, data, capsys):
+def test_a_refused_job_leaves_no_output(tmp_path, data, capsys, monkeypatch):
     with pytest.raises(SystemExit):
         train.run(_args(data, tmp_path / "out", "--param", "bogus=1"))
     assert "unknown parameter" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["data"]
+    # Nor the parent folders it made for --output (once left behind: runs/ of a job without --output, new/deep/)
+    monkeypatch.chdir(tmp_path)
+    for output in (["--output", "new/deep/out"], []):
+        with pytest.raises(SystemExit):
+            train.run([*_no_output_args(data), "--param", "bogus=1", *output])
+        assert sorted(os.listdir(tmp_path)) == ["data"]
 
 
 @pytest.mark.parametrize("second_flags", [(), ("--overwrite",)], ids=["plain", "overwrite"])
@@ -173,3 +179,52 @@ def test_remote_output_refused_when_used_and_tied_by_run_json(tmp_path, data, ca
 def test_output_folder_permissions_follow_the_umask(tmp_path, data, umask, mode):
     assert _train(data, tmp_path / "out", umask=umask).returncode == 0
     assert stat.S_IMODE(os.stat(tmp_path / "out").st_mode) == mode
+
+
+def _no_output_args(data, *more):
+    return ["--input", data, "--learner", "fogd", "--param", "n_components=8", "--sigma", "1", "--batch_rows", "64", *more]
+
+
+def test_a_glob_without_output_trains_into_runs_named_after_its_folder(tmp_path, data, monkeypatch):
+    """Issue: the default output of --input 'DIR/*.parquet' was runs/*.parquet-fogd, a folder named with a wildcard."""
+    monkeypatch.chdir(tmp_path)
+    result = train.run(_no_output_args(f"{data}/*.parquet"))
+    assert result.output == os.path.join("runs", "data-fogd") and os.listdir("runs") == ["data-fogd"]
+    _one_run(tmp_path / "runs" / "data-fogd")
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["batch", "streaming"])
+@pytest.mark.parametrize("given, recorded_name, expected", [
+    ("data/*.parquet", None, "data"),                            # a glob: its folder
+    ("data/part-*-of-00001.parquet", None, "data"),
+    ("data/part-00000-of-00001.parquet", None, "part-00000-of-00001"),  # a file: its name without .parquet
+    ("plain", None, "plain"),                                    # streaming: a folder of Parquet files without dataset.json
+    ("data", "my data/v2*", "my_data_v2"),                       # dataset.json's name, as one safe folder name
+    ("data", "../..", "data"),                                   # nothing safe left
+])
+def test_the_default_output_is_one_safe_folder_for_every_input(tmp_path, data, monkeypatch, streaming, given, recorded_name, expected):
+    """``runs/<data>-<learner>`` names one folder under runs/, without a wildcard, slash or leading dot, the same
+    for a batch and a streaming job; a refused or abandoned launch takes back the folders it made."""
+    import shutil
+
+    from pipelines.job import resolve_job
+
+    if given == "plain" and not streaming:
+        pytest.skip("a batch job reads a folder only when it holds dataset.json")
+    monkeypatch.chdir(tmp_path)
+    os.mkdir("plain")
+    shutil.copy(os.path.join(data, "part-00000-of-00001.parquet"), "plain")
+    if recorded_name is not None:
+        with open(os.path.join(data, "dataset.json")) as f:
+            info = json.load(f)
+        with open(os.path.join(data, "dataset.json"), "w") as f:
+            json.dump({**info, "name": recorded_name}, f)
+    args, _ = train.build_parser().parse_known_args(_no_output_args(given, *(["--streaming"] if streaming else [])))
+    job = resolve_job(args)
+    assert job.output == os.path.join("runs", f"{expected}-fogd")
+    if streaming:  # written in place
+        assert os.listdir("runs") == [f"{expected}-fogd"]
+    else:  # staged beside it
+        assert job.staging.path == os.path.abspath(job.output)
+    job.abandon()
+    assert not os.path.exists("runs")

@@ -504,6 +504,30 @@ def test_a_merge_of_shards_that_started_from_one_version_counts_its_examples_onc
     assert learned_files(str(tmp_path / "nowhere" / "model-v000001.npz")) == {}
 
 
+@pytest.mark.parametrize("record, why", [
+    (b'{"version": 1, "files": {', "Expecting property name enclosed in double quotes: line 1 column 26 (char 25)"),  # truncated
+    (b"[1, 2]", "a JSON list, not an object"),
+    (b'{"files": ["/in/a.parquet"]}', "'files' is a JSON list, not an object of file -> progress"),
+    (b'{"files": {"/in/a.parquet": 40}}', "'files' entry '/in/a.parquet' is 40, not an object of rows (an integer >= 0) and done (true or false)"),
+    (b'{"files": {"/in/a.parquet": {"rows": -1, "done": true}}}',
+     "'files' entry '/in/a.parquet' is {\"rows\": -1, \"done\": true}, not an object of rows (an integer >= 0) and done (true or false)"),
+    (b'{"files": {"/in/a.parquet": {"rows": 40, "done": "yes"}}}',
+     "'files' entry '/in/a.parquet' is {\"rows\": 40, \"done\": \"yes\"}, not an object of rows (an integer >= 0) and done (true or false)"),
+    (b'{"files": "\x80"}', "'utf-8' codec can't decode byte 0x80 in position 11: invalid start byte"),
+    (b"[" * 100_000, "maximum recursion depth exceeded while decoding a JSON array from a unicode string"),
+])
+def test_a_damaged_version_record_is_one_line_naming_it(tmp_path, record, why):
+    """Issue: a restart read the newest version's record with json.loads and .get: a truncated or
+    foreign record ended the launch in a JSONDecodeError, AttributeError or TypeError traceback."""
+    from transforms.streaming import learned_files
+
+    model = tmp_path / version_file_name(1)
+    (tmp_path / "model-v000001.json").write_bytes(record)
+    with pytest.raises(ValueError) as err:
+        learned_files(str(model))
+    assert str(err.value) == f"{tmp_path / 'model-v000001.json'}: not a version record okl wrote ({why})"
+
+
 def test_versions_record_the_classes_of_the_model_the_shards_started_from(tmp_path):
     """The start model records the training data's classes (pipelines.stream.initial_model); the
     shards' snapshots do not carry them, and every merged version once lost them."""
