@@ -238,6 +238,21 @@ def _error_line(err: BaseException) -> tuple[str, int] | None:
     return None if line is None else (line, 1)
 
 
+def _quiet_runner_disconnects() -> None:
+    """After a one-line error the process ends: Beam's SDK worker threads that fail because the
+    runner they talk to is stopping (gRPC UNAVAILABLE or CANCELLED, e.g. a worker's ``read_state``
+    stream as Prism goes) print nothing; any other thread's exception is printed as before."""
+    before = threading.excepthook
+
+    def hook(args) -> None:
+        code = getattr(args.exc_value, "code", None)
+        status = code() if type(args.exc_value).__module__.startswith("grpc") and callable(code) else None
+        if getattr(status, "name", None) not in ("UNAVAILABLE", "CANCELLED"):
+            before(args)
+
+    threading.excepthook = hook
+
+
 def main(run: Callable[[list[str] | None], object], command: str, argv: list[str] | None = None) -> None:
     """Run ``run(argv)`` as a command: errors the user can fix are one line (module docstring), Ctrl-C ends it
     with one line and exit status 130.
@@ -274,6 +289,7 @@ def main(run: Callable[[list[str] | None], object], command: str, argv: list[str
         line = _error_line(err)
         if line is None:
             raise
+        _quiet_runner_disconnects()
         print(f"{prog(command)}: error: {line[0]}", file=sys.stderr)
         sys.exit(line[1])
     finally:

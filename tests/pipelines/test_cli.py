@@ -379,3 +379,35 @@ def test_a_job_server_that_cannot_be_started_is_one_line(command, options, messa
     expected = message.format(tmp=tmp_path, flink=flink, beam=beam_version())
     assert err.strip().splitlines()[-1] == f"python -m pipelines.{name}: error: {expected}"
     assert not (tmp_path / "out").exists()
+
+
+def test_after_a_one_line_error_threads_cut_off_by_the_stopping_runner_print_nothing():
+    """Issue (CI, Prism): after a streaming job's capacity line, a Beam SDK worker thread whose gRPC
+    stream Prism closed on its way out (``read_state``: UNAVAILABLE) printed its traceback under the
+    one line. Such threads are now quiet; any other thread's exception is still printed."""
+    import subprocess
+    import sys
+
+    code = (
+        "import atexit, threading, grpc\n"
+        "from pipelines.cli import UsageError, main\n"
+        "def cut_off():\n"
+        "    grpc.insecure_channel('127.0.0.1:1').unary_unary('/okl.Test/Call')(b'', timeout=5)\n"
+        "def broken():\n"
+        "    raise ValueError('a real defect')\n"
+        "def later():  # threads failing while the process ends, as a runner's do\n"
+        "    for target in (cut_off, broken):\n"
+        "        thread = threading.Thread(target=target)\n"
+        "        thread.start()\n"
+        "        thread.join()\n"
+        "def run(argv):\n"
+        "    atexit.register(later)\n"
+        "    raise UsageError('bad flag')\n"
+        "main(run, 'train', [])\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=root,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 2
+    assert done.stderr.startswith("python -m pipelines.train: error: bad flag\n"), done.stderr
+    assert "UNAVAILABLE" not in done.stderr and "ValueError: a real defect" in done.stderr
