@@ -86,10 +86,12 @@ from pipelines.cli import UsageError  # noqa: E402  (the CLIs' one-line errors; 
 from transforms.worker import quiet_capacity_traces  # noqa: E402  (after Beam: see above)
 
 __all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "start_job", "run_pipeline", "configure_logging",
-           "live_progress", "workers_are_local", "spare_core_per_shard"]
+           "live_progress", "workers_are_local", "spare_core_per_shard", "runner_name", "DIRECT_NAMES", "PRISM_NAMES"]
 
-_DIRECT_NAMES = {"directrunner", "direct"}
-_PRISM_NAMES = {"prismrunner", "prism"}
+DIRECT_NAMES = {"directrunner", "direct"}
+"""``--runner`` values (lower case) of the DirectRunner, which okl runs on the FnApiRunner (module docstring)."""
+PRISM_NAMES = {"prismrunner", "prism"}
+"""``--runner`` values (lower case) of Beam's Prism runner."""
 _LOG = logging.getLogger(__name__)
 
 
@@ -258,8 +260,7 @@ def pipeline_options(beam_argv: list[str]) -> PipelineOptions:
     portable = options.view_as(PortableOptions)
     if portable.job_endpoint == "embed" and "--environment_type" not in given:
         portable.environment_type = "LOOPBACK"
-    runner = options.view_as(StandardOptions).runner
-    if isinstance(runner, str) and runner.lower() in _PRISM_NAMES:
+    if runner_name(options) in PRISM_NAMES:
         use_local_prism(options, beam_argv)
     return options
 
@@ -296,7 +297,7 @@ def make_pipeline(options: PipelineOptions, runner=None) -> beam.Pipeline:
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
     named = runner or options.view_as(StandardOptions).runner
-    local = named is None or (isinstance(named, str) and named.lower() in _DIRECT_NAMES)
+    local = named is None or (isinstance(named, str) and named.lower() in DIRECT_NAMES)
     try:
         with _validation_warnings_held():
             return beam.Pipeline(runner=FnApiRunner() if local else named, options=options)
@@ -445,7 +446,8 @@ def live_progress(label: str, total_rows: int, options: PipelineOptions):
     return LiveProgress(label, total_rows, enabled=workers_are_local(options) and progress_wanted())
 
 
-def _runner_name(options: PipelineOptions) -> str | None:
+def runner_name(options: PipelineOptions) -> str | None:
+    """The options' ``--runner`` in lower case (None: not given; a runner object: None too)."""
     runner = options.view_as(StandardOptions).runner
     return runner.lower() if isinstance(runner, str) else None
 
@@ -453,8 +455,8 @@ def _runner_name(options: PipelineOptions) -> str | None:
 def workers_are_local(options: PipelineOptions) -> bool:
     """True when the job's workers run on this machine: the DirectRunner (in process or
     worker processes), Prism, or any runner with ``--environment_type=LOOPBACK``."""
-    name = _runner_name(options)
-    return name is None or name in _DIRECT_NAMES | _PRISM_NAMES | {"switchingdirectrunner"} or (
+    name = runner_name(options)
+    return name is None or name in DIRECT_NAMES | PRISM_NAMES | {"switchingdirectrunner"} or (
         options.view_as(PortableOptions).environment_type or "").upper() == "LOOPBACK"
 
 
@@ -471,7 +473,7 @@ def spare_core_per_shard(options: PipelineOptions, num_shards: int) -> bool:
     # The cores this process may run on; os.sched_getaffinity is Linux's only (macOS, Windows: every core).
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     at_once = num_shards
-    if _runner_name(options) in _DIRECT_NAMES | {None}:
+    if runner_name(options) in DIRECT_NAMES | {None}:
         workers = options.view_as(DirectOptions).direct_num_workers or cores
         at_once = min(num_shards, workers)
     return cores >= 2 * at_once

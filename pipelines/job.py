@@ -78,6 +78,9 @@ class TrainJob:
     staging: StagedDirectory | None = None
     """Local outputs: the hidden directory the run's files are written into, renamed to
     ``output`` by :meth:`publish` (None: remote outputs, written in place, ``run.json`` last)."""
+    restart: tuple[dict, frozenset[str]] = ({}, frozenset())
+    """A streaming job's start: the files the model it continues from has learned, and those an
+    earlier job on its output dead-lettered (:func:`_restart_files`, read once at launch)."""
     made: list[str] = dataclasses.field(default_factory=list)
     """The folders the launch made for a streaming job's local output (written in place):
     :meth:`abandon` removes them again while they are empty."""
@@ -238,9 +241,17 @@ def files_learned_by(output: str, init_model: str | None, start: str | None) -> 
         raise start_refused(output, init_model, start, err, damaged=True) from None
 
 
-def _streaming_input(args, learner_name: str) -> DatasetSource:
+def _restart_files(output: str, init_model: str | None) -> tuple[dict, frozenset[str]]:
+    """What the model a streaming job on ``output`` starts from has learned (:func:`files_learned_by`),
+    and the files an earlier job dead-lettered that it has not learned whole (:func:`dead_lettered_files`)."""
+    learned = files_learned_by(output, init_model, continued_from(output, init_model))
+    return learned, dead_lettered_files(output, learned)
+
+
+def _streaming_input(args, learner_name: str) -> tuple[DatasetSource, tuple[dict, frozenset[str]] | None]:
     """What a streaming job opens at launch: ``--input`` less the files an earlier job on its
-    output dead-lettered and its version has not learned whole.
+    output dead-lettered and its version has not learned whole; and, for a glob, those files
+    (:func:`_restart_files`, read once: the launch keeps them in :attr:`TrainJob.restart`).
 
     A restart must not be refused over a file the job it continues already judged (an
     unreadable or foreign file, a file of bad rows): only the files it may learn tell the
@@ -248,10 +259,10 @@ def _streaming_input(args, learner_name: str) -> DatasetSource:
     """
     path = _input_path(args)
     if is_remote(path) or os.path.isdir(path):
-        return _open(path, "--input", streaming=True)
+        return _open(path, "--input", streaming=True), None
     output = args.output or _default_output(files_name(path), learner_name)  # the name open_dataset gives these files
-    learned = files_learned_by(output, args.init_model, continued_from(output, args.init_model))
-    return _open(path, "--input", streaming=True, skip=dead_lettered_files(output, learned))
+    restart = _restart_files(output, args.init_model)
+    return _open(path, "--input", streaming=True, skip=restart[1]), restart
 
 
 def _demo_data(args, directory: str) -> DatasetSource:
@@ -367,10 +378,13 @@ def resolve_job(args) -> TrainJob:
     """
     check_train_flags(args)
     name, params = _learner_choice(args)
+    restart = None
     if args.input is None:
         source = None
+    elif getattr(args, "streaming", False):
+        source, restart = _streaming_input(args, name)
     else:
-        source = _streaming_input(args, name) if getattr(args, "streaming", False) else _open(args.input, "--input")
+        source = _open(args.input, "--input")
     if source is None and args.output and is_remote(args.output):
         raise UsageError("the built-in demo data set is written locally: give a local --output, or --input")
     output = args.output or _default_output("synthetic" if source is None else source.name, name)
@@ -383,6 +397,8 @@ def resolve_job(args) -> TrainJob:
             source = _demo_data(args, staging.tmp if staging is not None else output)
         files = {key: f"{output.rstrip('/')}/{file}" for key, file in OUTPUT_FILES.items()}
         job = _resolve_learning(args, source, name, params, output, files)
+        if getattr(args, "streaming", False):
+            job.restart = restart or _restart_files(output, args.init_model)
     except BaseException:
         if staging is not None:
             staging.abort()

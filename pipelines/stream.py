@@ -34,11 +34,11 @@ from okl_core.state import parse_version
 from okl_experiments.metrics import headline
 from okl_experiments.text import loads_json
 from pipelines.cli import reclaim_interrupt
-from pipelines.common import UsageError, make_pipeline, pipeline_options, start_job, use_local_prism
-from pipelines.job import TrainJob, TrainResult, check_model_classes, counters, data_classes, files_learned_by, start_refused
+from pipelines.common import DIRECT_NAMES, PRISM_NAMES, UsageError, make_pipeline, pipeline_options, runner_name, start_job, use_local_prism
+from pipelines.job import TrainJob, TrainResult, check_model_classes, counters, data_classes, start_refused
 from transforms.streaming import (
     MergeSnapshots, ReadParquetFiles, StreamTrainOnline, VersionNotices, WatchParquet, WriteDeadLetterFiles, WriteModelVersions,
-    WriteSnapshotRecords, continued_from, dead_lettered_files, newest_version,
+    WriteSnapshotRecords, continued_from, newest_version,
 )
 from transforms.read import DatasetSource, read_bytes
 from transforms.train import LearnerSpec
@@ -137,9 +137,9 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     learner = job.learner
     check_streaming_args(args, learner)
     data, first_version, started_from = initial_model(args, learner, job.output, job.source)
-    # The files the model continued from has learned (its version record): read again, they would count twice.
-    learned = files_learned_by(job.output, args.init_model, started_from)  # {} for a fresh model (no .npz, no record)
-    dead_lettered = dead_lettered_files(job.output, learned)  # reported by an earlier job on this output: not again
+    # The files the model continued from has learned (read again, they would count twice), and
+    # those an earlier job on this output dead-lettered (reported once): read at launch.
+    learned, dead_lettered = job.restart
     spec = LearnerSpec(learner.name, job.params)
     start = time.time()
     stop = None if args.stop_after is None else start + args.stop_after
@@ -203,8 +203,8 @@ def streaming_pipeline(beam_argv: list[str]) -> tuple[beam.Pipeline, bool]:
     """
     options = pipeline_options(beam_argv)
     options.view_as(StandardOptions).streaming = True
-    runner = options.view_as(StandardOptions).runner
-    local = runner is None or (isinstance(runner, str) and runner.lower() in ("directrunner", "direct", "prismrunner", "prism"))
+    name = runner_name(options)
+    local = name is None or name in DIRECT_NAMES | PRISM_NAMES
     if local:
         use_local_prism(options, beam_argv)
     return make_pipeline(options, runner="PrismRunner" if local else None), local
