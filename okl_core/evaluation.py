@@ -47,6 +47,9 @@ __all__ = [
     "curve_checkpoints",
     "effective_batch_rows",
     "mean_std",
+    "BASELINE_MARGIN",
+    "constant_baseline",
+    "beats_baseline",
 ]
 
 METRICS = {
@@ -262,3 +265,53 @@ def mean_std(values) -> tuple[float, float]:
         return math.nan, math.nan
     std = float(values.std(ddof=1)) if values.size > 1 else math.nan
     return float(values.mean()), std
+
+
+BASELINE_MARGIN = 0.01
+"""How much lower than the constant baseline a metric must be to count as better: 1% of the
+baseline. A model within it (a9a's always-"-1" answer is 0.236, RBP's default 0.239) learned
+nothing a user could rely on."""
+
+
+def constant_baseline(task: str, y) -> dict[str, float]:
+    """The metrics of the best constant answer over the rows of ``y``.
+
+    Classification: always answering the most frequent label (``mistake_rate`` = 1 - its
+    share). Regression: always answering the mean (``mse``: the variance of ``y``) and, for
+    ``mae``, the median (the constant that minimises the absolute error).
+
+    Parameters
+    ----------
+    task : str
+        ``binary``, ``multiclass`` or ``regression``.
+    y : array-like of shape (n,)
+        The labels or targets of the rows the model was scored on.
+
+    Returns
+    -------
+    dict
+        Metric name (:func:`task_metrics`) -> value; NaN for every metric when ``y`` is empty.
+    """
+    y = np.asarray(y).ravel()
+    if task == "regression":
+        if y.size == 0:
+            return {"mse": math.nan, "mae": math.nan}
+        y = y.astype(np.float64)
+        return {"mse": float(np.mean((y - y.mean()) ** 2)), "mae": float(np.mean(np.abs(y - np.median(y))))}
+    if y.size == 0:
+        return {"mistake_rate": math.nan}
+    _, counts = np.unique(y, return_counts=True)
+    return {"mistake_rate": 1.0 - float(counts.max()) / y.size}
+
+
+def beats_baseline(value: float, baseline: float, margin: float = BASELINE_MARGIN) -> bool:
+    """Whether a lower-is-better metric ``value`` is clearly below ``baseline``.
+
+    Clearly: at most ``(1 - margin) * baseline``. NaN on either side is not better; a zero
+    baseline (every row the same label or target) is beaten only by a zero metric.
+    """
+    if not (math.isfinite(value) and math.isfinite(baseline)):
+        return False
+    if baseline == 0:
+        return value == 0
+    return value <= (1.0 - margin) * baseline

@@ -139,3 +139,20 @@ def test_permuted_refuses_x_and_y_of_other_lengths():
     """The permutation was sized by y: X's extra rows were dropped silently."""
     with pytest.raises(ValueError, match=r"^X has 10 rows but y has 5$"):
         permuted(np.arange(20).reshape(10, 2), np.arange(5), 0, 0)
+
+
+def test_the_constant_baseline_is_the_best_constant_answer_of_the_rows():
+    from okl_core.evaluation import beats_baseline, constant_baseline
+
+    y = np.array([1, -1, -1, 1, -1, -1, -1, -1])
+    assert constant_baseline("binary", y) == {"mistake_rate": 0.25}
+    assert constant_baseline("multiclass", np.array([0, 2, 2, 1, 2])) == {"mistake_rate": 0.4}
+    t = np.array([1.0, 2.0, 3.0, 10.0])
+    got = constant_baseline("regression", t)
+    # brute force over constants: the mean minimises the squared error, the median the absolute
+    grid = np.linspace(0, 11, 110001)
+    assert got["mse"] == pytest.approx(min(np.mean((t - c) ** 2) for c in grid[::100]), rel=1e-4)
+    assert got["mae"] == pytest.approx(np.mean(np.abs(t[:, None] - grid[None, :]), axis=0).min(), abs=1e-9)
+    assert math.isnan(constant_baseline("binary", np.array([]))["mistake_rate"])
+    assert beats_baseline(0.2, 0.25) and not beats_baseline(0.248, 0.25) and not beats_baseline(0.3, 0.25)
+    assert not beats_baseline(float("nan"), 0.25) and beats_baseline(0.0, 0.0) and not beats_baseline(0.1, 0.0)
