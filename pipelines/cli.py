@@ -18,7 +18,13 @@ Errors
 :func:`main` runs a command the way its console script and ``python -m`` do, and is where
 what escapes the command becomes one line: a :class:`UsageError` (exit status 2), a learner
 over a cap of its config (``okl_core.CapacityError``, however the runner wrapped it: exit
-status 1), and Ctrl-C (SIGINT: ``<prog>: interrupted``, exit status 130).
+status 1), Ctrl-C (SIGINT: ``<prog>: interrupted``, exit status 130) and SIGTERM (what
+``kill``, ``timeout``, systemd and Kubernetes send: ``<prog>: terminated``, exit status 143).
+A stop goes the way of Ctrl-C: the command's clean-up runs (nothing half-published, its
+runner and worker processes stopped), then the one line.
+
+Beam's harmless root warnings (:class:`BeamNoise`) are dropped in every command, ``--help``
+included, however Beam is first imported.
 
 The ``okl`` console script (:mod:`pipelines.okl`) names its commands ``okl train``,
 ``okl sweep``, ...; :func:`prog` gives each parser the name it was started by.
@@ -37,10 +43,16 @@ import threading
 from typing import Callable, Sequence
 
 __all__ = ["Parser", "UsageError", "deprecate", "prog", "okl_names", "warn", "main", "running_as_command", "INTERRUPTED_STATUS",
-           "check_output_dir", "make_output_dir", "output_dir", "output_error", "reclaim_interrupt"]
+           "TERMINATED_STATUS", "check_output_dir", "make_output_dir", "output_dir", "output_error", "reclaim_interrupt",
+           "BeamNoise", "BEAM_NOISE", "without_beam_noise"]
 
 INTERRUPTED_STATUS = 130
 """Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
+TERMINATED_STATUS = 143
+"""Exit status after SIGTERM (128 + SIGTERM), as a shell reports it."""
+
+_STOPS = {signal.SIGINT: ("interrupted", INTERRUPTED_STATUS), signal.SIGTERM: ("terminated", TERMINATED_STATUS)}
+"""The signals that stop a command, with its one line and exit status."""
 
 _PROG_STYLE = {"okl": False}
 
@@ -59,6 +71,44 @@ def okl_names():
         yield
     finally:
         _PROG_STYLE["okl"] = before
+
+
+class BeamNoise(logging.Filter):
+    """Drops Beam's two root warnings that are harmless for okl and only alarm users, and Prism's
+    echo of a failed bundle.
+
+    "apitools not found ..." is logged when Beam is first imported without its optional GCP
+    extras (by ``logging.warning``, which also gives the root logger a handler of its own);
+    "Resource module is not available ..." by RunInference on every model load when torch is
+    not installed. Prism's two ERROR lines about a failed bundle ("Prism received bundle error
+    ...", "stage.Execute aborting due to bundle error ...") repeat what the job's error says,
+    which the command reports (in one line when it is the user's to fix).
+    """
+
+    PREFIXES = ("apitools not found", "Resource module is not available")
+    PRISM_PREFIXES = ("Prism received bundle error from worker response", "stage.Execute aborting due to bundle error")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "PrismRunner" and str(record.msg).startswith(self.PRISM_PREFIXES):
+            return False
+        return not str(record.msg).startswith(self.PREFIXES)
+
+
+BEAM_NOISE = BeamNoise()
+"""The one :class:`BeamNoise` filter, installed on the root logger (and its handlers) by the commands."""
+
+
+@contextlib.contextmanager
+def without_beam_noise():
+    """Beam's noise (:class:`BeamNoise`) dropped by the root logger while this lasts, which is left as it was."""
+    root = logging.getLogger()
+    installed = BEAM_NOISE not in root.filters
+    root.addFilter(BEAM_NOISE)
+    try:
+        yield
+    finally:
+        if installed:
+            root.removeFilter(BEAM_NOISE)
 
 
 class UsageError(ValueError):
@@ -215,7 +265,7 @@ _INTERRUPT_HANDLERS: list = []
 
 
 def reclaim_interrupt() -> None:
-    """Put :func:`main`'s Ctrl-C handler back in place (nothing outside :func:`main`, or after a Ctrl-C).
+    """Put :func:`main`'s Ctrl-C and SIGTERM handler back in place (nothing outside :func:`main`, or after a Ctrl-C).
 
     For a pipeline run through a Beam job server (Prism, Flink, ``PortableRunner``): Beam's
     ``StopOnExitJobServer`` installs its own SIGINT handler when the job is submitted, and
@@ -224,8 +274,9 @@ def reclaim_interrupt() -> None:
     """
     if not _INTERRUPT_HANDLERS or threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # SIG_IGN: interrupted, on the way out
-        signal.signal(signal.SIGINT, _INTERRUPT_HANDLERS[-1])
+    for signum in _STOPS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # SIG_IGN: stopped, on the way out
+            signal.signal(signum, _INTERRUPT_HANDLERS[-1])
 
 
 def _error_line(err: BaseException) -> tuple[str, int] | None:
@@ -254,21 +305,24 @@ def _quiet_runner_disconnects() -> None:
 
 
 def main(run: Callable[[list[str] | None], object], command: str, argv: list[str] | None = None) -> None:
-    """Run ``run(argv)`` as a command: errors the user can fix are one line (module docstring), Ctrl-C ends it
-    with one line and exit status 130.
+    """Run ``run(argv)`` as a command: errors the user can fix are one line (module docstring), Ctrl-C
+    and SIGTERM end it with one line and exit status 130 / 143.
 
     ``run`` cleans up what it started on its way out (``finally`` blocks, context managers)
-    before the error or interrupt reaches this function. Beam re-raises a KeyboardInterrupt raised
-    inside a DoFn as a RuntimeError naming the step, so an interrupt is recognised by the
-    SIGINT that arrived, not by the exception's type. The first Ctrl-C is the way out: later
-    ones are ignored, so that they cut no cleanup short (and Beam's job server handler, which
-    deadlocked on a second one, is not entered again). An int returned by ``run`` is the exit status.
+    before the error or interrupt reaches this function: SIGTERM raises the same
+    KeyboardInterrupt as Ctrl-C, so every clean-up that holds for one holds for the other. Beam
+    re-raises a KeyboardInterrupt raised inside a DoFn as a RuntimeError naming the step, so a
+    stop is recognised by the signal that arrived, not by the exception's type. The first stop is
+    the way out: later signals are ignored, so that they cut no cleanup short (and Beam's job
+    server handler, which deadlocked on a second Ctrl-C, is not entered again). An int returned by
+    ``run`` is the exit status.
     """
-    interrupted: list[int] = []
+    stopped: list[int] = []
 
-    def on_interrupt(signum, frame):
-        interrupted.append(signum)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    def on_stop(signum, frame):
+        stopped.append(signum)
+        for other in _STOPS:
+            signal.signal(other, signal.SIG_IGN)
         # The process is ending: runner threads that fail as their runner goes (gRPC UNAVAILABLE)
         # print and log nothing, now or after logging is back on (Beam and Dask log the interrupted work at ERROR).
         threading.excepthook = lambda _args: None
@@ -277,15 +331,19 @@ def main(run: Callable[[list[str] | None], object], command: str, argv: list[str
         logging.disable(logging.CRITICAL)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, on_interrupt)
-    _INTERRUPT_HANDLERS.append(on_interrupt)
+    logging.getLogger().addFilter(BEAM_NOISE)  # Beam may be first imported anywhere below (even by --help's way out)
+    previous = {signum: signal.signal(signum, on_stop) for signum in _STOPS}
+    _INTERRUPT_HANDLERS.append(on_stop)
     _COMMANDS_RUNNING.append(command)
     try:
         result = run(argv)
     except BaseException as err:
-        if interrupted or isinstance(err, KeyboardInterrupt):
-            print(f"{prog(command)}: interrupted", file=sys.stderr)
-            sys.exit(INTERRUPTED_STATUS)
+        if stopped or isinstance(err, KeyboardInterrupt):
+            word, status = _STOPS[stopped[0] if stopped else signal.SIGINT]
+            print(f"{prog(command)}: {word}", file=sys.stderr)
+            sys.exit(status)
+        if isinstance(err, SystemExit):  # argparse's --help and one-line errors: already said
+            raise
         line = _error_line(err)
         if line is None:
             raise
@@ -295,9 +353,10 @@ def main(run: Callable[[list[str] | None], object], command: str, argv: list[str
     finally:
         _COMMANDS_RUNNING.pop()
         _INTERRUPT_HANDLERS.pop()
-        # After a Ctrl-C the process only ends: another one (while Beam stops its runner at exit) must not print a traceback.
-        signal.signal(signal.SIGINT, signal.SIG_IGN if interrupted else previous)
-        if interrupted:
+        # After a stop the process only ends: another signal (while Beam stops its runner at exit) must not print a traceback.
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_IGN if stopped else handler)
+        if stopped:
             logging.disable(logging.NOTSET)
     status = result if isinstance(result, int) and not isinstance(result, bool) else 0
     # The command is done and the process ends next: spare the interpreter's final walk over

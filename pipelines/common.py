@@ -29,12 +29,14 @@ harmless for okl and only alarm users: "apitools not found ..." (on import, when
 optional GCP extras are absent) and "Resource module is not available ..." (by
 RunInference on every model load when torch is not installed: Beam 2.77 imports
 ``resource`` together with a torch-only module). This module imports Beam with the first
-dropped for the length of the import only, and :func:`configure_logging`, which the CLIs
-call when they run, drops both from then on. It also drops Prism's two ERROR lines about a
-failed bundle ("Prism received bundle error ...", "stage.Execute aborting due to bundle
-error ..."): the job then fails with an error that names the bundle and the stage and holds
-the worker's traceback, and the command reports that (in one line when it is the user's to
-fix). The only other filter drops the runners' tracebacks of an ``okl_core.CapacityError``,
+dropped for the length of the import only; :func:`pipelines.cli.main` drops both while a
+command runs, and :func:`configure_logging`, which the CLIs call when they run, from the
+console handlers too. It also drops Prism's two ERROR lines about a failed bundle ("Prism
+received bundle error ...", "stage.Execute aborting due to bundle error ..."): the job then
+fails with an error that names the bundle and the stage and holds the worker's traceback,
+and the command reports that (in one line when it is the user's to fix)
+(:class:`pipelines.cli.BeamNoise`). Local ``multi_processing`` workers start through
+:mod:`pipelines.sdk_worker`, which keeps their console to errors from their first line. The only other filter drops the runners' tracebacks of an ``okl_core.CapacityError``,
 whose one line the command prints (:func:`transforms.worker.quiet_capacity_traces`).
 """
 
@@ -48,34 +50,7 @@ import os
 import re
 import tempfile
 
-
-class _DropBeamNoise(logging.Filter):
-    """Drop Beam's two spurious root warnings, and Prism's echo of a failed bundle (see the module docstring)."""
-
-    PREFIXES = ("apitools not found", "Resource module is not available")
-    PRISM_PREFIXES = ("Prism received bundle error from worker response", "stage.Execute aborting due to bundle error")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.name == "PrismRunner" and str(record.msg).startswith(self.PRISM_PREFIXES):
-            return False
-        return not str(record.msg).startswith(self.PREFIXES)
-
-
-_BEAM_NOISE = _DropBeamNoise()
-
-
-@contextlib.contextmanager
-def _without_beam_noise():
-    """Beam's spurious root warnings dropped while this lasts (the root logger is left as it was)."""
-    root = logging.getLogger()
-    installed = _BEAM_NOISE not in root.filters
-    root.addFilter(_BEAM_NOISE)
-    try:
-        yield
-    finally:
-        if installed:
-            root.removeFilter(_BEAM_NOISE)
-
+from pipelines.cli import BEAM_NOISE as _BEAM_NOISE, without_beam_noise as _without_beam_noise  # pipelines.cli imports no Beam
 
 with _without_beam_noise():  # the CLIs import Beam here first (pipelines.common sorts before the rest)
     import apache_beam as beam
@@ -83,7 +58,7 @@ with _without_beam_noise():  # the CLIs import Beam here first (pipelines.common
 
 from okl_core.data.layout import one_line  # noqa: E402
 from pipelines.cli import UsageError  # noqa: E402  (the CLIs' one-line errors; here for the modules that raise them)
-from transforms.worker import quiet_capacity_traces  # noqa: E402  (after Beam: see above)
+from transforms.worker import SDK_WORKER_MAIN, quiet_capacity_traces  # noqa: E402  (after Beam: see above)
 
 __all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "start_job", "run_pipeline", "configure_logging",
            "live_progress", "workers_are_local", "spare_core_per_shard", "runner_name", "DIRECT_NAMES", "PRISM_NAMES"]
@@ -294,13 +269,11 @@ def make_pipeline(options: PipelineOptions, runner=None) -> beam.Pipeline:
         validation of the options failed (``--environment_type=PROCESS`` without its
         ``process_command``, DataflowRunner without ``--project``, ...): one line, Beam's errors joined.
     """
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-
     named = runner or options.view_as(StandardOptions).runner
     local = named is None or (isinstance(named, str) and named.lower() in DIRECT_NAMES)
     try:
         with _validation_warnings_held():
-            return beam.Pipeline(runner=FnApiRunner() if local else named, options=options)
+            return beam.Pipeline(runner=_local_runner() if local else named, options=options)
     except ImportError as err:
         raise UsageError(f"--runner {named}: {one_line(err)}") from None
     except ValueError as err:
@@ -308,6 +281,41 @@ def make_pipeline(options: PipelineOptions, runner=None) -> beam.Pipeline:
             raise
         problems = [line.strip().rstrip(".") for line in str(err).splitlines()[1:] if line.strip()]
         raise UsageError(f"Beam pipeline options: {'; '.join(problems)}") from None
+
+
+_SDK_WORKER = "pipelines.sdk_worker"
+"""The module local ``multi_processing`` workers run (Beam's worker, quiet and stopped by the command)."""
+
+
+def _local_runner():
+    """The FnApiRunner, whose ``multi_processing`` worker processes start through :mod:`pipelines.sdk_worker`.
+
+    ``FnApiRunner.run_pipeline`` gives its ``multi_processing`` environment the command
+    ``<python> -m apache_beam.runners.worker.sdk_worker_main``, with no option to name another;
+    the environment is a plain command in the pipeline's description, which the runner then
+    runs, so this runner names okl's module there instead (the same Beam worker, started with
+    Ctrl-C and SIGTERM left to the command and a quiet console).
+    """
+    import shlex
+    import sys
+
+    from apache_beam.portability import python_urns
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+    beam_worker = f" -m {SDK_WORKER_MAIN}".encode()
+    # Beam runs the command through a shell: with ``exec`` the shell becomes the worker, so no
+    # shell sits between the runner and its worker (a group's SIGTERM ended the shell, and the
+    # runner then stopped serving a worker still running), and Beam's kill reaches the worker.
+    exec_ = "exec " if os.name == "posix" else ""
+
+    class LocalRunner(FnApiRunner):
+        def run_via_runner_api(self, pipeline_proto, options):
+            for environment in pipeline_proto.components.environments.values():
+                if environment.urn == python_urns.SUBPROCESS_SDK and environment.payload.endswith(beam_worker):
+                    environment.payload = f"{exec_}{shlex.quote(sys.executable)} -m {_SDK_WORKER}".encode()
+            return super().run_via_runner_api(pipeline_proto, options)
+
+    return LocalRunner()
 
 
 class _HeldRecords(logging.Filter):

@@ -1,0 +1,62 @@
+"""``python -m pipelines.sdk_worker``: a local Beam SDK worker process, quiet, stopped by its launcher.
+
+The DirectRunner's ``multi_processing`` workers (``--direct_running_mode multi_processing``)
+run Beam's own worker, ``apache_beam.runners.worker.sdk_worker_main``, through this module
+(:func:`pipelines.common.make_pipeline` names it as the workers' command). Before Beam's
+worker starts, it sets up the two things that cannot be set from the job's options, because
+they happen before the worker reads them:
+
+* **Stops.** A terminal's Ctrl-C, and a SIGTERM sent to the whole process group (systemd,
+  a CI runner), reach every process of the command, the workers too. The workers ignore
+  both: the command that started them handles the stop (:func:`pipelines.cli.main`) and
+  ends the job, which ends them. Otherwise each worker printed its own KeyboardInterrupt
+  traceback, and the others their broken connections to the command (some ninety lines
+  before the command's ``interrupted``).
+* **Console logging.** The workers' console (the command's stderr) carries warnings and
+  errors only, formatted as the commands format theirs, without Beam's harmless root
+  warnings (:class:`pipelines.cli.BeamNoise`). Beam's worker logs its start-up at INFO
+  (``Logging handler created.``, ``Load pipeline options from file: ...``) before it reads
+  the job's log level (``--default_sdk_harness_log_level``, ERROR for these workers) from
+  the options; without a handler of the worker's own, the "apitools not found" warning
+  gave the root logger Python's default one, and those lines reached the console.
+
+Everything else is Beam's worker, unchanged: it runs as ``__main__`` as it does when started
+with ``python -m`` (:func:`transforms.worker.is_sdk_worker_process` recognises it).
+"""
+
+from __future__ import annotations
+
+import logging
+import runpy
+import signal
+import sys
+
+from pipelines.cli import BEAM_NOISE
+
+__all__ = ["main"]
+
+_BEAM_WORKER = "apache_beam.runners.worker.sdk_worker_main"  # transforms.worker.SDK_WORKER_MAIN (not imported: it imports Beam)
+_CONSOLE_FORMAT = "%(levelname)s %(name)s: %(message)s"  # pipelines.common.configure_logging's
+
+
+def _quiet_console() -> None:
+    """A console handler of the worker's own: warnings and errors, without Beam's noise."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter(_CONSOLE_FORMAT))
+    handler.addFilter(BEAM_NOISE)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.addFilter(BEAM_NOISE)
+
+
+def main() -> None:
+    """Ignore Ctrl-C and SIGTERM, log warnings and errors only, then run Beam's SDK worker."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+    _quiet_console()
+    runpy.run_module(_BEAM_WORKER, run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()
