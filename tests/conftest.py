@@ -80,3 +80,16 @@ def sweep_binary_data(path, n=1500, d=5, seed=0):
     y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] ** 2 > 0.8, 1, -1)
     write_dataset(path, X, y, "binary", n_shards=2, row_group_rows=500, classes=[-1, 1])
     return X, y
+
+
+def warm_folds(*learners: str, env: dict | None = None) -> None:
+    """Compile the folds of ``learners`` into the compile cache of a command run with ``env`` (in a
+    process of its own, as a command's first run would), so that a test of a command's exact
+    stderr does not meet the first use's ``compiling ...`` line."""
+    import subprocess
+    import sys
+
+    code = ("import sys, okl_core; from okl_core.learners.compiled import warm_up\n"
+            "for name in sys.argv[1:]: warm_up(okl_core.make_learner(name, n_inputs=3))")
+    subprocess.run([sys.executable, "-c", code, *learners], env={**os.environ, **(env or {})}, check=True,
+                   cwd=pathlib.Path(__file__).resolve().parents[1])
