@@ -44,14 +44,14 @@ from typing import Callable, Sequence
 
 __all__ = ["Parser", "UsageError", "deprecate", "prog", "okl_names", "warn", "main", "running_as_command", "INTERRUPTED_STATUS",
            "TERMINATED_STATUS", "check_output_dir", "make_output_dir", "output_dir", "output_error", "reclaim_interrupt",
-           "BeamNoise", "BEAM_NOISE", "without_beam_noise"]
+           "BeamNoise", "BEAM_NOISE", "without_beam_noise", "compile_learner"]
 
 INTERRUPTED_STATUS = 130
 """Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
 TERMINATED_STATUS = 143
 """Exit status after SIGTERM (128 + SIGTERM), as a shell reports it."""
 
-_STOPS = {signal.SIGINT: ("interrupted", INTERRUPTED_STATUS), signal.SIGTERM: ("terminated", TERMINATED_STATUS)}
+_STOPS: dict[int, tuple[str, int]] = {signal.SIGINT: ("interrupted", INTERRUPTED_STATUS), signal.SIGTERM: ("terminated", TERMINATED_STATUS)}
 """The signals that stop a command, with its one line and exit status."""
 
 _PROG_STYLE = {"okl": False}
@@ -229,6 +229,25 @@ def output_dir(path: str, flag: str = "--output"):
     except BaseException:
         remove_made_dirs(made)
         raise
+
+
+def compile_learner(learner, command: str) -> None:
+    """Compile the folds ``learner`` runs (or load them from the cache) in this process, before
+    the job, saying so in one line when they are compiled: ``<prog>: compiling the <learner> folds ...``.
+
+    numba compiles a fold the first time it runs on a machine (seconds; up to ~20 s for the
+    budget and OKS families on a busy machine) and caches it (:mod:`okl_core.learners.compiled`).
+    Compiled here, the job's worker processes on this machine load it from the cache instead
+    of each compiling it at once, in silence. Commands call it when the job's workers are
+    local only: remote workers have caches of their own.
+    """
+    from okl_core.learners.compiled import warm_up
+
+    def say() -> None:
+        print(f"{prog(command)}: compiling the {learner.name} folds (first use on this machine; later runs load them from the cache)",
+              file=sys.stderr, flush=True)
+
+    warm_up(learner, on_compile=say)
 
 
 def deprecate(parser: Parser, old: str, new: str) -> None:

@@ -48,7 +48,6 @@ import json
 import logging
 import os
 import re
-import sys
 import tempfile
 
 from pipelines.cli import BEAM_NOISE as _BEAM_NOISE, without_beam_noise as _without_beam_noise  # pipelines.cli imports no Beam
@@ -62,7 +61,7 @@ from pipelines.cli import UsageError  # noqa: E402  (the CLIs' one-line errors; 
 from transforms.worker import SDK_WORKER_MAIN, quiet_capacity_traces  # noqa: E402  (after Beam: see above)
 
 __all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "start_job", "run_pipeline", "configure_logging",
-           "live_progress", "workers_are_local", "spare_core_per_shard", "runner_name", "DIRECT_NAMES", "PRISM_NAMES", "compile_learner"]
+           "live_progress", "workers_are_local", "spare_core_per_shard", "runner_name", "DIRECT_NAMES", "PRISM_NAMES"]
 
 DIRECT_NAMES = {"directrunner", "direct"}
 """``--runner`` values (lower case) of the DirectRunner, which okl runs on the FnApiRunner (module docstring)."""
@@ -440,30 +439,6 @@ def run_pipeline(pipeline: beam.Pipeline):
 def _embedded_job_service(options: PipelineOptions) -> bool:
     """Whether the job ran in Beam's in-process job service (``--job_endpoint=embed``, as :func:`pipeline_options` reads it)."""
     return options.view_as(PortableOptions).job_endpoint == "embed"
-
-
-def compile_learner(learner, command: str, options: PipelineOptions | None = None) -> None:
-    """Compile the folds ``learner`` runs (or load them from the cache) here, before the job,
-    saying so in one line when they are compiled: ``<prog>: compiling the <learner> folds ...``.
-
-    numba compiles a fold the first time it runs on a machine (seconds, up to ~20 s for the
-    budget and OKS families on a busy machine) and caches it (:mod:`okl_core.learners.compiled`).
-    Compiled here, the job's worker processes load it from the cache instead of each compiling
-    it at once, in silence. Skipped when the job's workers run elsewhere (``options``: not
-    :func:`workers_are_local`): their cache is theirs.
-    """
-    from okl_core.learners.compiled import warm_up
-
-    from pipelines.cli import prog
-
-    if options is not None and not workers_are_local(options):
-        return
-
-    def say() -> None:
-        print(f"{prog(command)}: compiling the {learner.name} folds (first use on this machine; later runs load them from the cache)",
-              file=sys.stderr, flush=True)
-
-    warm_up(learner, on_compile=say)
 
 
 def live_progress(label: str, total_rows: int, options: PipelineOptions):

@@ -31,9 +31,9 @@ import json
 import os
 import sys
 
-from pipelines.cli import Parser, check_output_dir, deprecate, main, make_output_dir, output_error, prog
+from pipelines.cli import Parser, check_output_dir, compile_learner, deprecate, main, make_output_dir, output_error, prog
 
-from okl_core.registry import learner_class, learner_names
+from okl_core.registry import learner_class, learner_names, make_learner
 from okl_experiments.data import okl_sources
 from okl_experiments.grid import SearchSpace
 from okl_experiments.params import DEFAULT_BATCH_ROWS
@@ -106,6 +106,9 @@ def _run(args) -> SweepResult:
     check_settings(settings, args.rank_by)
     staged, made = _output(args.output, args.resume, args.overwrite)
     print(f"sweep: {args.learner} on {args.input} ({train.n_rows} rows), {len(points)} points x {args.repeats} runs", file=sys.stderr)
+    if args.scheduler is None or args.scheduler == "serial":  # workers on this machine: they find the folds compiled
+        for point in points:
+            compile_learner(make_learner(args.learner, **point.params), "sweep")
     try:
         with dask_client(args.scheduler, args.num_workers, args.dashboard) as client:
             result = sweep(settings, points, out_dir=staged.tmp if staged else args.output, metric=args.rank_by,

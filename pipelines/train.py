@@ -43,8 +43,9 @@ from okl_experiments.metrics import headline
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 from okl_experiments.params import derived_line
 from okl_experiments.progress import wall_time_text
-from pipelines.cli import Parser, main, prog, running_as_command
-from pipelines.common import UsageError, compile_learner, configure_logging, live_progress, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline
+from pipelines.cli import Parser, compile_learner, main, prog, running_as_command
+from pipelines.common import (UsageError, configure_logging, live_progress, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline,
+                              workers_are_local)
 from pipelines.job import DEMO_LEARNER, SYNTHETIC_TRAIN_ROWS, TrainResult, build_graph, counters, read_metrics, resolve_job
 from pipelines.stream import add_streaming_flags, run_streaming
 
@@ -147,7 +148,8 @@ def run(argv=None) -> TrainResult:
             raise
     try:
         pipeline = make_pipeline(pipeline_options(beam_argv))
-        compile_learner(job.learner, "train", pipeline.options)
+        if workers_are_local(pipeline.options):  # the first use's compiling, said here, not in silence in each worker
+            compile_learner(job.learner, "train")
         with live_progress("train", job.source.n_rows, pipeline.options) as progress:
             job.progress_dir = progress.directory
             build_graph(pipeline, job, launched_at)
