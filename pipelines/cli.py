@@ -44,7 +44,7 @@ from typing import Callable, Sequence
 
 __all__ = ["Parser", "UsageError", "deprecate", "prog", "okl_names", "warn", "main", "running_as_command", "INTERRUPTED_STATUS",
            "TERMINATED_STATUS", "check_output_dir", "make_output_dir", "output_dir", "output_error", "reclaim_interrupt",
-           "BeamNoise", "BEAM_NOISE", "without_beam_noise", "compile_learner"]
+           "BeamNoise", "BEAM_NOISE", "without_beam_noise", "compile_learner", "when_stopped"]
 
 INTERRUPTED_STATUS = 130
 """Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
@@ -281,6 +281,19 @@ def exit_without_teardown(reason: str) -> None:
 
 
 _INTERRUPT_HANDLERS: list = []
+_STOP_HOOKS: list[Callable[[], None]] = []
+
+
+@contextlib.contextmanager
+def when_stopped(hook: Callable[[], None]):
+    """Call ``hook()`` when Ctrl-C or SIGTERM stops the command while this lasts, before the
+    command's clean-up starts (:func:`main`): for what the clean-up would otherwise wait on,
+    such as worker processes busy with a bundle that leave stopping to the command."""
+    _STOP_HOOKS.append(hook)
+    try:
+        yield
+    finally:
+        _STOP_HOOKS.remove(hook)
 
 
 def reclaim_interrupt() -> None:
@@ -348,6 +361,8 @@ def main(run: Callable[[list[str] | None], object], command: str, argv: list[str
         for name in ("apache_beam", "grpc"):
             logging.getLogger(name).setLevel(logging.CRITICAL + 1)
         logging.disable(logging.CRITICAL)
+        for hook in list(_STOP_HOOKS):
+            hook()
         raise KeyboardInterrupt
 
     logging.getLogger().addFilter(BEAM_NOISE)  # Beam may be first imported anywhere below (even by --help's way out)

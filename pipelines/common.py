@@ -48,6 +48,7 @@ import json
 import logging
 import os
 import re
+import sys
 import tempfile
 
 from pipelines.cli import BEAM_NOISE as _BEAM_NOISE, without_beam_noise as _without_beam_noise  # pipelines.cli imports no Beam
@@ -425,15 +426,33 @@ def _job_server_problem(runner_name: str, options: PipelineOptions, err: BaseExc
 
 def run_pipeline(pipeline: beam.Pipeline):
     """Run ``pipeline`` to completion and return its result (local workers get the job's options)."""
-    from pipelines.cli import exit_without_teardown, reclaim_interrupt
+    from pipelines.cli import exit_without_teardown, reclaim_interrupt, when_stopped
 
-    with _local_worker_options(pipeline.options):
+    with _local_worker_options(pipeline.options), when_stopped(_stop_local_workers):
         result = start_job(pipeline)
         reclaim_interrupt()  # a job server's own Ctrl-C handler is not reentrant (pipelines.cli.reclaim_interrupt)
         result.wait_until_finish()
     if _embedded_job_service(pipeline.options):
         exit_without_teardown("Beam's embedded job service cannot be stopped")
     return result
+
+
+def _stop_local_workers() -> None:
+    """Kill this process's local worker processes (:mod:`pipelines.sdk_worker`), when the command is stopped.
+
+    They ignore Ctrl-C and SIGTERM (the command's to handle), and the runner's clean-up waits
+    for them to end, which a worker does only once the bundle it is busy with is done: a
+    long bundle kept a stopped command waiting for it. They hold nothing to save: the
+    command publishes the outputs, and removes what a stopped job was writing.
+    """
+    import psutil  # a dependency of dask.distributed, which okl requires
+
+    for child in psutil.Process().children():
+        try:
+            if f"-m {_SDK_WORKER}" in " ".join(child.cmdline()):
+                child.kill()
+        except psutil.Error:  # gone already
+            pass
 
 
 def _embedded_job_service(options: PipelineOptions) -> bool:

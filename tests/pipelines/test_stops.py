@@ -160,3 +160,41 @@ def test_two_worker_train_is_quiet_and_first_use_compiles_once_with_the_same_byt
     assert _sha256(tmp_path / "first" / "model.npz") == _sha256(tmp_path / "second" / "model.npz")
     for err in errs:
         assert not any(noise in line for noise in NOISE for line in err)
+
+
+def _write_csv(path, rows: int, seed: int = 0) -> None:
+    """A CSV of ``rows`` rows: ten numeric features and a yes/no label."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    X = np.round(rng.normal(size=(rows, 10)), 4)
+    lines = [",".join([f"f{i}" for i in range(10)] + ["label"])]
+    lines += [",".join(map(str, row)) + ("," + ("yes" if row[0] > 0 else "no")) for row in X.tolist()]
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.slow
+def test_sigterm_ends_prepare_and_predict_with_one_line(tmp_path):
+    """prepare (300,000 CSV rows: ~10 s) and predict (those rows against a kernel model of 2,000
+    rows, with two worker processes: ~30 s), each stopped while it writes: one line, nothing published."""
+    _write_csv(tmp_path / "big.csv", 300_000)
+    _write_csv(tmp_path / "small.csv", 2_000, seed=1)
+    run = lambda *argv: subprocess.run([OKL, *argv], cwd=tmp_path, env=_env(), capture_output=True, text=True, check=True)  # noqa: E731
+    warm_folds("kernel_ogd")
+    proc = _start([OKL, "prepare", "csv", "big.csv", "--target", "label", "--output", "stopped"], tmp_path)
+    _wait_for(lambda: glob.glob(str(tmp_path / ".stopped.tmp-*")), "prepare's staging folder", proc)
+    err = _stop(proc, signal.SIGTERM, group=False, then=1.0)
+    assert (proc.returncode, err.strip().splitlines()) == (143, ["okl prepare: terminated"]), err[-3000:]
+    assert sorted(os.listdir(tmp_path)) == ["big.csv", "small.csv"]
+    _nothing_left(proc)
+
+    run("prepare", "csv", "big.csv", "--target", "label", "--output", "big")
+    run("prepare", "csv", "small.csv", "--target", "label", "--output", "small", "--like", "big")
+    run("train", "--input", "small", "--learner", "kernel_ogd", "--output", "model")
+    before = sorted(os.listdir(tmp_path))
+    proc = _start([OKL, "predict", "--model", "model/model.npz", "--input", "big", "--output", "predictions", *TWO_WORKERS], tmp_path)
+    _wait_for(lambda: sum("pipelines.sdk_worker" in line for line in _session(proc.pid)) >= 2, "two workers", proc)
+    err = _stop(proc, signal.SIGTERM, group=True, then=3.0)
+    assert (proc.returncode, err.strip().splitlines()) == (143, ["okl predict: terminated"]), err[-3000:]
+    assert sorted(os.listdir(tmp_path)) == before
+    _nothing_left(proc)
