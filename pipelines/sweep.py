@@ -91,6 +91,16 @@ def run(argv: list[str] | None = None) -> SweepResult:
         raise SystemExit(f"{prog('sweep')}: error: {err}") from None
 
 
+def _compile(learner: str, points) -> None:
+    """Compile the folds the points' learners run, here (:func:`pipelines.cli.compile_learner`); a
+    point whose learner cannot be built or run is left to the sweep, which records its error."""
+    for point in points:
+        try:
+            compile_learner(make_learner(learner, **point.params), "sweep")
+        except Exception:  # noqa: BLE001  (the point's own run reports it)
+            continue
+
+
 def _run(args) -> SweepResult:
     learner_class(args.learner)  # unknown names fail before any work
     _check_counts(args)
@@ -107,8 +117,7 @@ def _run(args) -> SweepResult:
     staged, made = _output(args.output, args.resume, args.overwrite)
     print(f"sweep: {args.learner} on {args.input} ({train.n_rows} rows), {len(points)} points x {args.repeats} runs", file=sys.stderr)
     if args.scheduler is None or args.scheduler == "serial":  # workers on this machine: they find the folds compiled
-        for point in points:
-            compile_learner(make_learner(args.learner, **point.params), "sweep")
+        _compile(args.learner, points)
     try:
         with dask_client(args.scheduler, args.num_workers, args.dashboard) as client:
             result = sweep(settings, points, out_dir=staged.tmp if staged else args.output, metric=args.rank_by,
