@@ -129,7 +129,7 @@ class _FoldShard(beam.DoFn):
                         for record in dead:
                             yield beam.pvalue.TaggedOutput("dead_letter", record)
                     ready.append(part)
-                state, batch, record = self._learn(state, ready, expected[next_seq])
+                state, batch, record = self._learn(state, ready, expected[next_seq], total)
                 total = total.merge(batch)
                 if record["diverged"] and diverged_at is None:
                     diverged_at = {"shard": shard, "round": self.round, "batch": next_seq, "row": record["start"]}
@@ -164,8 +164,12 @@ class _FoldShard(beam.DoFn):
             raise ValueError("TrainOnline got piece references but no data set to read them from (pass source=)")
         return self.reader.materialize(ref)
 
-    def _learn(self, state, pieces: list, bounds):
-        """Update on one complete batch; returns the new state, its metrics and its record."""
+    def _learn(self, state, pieces: list, bounds, before: Prequential):
+        """Update on one complete batch; returns the new state, its metrics and its record.
+
+        ``before``: the shard's online metrics of the round so far; divergence is judged on
+        them with this batch's (an exploding loss is measured over the stream, not one batch).
+        """
         pieces.sort(key=lambda p: p.start)
         X = pieces[0].X if len(pieces) == 1 else _rows_together([p.X for p in pieces])
         y = pieces[0].y if len(pieces) == 1 else np.concatenate([p.y for p in pieces])
@@ -177,7 +181,7 @@ class _FoldShard(beam.DoFn):
             took = time.perf_counter() - began
             self.learn_cpu += time.thread_time() - cpu
             batch.add(scores, y)
-            diverged = is_diverged(state, scores, batch)
+            diverged = is_diverged(state, scores, before.merge(batch))
             curve = batch_curve(self.learner.task, scores, y)  # points within the batch, for the plot
         self._count(batch, took, diverged)
         record = {
