@@ -38,7 +38,7 @@ import numpy as np
 
 from okl_core.metrics import Prequential
 
-__all__ = ["non_finite_fields", "diverged", "metrics_finite", "exploded", "EXPLOSION_FACTOR"]
+__all__ = ["non_finite_fields", "diverged", "divergence_reason", "metrics_finite", "exploded", "explosion_text", "EXPLOSION_FACTOR"]
 
 EXPLOSION_FACTOR = 1e3
 """How far past the scale of the targets (regression: ``E[y^2]``) or of a bounded learner's
@@ -79,16 +79,33 @@ def exploded(metrics: Prequential) -> bool:
         return bool(metrics.sum_abs_score / n > EXPLOSION_FACTOR * n)
 
 
-def diverged(state, scores, metrics: Prequential | None = None) -> bool:
-    """True when a batch's online ``scores``, the ``state`` after it, or ``metrics`` are not
-    finite, or when ``metrics`` have :func:`exploded`.
+def explosion_text(metrics: Prequential) -> str:
+    """What exploded, in words: ``online mse 5.6e+04, over 1000 times the mean squared target 0.6``."""
+    n = max(metrics.n, 1)
+    if metrics.task == "regression":
+        mean_y = metrics.sum_y / n
+        return (f"online mse {metrics.mse:.3g}, over {EXPLOSION_FACTOR:.0f} times the mean squared target "
+                f"{metrics.sum_sq_dev_y / n + mean_y * mean_y:.3g}")
+    return f"mean score magnitude {metrics.sum_abs_score / n:.3g}, over {EXPLOSION_FACTOR:.0f} times the {metrics.n} rows scored"
+
+
+def divergence_reason(state, scores, metrics: Prequential | None = None) -> str | None:
+    """Why a batch counts as diverged: ``"not finite"`` (its online ``scores``, the ``state``
+    after it or ``metrics`` hold NaN or inf), ``"exploded"`` (:func:`exploded` ``metrics``), or None.
 
     ``metrics`` must be the cumulative online metrics of the stream so far (the explosion
     rule is meaningless on one batch). Checking the state costs one pass over its arrays,
     less than the update that made it.
     """
-    if not np.isfinite(np.asarray(scores)).all():
-        return True
-    if metrics is not None and (not metrics_finite(metrics) or exploded(metrics)):
-        return True
-    return bool(non_finite_fields(state))
+    if not np.isfinite(np.asarray(scores)).all() or (metrics is not None and not metrics_finite(metrics)):
+        return "not finite"
+    if non_finite_fields(state):
+        return "not finite"
+    if metrics is not None and exploded(metrics):
+        return "exploded"
+    return None
+
+
+def diverged(state, scores, metrics: Prequential | None = None) -> bool:
+    """True when :func:`divergence_reason` gives a reason (NaN or inf, or an explosion)."""
+    return divergence_reason(state, scores, metrics) is not None

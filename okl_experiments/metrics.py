@@ -28,7 +28,7 @@ from okl_core.learners.base import labels_from_scores
 from okl_core.metrics import Prequential
 
 __all__ = ["Headline", "headline", "metric_of", "metric_label", "experiment_metrics", "experiment_metric", "ranking_metric",
-           "CURVE_POINTS", "batch_curve", "JobCurves", "job_curves"]
+           "CURVE_POINTS", "batch_curve", "JobCurves", "job_curves", "baseline_name", "NOT_BETTER"]
 
 CURVE_POINTS = 8
 """Cumulative points a training batch records within itself (``batch_curve``): enough for a
@@ -65,6 +65,16 @@ _HEADLINES = {
     "mse": Headline("mse", "mse", "sum_squared_error", "online mean squared error", "MSE"),
 }
 _LABELS = {"mistake_rate": "online mistake rate", "mse": "online mean squared error", "mae": "online mean absolute error"}
+
+
+def baseline_name(task: str) -> str:
+    """What the constant baseline of ``task`` answers, in words: ``majority class`` or ``mean``."""
+    return "mean" if task == "regression" else "majority class"
+
+
+NOT_BETTER = "no better than the {}"
+"""How every output flags a result that does not beat its constant baseline (formatted with
+:func:`baseline_name`): the training summary's warning, sweep and reproduction tables."""
 
 
 def headline(task: str) -> Headline:

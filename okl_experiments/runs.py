@@ -26,6 +26,7 @@ import time
 import traceback
 from typing import Any, Callable, Iterator
 
+from okl_core.divergence import explosion_text
 from okl_core.evaluation import evaluate, metric_value, permuted, run_online
 from okl_core.registry import make_learner
 from okl_experiments.data import DataSource, cached_data, loads_done
@@ -93,6 +94,8 @@ def _learn(task: RunTask) -> tuple[dict, Any]:
 
 def _divergence(online, metrics: dict) -> str | None:
     """Why a finished run counts as diverged (one line), or None."""
+    if online.diverged_at is not None and online.diverged_reason == "exploded":
+        return f"diverged at row {online.diverged_at} (the loss exploded; over the run: {explosion_text(online.metrics)})"
     if online.diverged_at is not None:
         return f"diverged at row {online.diverged_at} (NaN or inf in the scores, model or errors)"
     bad = sorted(name for name, value in metrics.items() if not math.isfinite(value))

@@ -39,7 +39,7 @@ import argparse
 import time
 
 import okl_core
-from okl_experiments.metrics import headline
+from okl_experiments.metrics import NOT_BETTER, baseline_name, headline
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 from okl_experiments.params import derived_line
 from okl_experiments.progress import wall_time_text
@@ -100,14 +100,50 @@ def _print_summary(result: TrainResult, job, launched_at: float) -> None:
     m = result.metrics
     if not m:
         return
-    key = headline(m["learner"]["task"]).summary_key
-    line = f"{m['learner']['learner']}: {m['rows']['trained']} rows trained, {m['rows']['rejected']} rejected; online {key} {m['online']['merged'][key]:.5g}"
+    task = m["learner"]["task"]
+    key = headline(task).summary_key
+    line = f"{m['learner']['learner']}: {m['rows']['trained']} rows trained, {m['rows']['rejected']} rejected; online {key} {_with_baseline(m['online']['merged'], key, task)}"
     if m.get("test"):
-        line += f", test {key} {m['test'][key]:.5g}"
+        line += f", test {key} {_with_baseline(m['test'], key, task)}"
     print(line + "; " + wall_time_text(launched_at, m["timing"]["wall_seconds"], running_as_command()))
     print("from the data: " + derived_line(job.derived, job.source.n_rows))
     if m.get("diverged"):
         print(diverged_line(m["diverged"]))
+    else:
+        warning = baseline_warning(m)
+        if warning:
+            print(warning)
+
+
+def _with_baseline(summary: dict, key: str, task: str) -> str:
+    """``0.2401 (majority class 0.2362)``: a metric beside the constant baseline of the same rows."""
+    baseline = (summary.get("baseline") or {}).get(key)
+    return f"{summary[key]:.5g}" + ("" if baseline is None else f" ({baseline_name(task)} {baseline:.5g})")
+
+
+def baseline_warning(metrics: dict) -> str | None:
+    """The one warning line of a model no better than its constant baseline, or that answers
+    one class for every row (``metrics.json``'s online and test summaries); None otherwise.
+
+    The test set judges the model when there is one (it is the model's own result); the
+    online metrics otherwise.
+    """
+    task = metrics["learner"]["task"]
+    split, summary = ("test", metrics["test"]) if metrics.get("test") else ("online", metrics["online"]["merged"])
+    if not summary.get("n") or "beats_baseline" not in summary:  # no rows, or an old metrics.json
+        return None
+    problems = []
+    if not summary["beats_baseline"]:
+        key = headline(task).summary_key
+        problems.append(f"the model is {NOT_BETTER.format(baseline_name(task))} ({split} {key} {summary[key]:.5g}, "
+                        f"{baseline_name(task)} {summary['baseline'][key]:.5g})")
+    if summary.get("one_class"):
+        index = next(i for i, c in enumerate(summary["predicted_counts"]) if c)
+        label = ("-1", "+1")[index] if task == "binary" else f"class {index}"
+        problems.append(f"it predicts {label} for every {split} row")
+    if not problems:
+        return None
+    return "WARNING: " + "; ".join(problems) + ": try --sigma median or another step size (okl sweep)"
 
 
 def diverged_line(diverged: dict) -> str:
@@ -116,8 +152,10 @@ def diverged_line(diverged: dict) -> str:
     where = ("the merge" if first["batch"] is None
              else f"shard {first['shard']} round {first['round']} batch {first['batch']} (row {first['row']})")
     shards = ", ".join(f"shard {d['shard']} from round {d['round']} batch {d['batch']}" for d in diverged["per_shard"])
-    return (f"DIVERGED from {where}: NaN or inf in the online scores, model or errors"
-            + (f" ({shards})" if shards else "") + "; the model cannot be used for predictions, try a smaller step size or scaled targets")
+    what = ("the online loss exploded, over 1000 times the targets' scale" if first.get("reason") == "exploded"
+            else "NaN or inf in the online scores, model or errors")
+    use = "the model cannot be used for predictions" if first.get("non_finite_arrays") else "its predictions are meaningless"
+    return f"DIVERGED from {where}: {what}" + (f" ({shards})" if shards else "") + f"; {use}, try a smaller step size or scaled targets"
 
 
 def run(argv=None) -> TrainResult:
