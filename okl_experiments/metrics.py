@@ -19,6 +19,7 @@ a run's curve take them from here.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 
 import numpy as np
@@ -28,7 +29,7 @@ from okl_core.learners.base import labels_from_scores
 from okl_core.metrics import Prequential
 
 __all__ = ["Headline", "headline", "metric_of", "metric_label", "experiment_metrics", "experiment_metric", "ranking_metric",
-           "CURVE_POINTS", "batch_curve", "JobCurves", "job_curves", "baseline_name", "NOT_BETTER"]
+           "CURVE_POINTS", "batch_curve", "JobCurves", "job_curves", "baseline_name", "NOT_BETTER", "with_baseline"]
 
 CURVE_POINTS = 8
 """Cumulative points a training batch records within itself (``batch_curve``): enough for a
@@ -75,6 +76,14 @@ def baseline_name(task: str) -> str:
 NOT_BETTER = "no better than the {}"
 """How every output flags a result that does not beat its constant baseline (formatted with
 :func:`baseline_name`): the training summary's warning, sweep and reproduction tables."""
+
+
+def with_baseline(summary: dict, key: str, task: str) -> str:
+    """``0.2401 (majority class 0.2362)``: metric ``key`` of a :meth:`~okl_core.metrics.Prequential.summary`
+    beside the constant baseline of the same rows (the metric alone when the summary has none, or no rows)."""
+    baseline = (summary.get("baseline") or {}).get(key)
+    known = isinstance(baseline, (int, float)) and math.isfinite(baseline)
+    return f"{summary[key]:.5g}" + (f" ({baseline_name(task)} {baseline:.5g})" if known else "")
 
 
 def headline(task: str) -> Headline:

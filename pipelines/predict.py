@@ -38,6 +38,7 @@ import apache_beam as beam
 import okl_core
 from okl_core.data.plan import StreamPlan
 from okl_core.metrics import Prequential
+from okl_experiments.metrics import with_baseline
 from okl_experiments.params import check_data_fits
 from okl_experiments.progress import wall_time_text
 from okl_experiments.text import read_json, strict_json
@@ -190,7 +191,7 @@ def _print_summary(result, metrics_path: str) -> None:
         return
     written = read_json(metrics_path, METRICS_FILE)  # "NaN" back to a float
     names = ("mse", "mae") if written["task"] == "regression" else ("mistake_rate",)
-    values = ", ".join(f"{name} {written['metrics'][name]:.5g}" for name in names)
+    values = ", ".join(f"{name} {with_baseline(written['metrics'], name, written['task'])}" for name in names)
     unlabeled = written["rows_without_label"]
     counts = f"{written['rows_scored']} rows scored, {rejected} rejected" + (f", {unlabeled} without a label (not in the metrics)" if unlabeled else "")
     print(f"{counts}; {values}")

@@ -39,7 +39,7 @@ import argparse
 import time
 
 import okl_core
-from okl_experiments.metrics import NOT_BETTER, baseline_name, headline
+from okl_experiments.metrics import NOT_BETTER, baseline_name, headline, with_baseline
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 from okl_experiments.params import derived_line
 from okl_experiments.progress import wall_time_text
@@ -102,9 +102,9 @@ def _print_summary(result: TrainResult, job, launched_at: float) -> None:
         return
     task = m["learner"]["task"]
     key = headline(task).summary_key
-    line = f"{m['learner']['learner']}: {m['rows']['trained']} rows trained, {m['rows']['rejected']} rejected; online {key} {_with_baseline(m['online']['merged'], key, task)}"
+    line = f"{m['learner']['learner']}: {m['rows']['trained']} rows trained, {m['rows']['rejected']} rejected; online {key} {with_baseline(m['online']['merged'], key, task)}"
     if m.get("test"):
-        line += f", test {key} {_with_baseline(m['test'], key, task)}"
+        line += f", test {key} {with_baseline(m['test'], key, task)}"
     print(line + "; " + wall_time_text(launched_at, m["timing"]["wall_seconds"], running_as_command()))
     print("from the data: " + derived_line(job.derived, job.source.n_rows))
     if m.get("diverged"):
@@ -113,12 +113,6 @@ def _print_summary(result: TrainResult, job, launched_at: float) -> None:
         warning = baseline_warning(m)
         if warning:
             print(warning)
-
-
-def _with_baseline(summary: dict, key: str, task: str) -> str:
-    """``0.2401 (majority class 0.2362)``: a metric beside the constant baseline of the same rows."""
-    baseline = (summary.get("baseline") or {}).get(key)
-    return f"{summary[key]:.5g}" + ("" if baseline is None else f" ({baseline_name(task)} {baseline:.5g})")
 
 
 def baseline_warning(metrics: dict) -> str | None:

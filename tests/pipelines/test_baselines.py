@@ -1,0 +1,94 @@
+"""The constant baseline beside every result of ``okl train`` and ``okl predict``.
+
+``metrics.json`` carries, for the online and the test metrics, the best constant answer's
+metric over the same rows (checked against :func:`okl_core.evaluation.constant_baseline` of
+the rows written) and whether the model beats it; the summary line shows it beside the
+metric and one warning line flags a model that does not beat it or answers one class.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from okl_core.data.layout import write_dataset
+from okl_core.evaluation import constant_baseline
+from pipelines import predict, train
+
+
+def _rows(n, seed):
+    """About 30% of the rows +1: a majority class worth beating."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    return X, np.where(X[:, 0] > 0.5, 1, -1)
+
+
+@pytest.fixture(scope="module")
+def imbalanced(tmp_path_factory):
+    root = tmp_path_factory.mktemp("imbalanced")
+    (X, y), (Xt, yt) = _rows(2000, 0), _rows(600, 1)
+    write_dataset(root / "train", X, y, "binary", n_shards=2, row_group_rows=500)
+    write_dataset(root / "test", Xt, yt, "binary", n_shards=1, row_group_rows=300)
+    return root, y, yt
+
+
+def _train(tmp_path, root, sigma, *extra):
+    return train.run(["--input", str(root / "train"), "--test", str(root / "test"), "--learner", "fogd", "--param", "n_components=32",
+                      "--sigma", str(sigma), "--eta", "0.05", "--num_shards", "2", "--batch_rows", "250", *extra,
+                      "--output", str(tmp_path / f"run-{sigma}"), "--runner=DirectRunner"])
+
+
+def test_a_model_that_learns_nothing_is_flagged_beside_its_baseline(tmp_path, imbalanced, capsys):
+    """A bandwidth so wide that the kernel is constant: the model answers one class for every test row."""
+    root, y, yt = imbalanced
+    m = _train(tmp_path, root, 1e6).metrics
+    majority, test_majority = constant_baseline("binary", y)["mistake_rate"], constant_baseline("binary", yt)["mistake_rate"]
+    online, test = m["online"]["merged"], m["test"]
+    assert online["baseline"] == {"mistake_rate": majority} and test["baseline"] == {"mistake_rate": test_majority}
+    assert online["class_counts"] == [int((y == -1).sum()), int((y == 1).sum())]
+    assert test["predicted_counts"] == [600, 0] and test["one_class"] is True and test["beats_baseline"] is False
+    assert test["mistake_rate"] == pytest.approx(test_majority)
+    lines = capsys.readouterr().out.splitlines()
+    summary = next(line for line in lines if line.startswith("fogd: 2000 rows trained"))
+    assert (f"online mistake_rate {online['mistake_rate']:.5g} (majority class {majority:.5g}), "
+            f"test mistake_rate {test['mistake_rate']:.5g} (majority class {test_majority:.5g})") in summary
+    warnings = [line for line in lines if line.startswith("WARNING")]
+    assert warnings == [f"WARNING: the model is no better than the majority class (test mistake_rate {test['mistake_rate']:.5g}, "
+                        f"majority class {test_majority:.5g}); it predicts -1 for every test row: "
+                        "try --sigma median or another step size (okl sweep)"]
+
+
+def test_a_model_that_learns_is_not_flagged(tmp_path, imbalanced, capsys):
+    root, y, yt = imbalanced
+    m = _train(tmp_path, root, 1.0).metrics
+    assert m["online"]["merged"]["beats_baseline"] is True and m["test"]["beats_baseline"] is True
+    assert m["test"]["mistake_rate"] < 0.1 < constant_baseline("binary", yt)["mistake_rate"]
+    assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith("WARNING")]
+    # Per shard too: each shard's baseline is its own rows' (shard 0 holds rows 0..999).
+    assert m["online"]["per_shard"][0]["baseline"] == constant_baseline("binary", y[:1000])
+
+
+def test_predict_metrics_carry_the_baseline_of_the_rows_scored(tmp_path, imbalanced, capsys):
+    root, _, yt = imbalanced
+    model = _train(tmp_path, root, 1e6).model_path
+    capsys.readouterr()
+    predict.run(["--model", model, "--input", str(root / "test"), "--output", str(tmp_path / "pred")])
+    with open(tmp_path / "pred" / "metrics.json") as f:
+        metrics = json.load(f)["metrics"]
+    majority = constant_baseline("binary", yt)["mistake_rate"]
+    assert metrics["baseline"] == {"mistake_rate": majority} and metrics["beats_baseline"] is False and metrics["one_class"] is True
+    assert f"600 rows scored, 0 rejected; mistake_rate {metrics['mistake_rate']:.5g} (majority class {majority:.5g})" in capsys.readouterr().out
+
+
+def test_regression_metrics_carry_the_mean_predictor_baseline_merged_over_shards(tmp_path):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1500, 3)).astype(np.float32)
+    y = 50.0 + np.sin(X[:, 0]) + 0.3 * X[:, 1]  # far from 0, little spread: no cancellation allowed
+    write_dataset(tmp_path / "data", X, y, "regression", n_shards=3, row_group_rows=250)
+    result = train.run(["--input", str(tmp_path / "data"), "--learner", "fogd_r", "--param", "n_components=16", "--sigma", "1.0",
+                        "--eta", "0.01", "--num_shards", "3", "--output", str(tmp_path / "out"), "--runner=DirectRunner"])
+    merged = result.metrics["online"]["merged"]
+    stored = y.astype(np.float32).astype(np.float64)  # the data set keeps float32 targets
+    assert merged["baseline"]["mse"] == pytest.approx(constant_baseline("regression", stored)["mse"], rel=1e-9)
+    assert merged["beats_baseline"] is (merged["mse"] <= 0.99 * merged["baseline"]["mse"])
+    assert set(merged) == {"n", "mse", "mae", "baseline", "beats_baseline"}
