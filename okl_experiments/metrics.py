@@ -68,9 +68,19 @@ _HEADLINES = {
 _LABELS = {"mistake_rate": "online mistake rate", "mse": "online mean squared error", "mae": "online mean absolute error"}
 
 
-def baseline_name(task: str) -> str:
-    """What the constant baseline of ``task`` answers, in words: ``majority class`` or ``mean``."""
-    return "mean" if task == "regression" else "majority class"
+_CONSTANT_ANSWERS = {"mistake_rate": "majority class", "mse": "mean", "mae": "median"}
+
+
+def baseline_name(task_or_metric: str) -> str:
+    """What the constant baseline answers, in words: ``majority class``, ``mean`` or ``median``.
+
+    ``task_or_metric``: a task (its headline metric's baseline) or a metric name
+    (``mistake_rate``, ``online_mse``, ``test_mae`` ...): the median is the best constant
+    for the absolute error (:func:`okl_core.evaluation.constant_baseline`).
+    """
+    if task_or_metric in ("binary", "multiclass", "regression"):
+        return _CONSTANT_ANSWERS[default_metric(task_or_metric)]
+    return _CONSTANT_ANSWERS[metric_of(task_or_metric)]
 
 
 NOT_BETTER = "no better than the {}"
