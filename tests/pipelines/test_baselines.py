@@ -58,6 +58,21 @@ def test_a_model_that_learns_nothing_is_flagged_beside_its_baseline(tmp_path, im
                         "try --sigma median or another step size (okl sweep)"]
 
 
+def test_the_at_scale_table_reads_the_baseline_and_flags_of_a_runs_metrics(tmp_path, imbalanced):
+    """okl reproduce's at-scale settings run okl train: their table reads its metrics.json."""
+    from okl_experiments.at_scale import SCALE_SETTINGS, ScaleOutcome, _run_summary, scale_table
+
+    root, _, yt = imbalanced
+    flat, learned = _train(tmp_path, root, 1e6), _train(tmp_path, root, 1.0)
+    majority = constant_baseline("binary", yt)["mistake_rate"]
+    outcome = ScaleOutcome(SCALE_SETTINGS[0], 2000, runs={"flat": _run_summary(flat.output, "test_mistake_rate"),
+                                                          "learned": _run_summary(learned.output, "test_mistake_rate")})
+    lines = {line.split(" | ")[1]: line for line in scale_table([outcome]).splitlines()[2:]}
+    assert (f"| {flat.metrics['test']['mistake_rate']:.2%} (majority class {majority:.2%}) "
+            "**no better than the majority class; one class for every row** |") in lines["flat"]
+    assert f"| {learned.metrics['test']['mistake_rate']:.2%} (majority class {majority:.2%}) |" in lines["learned"]
+
+
 def test_a_model_that_learns_is_not_flagged(tmp_path, imbalanced, capsys):
     root, y, yt = imbalanced
     m = _train(tmp_path, root, 1.0).metrics
