@@ -137,7 +137,7 @@ def baseline_warning(metrics: dict) -> str | None:
         problems.append(f"it predicts {label} for every {split} row")
     if not problems:
         return None
-    return "WARNING: " + "; ".join(problems) + ": try --sigma median or another step size (okl sweep)"
+    return "WARNING: " + "; ".join(problems) + ": try --sigma median, or okl sweep to choose its parameters"
 
 
 def diverged_line(diverged: dict) -> str:

@@ -7,6 +7,8 @@ metric and one warning line flags a model that does not beat it or answers one c
 """
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from okl_core.data.layout import write_dataset
 from okl_core.evaluation import constant_baseline
 from pipelines import predict, train
+from tests.pipelines.runner_cases import ROOT
 
 
 def _rows(n, seed):
@@ -55,7 +58,7 @@ def test_a_model_that_learns_nothing_is_flagged_beside_its_baseline(tmp_path, im
     warnings = [line for line in lines if line.startswith("WARNING")]
     assert warnings == [f"WARNING: the model is no better than the majority class (test mistake_rate {test['mistake_rate']:.5g}, "
                         f"majority class {test_majority:.5g}); it predicts -1 for every test row: "
-                        "try --sigma median or another step size (okl sweep)"]
+                        "try --sigma median, or okl sweep to choose its parameters"]
 
 
 def test_the_at_scale_table_reads_the_baseline_and_flags_of_a_runs_metrics(tmp_path, imbalanced):
@@ -107,3 +110,19 @@ def test_regression_metrics_carry_the_mean_predictor_baseline_merged_over_shards
     assert merged["baseline"]["mse"] == pytest.approx(constant_baseline("regression", stored)["mse"], rel=1e-9)
     assert merged["beats_baseline"] is (merged["mse"] <= 0.99 * merged["baseline"]["mse"])
     assert set(merged) == {"n", "mse", "mae", "baseline", "beats_baseline"}
+
+
+def test_the_command_prints_one_warning_line_under_its_summary(tmp_path, imbalanced):
+    """``python -m pipelines.train`` as a user runs it: the summary line, then one WARNING line."""
+    root, _, yt = imbalanced
+    done = subprocess.run([sys.executable, "-m", "pipelines.train", "--input", str(root / "train"), "--test", str(root / "test"),
+                           "--learner", "fogd", "--param", "n_components=32", "--sigma", "1e6", "--eta", "0.05",
+                           "--output", str(tmp_path / "cli"), "--runner=DirectRunner"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    warnings = [i for i, line in enumerate(lines) if "WARNING" in line]
+    assert len(warnings) == 1 and warnings[0] == len(lines) - 1  # one line, the last
+    assert lines[-1].startswith("WARNING: the model is no better than the majority class (test mistake_rate ")
+    assert lines[-1].endswith(f", majority class {constant_baseline('binary', yt)['mistake_rate']:.5g}); it predicts -1 for every test row: "
+                              "try --sigma median, or okl sweep to choose its parameters")
