@@ -103,9 +103,9 @@ class LearnerDescription:
     parameters: tuple[ParameterDescription, ...]
 
     def headline(self) -> str:
-        """The summary's first sentence, followed by the paper when that sentence cites none."""
-        first = _first_sentence(self.summary)
-        return first if re.search(r"\b(19|20)\d\d\b", first) else f"{first} {self.paper}"
+        """The summary's first sentence up to its first colon, and the paper when that part cites none."""
+        first = _first_sentence(self.summary).split(": ", 1)[0].rstrip(".")
+        return first if re.search(r"\b(19|20)\d\d\b", first) else f"{first} -- {self.paper.rstrip('.')}"
 
     def task_text(self) -> str:
         """``binary``, or ``binary, regression (by loss)``."""
@@ -173,11 +173,15 @@ def _summary(doc: str) -> str:
     text = re.sub(r"\s*\((?:registry(?: name)?\s*)?``\w+``\)", "", text)  # (registry name ``fogd``)
     text = re.sub(r";\s*registry(?: name)?\s*``\w+``", "", text)  # (Cavallanti et al. 2007; registry ``rbp``)
     text = re.sub(r"\s*\(spec/\w+\.md\)|;\s*spec/\w+\.md|\s*Follows spec/\w+\.md\.", "", text)  # the project's paper notes are not shipped
-    return text.replace("``", "`")
+    sentences = [s for s in _SENTENCE_END.split(text) if not s.startswith(("Compiled", "Its fold is compiled"))]  # how, not what
+    return " ".join(sentences).replace("``", "`")
+
+
+_SENTENCE_END = re.compile(r"(?<=\.)\s+(?=[A-Z`(])")
 
 
 def _first_sentence(text: str) -> str:
-    return re.split(r"(?<=\.)\s+(?=[A-Z`(])", text, maxsplit=1)[0]
+    return _SENTENCE_END.split(text, maxsplit=1)[0]
 
 
 def _tasks(cls: Any, name: str, fields: tuple[dataclasses.Field, ...]) -> tuple[tuple[str, ...], str | None]:
@@ -237,7 +241,7 @@ def _mix_text(cls: Any) -> str:
 _MERGE_MEANING = {
     "average": "weighted average of the shards' models (by examples seen; shared seed, shared feature space)",
     "sum": "exact sum of sufficient statistics (equals training on the concatenated shards)",
-    "none": "one shard only (more shards are refused at launch)",
+    "none": "one shard only; more shards are refused at launch",
 }
 
 
@@ -331,13 +335,14 @@ def learners_markdown() -> str:
         out += ["", f"## {d.name}", "", _cell(d.summary), "",
                 f"- paper: {_cell(d.paper)}",
                 f"- task: {d.task_text()}",
-                f"- merge: {d.merge} ({_MERGE_MEANING.get(d.merge, d.merge)})",
+                f"- merge: {d.merge} -- {_MERGE_MEANING.get(d.merge, d.merge)}",
                 f"- mix: {_cell(d.mix)}",
                 "",
                 "| parameter | type | default | valid values | meaning |",
                 "|---|---|---|---|---|"]
         for p in d.parameters:
             default = "required" if p.required else _code(p.default_text())
-            out.append(f"| `{p.name}` | `{p.type}` | {default} | {_cell(p.range)} | {_cell(_meaning(p))} |")
+            kind = p.type.replace(" | ", " or ")  # a pipe would split the table cell
+            out.append(f"| `{p.name}` | `{kind}` | {default} | {_cell(p.range)} | {_cell(_meaning(p))} |")
     return "\n".join(out) + "\n"
 

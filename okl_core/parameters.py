@@ -233,7 +233,7 @@ PARAMETERS: dict[str, Parameter] = {
     "task": Parameter(Options(("regression", "binary")), "regression targets, or labels -1/+1 learned as targets (the score's sign is the label)"),
     # kernels and random features
     "kernel": Parameter(_KERNELS, "kernel function"),
-    "sigma": Parameter(_BANDWIDTH, "kernel bandwidth (okl train: a number, median or <factor>*median of the data)"),
+    "sigma": Parameter(_BANDWIDTH, "kernel bandwidth (okl train also takes `median` or `0.1*median`: derived from the data)"),
     "kernels": Parameter(
         Described(
             "comma-separated KERNEL:SIGMA entries (SIGMA a number or 2^K in [1e-30, 1e30], no entry twice)",

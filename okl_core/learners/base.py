@@ -77,7 +77,25 @@ __all__ = [
     "labels_from_scores",
     "mixing_weight",
     "weighted_average",
+    "LEARNER_API",
+    "SUBCLASS_API",
 ]
+
+LEARNER_API = (
+    "name", "task", "config", "config_class", "state_class", "init", "update", "predict", "to_labels", "merge", "mix",
+    "feature_spec", "describe", "from_params", "check_state", "check_stream", "merge_semantics", "mixable",
+    "mix_refusal_reason", "minibatch_defined",
+)
+"""The public surface of every learner object: what a user of a learner calls or reads."""
+
+SUBCLASS_API = (
+    "averaged_fields", "counted_fields", "maximum_fields", "summed_fields", "growing_fields", "runtime_fields",
+    "legacy_config", "conformance_params", "mix_refusal", "merge_special", "mix_special", "merge_weights",
+    "state_layout", "check_combinable",
+)
+"""What a learner of one's own declares or overrides (and :mod:`okl_core.merge` calls); every
+other name of :class:`Learner` is private. A family's own helpers on its learner objects
+(update rules, feature maps, kernel reports such as ``kernel_weights``) are its business."""
 
 class State(Protocol):
     """What every learner state is: a ``NamedTuple`` of numpy arrays with an ``n_seen`` field."""
@@ -278,6 +296,10 @@ class Learner(Generic[StateT]):
     and mixing come from the field declarations below (module docstring); a learner
     overrides :meth:`merge` / :meth:`mix` only where its math differs.
 
+    Public surface: a learner's user needs the names of :data:`LEARNER_API` only; a subclass
+    declares or overrides those of :data:`SUBCLASS_API`; everything else is private
+    (``tests/okl_core/test_learner_surface.py`` holds the base class to that).
+
     Attributes
     ----------
     name : str
@@ -331,14 +353,14 @@ class Learner(Generic[StateT]):
     mixable: ClassVar[bool] = False
     mix_refusal: ClassVar[str] = ""
 
-    pinned_methods: ClassVar[tuple[str, ...]] = ("init", "update", "predict", "merge", "mix")
+    _pinned_methods: ClassVar[tuple[str, ...]] = ("init", "update", "predict", "merge", "mix")
     """Methods that every subclass runs with one BLAS thread (:mod:`okl_core.numerics`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # The one place that makes learner numerics independent of the BLAS thread count:
         # each subclass's own definitions of these methods are wrapped when the class is made.
         super().__init_subclass__(**kwargs)
-        for name in cls.pinned_methods:
+        for name in cls._pinned_methods:
             method = cls.__dict__.get(name)
             if isinstance(method, types.FunctionType):
                 setattr(cls, name, pinned(_checking_state(method) if name in ("update", "predict") else method))
@@ -588,7 +610,7 @@ class Learner(Generic[StateT]):
         return f"{type(self).__name__}({params})"
 
 
-for _name in Learner.pinned_methods:  # the base class's own defaults (e.g. a default mix) too
+for _name in Learner._pinned_methods:  # the base class's own defaults (e.g. a default mix) too
     if isinstance(Learner.__dict__.get(_name), types.FunctionType):
         setattr(Learner, _name, pinned(Learner.__dict__[_name]))
 del _name
