@@ -149,8 +149,9 @@ def describe_learner(name: str) -> LearnerDescription:
 
 def _parameter(learner: str, field: dataclasses.Field, runtime_fields: tuple[str, ...]) -> ParameterDescription:
     declared = declaration(learner, field.name)
-    required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
-    default = None if required else (field.default if field.default is not dataclasses.MISSING else field.default_factory())
+    factory = field.default_factory
+    required = field.default is dataclasses.MISSING and not callable(factory)
+    default = field.default if field.default is not dataclasses.MISSING else factory() if callable(factory) else None
     range_text = declared.range_text() if declared else _UNDECLARED
     tied = [r.text for r in relations(learner, field.name)]
     if tied:
@@ -309,15 +310,26 @@ def learners_markdown() -> str:
         "",
         "# Learners",
         "",
-        "Every learner okl registers, generated from the learners themselves: `okl learners` prints the",
-        "list below and `okl learners NAME` (or `okl train --learner NAME --help`) one learner's parameters;",
-        "in Python, `okl_core.describe_learner(NAME)` returns the same information.",
+        "Every learner okl registers, described from the learners themselves. On the command line,",
+        "`okl learners` prints the list below, and `okl learners fogd` (or any other name) one learner's",
+        "parameters: type, default, valid values and meaning, as `okl train --learner fogd --help` does",
+        "after its flags. In Python:",
+        "",
+        "```python",
+        "import okl_core",
+        "",
+        'd = okl_core.describe_learner("fogd")',
+        "print(d.task_text(), d.merge, d.mixable)     # binary average True",
+        "for p in d.parameters:",
+        "    print(p.name, p.type, p.default_text(), p.range, p.meaning)",
+        "```",
         "",
         "**merge** is how shards combine (`okl train --num_shards k`, `--rounds`): *average* is a",
         "weighted average of the models by examples seen (the shards share the seed, so the same",
         "feature space); *sum* adds sufficient statistics exactly (the same as training on the",
         "concatenated shards); *none* allows one shard only. **mix** is whether a streaming shard can",
-        "take in a merged model (`--mix_weight w > 0`).",
+        "take in a merged model (`--mix_weight w > 0`); each learner's section says how each part of",
+        "its state mixes, or why it cannot.",
         "",
         "| learner | task | merge | mix | algorithm (paper) |",
         "|---|---|---|---|---|",
@@ -328,8 +340,13 @@ def learners_markdown() -> str:
     out += [
         "",
         "Parameters are set with `okl train --param NAME=VALUE` (or `--sigma`, `--eta`, `--n_components`,",
-        "`--seed`), in a `--config` file, or as keyword arguments of `okl_core.make_learner`. A value",
-        "outside its range is refused with a one-line error naming the parameter.",
+        "`--seed`), in a `--config` file, or as keyword arguments of `okl_core.make_learner`. `okl train`",
+        "fills `n_inputs`, `n_classes` and `horizon` from the data set. A value outside its range is",
+        "refused before any work, in one line naming the parameter:",
+        "",
+        "```bash",
+        "okl train --learner fogd_r --param eta=-1    # okl train: error: eta must be a finite number > 0, got -1",
+        "```",
     ]
     for d in described:
         out += ["", f"## {d.name}", "", _cell(d.summary), "",

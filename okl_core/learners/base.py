@@ -376,7 +376,8 @@ class Learner(Generic[StateT]):
         fields = {f.name for f in dataclasses.fields(cls.config_class)}
         unknown = sorted(set(params) - fields)
         if unknown:
-            raise ValueError(f"{cls.name}: unknown parameter(s) {unknown}; valid: {sorted(fields)}")
+            raise ValueError(f"{cls.name}: unknown parameter(s) {unknown}; valid: {sorted(fields)} "
+                             f"(okl learners {cls.name} describes each)")
         try:
             return cls(cls.config_class(**params))
         except TypeError as err:  # missing required fields

@@ -112,3 +112,8 @@ def test_docs_page_is_the_generated_one():
     committed = DOCS.read_text(encoding="utf-8")
     assert MARKDOWN_COMMAND in committed.splitlines()[0]
     assert committed == learners_markdown(), f"docs/learners.md is out of date: run `{MARKDOWN_COMMAND}`"
+
+
+def test_an_unknown_parameter_points_to_the_description():
+    with pytest.raises(ValueError, match=r"^fogd_r: unknown parameter\(s\) \['budget'\]; valid: \[.*\] \(okl learners fogd_r describes each\)$"):
+        okl_core.make_learner("fogd_r", n_inputs=2, budget=3)
