@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from okl_core.labels import TASKS
+from okl_core.learners.base import Learner
 from okl_core.parameters import Options, declaration, relations
 from okl_core.registry import learner_class, learner_names
 
@@ -45,6 +46,10 @@ class ParameterDescription:
         One line of meaning.
     runtime : bool
         The field does not change the model (a cache size, a cap): merges ignore it.
+    data_default : object
+        The default derived from the data where the config declares one (its
+        ``data_defaults``: ``"median"`` for a bandwidth, ``"n"`` for a horizon), else None;
+        ``default`` is then what a learner built without data takes.
     """
 
     name: str
@@ -54,10 +59,12 @@ class ParameterDescription:
     range: str
     meaning: str
     runtime: bool
+    data_default: Any = None
 
     def default_text(self) -> str:
-        """The default as the tables show it (``required``, ``0.002``, ``gaussian``, ``None``)."""
-        return "required" if self.required else str(self.default)
+        """The default as the tables show it (``required``, ``0.002``, ``gaussian``, ``median from the data (8.0 without)``)."""
+        fixed = "required" if self.required else str(self.default)
+        return fixed if self.data_default is None else f"{self.data_default} from the data ({fixed} without)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,8 +120,9 @@ class LearnerDescription:
         return f"{text} (by {self.task_by})" if self.task_by else text
 
 
-def describe_learner(name: str) -> LearnerDescription:
-    """Describe learner ``name`` from its class and the parameter declarations.
+def describe_learner(name: str | type[Learner]) -> LearnerDescription:
+    """Describe learner ``name`` (or a Learner subclass, registered or not) from its class and
+    the parameter declarations; a field nobody declared has the range ``not declared``.
 
     Raises
     ------
@@ -129,7 +137,8 @@ def describe_learner(name: str) -> LearnerDescription:
     >>> [p.name for p in d.parameters][:3]
     ['n_inputs', 'n_components', 'kernel']
     """
-    cls = learner_class(name)
+    cls = name if isinstance(name, type) else learner_class(name)
+    name = cls.name
     fields = dataclasses.fields(cls.config_class)
     tasks, task_by = _tasks(cls, name, fields)
     return LearnerDescription(
@@ -143,11 +152,11 @@ def describe_learner(name: str) -> LearnerDescription:
         merge=cls.merge_semantics,
         mixable=bool(cls.mixable),
         mix=_mix_text(cls),
-        parameters=tuple(_parameter(name, f, cls.runtime_fields) for f in fields),
+        parameters=tuple(_parameter(name, f, cls) for f in fields),
     )
 
 
-def _parameter(learner: str, field: dataclasses.Field, runtime_fields: tuple[str, ...]) -> ParameterDescription:
+def _parameter(learner: str, field: dataclasses.Field, cls: type[Learner]) -> ParameterDescription:
     declared = declaration(learner, field.name)
     factory = field.default_factory
     required = field.default is dataclasses.MISSING and not callable(factory)
@@ -158,12 +167,13 @@ def _parameter(learner: str, field: dataclasses.Field, runtime_fields: tuple[str
         range_text += "; " + "; ".join(tied)
     return ParameterDescription(
         name=field.name,
-        type=str(field.type),
+        type=field.type if isinstance(field.type, str) else getattr(field.type, "__name__", str(field.type)),
         default=default,
         required=required,
         range=range_text,
         meaning=declared.meaning if declared else "",
-        runtime=field.name in runtime_fields,
+        runtime=field.name in cls.runtime_fields,
+        data_default=getattr(cls.config_class, "data_defaults", {}).get(field.name),
     )
 
 

@@ -117,3 +117,30 @@ def test_docs_page_is_the_generated_one():
 def test_an_unknown_parameter_points_to_the_description():
     with pytest.raises(ValueError, match=r"^fogd_r: unknown parameter\(s\) \['budget'\]; valid: \[.*\] \(okl learners fogd_r describes each\)$"):
         okl_core.make_learner("fogd_r", n_inputs=2, budget=3)
+
+
+def test_a_learner_of_ones_own_is_described_with_its_undeclared_fields_and_data_defaults():
+    """A subclass that is not registered: its class describes it; a new field has no declaration."""
+    from okl_core.learners.fogd import FOGD, FOGDConfig
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class WarmConfig(FOGDConfig):
+        """Binary FOGD with a warm start."""
+
+        data_defaults = {"sigma": "median"}
+        warmup: int = 10
+
+    class Warm(FOGD):
+        """FOGD that waits (Doe 2031)."""
+
+        name = "warm_fogd"
+        config_class = WarmConfig
+
+    d = okl_core.describe_learner(Warm)
+    assert d.name == "warm_fogd" and d.summary == "FOGD that waits (Doe 2031)." and d.headline() == "FOGD that waits (Doe 2031)"
+    warmup = d.parameters[-1]
+    assert (warmup.name, warmup.type, warmup.default, warmup.range, warmup.meaning) == ("warmup", "int", 10, "not declared", "")
+    sigma = next(p for p in d.parameters if p.name == "sigma")
+    assert sigma.data_default == "median" and sigma.default_text() == "median from the data (8.0 without)"
+    assert d.tasks == ("binary",) and d.mixable
+    assert "warm_fogd" not in okl_core.learner_names()
