@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pipelines import engines, predict, prepare, report, reproduce, sweep, train
+from pipelines import engines, learners, predict, prepare, report, reproduce, sweep, train
 from pipelines.cli import Parser
 from tests.conftest import sweep_binary_data
 
@@ -22,6 +22,7 @@ PARSERS = {
     "report": (report.build_parser, {"curves": ["curves", "r.parquet"], "sweep": ["sweep", "r.parquet"], "run": ["run", "spec.json"]}),
     "reproduce": (reproduce.build_parser, {None: []}),
     "engines": (engines.build_parser, {None: ["install", "prism"]}),
+    "learners": (learners.build_parser, {None: []}),
 }
 
 
