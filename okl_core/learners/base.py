@@ -91,11 +91,12 @@ LEARNER_API = (
 SUBCLASS_API = (
     "averaged_fields", "counted_fields", "maximum_fields", "summed_fields", "growing_fields", "runtime_fields",
     "legacy_config", "conformance_params", "mix_refusal", "merge_special", "mix_special", "merge_weights",
-    "state_layout", "check_combinable",
+    "state_layout",
 )
 """What a learner of one's own declares or overrides (and :mod:`okl_core.merge` calls); every
 other name of :class:`Learner` is private. A family's own helpers on its learner objects
 (update rules, feature maps, kernel reports such as ``kernel_weights``) are its business."""
+
 
 class State(Protocol):
     """What every learner state is: a ``NamedTuple`` of numpy arrays with an ``n_seen`` field."""
@@ -499,10 +500,10 @@ class Learner(Generic[StateT]):
         if not states:
             raise NotMergeableError(f"{self.name}: nothing to merge")
         for i, state in enumerate(states):
-            self.check_combinable(state, f"state {i} to merge")
+            self._check_combinable(state, f"state {i} to merge")
         return states
 
-    def check_combinable(self, state: Any, what: str) -> None:
+    def _check_combinable(self, state: Any, what: str) -> None:
         """:meth:`check_state` for merge and mix: raises :class:`NotMergeableError` instead."""
         try:
             self.check_state(state, what)
@@ -577,8 +578,8 @@ class Learner(Generic[StateT]):
         if not self.mixable:
             raise NotMergeableError(f"{self.name} cannot mix a merged model into a shard: {self.mix_refusal_reason()}")
         weight = mixing_weight(weight)
-        self.check_combinable(local, "local state")
-        self.check_combinable(merged, "merged state")
+        self._check_combinable(local, "local state")
+        self._check_combinable(merged, "merged state")
         if weight == 0.0:
             return local
         fields = {}

@@ -30,3 +30,4 @@ def test_every_learner_has_the_users_surface(name):
 def test_internals_of_the_base_class_are_private():
     """What only the base class uses to build its subclasses is not part of any surface."""
     assert "pinned_methods" not in dir(Learner) and Learner._pinned_methods == ("init", "update", "predict", "merge", "mix")
+    assert "check_combinable" not in dir(Learner)  # merge and mix's state check (okl_core.merge uses it too)
