@@ -72,7 +72,7 @@ test-all: setup runners typecheck
 
 ## bench: the benchmarks in bench/ (ratios measured in one process)
 bench: setup
-	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	for b in bench/bench_*.py; do m=$$(basename $$b .py); echo "== python -m bench.$$m"; $(PY) -m bench.$$m || exit 1; done
 
 clean:
 	rm -rf $(VENV) $(FLINK_VENV) .pytest_cache build *.egg-info
