@@ -64,6 +64,8 @@ def merge_states(learner: Learner, states: list, learners: list[Learner] | None 
         what each state learned since ``base``, so the result still equals training on the
         concatenated data.
 
+    Notes
+    -----
     A single state comes back unchanged (averaging learners; summing learners without a
     base).
     """

@@ -470,6 +470,8 @@ class Learner(Generic[StateT]):
             The state every one of ``states`` started from (iterative parameter mixing):
             ``counted_fields`` count it once; summing learners subtract its statistics.
 
+        Notes
+        -----
         The default averages ``averaged_fields`` with :func:`weighted_average`, sums
         ``counted_fields`` and ``summed_fields``, takes the maximum of ``maximum_fields`` and asks
         :meth:`merge_special` for the rest.

@@ -333,7 +333,7 @@ def test_what_beam_logs_while_validating_options_that_pass_still_shows(caplog):
     assert caplog.messages == ["Option --zone is deprecated"]
 
 
-_FLINK_JAR = "`make runners` builds one for apache-beam 2.62.0: README, 'Prism and a local Flink cluster'"
+_FLINK_JAR = "`make runners` builds one for apache-beam 2.62.0: docs/runners.md, 'Prism and a local Flink cluster'"
 
 
 @pytest.mark.parametrize("command", list(BEAM_COMMANDS))
