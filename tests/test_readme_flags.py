@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from pipelines import engines, predict, prepare, report, reproduce, sweep, train
+from pipelines import engines, learners, predict, prepare, report, reproduce, sweep, train
 from pipelines.common import UsageError, unknown_to_beam
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -14,7 +14,7 @@ README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 PARSERS = {"train": train.build_parser, "predict": predict.build_parser, "prepare": prepare.build_parser,
            "sweep": sweep.build_parser, "report": report.build_parser, "reproduce": reproduce.build_parser,
-           "engines": engines.build_parser}
+           "engines": engines.build_parser, "learners": learners.build_parser}
 TAKES_BEAM_OPTIONS = {("train", None), ("predict", None), ("prepare", "mnist8m")}
 COMMAND = re.compile(r"(?:^|[\s`(])(?:okl |(?:\S*/)?python -m pipelines\.)(\w+)((?: [^`#\n]*)?)")
 
