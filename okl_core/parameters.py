@@ -318,6 +318,7 @@ PARAMETERS: dict[str, Parameter] = {
     "horizon": Parameter(_int(1), "T, the number of rounds the constants are tuned for (okl train: the data set's rows)"),
     "step_scale": Parameter(_POSITIVE, "m in lambda = m sqrt(delta / (K T))", none_means="25 for square and logistic, 5 for absolute"),
     "loss_max": Parameter(_POSITIVE, "l_max: losses are scaled to min(l / l_max, 1)"),
+    "loss_cap": Parameter(Boolean(), "cap the scaled loss at 1, c = min(l / l_max, 1) (false: c = l / l_max, as the paper writes it)"),
     "tuning": Parameter(Options(("paper", "released_code")), "OKS++ constants: Theorem 3.1, or the authors' released logistic script"),
 }
 """Every parameter name's declaration, as most learners read it (:data:`OVERRIDES`: the exceptions)."""
