@@ -3,7 +3,6 @@
 Public interface::
 
     learner = okl_core.make_learner("fogd", n_inputs=123, sigma=8.0)
-    okl_core.describe_learner("fogd")                    # task, paper, merge/mix, each parameter's range and meaning
     state = learner.init()
     state, online_scores = learner.update(state, X, y)   # predict, score, then learn
     scores = learner.predict(state, X_test)
@@ -13,8 +12,10 @@ Public interface::
     okl_core.check_mixable(learner)                      # streaming: can it mix?
     local = okl_core.mix_states(learner, local, merged, 0.5)
     okl_core.testing.check_learner(my_learner)           # the conformance checks, for your own learner
+    okl_core.describe_learner("fogd")                    # task, paper, merge/mix, each parameter's range and meaning
 """
 
+from okl_core.catalog import describe_learner
 from okl_core.features import FeatureSpec, FourierFeatures, exact_kernel, median_heuristic
 from okl_core.learners.base import Learner, NotMergeableError
 from okl_core.learners.support import CapacityError
@@ -22,7 +23,6 @@ from okl_core.merge import check_mixable, merge_states, mix_states
 from okl_core.metrics import Prequential
 from okl_core.random import GENERATOR_VERSION
 from okl_core.registry import learner_class, learner_names, make_learner, register
-from okl_core.catalog import describe_learner
 from okl_core.state import ModelFileError, check_classes, load_model, model_bytes, model_classes, model_from_bytes, model_versions, save_model
 
 from okl_core import testing  # noqa: E402  (after the modules it checks)
