@@ -294,7 +294,7 @@ PARAMETERS: dict[str, Parameter] = {
     "precondition_eps": Parameter(_POSITIVE, "ridge of the preconditioner"),
     "precision": Parameter(Options(("float32", "float64")), "arithmetic of the feature evaluation in predictions"),
     # kernel ridge / PKAWV
-    "ordering": Parameter(Options(("awv", "krr")), "prediction of the new row: Azoury-Warmuth-Vovk (includes it in the inverse) or kernel ridge"),
+    "ordering": Parameter(Options(("awv", "krr")), "how the new row is predicted: Azoury-Warmuth-Vovk (its features join the regulariser first) or online kernel ridge"),
     "block_rows": Parameter(_int(1), "rows learned per block (changes only rounding)"),
     "max_rows": Parameter(_int(1), "the most examples the exact state may hold; a longer stream is refused before it starts"),
     "degree": Parameter(_int(0), "total degree M of the Taylor basis: r = C(M + d, M) functions"),
