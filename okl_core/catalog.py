@@ -237,7 +237,7 @@ def _task_of(cls: Any, params: dict[str, Any]) -> str | None:
 def _mix_text(cls: Any) -> str:
     """How each state field mixes (from the learner's declarations), or why it cannot."""
     if not cls.mixable:
-        return "no: " + cls.mix_refusal_reason(cls)
+        return "no: " + cls.mix_refusal_reason()
     rules = {name: "(1 - w) local + w merged" for name in cls.averaged_fields}
     rules.update({name: "elementwise maximum" for name in cls.maximum_fields})
     rules.update({name: "local" for name in (*cls.counted_fields, *cls.summed_fields)})

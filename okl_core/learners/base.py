@@ -550,15 +550,16 @@ class Learner(Generic[StateT]):
         """
 
     # -- mix ------------------------------------------------------------------------------
-    def mix_refusal_reason(self) -> str:
-        """Why this learner cannot mix ('' when it can)."""
-        if self.mixable:
+    @classmethod
+    def mix_refusal_reason(cls) -> str:
+        """Why this learner cannot mix ('' when it can): its class's declarations say."""
+        if cls.mixable:
             return ""
-        if self.mix_refusal:
-            return self.mix_refusal
-        if self.merge_semantics == "none":
+        if cls.mix_refusal:
+            return cls.mix_refusal
+        if cls.merge_semantics == "none":
             return "its states cannot be merged, so there is no merged model to mix in"
-        if self.merge_semantics == "sum":
+        if cls.merge_semantics == "sum":
             return "its merge sums sufficient statistics, so mixing a merged model into a shard would count examples twice"
         return "it does not declare mixing (mixable = False)"
 
