@@ -469,7 +469,8 @@ class OnlineKernelClassifier(ClassifierMixin, _OnlineKernelEstimator):
         unknown = self.classes_[index] != y
         if unknown.any():
             row = int(np.argmax(unknown))
-            raise ValueError(f"row {row}: label {y[row]!r} is not one of classes_ {self.classes_.tolist()}")
+            label = y[row].item() if isinstance(y[row], np.generic) else y[row]
+            raise ValueError(f"row {row}: label {label!r} is not one of classes_ {self.classes_.tolist()}")
         if self._multiclass_codes():
             return index.astype(np.int32)
         return np.where(index == 1, 1, -1).astype(np.int32)
