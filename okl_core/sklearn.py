@@ -72,7 +72,7 @@ except ImportError:  # one line, naming the extra (scikit-learn >= 1.6 has valid
 
 from okl_core.labels import TASKS
 from okl_core.learners.base import Learner
-from okl_core.losses import loss_names, make_loss
+from okl_core.losses import _sigmoid, loss_names, make_loss, softmax  # the losses' own link functions
 from okl_core.registry import learner_class, learner_names
 
 __all__ = [
@@ -512,12 +512,11 @@ class OnlineKernelClassifier(ClassifierMixin, _OnlineKernelEstimator):
     @available_if(_has_probabilities)
     def predict_proba(self, X: Any) -> np.ndarray:
         """Probability of each class (columns in ``classes_`` order): the logistic or softmax of the scores."""
-        scores = self._scores(X).astype(np.float64)
+        scores = self._scores(X)
         if scores.ndim == 1:
             p = _sigmoid(scores)
             return np.column_stack([1.0 - p, p])
-        shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
-        return shifted / shifted.sum(axis=1, keepdims=True)
+        return softmax(scores)
 
     @available_if(_has_probabilities)
     def predict_log_proba(self, X: Any) -> np.ndarray:
@@ -538,16 +537,6 @@ class OnlineKernelClassifier(ClassifierMixin, _OnlineKernelEstimator):
             return False
         loss = _loss_for(name, getattr(self, "loss", None), "multiclass")
         return loss is None or make_loss(loss).task == "multiclass"
-
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    """``1 / (1 + exp(-z))`` without overflow warnings."""
-    out = np.empty_like(z)
-    positive = z >= 0
-    out[positive] = 1.0 / (1.0 + np.exp(-z[positive]))
-    e = np.exp(z[~positive])
-    out[~positive] = e / (1.0 + e)
-    return out
 
 
 class OnlineKernelRegressor(RegressorMixin, _OnlineKernelEstimator):
