@@ -235,10 +235,8 @@ def _parameter_names(kind: str) -> list[str]:
     """Every config field of the learners an estimator of ``kind`` runs, less :data:`_FROM_DATA`, sorted."""
     names: set[str] = set()
     for name in _names(kind):
-        resolved = [name] if kind == "classifier" else [regressor_learner(name)]
-        if kind == "classifier" and _multiclass_variant(name):
-            resolved.append(_multiclass_variant(name) or name)
-        for learner in resolved:
+        resolved = [name, _multiclass_variant(name)] if kind == "classifier" else [regressor_learner(name)]
+        for learner in filter(None, resolved):
             names |= set(_fields(learner))
     return sorted(names - set(_FROM_DATA), key=str.lower)
 
@@ -263,7 +261,8 @@ def _build(name: str, task: str, params: Mapping[str, Any], n_inputs: int, n_cla
     loss = _loss_for(name, given.get("loss"), task)
     if loss is not None:
         given["loss"] = loss
-    if "n_classes" in fields and n_classes is not None and (learner_tasks(name) == ("multiclass",) or make_loss(loss or "hinge").task == "multiclass"):
+    multiclass = learner_tasks(name) == ("multiclass",) or (loss is not None and make_loss(loss).task == "multiclass")
+    if "n_classes" in fields and n_classes is not None and multiclass:
         given["n_classes"] = n_classes
     if "horizon" in fields and "horizon" not in given:
         raise ValueError(f"{name} needs horizon, the number of rows it will learn (fit uses the number of rows given)")
@@ -447,7 +446,7 @@ class OnlineKernelClassifier(ClassifierMixin, _OnlineKernelEstimator):
         y : array-like of shape (n_samples,)
         classes : array-like, optional
             Every label the stream holds: required on the first call (it fixes binary or
-            multiclass and the codes), ignored afterwards.
+            multiclass and the codes); later, when given, it must be the same.
 
         Returns
         -------
@@ -460,6 +459,8 @@ class OnlineKernelClassifier(ClassifierMixin, _OnlineKernelEstimator):
             if classes is None:
                 raise ValueError("partial_fit: the first call needs classes=, every label the stream holds")
             self._begin(np.unique(np.asarray(classes)), X.shape[1], None)
+        elif classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
+            raise ValueError(f"partial_fit: classes {np.unique(np.asarray(classes)).tolist()} differ from classes_ {self.classes_.tolist()} of the first call")
         self._learn(X, self._codes(y))
         return self
 

@@ -114,6 +114,9 @@ def test_partial_fit_refusals():
     est = OnlineKernelClassifier("fogd", **FOGD).partial_fit(X, y, classes=[0, 1])
     with pytest.raises(ValueError, match=r"row 3: label 5 is not one of classes_ \[0, 1\]"):
         est.partial_fit(X[:5], np.array([0, 1, 0, 5, 1]))
+    with pytest.raises(ValueError, match=r"classes \[0, 1, 2\] differ from classes_ \[0, 1\] of the first call"):
+        est.partial_fit(X[:5], y[:5], classes=[0, 1, 2])
+    est.partial_fit(X[:5], y[:5], classes=[1, 0])  # the same set
     with pytest.raises(ValueError, match="X has 4 features, but OnlineKernelClassifier is expecting 5"):
         est.partial_fit(X[:5, :4], y[:5])
     with pytest.raises(ValueError, match="oks needs horizon"):
