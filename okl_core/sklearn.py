@@ -35,7 +35,8 @@ registered (``fogd``/``mfogd``, ``nogd``/``mnogd``, ``rbp``/``mrbp``, ...) learn
 ``NAME`` and three or more with ``mNAME``; a multiclass name (``mfogd``) learns any number >= 2
 (two classes as codes 0 and 1). ``dsg`` and the OKS learners take the task from their ``loss``:
 left unset, the classifier uses the learner's default loss for two classes when it classifies
-(``dsg``: hinge, OKS: logistic) and ``softmax`` for three or more; the regressor uses the
+(``dsg``: hinge, OKS: logistic) and ``softmax`` for three or more (``dsg``; the OKS learners
+classify two classes only); the regressor uses the
 default when it is a regression loss, else ``square``. The ridge learners (``kernel_awv``,
 ``krr``, ``pkawv_taylor``, ``pkawv_nystrom``) learn two classes as ``task='binary'``. The
 regressor takes a regression learner's name or the name of its classification sibling
