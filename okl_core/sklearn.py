@@ -496,7 +496,10 @@ class OnlineKernelClassifier(ClassifierMixin, _OnlineKernelEstimator):
 
     def predict(self, X: Any) -> np.ndarray:
         """Labels: the learner's (sign, 0 -> ``classes_[1]``; first argmax), as ``classes_`` values."""
-        scores = self._scores(X)  # checks that the estimator is fitted first
+        return self._labels(self._scores(X))
+
+    def _labels(self, scores: np.ndarray) -> np.ndarray:
+        """``classes_`` values of the learner's scores."""
         codes = self.learner_.to_labels(scores)
         index = codes if self._multiclass_codes() else (codes > 0).astype(np.intp)
         return self.classes_[index]
@@ -514,11 +517,7 @@ class OnlineKernelClassifier(ClassifierMixin, _OnlineKernelEstimator):
     @available_if(_has_probabilities)
     def predict_proba(self, X: Any) -> np.ndarray:
         """Probability of each class (columns in ``classes_`` order): the logistic or softmax of the scores."""
-        scores = self._scores(X)
-        if scores.ndim == 1:
-            p = _sigmoid(scores)
-            return np.column_stack([1.0 - p, p])
-        return softmax(scores)
+        return _probabilities(self._scores(X))
 
     @available_if(_has_probabilities)
     def predict_log_proba(self, X: Any) -> np.ndarray:
@@ -539,6 +538,14 @@ class OnlineKernelClassifier(ClassifierMixin, _OnlineKernelEstimator):
             return False
         loss = _loss_for(name, getattr(self, "loss", None), "multiclass")
         return loss is None or make_loss(loss).task == "multiclass"
+
+
+def _probabilities(scores: np.ndarray) -> np.ndarray:
+    """Class probabilities of logistic (``(n,)``) or softmax (``(n, C)``) scores, float64."""
+    if scores.ndim == 1:
+        p = _sigmoid(scores)
+        return np.column_stack([1.0 - p, p])
+    return softmax(scores)
 
 
 class OnlineKernelRegressor(RegressorMixin, _OnlineKernelEstimator):
@@ -629,41 +636,61 @@ class OnlineLearner:
     def __init__(self, estimator: _OnlineKernelEstimator, classes: Sequence[Hashable] | None = None, features: Iterable[str] | None = None):
         from sklearn.base import clone
 
-        self.estimator_ = clone(estimator)
+        self.estimator_: Any = clone(estimator)
         self.is_classifier = isinstance(estimator, OnlineKernelClassifier)
         if self.is_classifier and classes is None:
             raise ValueError("OnlineLearner: a classifier needs classes=, every label the stream holds")
         self.classes = None if classes is None else list(classes)
-        self.features_: tuple[str, ...] | None = None if features is None else tuple(features)
+        self.features_: tuple[str, ...] | None = None
+        if features is not None:
+            self._set_features(tuple(features))
+
+    def _set_features(self, features: tuple[str, ...]) -> None:
+        self.features_ = features
+        self._known = frozenset(features)
 
     def _row(self, x: Mapping[str, Any]) -> np.ndarray:
         if self.features_ is None:
-            self.features_ = tuple(sorted(x))
-        missing = [k for k in self.features_ if k not in x]
-        unknown = [k for k in x if k not in set(self.features_)]
-        if missing or unknown:
-            what = f"missing feature {missing[0]!r}" if missing else f"unknown feature {unknown[0]!r}"
-            raise ValueError(f"OnlineLearner: {what}; rows hold {list(self.features_)}")
-        return np.array([[x[k] for k in self.features_]], dtype=np.float64)
+            self._set_features(tuple(sorted(x)))
+        features = self.features_ or ()
+        if len(x) != len(features) or not self._known.issuperset(x):
+            missing = [k for k in features if k not in x]
+            what = f"missing feature {missing[0]!r}" if missing else f"unknown feature {next(k for k in x if k not in self._known)!r}"
+            raise ValueError(f"OnlineLearner: {what}; rows hold {list(features)}")
+        try:
+            return np.array([[x[k] for k in features]], dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"OnlineLearner: feature values must be numbers ({err})") from None
 
     def learn_one(self, x: Mapping[str, Any], y: Any) -> OnlineLearner:
         """Learn one row (predict, score, then learn: the learner's online protocol)."""
         row = self._row(x)
-        if self.is_classifier:
-            self.estimator_.partial_fit(row, [y], classes=self.classes)
-        else:
-            self.estimator_.partial_fit(row, [y])
+        estimator = self.estimator_
+        if not self._fitted():  # the first row builds the learner through partial_fit's checks
+            if self.is_classifier:
+                estimator.partial_fit(row, [y], classes=self.classes)
+            else:
+                estimator.partial_fit(row, [y])
+            return self
+        # Later rows skip scikit-learn's input validation (most of a row's cost): the learner's
+        # update still checks the row's width and values and the label, and learns the same row.
+        targets = estimator._codes(np.asarray([y])) if self.is_classifier else np.asarray([y], dtype=np.float64)
+        estimator._learn(row, targets)
         return self
 
     def _fitted(self) -> bool:
         return hasattr(self.estimator_, "state_")
+
+    def _scores(self, row: np.ndarray) -> np.ndarray:
+        return np.asarray(self.estimator_.learner_.predict(self.estimator_.state_, row))
 
     def predict_one(self, x: Mapping[str, Any]) -> Any:
         """The label (classifier) or target (regressor) of row ``x``; None before the first ``learn_one``."""
         row = self._row(x)
         if not self._fitted():
             return None
-        value = self.estimator_.predict(row)[0]
+        scores = self._scores(row)
+        value = self.estimator_._labels(scores)[0] if self.is_classifier else float(scores[0])
         return value.item() if isinstance(value, np.generic) else value
 
     def predict_proba_one(self, x: Mapping[str, Any]) -> dict[Any, float]:
@@ -679,5 +706,5 @@ class OnlineLearner:
         row = self._row(x)
         if not self._fitted():
             return {}
-        p = self.estimator_.predict_proba(row)[0]
+        p = _probabilities(self._scores(row))[0]
         return {(c.item() if isinstance(c, np.generic) else c): float(v) for c, v in zip(self.estimator_.classes_, p)}

@@ -326,8 +326,17 @@ def test_river_regressor_given_features_and_bad_rows():
         river.learn_one({"z": 1.0, "y": 2.0}, 0.5)
     with pytest.raises(ValueError, match="unknown feature 'w'"):
         river.predict_one({"z": 1.0, "y": 2.0, "x": 0.0, "w": 1.0})
+    with pytest.raises(ValueError, match="NaN or inf"):
+        river.learn_one({"z": float("nan"), "y": 2.0, "x": 0.0}, 0.5)
+    with pytest.raises(ValueError, match="feature values must be numbers"):
+        river.learn_one({"z": "one", "y": 2.0, "x": 0.0}, 0.5)
+    _same_state(river.estimator_.state_, batch.state_)  # nothing learned from the refused rows
     with pytest.raises(ValueError, match="a classifier needs classes="):
         OnlineLearner(OnlineKernelClassifier("fogd"))
+    labelled = OnlineLearner(OnlineKernelClassifier("fogd", **FOGD), classes=["a", "b"])
+    labelled.learn_one({"x": 1.0}, "a")
+    with pytest.raises(ValueError, match="row 0: label 'c' is not one of classes_"):
+        labelled.learn_one({"x": 1.0}, "c")
 
 
 # -- optional dependency ---------------------------------------------------------------------------
