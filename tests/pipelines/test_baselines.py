@@ -126,3 +126,17 @@ def test_the_command_prints_one_warning_line_under_its_summary(tmp_path, imbalan
     assert lines[-1].startswith("WARNING: the model is no better than the majority class (test mistake_rate ")
     assert lines[-1].endswith(f", majority class {constant_baseline('binary', yt)['mistake_rate']:.5g}); it predicts -1 for every test row: "
                               "try --sigma median, or okl sweep to choose its parameters")
+
+
+def test_okl_sweep_warns_when_even_its_best_point_is_no_better_than_the_majority_class(tmp_path, imbalanced, capsys):
+    from pipelines import sweep
+
+    root, y, _ = imbalanced
+    sweep.run(["--input", str(root / "train"), "--learner", "fogd", "--grid", "sigma=1e6,1e7", "eta=0.05", "n_components=16",
+               "--scheduler", "serial", "--output", str(tmp_path / "sweep")])
+    out = capsys.readouterr().out
+    majority = constant_baseline("binary", y)["mistake_rate"]
+    assert "| majority class (baseline) |" in out.splitlines()[0] and f"| {majority:.4f} |" in out
+    assert out.count("ok: no better than the majority class") == 2
+    assert [line for line in out.splitlines() if line.startswith("WARNING")] == [
+        "WARNING: the best point (0) is flagged: no better than the majority class (see the baseline column)"]
