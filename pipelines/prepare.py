@@ -83,6 +83,9 @@ def _table_columns(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--missing", action="append", metavar="VALUE", help="a value meaning 'missing' (repeat for several: --missing NA --missing '?' --missing ''); Parquet nulls are always missing")
     parser.add_argument("--missing_policy", choices=MISSING_POLICIES,
                         help="a missing feature: drop the row into rejects.csv (default), or impute the training mean (recorded for --like)")
+    parser.add_argument("--id_column", action="append", metavar="COL[,COL]",
+                        help="a column carried through as it is (an id: never a feature, never scaled), written next to each prediction "
+                             "and into rejects.csv; repeat or comma separate for several (default with --like: the reference's)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -266,7 +269,7 @@ def _run_csv(args, progress) -> ConversionSummary:
         task=args.task, classes=_split_list(args.classes), like=_like(args), feature_scaling=args.feature_scaling,
         target_scaling=args.target_scaling, delimiter=delimiter, skip_bad_rows=args.skip_bad_rows,
         n_shards=args.shards, progress=progress, no_header=args.no_header, missing=args.missing, missing_policy=args.missing_policy,
-        categorical=_split_list(args.categorical), **_writer_args(args, rows_per_shard),
+        categorical=_split_list(args.categorical), id_columns=_split_list(args.id_column), **_writer_args(args, rows_per_shard),
     )
 
 
@@ -278,7 +281,8 @@ def _run_parquet(args, progress) -> ConversionSummary:
         args.input, args.out, target=args.target, features=_split_list(args.features), drop=_split_list(args.drop),
         categorical=_split_list(args.categorical), missing=args.missing, missing_policy=args.missing_policy, like=_like(args),
         task=args.task, classes=_split_list(args.classes), feature_scaling=args.feature_scaling, target_scaling=args.target_scaling,
-        skip_bad_rows=args.skip_bad_rows, n_shards=args.shards, progress=progress, **_writer_args(args, rows_per_shard),
+        skip_bad_rows=args.skip_bad_rows, n_shards=args.shards, progress=progress, id_columns=_split_list(args.id_column),
+        **_writer_args(args, rows_per_shard),
     )
 
 
