@@ -39,7 +39,7 @@ from okl_core.data.targets import parse_classes
 from okl_experiments.progress import ProgressBar
 from pipelines.cli import Parser, UsageError, deprecate, main, prog, warn
 
-__all__ = ["run", "build_parser"]
+__all__ = ["run", "build_parser", "parse_delimiter", "one_line_error"]
 
 DEFAULT_ROWS_PER_SHARD = 65536
 MAX_SHARDS = 100_000
@@ -250,7 +250,7 @@ def _run_libsvm(args, progress) -> ConversionSummary:
     )
 
 
-def _delimiter(text: str) -> str:
+def parse_delimiter(text: str) -> str:
     """``--delimiter``: one character, or the two characters ``\\t`` for a tab (hard to type in a shell)."""
     if text == "\\t":
         return "\t"
@@ -262,7 +262,7 @@ def _delimiter(text: str) -> str:
 def _run_csv(args, progress) -> ConversionSummary:
     from okl_core.data.csv_table import convert_csv
 
-    delimiter = _delimiter(args.delimiter)
+    delimiter = parse_delimiter(args.delimiter)
     rows_per_shard = _rows_per_shard(args, None) if args.shards is None else None
     return convert_csv(
         args.input, args.out, target=args.target, features=_split_list(args.features), drop=_split_list(args.drop),
@@ -423,7 +423,7 @@ def run(argv=None) -> ConversionSummary:
     try:
         return _prepare(argv)
     except (ValueError, OSError, ImportError) as err:  # DataFormatError and UsageError are ValueErrors
-        raise UsageError(_one_line(err)) from err
+        raise UsageError(one_line_error(err)) from err
 
 
 def _prepare(argv) -> ConversionSummary:
@@ -443,7 +443,7 @@ def _prepare(argv) -> ConversionSummary:
     return summary
 
 
-def _one_line(err: BaseException) -> str:
+def one_line_error(err: BaseException) -> str:
     """The error's message; an OS error as ``FILE: what`` (Python's own form is ``[Errno 2] No such file or directory: 'FILE'``)."""
     if isinstance(err, OSError) and err.errno is not None and err.filename:
         return f"{err.filename}: {(err.strerror or str(err)).lower()}"
