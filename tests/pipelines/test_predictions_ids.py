@@ -16,11 +16,13 @@ import subprocess
 import sys
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import okl_core
 from okl_core.data.layout import open_dataset
+from pipelines import predict, prepare, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLANS = ("basic", "plus", "pro")
@@ -151,3 +153,88 @@ def test_raw_records_with_a_bad_row_are_one_line_naming_the_line_or_skipped(chur
     bad_id = lines[3].split(",")[0]
     assert rejects[bad_id].startswith("column 'tenure': 'soon' is not a number")
     assert bad_id not in predictions(tmp_path / "q").column("customer_id").to_pylist()
+
+
+def _three_class_table(path, n, seed):
+    """A Parquet table: an int64 account id, two numbers, text labels low/mid/high."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    label = np.array(["low", "mid", "high"])[np.digitize(a + 0.3 * b, [-0.5, 0.5])]
+    pq.write_table(pa.table({"account": pa.array(range(1000 * seed, 1000 * seed + n), pa.int64()), "a": a, "b": b, "level": label.tolist()}), path)
+
+
+@pytest.fixture(scope="module")
+def softmax_run(tmp_path_factory):
+    """A multiclass model with the softmax loss, trained in-process on a Parquet table prepared with an id column."""
+    root = tmp_path_factory.mktemp("softmax")
+    _three_class_table(root / "train.parquet", 900, 1)
+    _three_class_table(root / "new.parquet", 120, 2)
+    prepare.run(["parquet", str(root / "train.parquet"), "--target", "level", "--id_column", "account", "--quiet", "--output", str(root / "train")])
+    prepare.run(["parquet", str(root / "new.parquet"), "--target", "level", "--like", str(root / "train"), "--quiet", "--output", str(root / "new")])
+    train.run(["--input", str(root / "train"), "--learner", "dsg", "--param", "loss=softmax", "--sigma", "median", "--param", "block_size=64",
+               "--param", "batch_size=64", "--param", "theta=1", "--param", "step_offset=10", "--output", str(root / "run")])
+    return root
+
+
+def test_raw_parquet_softmax_predictions_have_class_names_and_softmax_probabilities(softmax_run, tmp_path):
+    root = softmax_run
+    predict.run(["--model", str(root / "run"), "--input", str(root / "new"), "--output", str(tmp_path / "prepared")])
+    predict.run(["--model", str(root / "run"), "--input", str(root / "new.parquet"), "--output", str(tmp_path / "raw")])
+    table = predictions(tmp_path / "raw")
+    assert table.equals(predictions(tmp_path / "prepared"))
+    classes = open_dataset(root / "train").info.classes
+    assert table.column_names == ["account", "row", "label", "scores", *[f"proba_{c}" for c in classes]]
+    assert table.schema.field("account").type == pa.int64() and table.column("account").to_pylist() == list(range(2000, 2120))
+    scores = np.stack(table.column("scores").to_numpy(zero_copy_only=False))
+    assert table.column("label").to_pylist() == [classes[i] for i in scores.argmax(axis=1)]
+    proba = np.stack([table.column(f"proba_{c}").to_numpy() for c in classes], axis=1)
+    expected = np.exp(scores - scores.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(proba, expected / expected.sum(axis=1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-14)
+    levels = pq.read_table(root / "new.parquet").column("level").to_pylist()
+    right = sum(p == t for p, t in zip(table.column("label").to_pylist(), levels))
+    majority = max(levels.count(c) for c in classes)
+    assert right > majority + 0.1 * len(levels)  # names in the right order: well above always answering the commonest class
+
+
+def test_model_folder_of_a_streaming_run_scores_with_its_newest_version(softmax_run, tmp_path):
+    """--model DIR of model-vNNNNNN.npz versions (a streaming output) takes the newest; the first version scores otherwise."""
+    root = softmax_run
+    learner, state = okl_core.load_model(root / "run" / "model.npz")
+    classes = okl_core.model_classes((root / "run" / "model.npz").read_bytes())
+    stream = tmp_path / "stream"
+    stream.mkdir()
+    okl_core.save_model(stream / "model-v000001.npz", learner, learner.init(), classes)  # an untrained first version
+    okl_core.save_model(stream / "model-v000002.npz", learner, state, classes)
+    (stream / "preparation.json").write_bytes((root / "run" / "preparation.json").read_bytes())
+    predict.run(["--model", str(stream), "--input", str(root / "new.parquet"), "--output", str(tmp_path / "p")])
+    predict.run(["--model", str(root / "run" / "model.npz"), "--input", str(root / "new.parquet"), "--output", str(tmp_path / "q")])
+    assert predictions(tmp_path / "p").equals(predictions(tmp_path / "q"))
+
+
+def test_hinge_learners_write_no_probabilities(softmax_run, tmp_path):
+    root = softmax_run
+    train.run(["--input", str(root / "train"), "--learner", "mfogd", "--param", "n_components=16", "--output", str(tmp_path / "run")])
+    predict.run(["--model", str(tmp_path / "run"), "--input", str(root / "new"), "--output", str(tmp_path / "p")])
+    assert predictions(tmp_path / "p").column_names == ["account", "row", "label", "scores"]
+
+
+def test_raw_records_without_a_preparation_or_other_classes_are_refused_in_one_line(softmax_run, tmp_path, capsys):
+    root = softmax_run
+    learner, state = okl_core.load_model(root / "run" / "model.npz")
+    okl_core.save_model(tmp_path / "alone.npz", learner, state)
+    capsys.readouterr()
+    refusals = [
+        (["--model", str(tmp_path / "alone.npz"), "--input", str(root / "new.parquet")],
+         f"scoring raw records needs preparation.json next to the model {tmp_path / 'alone.npz'}"),
+        (["--model", str(root / "run"), "--input", str(root / "new"), "--skip_bad_rows"],
+         f"--skip_bad_rows and --delimiter are for raw records (a CSV file or Parquet table); --input {root / 'new'} is okl rows"),
+        (["--model", str(tmp_path), "--input", str(root / "new")],
+         f"--model {tmp_path}: a folder with neither model.npz (a training run) nor model-vNNNNNN.npz versions (a streaming run)"),
+    ]
+    for argv, message in refusals:
+        with pytest.raises(SystemExit) as exit_info:
+            predict.run([*argv, "--output", str(tmp_path / "out")])
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert exit_info.value.code == 2 and line.startswith(f"python -m pipelines.predict: error: {message}"), line
+        assert not (tmp_path / "out").exists()
