@@ -37,8 +37,8 @@ def probability_link(learner: Learner) -> str | None:
     The loss is the learner's ``config.loss`` (learners without that parameter have a
     fixed margin loss, and no probabilities).
     """
-    link = PROBABILITY_LINKS.get(getattr(learner.config, "loss", None))
-    expected = {"sigmoid": "binary", "softmax": "multiclass"}.get(link)
+    link = PROBABILITY_LINKS.get(str(getattr(learner.config, "loss", "")))
+    expected = {"sigmoid": "binary", "softmax": "multiclass"}.get(link or "")
     return link if expected == learner.task else None
 
 

@@ -54,7 +54,8 @@ import okl_core
 from okl_core.data.layout import check_same_classes
 from okl_core.data.plan import StreamPlan
 from okl_core.data.preparation import PREPARATION_FILE, prepare_like, raw_table_kind, read_preparation
-from okl_core.data.sources import REJECTS_FILE
+from okl_core.data.csv_table import parse_delimiter
+from okl_core.data.sources import REJECTS_FILE, one_line_error
 from okl_core.metrics import Prequential
 from okl_core.predictions import probability_link
 from okl_experiments.params import check_data_fits
@@ -62,7 +63,6 @@ from okl_experiments.progress import wall_time_text
 from okl_experiments.text import read_json, strict_json
 from pipelines.cli import Parser, main, prog, running_as_command
 from pipelines.job import OUTPUT_FILES, check_model_classes, counters, data_facts, stage_output
-from pipelines.prepare import one_line_error, parse_delimiter
 from transforms.evaluate import ScoreMetrics
 from transforms.inference import WritePredictions, passthrough_fields, read_bytes
 from transforms.outputs import MANIFEST_FILE, WriteDeadLetterFile, write_bytes

@@ -33,13 +33,14 @@ import os
 from okl_core.data import download as dl
 from okl_core.data.layout import COMPRESSIONS, DEFAULT_COMPRESSION, open_dataset
 from okl_core.data.scaling import SCALING_METHODS
-from okl_core.data.sources import ConversionSummary
+from okl_core.data.csv_table import parse_delimiter
+from okl_core.data.sources import ConversionSummary, one_line_error
 from okl_core.data.table import MISSING_POLICIES
 from okl_core.data.targets import parse_classes
 from okl_experiments.progress import ProgressBar
 from pipelines.cli import Parser, UsageError, deprecate, main, prog, warn
 
-__all__ = ["run", "build_parser", "parse_delimiter", "one_line_error"]
+__all__ = ["run", "build_parser"]
 
 DEFAULT_ROWS_PER_SHARD = 65536
 MAX_SHARDS = 100_000
@@ -250,15 +251,6 @@ def _run_libsvm(args, progress) -> ConversionSummary:
     )
 
 
-def parse_delimiter(text: str) -> str:
-    """``--delimiter``: one character, or the two characters ``\\t`` for a tab (hard to type in a shell)."""
-    if text == "\\t":
-        return "\t"
-    if len(text) != 1 or text in "\r\n\"":
-        raise ValueError(f"--delimiter must be one character other than a quote or a line break (\\t for a tab), got {text!r}")
-    return text
-
-
 def _run_csv(args, progress) -> ConversionSummary:
     from okl_core.data.csv_table import convert_csv
 
@@ -441,13 +433,6 @@ def _prepare(argv) -> ConversionSummary:
         summary = _RUNNERS[args.kind](args, progress)
     print(summary.line(), flush=True)
     return summary
-
-
-def one_line_error(err: BaseException) -> str:
-    """The error's message; an OS error as ``FILE: what`` (Python's own form is ``[Errno 2] No such file or directory: 'FILE'``)."""
-    if isinstance(err, OSError) and err.errno is not None and err.filename:
-        return f"{err.filename}: {(err.strerror or str(err)).lower()}"
-    return str(err)
 
 
 if __name__ == "__main__":

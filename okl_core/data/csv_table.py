@@ -30,7 +30,7 @@ from okl_core.data.sources import FLOAT32_LIMIT, ConversionSummary, DataFormatEr
 from okl_core.data.table import recorded_id_columns, select_columns
 from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
 
-__all__ = ["CsvBatch", "iter_csv", "convert_csv"]
+__all__ = ["CsvBatch", "iter_csv", "convert_csv", "parse_delimiter"]
 
 
 @dataclasses.dataclass
@@ -74,6 +74,15 @@ def _row_problem(fields: list, cols: _Columns) -> str | None:
         if problem:
             return problem
     return None
+
+
+def parse_delimiter(text: str) -> str:
+    """``--delimiter``: one character, or the two characters ``\\t`` for a tab (hard to type in a shell)."""
+    if text == "\\t":
+        return "\t"
+    if len(text) != 1 or text in "\r\n\"":
+        raise ValueError(f"--delimiter must be one character other than a quote or a line break (\\t for a tab), got {text!r}")
+    return text
 
 
 def _is_number(text: str) -> bool:

@@ -410,7 +410,7 @@ class _ShardWriter:
         # Page checksums (CRC32, verified by every okl reader): a page damaged on disk is
         # then an error naming its row group, never silently different numbers.
         self._writer = pq.ParquetWriter(path, schema, use_dictionary=["y"], compression=_check_compression(compression), write_page_checksum=True)
-        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending: list[tuple[np.ndarray, np.ndarray, pa.Table | None]] = []
         self._pending_rows = 0
 
     def write(self, X, y, ids: pa.Table | None = None):
