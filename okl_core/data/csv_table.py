@@ -30,7 +30,7 @@ from okl_core.data.sources import FLOAT32_LIMIT, ConversionSummary, DataFormatEr
 from okl_core.data.table import recorded_id_columns, select_columns
 from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
 
-__all__ = ["CsvBatch", "iter_csv", "convert_csv", "parse_delimiter"]
+__all__ = ["CsvBatch", "iter_csv", "convert_csv", "csv_header", "parse_delimiter"]
 
 
 @dataclasses.dataclass
@@ -97,6 +97,24 @@ def _open_text(path):
     return io.TextIOWrapper(open_source(path), encoding="utf-8-sig", newline="")
 
 
+def _header(reader, path: str) -> list:
+    """The first record of ``reader`` (the header row), or a one-line error naming ``path``."""
+    try:
+        return next(reader)
+    except StopIteration:
+        raise DataFormatError(f"{path}: empty file (expected a header row)") from None
+    except UnicodeDecodeError as err:
+        raise not_utf8(path, err) from None
+    except csv.Error as err:
+        raise DataFormatError(f"{path}, line 1: unreadable header ({err})") from None
+
+
+def csv_header(path, delimiter: str = ",") -> list:
+    """The column names of a CSV file's header row (stripped), read alone."""
+    with _open_text(os.fspath(path)) as f:
+        return [name.strip() for name in _header(csv.reader(f, delimiter=delimiter), os.fspath(path))]
+
+
 def iter_csv(path, target, *, features=None, drop=None, delimiter=",", rejects=None, batch_rows=8192, position=None) -> Iterator[tuple[_Columns, CsvBatch, int]]:
     """Yield ``(columns, batch, n_bad)`` for consecutive batches of valid rows.
 
@@ -107,15 +125,7 @@ def iter_csv(path, target, *, features=None, drop=None, delimiter=",", rejects=N
     position = position if position is not None else [0]
     with _open_text(path) as f:
         reader = csv.reader(f, delimiter=delimiter)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise DataFormatError(f"{path}: empty file (expected a header row)") from None
-        except UnicodeDecodeError as err:
-            raise not_utf8(path, err) from None
-        except csv.Error as err:
-            raise DataFormatError(f"{path}, line 1: unreadable header ({err})") from None
-        cols = _columns(path, header, target, features, drop)
+        cols = _columns(path, _header(reader, path), target, features, drop)
         while True:
             records, lines = [], []
             try:

@@ -16,15 +16,16 @@ labels (pure scoring).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from okl_core.data.csv_table import convert_csv, csv_header
 from okl_core.data.layout import INFO_FILE, DatasetInfo
-from okl_core.data.sources import ConversionSummary, DataFormatError, not_utf8
+from okl_core.data.sources import ConversionSummary
+from okl_core.data.table import _footer, _parquet_files, convert_parquet
 
 __all__ = ["PREPARATION_FILE", "CSV_SUFFIXES", "preparation_record", "read_preparation", "raw_table_kind", "table_columns", "prepare_like"]
 
@@ -75,8 +76,6 @@ def raw_table_kind(path: str) -> str | None:
         return None
     if _compression_free(path).endswith(CSV_SUFFIXES) and not os.path.isdir(path):
         return "csv"
-    from okl_core.data.table import _parquet_files
-
     try:
         first = _parquet_files(path)[0]
         names = pq.read_schema(first).names
@@ -88,20 +87,8 @@ def raw_table_kind(path: str) -> str | None:
 def table_columns(path: str, kind: str, delimiter: str = ",") -> list:
     """The column names of a raw table: a CSV file's header, the first Parquet file's schema."""
     if kind == "parquet":
-        from okl_core.data.table import _footer, _parquet_files
-
         return list(_footer(_parquet_files(path)[0])[0].names)
-    from okl_core.data.csv_table import _open_text
-
-    with _open_text(path) as f:
-        try:
-            return [name.strip() for name in next(csv.reader(f, delimiter=delimiter))]
-        except StopIteration:
-            raise DataFormatError(f"{path}: empty file (expected a header row)") from None
-        except UnicodeDecodeError as err:
-            raise not_utf8(path, err) from None
-        except csv.Error as err:
-            raise DataFormatError(f"{path}, line 1: unreadable header ({err})") from None
+    return csv_header(path, delimiter)
 
 
 def prepare_like(path: str, out: str, info: DatasetInfo, kind: str, *, delimiter: str = ",", skip_bad_rows: bool = False,
@@ -125,9 +112,5 @@ def prepare_like(path: str, out: str, info: DatasetInfo, kind: str, *, delimiter
     target = target if target in present else None
     options = {"target": target, "like": info, "skip_bad_rows": skip_bad_rows, "progress": progress, "overwrite": overwrite}
     if kind == "csv":
-        from okl_core.data.csv_table import convert_csv
-
         return convert_csv(path, out, delimiter=delimiter, **options)
-    from okl_core.data.table import convert_parquet
-
     return convert_parquet(path, out, **options)
