@@ -238,3 +238,47 @@ def test_raw_records_without_a_preparation_or_other_classes_are_refused_in_one_l
         [line] = capsys.readouterr().err.strip().splitlines()
         assert exit_info.value.code == 2 and line.startswith(f"python -m pipelines.predict: error: {message}"), line
         assert not (tmp_path / "out").exists()
+
+
+def test_ids_stay_with_their_rows_around_dead_letters_and_row_groups(tmp_path):
+    """A non-finite row is dead-lettered, not scored: the ids of the rows around it, in several row groups
+    and shards read in blocks of 64, are still each row's own."""
+    from okl_core.data.layout import DatasetWriter
+    from tests.pipelines.reference import binary_data
+
+    X, y = binary_data(500)
+    X[[7, 130, 131]] = np.nan
+    fields = [pa.field("ticket", pa.string())]
+    with DatasetWriter(tmp_path / "data", X.shape[1], "binary", rows_per_shard=200, row_group_rows=50, check_values=False, id_fields=fields,
+                       classes=["lost", "won"], extra={"id_columns": ["ticket"]}) as writer:
+        writer.write(X, y, pa.table({"ticket": [f"t{i:04d}" for i in range(500)]}))
+    good = np.setdiff1d(np.arange(500), [7, 130, 131])
+    train.run(["--input", str(tmp_path / "data"), "--learner", "fogd", "--param", "n_components=8", "--output", str(tmp_path / "run")])
+    predict.run(["--model", str(tmp_path / "run"), "--input", str(tmp_path / "data"), "--output", str(tmp_path / "p"), "--batch_rows", "64"])
+    table = predictions(tmp_path / "p")
+    assert table.column("ticket").to_pylist() == [f"t{i:04d}" for i in good]
+    np.testing.assert_array_equal(table.column("row").to_numpy(), good)
+    learner, state = okl_core.load_model(tmp_path / "run" / "model.npz")
+    codes = learner.to_labels(learner.predict(state, X[good]))
+    assert table.column("label").to_pylist() == [["lost", "won"][(c + 1) // 2] for c in codes]
+
+
+def test_a_streaming_job_and_a_run_write_the_preparation_only_for_prepared_tables(churn, tmp_path):
+    """write_preparation: beside the versions of a streaming output (no staging folder), nothing for data
+    without table columns (the built-in demo data)."""
+    from types import SimpleNamespace
+
+    from okl_core.data.synthetic import write_synthetic
+    from pipelines.job import write_preparation
+    from transforms.read import DatasetSource
+
+    root, *_ = churn
+    (tmp_path / "live").mkdir()
+    write_preparation(SimpleNamespace(source=DatasetSource.open(str(root / "train")), staging=None, output=str(tmp_path / "live")))
+    recorded = json.loads((tmp_path / "live" / "preparation.json").read_text())
+    assert recorded == {**json.loads((root / "train" / "dataset.json").read_text()), "shards": []}
+    assert (tmp_path / "live" / "preparation.json").read_bytes() == (root / "run_train" / "preparation.json").read_bytes()
+    write_synthetic(str(tmp_path / "demo"), 50, seed=0)
+    (tmp_path / "demo_run").mkdir()
+    write_preparation(SimpleNamespace(source=DatasetSource.open(str(tmp_path / "demo")), staging=None, output=str(tmp_path / "demo_run")))
+    assert os.listdir(tmp_path / "demo_run") == []
