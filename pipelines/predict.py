@@ -51,10 +51,10 @@ from pipelines.common import UsageError, configure_logging, live_progress, make_
 import apache_beam as beam
 
 import okl_core
+from okl_core.data.csv_table import parse_delimiter
 from okl_core.data.layout import check_same_classes
 from okl_core.data.plan import StreamPlan
 from okl_core.data.preparation import PREPARATION_FILE, prepare_like, raw_table_kind, read_preparation
-from okl_core.data.csv_table import parse_delimiter
 from okl_core.data.sources import REJECTS_FILE, one_line_error
 from okl_core.metrics import Prequential
 from okl_core.predictions import probability_link
@@ -78,13 +78,13 @@ METRICS_FILE = "metrics.json"
 
 def build_parser() -> Parser:
     """The command line of ``predict`` (:mod:`pipelines.cli`'s conventions)."""
-    parser = Parser(prog=prog("predict"), description="Score a Parquet data set with an okl model (RunInference).")
+    parser = Parser(prog=prog("predict"), description="Score an okl data set or raw records (CSV, Parquet) with an okl model (RunInference).")
     parser.add_argument("--model", required=True,
                         help="model file, a training run folder (its model.npz) or a streaming output folder (its newest model-vNNNNNN.npz)")
     parser.add_argument("--input", required=True,
                         help="okl data set (directory or Parquet glob), or raw records (a CSV file, a Parquet table) prepared like the model's training data")
     parser.add_argument("--output", required=True,
-                        help="output directory: predictions-SSSSS-of-NNNNN.parquet, metrics.json and dead_letter.jsonl; must be new or empty unless --overwrite")
+                        help="output directory: predictions-SSSSS-of-NNNNN.parquet, metrics.json, dead_letter.jsonl (raw records: rejects.csv); must be new or empty unless --overwrite")
     parser.add_argument("--overwrite", action="store_true", help="replace the predictions already in --output (once these have been written)")
     parser.add_argument("--batch_rows", type=int, default=4096, help="rows per inference block (default %(default)s)")
     raw = parser.add_argument_group("raw records (a CSV file or Parquet table as --input)")

@@ -23,7 +23,6 @@ feeds the newest model version of a streaming job to RunInference.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import typing
 from typing import Any, Iterable, Optional, Sequence
@@ -42,7 +41,7 @@ from okl_core.data.table import recorded_id_columns
 from okl_core.learners.base import labels_from_scores
 from okl_core.predictions import class_names, probabilities_from_scores, probability_names
 from okl_experiments.progress import Heartbeat
-from transforms.read import DatasetSource, is_remote, open_binary, read_bytes  # noqa: F401 (read_bytes: part of this module's API)
+from transforms.read import DatasetSource, _remote_dataset, is_remote, open_binary, read_bytes  # noqa: F401 (read_bytes: part of this module's API)
 from transforms.worker import settle_worker_process
 
 __all__ = ["OklModel", "OklModelHandler", "WatchModelVersions", "WritePredictions", "IdLookup", "prediction_schema", "label_type",
@@ -195,7 +194,7 @@ def passthrough_fields(source: DatasetSource) -> list:
     local = not is_remote(source.path)
     if (local and not os.path.isfile(info_path)) or (not local and not FileSystems.exists(info_path)) or not source.row_groups:
         return []
-    names = recorded_id_columns(DatasetInfo.from_file(info_path) if local else _remote_info(info_path))
+    names = recorded_id_columns(DatasetInfo.from_file(info_path) if local else _remote_dataset(source.path)[0])
     if not names:
         return []
     schema = pq.read_schema(open_binary(source.row_groups[0][0]))
@@ -203,11 +202,6 @@ def passthrough_fields(source: DatasetSource) -> list:
     if missing:
         raise ValueError(f"{source.row_groups[0][0]}: no id column(s) {missing}, which {info_path} records")
     return [schema.field(name) for name in names]
-
-
-def _remote_info(info_path: str) -> DatasetInfo:
-    with FileSystems.open(info_path, compression_type="uncompressed") as f:
-        return DatasetInfo(**{k: v for k, v in json.loads(f.read()).items()})
 
 
 class IdLookup:
