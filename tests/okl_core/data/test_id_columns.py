@@ -139,3 +139,19 @@ def test_raw_table_kind(tmp_path):
     assert raw_table_kind(str(tmp_path / "set")) is None  # an okl data set
     assert raw_table_kind(str(next((tmp_path / "set").glob("part-*.parquet")))) is None  # okl rows: x, y, row
     assert raw_table_kind(str(tmp_path / "nothing")) is None  # left to the data set reader's error
+
+
+def test_an_id_column_on_a_numeric_csv_writes_the_rows_the_plain_path_writes(tmp_path):
+    """An id column takes a numeric CSV through the general table reader: x, y and row are those of the
+    fast numeric path with the id dropped (so the model trained on them is the same)."""
+    rng = np.random.default_rng(0)
+    with open(tmp_path / "n.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "a", "b", "y"])
+        for i in range(300):
+            writer.writerow([f"k{i}", *[f"{v:.7g}" for v in rng.normal(size=2) * [1, 100]], rng.choice(["0", "1"])])
+    convert_csv(tmp_path / "n.csv", tmp_path / "plain", target="y", drop=["id"], feature_scaling="standard")
+    convert_csv(tmp_path / "n.csv", tmp_path / "ids", target="y", id_columns=["id"], feature_scaling="standard")
+    plain, ids = (pq.read_table(open_dataset(tmp_path / name).shards[0].path) for name in ("plain", "ids"))
+    assert ids.select(["x", "y", "row"]).equals(plain) and ids.column("id").to_pylist() == [f"k{i}" for i in range(300)]
+    assert open_dataset(tmp_path / "ids").info.feature_scaling == open_dataset(tmp_path / "plain").info.feature_scaling
