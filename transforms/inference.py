@@ -36,8 +36,7 @@ from apache_beam.io.parquetio import WriteToParquetBatched
 from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, ModelMetadata, PredictionResult, RunInference
 
 import okl_core
-from okl_core.data.layout import INFO_FILE, DatasetInfo
-from okl_core.data.table import recorded_id_columns
+from okl_core.data.layout import INFO_FILE, DatasetInfo, recorded_id_columns
 from okl_core.learners.base import labels_from_scores
 from okl_core.predictions import class_names, probabilities_from_scores, probability_names
 from okl_experiments.progress import Heartbeat

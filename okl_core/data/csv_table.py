@@ -24,10 +24,10 @@ from typing import Iterator
 
 import numpy as np
 
-from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
+from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter, recorded_id_columns
 from okl_core.data.scaling import ColumnStats, ScaledRows, Scaling
 from okl_core.data.sources import FLOAT32_LIMIT, ConversionSummary, DataFormatError, NullProgress, RejectLog, finite32, no_rows, not_utf8, open_source, parse_finite
-from okl_core.data.table import recorded_id_columns, select_columns
+from okl_core.data.table import select_columns
 from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
 
 __all__ = ["CsvBatch", "iter_csv", "convert_csv", "csv_header", "parse_delimiter"]

@@ -69,6 +69,7 @@ __all__ = [
     "check_shard",
     "check_listing",
     "check_classes",
+    "recorded_id_columns",
     "X_ENCODING",
     "COMPRESSIONS",
     "DEFAULT_COMPRESSION",
@@ -881,6 +882,15 @@ def check_shard(path: str, metadata: pq.FileMetaData, schema: pa.Schema, info: D
             problem = f"its rows are numbered {rows[0]}..{rows[1]}, {INFO_FILE} places it at rows {expected[0]}..{expected[1]} (a shard copied over another?)"
     if problem:
         raise ValueError(f"{path}: {problem}")
+
+
+def recorded_id_columns(info: DatasetInfo) -> list:
+    """The id columns (``prepare --id_column``) a data set's ``dataset.json`` records (``extra.id_columns``; none: ``[]``).
+
+    Passthrough columns of its shards beside ``x``, ``y`` and ``row``: never features, read
+    only to be written next to each prediction.
+    """
+    return list((info.extra or {}).get("id_columns", []))
 
 
 def check_classes(info: DatasetInfo, info_path: str) -> None:

@@ -47,12 +47,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
+from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter, recorded_id_columns
 from okl_core.data.scaling import ColumnStats, ScaledRows
 from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, finite32, no_rows, not_utf8, parse_finite
 from okl_core.data.targets import LabelCollector
 
-__all__ = ["MISSING_POLICIES", "RESERVED_ID_NAMES", "check_id_columns", "recorded_id_columns", "column_index", "select_columns", "TableEncoding", "CsvColumns", "ParquetColumns", "convert_table", "convert_parquet"]
+__all__ = ["MISSING_POLICIES", "RESERVED_ID_NAMES", "check_id_columns", "column_index", "select_columns", "TableEncoding", "CsvColumns", "ParquetColumns", "convert_table", "convert_parquet"]
 
 MISSING_POLICIES = ("drop", "mean")
 """What a missing feature value does to its row: go to ``rejects.csv``, or take the training mean."""
@@ -751,11 +751,6 @@ def _feature_stats(source: _TableSource, encoding: TableEncoding, progress) -> C
         progress.update(source.position)
     progress.finish()
     return stats
-
-
-def recorded_id_columns(info) -> list:
-    """The id columns (``--id_column``) a data set's ``dataset.json`` records (``extra.id_columns``; none: ``[]``)."""
-    return list((getattr(info, "extra", None) or {}).get("id_columns", []))
 
 
 def convert_parquet(
