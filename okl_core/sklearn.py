@@ -73,7 +73,8 @@ except ImportError:  # one line, naming the extra (scikit-learn >= 1.6 has valid
 
 from okl_core.labels import TASKS
 from okl_core.learners.base import Learner
-from okl_core.losses import _sigmoid, loss_names, make_loss, softmax  # the losses' own link functions
+from okl_core.losses import loss_names, make_loss
+from okl_core.predictions import probabilities_from_scores
 from okl_core.registry import learner_class, learner_names
 
 __all__ = [
@@ -541,11 +542,10 @@ class OnlineKernelClassifier(ClassifierMixin, _OnlineKernelEstimator):
 
 
 def _probabilities(scores: np.ndarray) -> np.ndarray:
-    """Class probabilities of logistic (``(n,)``) or softmax (``(n, C)``) scores, float64."""
-    if scores.ndim == 1:
-        p = _sigmoid(scores)
-        return np.column_stack([1.0 - p, p])
-    return softmax(scores)
+    """Class probabilities of logistic (``(n,)``) or softmax (``(n, C)``) scores, float64 (as ``okl predict`` writes them)."""
+    probabilities = probabilities_from_scores("sigmoid" if scores.ndim == 1 else "softmax", scores)
+    assert probabilities is not None  # both links are defined
+    return probabilities
 
 
 class OnlineKernelRegressor(RegressorMixin, _OnlineKernelEstimator):

@@ -35,7 +35,7 @@ from okl_experiments.metrics import headline
 from okl_experiments.text import loads_json
 from pipelines.cli import reclaim_interrupt
 from pipelines.common import DIRECT_NAMES, PRISM_NAMES, UsageError, make_pipeline, pipeline_options, runner_name, start_job, use_local_prism
-from pipelines.job import TrainJob, TrainResult, check_model_classes, counters, data_classes, start_refused
+from pipelines.job import TrainJob, TrainResult, check_model_classes, counters, data_classes, start_refused, write_preparation
 from transforms.streaming import (
     MergeSnapshots, ReadParquetFiles, StreamTrainOnline, VersionNotices, WatchParquet, WriteDeadLetterFiles, WriteModelVersions,
     WriteSnapshotRecords, continued_from, newest_version,
@@ -221,6 +221,7 @@ def run_streaming(args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
     """
     pipeline, local = streaming_pipeline(beam_argv)
     build_streaming_graph(pipeline, job, args)
+    write_preparation(job)  # beside the versions, once the launch is accepted (a refused one leaves no file)
     try:
         pipeline_result = start_job(pipeline)
     except (RuntimeError, OSError, ValueError) as err:
