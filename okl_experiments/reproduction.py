@@ -26,11 +26,12 @@ import math
 import os
 import time
 
+from okl_core.evaluation import beats_baseline
 from okl_core.registry import learner_names
 from okl_experiments.data import DATASETS, available, real_source
 from okl_experiments.grid import Choice, SearchSpace
-from okl_experiments.metrics import experiment_metric
-from okl_experiments.sweep import Point, SweepSettings, make_points, sweep
+from okl_experiments.metrics import baseline_name, experiment_metric
+from okl_experiments.sweep import Point, SweepSettings, baseline_flag, make_points, sweep
 from okl_experiments.text import markdown_table, mean_std_text, percent, write_json, write_text
 
 __all__ = ["DEFAULT_DATA_ROOT", "Setting", "SETTINGS", "SPEC_ROWS_WITHOUT_SETTING", "Outcome", "parse_data_paths", "run_setting", "reproduce", "table", "settings_lines", "write_outcomes"]
@@ -358,7 +359,7 @@ class Outcome:
     """One setting's result (or why it was skipped)."""
 
     setting: Setting
-    status: str  # "ok", "skipped", "error"
+    status: str  # "ok", "skipped", "error", "diverged" (okl_core.divergence: NaN/inf, or a loss that exploded)
     reason: str = ""
     mean: float = math.nan
     std: float = math.nan
@@ -368,17 +369,34 @@ class Outcome:
     curve_n: list = dataclasses.field(default_factory=list)
     curve_value: list = dataclasses.field(default_factory=list)
     data_paths: dict = dataclasses.field(default_factory=dict)  # name -> {"path", "rows"} of each --data it used
+    baseline: float = math.nan  # the metric of the best constant answer over the same rows (majority class, mean, median)
+    one_class: bool = False  # the model answered one class for every row (of a run)
 
     @property
     def diff(self) -> float:
         return self.mean - self.setting.paper
+
+    @property
+    def beats_baseline(self) -> bool | None:
+        """Whether ``mean`` is clearly better than ``baseline`` (:func:`okl_core.evaluation.beats_baseline`); None unless ``ok``."""
+        return beats_baseline(self.mean, self.baseline) if self.status == "ok" else None
+
+    @property
+    def flag(self) -> str:
+        """Why an ``ok`` result is not to be read as a plain number (empty when it can be):
+        :func:`okl_experiments.sweep.baseline_flag` of its row."""
+        metric = self.setting.metric
+        row = {"status": self.status, f"{metric}_mean": self.mean, "one_class": self.one_class,
+               f"{metric}_baseline": None if math.isnan(self.baseline) else self.baseline}
+        return baseline_flag(row, metric) or ""
 
     def to_dict(self) -> dict:
         s = self.setting
         return {"key": s.key, "learner": s.learner, "data": s.data, "test": s.test, "metric": s.metric, "status": self.status,
                 "reason": self.reason, "ours_mean": self.mean, "ours_std": self.std, "runs": self.runs, "paper": s.paper,
                 "paper_std": s.paper_std, "diff": self.diff if self.status == "ok" else None, "source": s.source,
-                "params": self.params, "seconds": self.seconds, "note": s.note,
+                "params": self.params, "seconds": self.seconds, "note": s.note, "baseline": self.baseline,
+                "beats_baseline": self.beats_baseline, "one_class": self.one_class, "flag": self.flag,
                 "curve": {"n": self.curve_n, "value": self.curve_value}, "data_paths": self.data_paths}
 
     def data_note(self) -> str:
@@ -473,27 +491,45 @@ def run_setting(setting: Setting, data_root: str, client=None, runs: int | None 
     except ValueError as err:  # a parameter the learner does not know, a task mismatch
         return Outcome(setting, "error", str(err), seconds=time.perf_counter() - started)
     row = final.rows[0]
-    if row["status"] != "ok":
-        return Outcome(setting, "error", row["error"], params=chosen, seconds=time.perf_counter() - started, data_paths=used)
+    if row["status"] != "ok":  # "diverged" stays itself: a diverged setting is a result, not a failure of okl
+        return Outcome(setting, "diverged" if row["status"] == "diverged" else "error", row["error"], params=chosen,
+                       seconds=time.perf_counter() - started, data_paths=used)
     return Outcome(setting, "ok", mean=row[f"{setting.metric}_mean"], std=row[f"{setting.metric}_std"], runs=row["runs"],
                    params={k: v for k, v in chosen.items() if k not in ("n_inputs", "n_classes")},
-                   seconds=time.perf_counter() - started, curve_n=row["curve_n"], curve_value=row["curve_value"], data_paths=used)
+                   seconds=time.perf_counter() - started, curve_n=row["curve_n"], curve_value=row["curve_value"], data_paths=used,
+                   baseline=row[f"{setting.metric}_baseline"], one_class=row["one_class"])
 
 
 def table(outcomes: list[Outcome]) -> str:
-    """Markdown: ours next to the paper's number and the difference (error rates in percent and points)."""
-    head = ["setting", "learner", "data", "metric", "ours", "runs", "paper", "diff", "time (s)", "source / note"]
+    """Markdown: ours next to the constant baseline of the same rows, the paper's number and the
+    difference (error rates in percent and points), then a summary of the flagged settings.
+
+    A result no better than the baseline (or of a model answering one class) is flagged in
+    its ``ours`` cell (:attr:`Outcome.flag`), a diverged setting reads ``diverged``: neither is
+    ever shown as a plain number.
+    """
+    head = ["setting", "learner", "data", "metric", "ours", "baseline", "runs", "paper", "diff", "time (s)", "source / note"]
     rows = []
     for o in outcomes:
         s = o.setting
         data = s.data + (f" -> {s.test}" if s.test else "")
+        baseline = "" if math.isnan(o.baseline) else f"{_value(s.metric, o.baseline)} ({baseline_name(s.metric)})"
         if o.status == "ok":
-            rows.append([s.key, s.learner, data, s.metric, _value(s.metric, o.mean, o.std), str(o.runs), _paper(s),
+            ours = _value(s.metric, o.mean, o.std) + (f" **{o.flag}**" if o.flag else "")
+            rows.append([s.key, s.learner, data, s.metric, ours, baseline, str(o.runs), _paper(s),
                          "" if math.isnan(o.diff) else _value(s.metric, o.diff, sign=True), f"{o.seconds:.0f}",
                          "; ".join(filter(None, [s.source, s.note, o.data_note()]))])
         else:
-            rows.append([s.key, s.learner, data, s.metric, o.status, "", _paper(s), "", "", "; ".join(filter(None, [o.reason, o.data_note()]))])
-    return markdown_table(head, rows)
+            rows.append([s.key, s.learner, data, s.metric, o.status, baseline, "", _paper(s), "", "", "; ".join(filter(None, [o.reason, o.data_note()]))])
+    return markdown_table(head, rows) + _flagged_summary(outcomes)
+
+
+def _flagged_summary(outcomes: list[Outcome]) -> str:
+    """Lines under the table naming the settings whose numbers must not be read as results."""
+    lines = [f"- {o.setting.key}: {o.flag}" for o in outcomes if o.flag]
+    lines += [f"- {o.setting.key}: diverged ({o.reason})" for o in outcomes if o.status == "diverged"]
+    return ("\n\nFlagged settings (no better than the constant answer over the same rows, or diverged):\n" + "\n".join(lines)
+            if lines else "")
 
 
 def _paper(s: Setting) -> str:

@@ -103,6 +103,32 @@ def test_run_setting_tunes_then_runs_permutations_exactly(tiny_real):
     assert f"{100 * outcome.mean:.2f} ± {100 * outcome.std:.2f}" in text and f"{100 * (outcome.mean - 0.2):+.2f}" in text
 
 
+def test_a_setting_no_better_than_the_majority_class_is_flagged_in_the_table_and_the_summary(tiny_real, tmp_path):
+    """A bandwidth so wide (sigma = 1e6) that the model is nearly constant, at most linear, in x,
+    on labels sign(x0 x1) that no such function separates: its online mistake rate is no better
+    than always answering the majority class of the same rows. A huge step is reported as diverged."""
+    data = experiment_data.load_real("tiny", tiny_real)
+    majority = okl_core.evaluation.constant_baseline("binary", data.y)["mistake_rate"]
+    nothing = Setting("fogd-nothing", "fogd", "tiny", {"n_components": 16, "sigma": 1e6, "eta": 1e-12}, "online_mistake_rate", 0.2, "t", runs=2)
+    learns = Setting("fogd-learns", "fogd", "tiny", {"n_components": 64, "sigma": 1.0, "eta": 0.5}, "online_mistake_rate", 0.2, "t", runs=2)
+    explodes = Setting("fogd-explodes", "fogd", "tiny", {"n_components": 16, "sigma": 1.0, "eta": 1e12}, "online_mistake_rate", 0.2, "t", runs=1)
+    outcomes = [run_setting(s, tiny_real) for s in (nothing, learns, explodes)]
+    flat, good, diverged = outcomes
+    assert flat.status == good.status == "ok" and flat.baseline == good.baseline == majority
+    assert flat.beats_baseline is False and flat.flag.startswith("no better than the majority class")
+    assert good.beats_baseline is True and good.flag == ""
+    assert diverged.status == "diverged" and diverged.reason.startswith("run 0 diverged at row 0 (the loss exploded")
+    text = reproduction.table(outcomes)
+    row = next(line for line in text.splitlines() if line.startswith("| fogd-nothing |"))
+    assert f"{100 * flat.mean:.2f} ± {100 * flat.std:.2f} **{flat.flag}** | {100 * majority:.2f} (majority class) |" in row
+    good_row = next(line for line in text.splitlines() if line.startswith("| fogd-learns |"))
+    assert "**" not in good_row and f"| {100 * good.mean:.2f} ± {100 * good.std:.2f} | {100 * majority:.2f} (majority class) |" in good_row
+    assert text.endswith(f"\n- fogd-nothing: {flat.flag}\n- fogd-explodes: diverged ({diverged.reason})")
+    saved = {o["key"]: o for o in json.loads(open(reproduction.write_outcomes(str(tmp_path), outcomes)[1]).read())}
+    assert saved["fogd-nothing"]["baseline"] == majority and saved["fogd-nothing"]["beats_baseline"] is False
+    assert saved["fogd-nothing"]["flag"] == flat.flag and saved["fogd-learns"]["flag"] == ""
+
+
 def test_missing_learners_and_data_are_skipped_with_a_reason(tiny_real, tmp_path):
     future = Setting("future-tiny", "not_a_learner_yet", "tiny", {}, "online_mistake_rate", 0.2, "test")
     outcome = run_setting(future, tiny_real)
