@@ -26,7 +26,7 @@ import time
 
 FAMILY_LEARNERS = {
     "fogd": "fogd", "nogd": "nogd", "kernel_ogd": "kernel_ogd", "budget": "rbp",
-    "dsg": "dsg", "pkawv": "pkawv_taylor", "omkl": "raker", "oks": "oks",
+    "dsg": "dsg", "pkawv": "pkawv_nystrom", "omkl": "raker", "oks": "oks",
 }
 """Family (module of okl_core.learners) -> the learner whose first run is measured."""
 

@@ -40,7 +40,10 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:
+    from okl_core.learners.base import Learner
 
 __all__ = ["Parser", "UsageError", "deprecate", "prog", "okl_names", "warn", "main", "running_as_command", "INTERRUPTED_STATUS",
            "TERMINATED_STATUS", "check_output_dir", "make_output_dir", "output_dir", "output_error", "reclaim_interrupt",
@@ -231,7 +234,7 @@ def output_dir(path: str, flag: str = "--output"):
         raise
 
 
-def compile_learner(learner, command: str) -> None:
+def compile_learner(learner: "Learner[Any]", command: str) -> None:
     """Compile the folds ``learner`` runs (or load them from the cache) in this process, before
     the job, saying so in one line when they are compiled: ``<prog>: compiling the <learner> folds ...``.
 
