@@ -238,8 +238,8 @@ def compile_learner(learner: "Learner[Any]", command: str) -> None:
     """Compile the folds ``learner`` runs (or load them from the cache) in this process, before
     the job, saying so in one line when they are compiled: ``<prog>: compiling the <learner> folds ...``.
 
-    numba compiles a fold the first time it runs on a machine (seconds; up to ~20 s for the
-    budget and OKS families on a busy machine) and caches it (:mod:`okl_core.learners.compiled`).
+    numba compiles a fold the first time it runs on a machine (seconds; up to ~15 s for the
+    OKS family on a busy machine) and caches it (:mod:`okl_core.learners.compiled`).
     Compiled here, the job's worker processes on this machine load it from the cache instead
     of each compiling it at once, in silence. Commands call it when the job's workers are
     local only: remote workers have caches of their own.

@@ -69,6 +69,23 @@ def rival(f, y):
 
 
 @njit(cache=True)
+def copy_into(dst, src):
+    """``dst[:] = src`` for vectors of one length: an array assigned to a slice compiles numba's
+    shape check, whose error message formats the shapes (~2.5 s of a first compilation, once
+    per process, for the string functions alone); the values copied are the same."""
+    for j in range(src.shape[0]):
+        dst[j] = src[j]
+
+
+@njit(cache=True)
+def copy_matrix_into(dst, src):
+    """``dst[:, :] = src`` for matrices of one shape (:func:`copy_into`'s reason)."""
+    for r in range(src.shape[0]):
+        for c in range(src.shape[1]):
+            dst[r, c] = src[r, c]
+
+
+@njit(cache=True)
 def widen_row(Z, i, z):
     """``z[:] = Z[i]`` in float64 (exact from float32), without allocating per row."""
     for j in range(z.shape[0]):
@@ -116,7 +133,7 @@ def fold_multiclass(eta, Z, W, class_rows, y, scores, start):
     for i in range(start, y.shape[0]):
         widen_row(Z, i, z)
         f = np.dot(W, z) if class_rows else np.dot(z, W)
-        scores[i, :] = f
+        copy_into(scores[i], f)
         s = rival(f, y[i])
         if s < 0:
             continue
@@ -157,7 +174,7 @@ def fold_multiclass_adagrad(eta, delta, Z, W, G, y, scores, start):
     for i in range(start, y.shape[0]):
         widen_row(Z, i, z)
         f = np.dot(W, z)
-        scores[i, :] = f
+        copy_into(scores[i], f)
         s = rival(f, y[i])
         if s < 0:
             continue
@@ -230,7 +247,7 @@ def fold_multiclass_normalized(eta, Z, W, s, G, N, t0, y, scores, start):
         widen_row(Z, i, z)
         normalize_row(z, s, W, q, N)
         f = np.dot(W, z)
-        scores[i, :] = f
+        copy_into(scores[i], f)
         r = rival(f, y[i])
         if r < 0:
             continue
@@ -389,7 +406,7 @@ def fold_omkl_gf(Z, have, start, y, U, theta, log_w, graph, frozen, n_used, sq_e
         eta_e = eta_e0 if constant else eta_e0 / math.sqrt(t)
         graph_draws(log_w, eta_e, U[r, 1:], M, P, A)
         if frozen[0]:
-            A[:, :] = graph
+            copy_matrix_into(A, graph)
         if J > 1:
             selective_into(log_w, A, eta_e, p_sel)
         node = draw_index(p_sel, U[r, 0]) if J > 1 else 0
@@ -415,7 +432,7 @@ def fold_omkl_gf(Z, have, start, y, U, theta, log_w, graph, frozen, n_used, sq_e
         sq_error[0] = sq_error[0] + error * error
         if not frozen[0]:
             loss = sq_error[0] / t if freeze_mse else error * error
-            graph[:, :] = A
+            copy_matrix_into(graph, A)
             frozen[0] = loss < freeze_below
         log_normalize_in_place(log_w)
         scores[r] = y_hat
@@ -714,7 +731,7 @@ def fold_rbp(kind, eta, eps, X, y, u, rows, columns, sq_norms, alpha, A, stamp, 
     coef = np.empty(A.shape[1])
     for i in range(y.shape[0]):
         score_row(X, i, x, columns, sq_norms, alpha, n, k, f, kernel, sigma, gauss_scale)
-        S[i, :] = f
+        copy_into(S[i], f)
         if budget_coefficient(kind, eta, eps, f, y[i], coef):
             slot = uniform_slot(u[i], n) if n == B else n
             support_put(X, i, x, slot, rows, columns, sq_norms, A, coef, stamp, t0 + i)
@@ -768,7 +785,7 @@ def fold_forgetron(kind, eta, eps, shrinking, code_root, class_score, ratio, X, 
     coef = np.empty(C)
     for i in range(y.shape[0]):
         score_row(X, i, x, columns, sq_norms, alpha, n, k, f, kernel, sigma, gauss_scale)
-        S[i, :] = f
+        copy_into(S[i], f)
         if not budget_coefficient(kind, eta, eps, f, y[i], coef):
             continue
         mistakes += 1
@@ -833,7 +850,7 @@ def fold_bogd(kind, eta, eps, decay_always, decay, oldest, rescale, limit, X, y,
     coef = np.empty(C)
     for i in range(y.shape[0]):
         score_row(X, i, x, columns, sq_norms, alpha, n, k, f, kernel, sigma, gauss_scale)
-        S[i, :] = f
+        copy_into(S[i], f)
         update = budget_coefficient(kind, eta, eps, f, y[i], coef)
         if decay_always or update:
             scale_rows(A, n, decay)
@@ -1028,13 +1045,13 @@ def fold_mprojectron(kind, rule_eta, eps, margin, eta, bound, U, X, y, rows, col
         kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, n, k)
         support_scores(k, alpha, n, f)
         yi, t = y[i], t0 + i
-        scores[i, :] = f
+        copy_into(scores[i], f)
         p = argmax_skipping(f, -1)
         if p != yi:
             pair_into(coef, yi, p, 1.0)
             if n == 0:
                 budget_put(X, i, x, 0, rows, columns, sq_norms, stamp, t)
-                alpha[0, :] = coef
+                copy_into(alpha[0], coef)
                 H[0] = 1.0
                 n = 1
                 continue
@@ -1045,7 +1062,7 @@ def fold_mprojectron(kind, rule_eta, eps, margin, eta, bound, U, X, y, rows, col
             grow_inverse(H, spare, d, delta2, n)
             H, spare = spare, H
             budget_put(X, i, x, n, rows, columns, sq_norms, stamp, t)
-            alpha[n, :] = coef
+            copy_into(alpha[n], coef)
             n += 1
         elif margin != NO_MARGIN:
             s = argmax_skipping(f, yi)
@@ -1097,7 +1114,7 @@ def fold_bpa_s(C, X, y, rows, columns, sq_norms, alpha, stamp, n, scores, t0, ke
         support_scores(k, alpha, n, f)
         t = t0 + i
         if multiclass:
-            scores[i, :] = f
+            copy_into(scores[i], f)
             yi = int(y[i])
             s = argmax_skipping(f, yi)
             loss = 1.0 - (f[yi] - f[s])
@@ -1121,7 +1138,7 @@ def fold_bpa_s(C, X, y, rows, columns, sq_norms, alpha, stamp, n, scores, t0, ke
             n += 1
         budget_put(X, i, x, slot, rows, columns, sq_norms, stamp, t)
         if multiclass:
-            alpha[slot, :] = step
+            copy_into(alpha[slot], step)
         else:
             alpha[slot] = step[0]
     return n
@@ -1190,7 +1207,7 @@ def fold_expansion_multiclass(eta, kernel, sigma, gauss_scale, X, base, has_base
             g = np.dot(k[:m], alpha[:m])
             for c in range(C):
                 f[c] = base[i, c] + g[c] if has_base else g[c]
-        scores[i, :] = f
+        copy_into(scores[i], f)
         s = rival(f, y[i])
         if s < 0:
             continue

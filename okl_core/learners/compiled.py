@@ -33,8 +33,9 @@ with the installed files, and is not writable in a read-only ``site-packages``).
 keys each entry by the source file's path and content hash, the argument types, numba's
 version and the CPU, and recompiles when any differs. So a fresh process pays the import
 of numba and scipy's BLAS and the loading of cached code (about a second once per process,
-at its first compiled update), not the compilation (3-17 s per learner family, on the
-first run after okl or numba changed: ``python -m bench.compile``). :func:`warm_up` with
+at its first compiled update), not the compilation (1-5 s per learner family on an idle
+2-core machine, 3-15 s on a busy one, on the first run after okl or numba changed:
+``python -m bench.compile``). :func:`warm_up` with
 ``on_compile`` says when it compiles.
 """
 
