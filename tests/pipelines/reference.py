@@ -1,7 +1,5 @@
 """Plain okl_core references for the pipeline tests (no Beam)."""
 
-import re
-
 import numpy as np
 
 import okl_core
@@ -43,8 +41,3 @@ def binary_data(n, d=5, seed=0):
     y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] >= 0, 1, -1).astype(np.int32)
     return X, y
 
-
-WORKER_START_UP = re.compile(
-    r"WARNING:root:apitools not found, .*|INFO:__main__:Logging handler created\.|INFO:__main__:Load pipeline options from file: \S+"
-)
-"""The lines each of Beam's local worker processes logs before it has read its options (okl cannot quiet them)."""
