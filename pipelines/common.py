@@ -15,12 +15,14 @@ behaviour; every other runner is passed through unchanged.
 
 ``--job_endpoint=embed`` without ``--environment_type`` gets ``--environment_type=LOOPBACK``
 (the embedded job server would otherwise start SDK workers in Docker). Local
-``multi_processing`` workers are Beam's own (``python -m apache_beam.runners.worker.sdk_worker_main``,
-started by the FnApiRunner). The FnApiRunner hands them no pipeline options, so
-:func:`run_pipeline` gives them the job's options the way Beam's SDK harness contract
-allows, a JSON file named by ``PIPELINE_OPTIONS_FILE`` in their environment, with
-``--default_sdk_harness_log_level=ERROR`` unless given: otherwise every worker prints some
-twenty start-up lines at INFO (three remain, logged before the options are read).
+``multi_processing`` workers are Beam's own worker, started by the FnApiRunner through
+:mod:`pipelines.sdk_worker` (:func:`_local_runner`), which leaves Ctrl-C and SIGTERM to the
+command and keeps their console to warnings and errors from their first line; when the
+command is stopped, :func:`run_pipeline` ends them (:func:`_stop_local_workers`). The
+FnApiRunner hands them no pipeline options, so :func:`run_pipeline` gives them the job's
+options the way Beam's SDK harness contract allows, a JSON file named by
+``PIPELINE_OPTIONS_FILE`` in their environment, with ``--default_sdk_harness_log_level=ERROR``
+unless given: otherwise every worker logs some twenty start-up lines at INFO.
 
 Logging
 -------
