@@ -445,7 +445,8 @@ def _read_uci_table(path: str, n_features: int) -> tuple[np.ndarray, np.ndarray]
         raise ValueError(f"{path}: not a table of comma-separated numbers ({err})") from None
     if table.shape[1] != n_features + 1:
         raise ValueError(f"{path}: {table.shape[1]} columns, expected {n_features + 1} ({n_features} features, then the label)")
-    return table[:, :-1].astype(np.float32), table[:, -1]
+    y = table[:, -1]
+    return table[:, :-1].astype(np.float32), (y.astype(np.int32) if np.all(y == np.round(y)) else y)
 
 
 def read_airquality(path: str) -> tuple[np.ndarray, np.ndarray]:

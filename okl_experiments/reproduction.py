@@ -414,7 +414,7 @@ def _skip_reason(setting: Setting, data_root: str, data_paths: dict[str, str]) -
         if not available(name, data_root, data_paths.get(name)):
             spec = DATASETS[name]
             where = (f"--data {name}={data_paths[name]} is neither an okl data set nor its files" if name in data_paths else
-                     f"not found under {data_root} ({', '.join(spec.files)})" if spec.files else
+                     f"not found under {data_root} ({', '.join(spec.files)}; or --data {name}=PATH)" if spec.files else
                      f"no okl data set given (--data {name}=PATH)")
             return f"data set {name!r} {where}; get it from {spec.source}"
     return None

@@ -96,8 +96,9 @@ def test_run_setting_tunes_then_runs_permutations_exactly(tiny_real):
         tuned[eta] = metric_value(run_online(learner, *permuted(data.X, data.y, 0, 0)).metrics, "error")
     eta = min(tuned, key=lambda e: (tuned[e], e))
     assert outcome.params == {"n_components": 16, "sigma": sigma, "eta": eta}
-    learner = okl_core.make_learner("fogd", n_inputs=3, n_components=16, sigma=sigma, eta=eta)
-    values = [metric_value(run_online(learner, *permuted(data.X, data.y, 0, r)).metrics, "error") for r in range(3)]
+    assert outcome.seeds == [0, 1, 2]  # run r: permutation r and its own random features (seed 0 + r)
+    values = [metric_value(run_online(okl_core.make_learner("fogd", n_inputs=3, n_components=16, sigma=sigma, eta=eta, seed=r),
+                                      *permuted(data.X, data.y, 0, r)).metrics, "error") for r in range(3)]
     assert (outcome.mean, outcome.std) == mean_std(values)
     text = reproduction.table([outcome])
     assert f"{100 * outcome.mean:.2f} ± {100 * outcome.std:.2f}" in text and f"{100 * (outcome.mean - 0.2):+.2f}" in text
@@ -246,8 +247,10 @@ def test_data_flag_reads_a_users_raw_file_with_the_specs_conversion(tmp_path, ca
     X = X.astype(np.float64)
     Xs = (X - X.min(0)) / (X.max(0) - X.min(0))
     ys = (y - y.min()) / (y.max() - y.min())
-    learner = okl_core.make_learner("fogd_r", n_inputs=13, **outcome.params)
-    values = [metric_value(run_online(learner, *permuted(Xs.astype(np.float32), ys, 0, r)).metrics, "mse") for r in range(2)]
+    assert outcome.seeds == [0, 1]  # new random features per permutation
+    values = [metric_value(run_online(okl_core.make_learner("fogd_r", n_inputs=13, **{**outcome.params, "seed": seed}),
+                                      *permuted(Xs.astype(np.float32), ys, 0, r)).metrics, "mse")
+              for r, seed in enumerate(outcome.seeds)]
     assert outcome.mean == pytest.approx(np.mean(values), rel=1e-5)
     out = capsys.readouterr().out
     assert "fogd_r-housing" in out and "0.04009" in out  # the paper's number beside ours
@@ -352,8 +355,8 @@ def test_data_flag_takes_a_prepared_okl_data_set_as_it_is(tmp_path):
     outcome = run_setting(dataclasses.replace(setting, runs=2), str(tmp_path / "nowhere"),
                           data_paths={"housing": str(tmp_path / "housing")})
     assert outcome.status == "ok", outcome.reason
-    learner = okl_core.make_learner("fogd_r", n_inputs=13, **outcome.params)
-    values = [metric_value(run_online(learner, *permuted(X, y, 0, r)).metrics, "mse") for r in range(2)]
+    values = [metric_value(run_online(okl_core.make_learner("fogd_r", n_inputs=13, **{**outcome.params, "seed": seed}),
+                                      *permuted(X, y, 0, r)).metrics, "mse") for r, seed in enumerate(outcome.seeds)]
     assert outcome.mean == pytest.approx(np.mean(values), rel=1e-6)  # no second conversion of a prepared set
     write_dataset(str(tmp_path / "narrow"), X[:, :5], y, "regression")
     wrong = run_setting(setting, str(tmp_path), data_paths={"housing": str(tmp_path / "narrow")})
