@@ -388,7 +388,7 @@ for _name, _spec in DATASETS.items():  # the rest: what the table says, in words
         _text = dict(supply=_AS_DISTRIBUTED.format(files=", ".join(_spec.files)), why="features to [-1, 1], target to [0, 1]. " + _OKS_SCALING)
     elif _spec.feature_map == "minmax_pm1":
         _text = dict(supply=_AS_DISTRIBUTED.format(files=", ".join(_spec.files)),
-                     why="inputs (and outputs) min-max to [-1, 1]: Jezequel et al. 2019's setting; one pass in file order")
+                     why="Jezequel et al. 2019: 'we scaled x in [-1, 1]^d and y in [-1, 1]' (min-max); no order or count stated: one run")
     elif _spec.kind == "idx":
         _text = dict(supply="the two IDX files as distributed (images, labels 0-9)",
                      why="pixels / 255 (LIBSVM's mnist.scale). " + _LU_SILENT)

@@ -76,6 +76,13 @@ def test_every_data_set_states_what_to_supply_and_why():
     assert "raker-airquality" in listed.stdout and "50 runs, file order" in listed.stdout
 
 
+def test_the_docs_table_names_every_data_set():
+    with open(os.path.join(ROOT, "docs", "reproducing.md"), encoding="utf-8") as f:
+        text = f.read()
+    missing = [name for name in DATASETS if f"`{name}`" not in text]
+    assert not missing, f"docs/reproducing.md has no recipe row for {missing}"
+
+
 def test_spambase_with_minus_one_plus_one_labels_is_refused_naming_the_0_1_column(tmp_path):
     _write_spambase_csv(tmp_path / "spambase.data", 30, labels=(-1, 1))
     done = _reproduce("--only", "fogd-spambase", "--data", f"spambase={tmp_path / 'spambase.data'}")
