@@ -308,7 +308,8 @@ def _omkl_rows() -> list[Setting]:
                                     {"draws_per_node": M, "selective_nodes": 1, "freeze_below": 1e-4, "freeze_on": "mse"},
                                     "online_mse", value / 1000, src, runs=50, order="file", tolerance=value / 2000,
                                     note="freeze rule on the running MSE (freeze_on='mse'); features and target to [0, 1]; "
-                                         "file order, 50 feature draws"))
+                                         "file order, 50 feature draws" + ("; one kernel per row: the widest spread across draws"
+                                                                           if M == 1 else "")))
     return rows
 
 
