@@ -1,6 +1,6 @@
 """Evaluation protocols on in-memory arrays: the online (prequential) run and test scoring.
 
-The papers report two kinds of numbers (spec/README.md):
+The papers report two kinds of numbers (docs/papers.md):
 
 * the *online* metric: every example is predicted, scored, then learned from, in stream
   order; the metric is the cumulative mistake rate (or mean loss) over the whole stream.

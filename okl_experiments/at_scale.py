@@ -121,7 +121,7 @@ SCALE_SETTINGS = [
         regression_split=("{work}/train", "{work}/test"), slice_test_rows=500,
         note="CEP subset (29,978 molecules, not the 2.3M): records 0-23,977 train, 24,000-29,977 test; raw randomly "
              "sorted Coulomb matrices (75 atoms, 2850 features): the paper's step predicates (--steps at the training "
-             "entries' quintiles 0.39,0.82,2.6,5.8) did not help DSG or FOGD on the holdout (README); DSG "
+             "entries' quintiles 0.39,0.82,2.6,5.8) did not help DSG or FOGD on the holdout (docs/at-scale.md); DSG "
              "gamma_t = 1000 / (1000 + t), FOGD eta 3e-5 (least holdout error, last 20% of the training rows); the "
              "paper gives no number",
     ),

@@ -13,7 +13,7 @@ Four commands::
     python -m pipelines.report sweep sweep/results.parquet --output figures
 
     # run learners directly from a small JSON spec, then plot their online curves
-    python -m pipelines.report run docs/online_error_spec.json --output docs
+    python -m pipelines.report run docs/specs/online_error.json --data_root data --output figures/a9a
 
 ``--output`` is a directory (``curves`` and ``run`` write ``online_error.png`` into it); the
 old ``-o``/``--out FILE.png`` of ``curves`` and ``run`` still writes that file, with a warning.

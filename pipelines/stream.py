@@ -4,7 +4,7 @@
 
     python -m pipelines.train --streaming --input 'incoming/*.parquet' --learner fogd --sigma 1 \\
         --num_shards 2 --snapshot_batches 4 --mix_weight 0.5 --output runs/live \\
-        --runner=PrismRunner            # or FlinkRunner / DataflowRunner (see README "## Streaming")
+        --runner=PrismRunner            # or FlinkRunner / DataflowRunner (see docs/streaming.md)
 
 The graph (transforms/streaming.py)::
 
@@ -190,7 +190,7 @@ _PRISM_HELP = (
     "local streaming runs on Beam's Prism runner, which could not be started ({error}). Build it with Go from "
     "the Go module proxy (`python -m pipelines.engines install prism`, or `make runners`: okl then uses it), "
     "or pass --prism_location=PATH to a Prism binary of apache-beam {version}, or run on Flink or Dataflow "
-    "(README, '## Streaming')"
+    "(docs/streaming.md)"
 )
 
 

@@ -36,9 +36,11 @@ place; ``run.json`` tells which run its files are from.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import okl_core
+from okl_core.catalog import learner_text
 from okl_experiments.metrics import headline
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 from okl_experiments.params import derived_line
@@ -90,8 +92,23 @@ def build_parser() -> Parser:
 
 def parse_args(argv=None, parser: Parser | None = None) -> tuple[argparse.Namespace, list[str]]:
     """Split ``argv`` into okl's arguments and Beam's pipeline options; exit (status 2) on an
-    argument that neither defines."""
-    return okl_and_beam_args(parser or build_parser(), argv)
+    argument that neither defines. ``--help`` with ``--learner NAME`` ends with NAME's parameters."""
+    parser = parser or build_parser()
+    _describe_learner_in_help(parser, sys.argv[1:] if argv is None else list(argv))
+    return okl_and_beam_args(parser, argv)
+
+
+def _describe_learner_in_help(parser: Parser, argv: list[str]) -> None:
+    """With ``--help`` and ``--learner NAME``: the help ends with ``okl learners NAME``'s text."""
+    if not {"-h", "--help"} & set(argv):
+        return
+    names = [a.split("=", 1)[1] for a in argv if a.startswith("--learner=")]
+    names += [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--learner"]
+    if names:
+        if names[-1] not in okl_core.learner_names():
+            parser.error(f"unknown learner {names[-1]!r}; choose from {', '.join(okl_core.learner_names())}")
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter  # the parameter lines as written
+        parser.epilog = learner_text(names[-1])
 
 
 def _print_summary(result: TrainResult, job, launched_at: float) -> None:
