@@ -391,7 +391,8 @@ for _name, _spec in DATASETS.items():  # the rest: what the table says, in words
                      why="Jezequel et al. 2019: 'we scaled x in [-1, 1]^d and y in [-1, 1]' (min-max); no order or count stated: one run")
     elif _spec.kind == "idx":
         _text = dict(supply="the two IDX files as distributed (images, labels 0-9)",
-                     why="pixels / 255 (LIBSVM's mnist.scale). " + _LU_SILENT)
+                     why="pixels / 255 (LIBSVM's mnist.scale): with sigma = 8 on raw 0-255 pixels the kernel is nearly "
+                             "constant (MFOGD 90.1%, chance, against 13.9% on pixels / 255, 3 permutations). " + _LU_SILENT)
     elif _spec.kind == "okl":
         _text = dict(supply=f"a prepared okl data set (okl prepare): {_spec.source}", why="as the paper's source distributes it")
     else:
