@@ -27,7 +27,7 @@ from okl_experiments.at_scale import SCALE_SETTINGS, ScaleOutcome, run_scale_set
 from okl_experiments.reproduction import (DEFAULT_DATA_ROOT, Outcome, RunProtocol, parse_data_paths, reproduce, settings_lines,
                                          table, write_outcomes)
 from okl_experiments.runs import dask_client
-from pipelines.cli import Parser, deprecate, main, output_dir, prog
+from pipelines.cli import Parser, UsageError, deprecate, main, output_dir, prog
 
 __all__ = ["build_parser", "run"]
 
@@ -69,8 +69,10 @@ def run(argv: list[str] | None = None) -> list[Outcome]:
         return []
     try:
         return _run(args)
-    except (ValueError, FileNotFoundError) as err:
-        raise SystemExit(f"{prog('reproduce')}: error: {err}") from None
+    except UsageError:
+        raise
+    except (ValueError, FileNotFoundError) as err:  # bad flags or files: one line, exit status 2 (pipelines.cli.main)
+        raise UsageError(str(err)) from None
 
 
 def _run(args) -> list[Outcome]:

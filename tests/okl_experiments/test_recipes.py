@@ -39,7 +39,7 @@ def _reproduce(*args):
 
 
 def _error_line(done) -> str:
-    assert done.returncode != 0 and done.stdout == ""  # refused before anything ran
+    assert done.returncode == 2 and done.stdout == ""  # refused before anything ran (a usage error)
     lines = [line for line in done.stderr.strip().splitlines() if not line.startswith("WARNING:root:apitools")]  # Beam's import
     assert len(lines) == 1, done.stderr
     return lines[0]
