@@ -499,6 +499,8 @@ def check_recipes(data_paths: dict[str, str], data_root: str) -> None:
             real_source(name, data_root, path)
         except (ValueError, OSError) as err:
             line = str(err).splitlines()[0] if str(err) else type(err).__name__
+            if "expected" not in line and "recipe wants" not in line:  # say what the recipe wants (okl reproduce --list)
+                line += f"; the {name} recipe wants {DATASETS[name].expected_shape()}"
             raise ValueError(line if line.startswith("--data ") else f"--data {name}={path}: {line}") from None
 
 

@@ -106,6 +106,13 @@ def test_airquality_with_12_features_is_refused_naming_the_13_columns_and_the_ta
     assert line.endswith(f"--data airquality={tmp_path / 'air12'}: {expected}")
 
 
+def test_a_libsvm_file_wider_than_the_recipe_is_refused_with_the_shape_it_wants(tmp_path):
+    (tmp_path / "magic04.svm").write_text("1 1:0.5 2:0.3 11:0.2\n-1 1:0.1 3:0.4\n")
+    line = _error_line(_reproduce("--only", "oks-magic04", "--data", f"magic04={tmp_path / 'magic04.svm'}"))
+    assert line.endswith("line 1: feature index 11 exceeds n_features = 10; the magic04 recipe wants 10 features and "
+                         "binary labels (+1 = g (gamma), -1 = h (hadron))")
+
+
 def test_airquality_csv_with_other_columns_is_refused_naming_the_header_it_wants(tmp_path):
     (tmp_path / "air.csv").write_text("Date;Time;CO(GT);T\n10/03/2004;18.00.00;2,6;13,6\n")
     line = _error_line(_reproduce("--only", "raker-airquality", "--data", f"airquality={tmp_path / 'air.csv'}"))
