@@ -188,3 +188,15 @@ def test_shuffled_settings_give_each_permutation_its_own_feature_seed(tmp_path):
         runs.append(metric_value(run_online(learner, *permuted(got.X, got.y, 0, r)).metrics, "mistake_rate"))
     assert outcome.mean == pytest.approx(np.mean(runs), rel=1e-9)
     assert outcome.to_dict()["seeds"] == [0, 1] and outcome.to_dict()["order"] == "shuffle"
+
+
+def test_a_prepared_airquality_data_set_with_the_13_features_runs_as_stored_in_file_order(tmp_path):
+    rng = np.random.default_rng(7)
+    X, y = rng.uniform(size=(50, 13)).astype(np.float32), rng.uniform(size=50)
+    write_dataset(str(tmp_path / "air13"), X, y, "regression")
+    setting = _setting("omkl_gf-m7-airquality")
+    outcome = run_setting(setting, str(tmp_path / "nowhere"), runs=2, data_paths={"airquality": str(tmp_path / "air13")})
+    assert outcome.status == "ok" and outcome.order == "file" and outcome.seeds == [0, 1], outcome.reason
+    expected = [metric_value(run_online(okl_core.make_learner("omkl_gf", n_inputs=13, **{**outcome.params, "seed": s}),
+                                        X, y.astype(np.float32)).metrics, "mse") for s in outcome.seeds]
+    assert outcome.mean == pytest.approx(np.mean(expected), rel=1e-6)  # no second scaling, no shuffling
