@@ -33,7 +33,7 @@ from okl_experiments.data import DataSource, cached_data, loads_done
 from okl_experiments.metrics import experiment_metrics, metric_of
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 
-__all__ = ["RunTask", "run_task", "execute", "dask_client"]
+__all__ = ["RunTask", "run_seed", "run_task", "execute", "dask_client"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,10 +59,15 @@ class RunTask:
     curve_points: int = 64
 
 
+def run_seed(base: int, run: int) -> int:
+    """The learner seed of run ``run`` when runs are reseeded: ``base + run`` (new random features per run)."""
+    return int(base) + run
+
+
 def _run_params(task: RunTask) -> dict:
     params = dict(task.params)
     if task.reseed:
-        params["seed"] = int(params.get("seed", 0)) + task.run
+        params["seed"] = run_seed(params.get("seed", 0), task.run)
     return params
 
 
