@@ -307,6 +307,8 @@ class OKSConfig(_KernelSelectionConfig):
     horizon: int
     step_scale: float | None = None
 
+    data_defaults: ClassVar[dict] = {"horizon": "n"}
+
     def __post_init__(self):
         super().__post_init__()
         check_int("horizon", self.horizon, 1)
@@ -364,6 +366,8 @@ class _IOKSFields(CheckedConfig):
 
     horizon: int
     loss_max: float = 1.0
+
+    data_defaults: ClassVar[dict] = {"horizon": "n"}
 
     def __post_init__(self) -> None:
         super().__post_init__()
