@@ -152,7 +152,10 @@ def data_defaults(name: str) -> dict:
     """Learner ``name``'s defaults derived from the data (its config's ``data_defaults``)."""
     from okl_core.registry import learner_class
 
-    return dict(getattr(learner_class(name).config_class, "data_defaults", {}))
+    defaults: dict = {}
+    for cls in reversed(learner_class(name).config_class.__mro__):  # a subclass's (or mixin's) entries win
+        defaults.update(vars(cls).get("data_defaults", {}))
+    return defaults
 
 
 def _fields(name: str) -> dict:

@@ -47,11 +47,16 @@ __all__ = [
     "Split",
     "DefaultResult",
     "learner_task",
+    "demo_params",
+    "DEMO_SIGMA",
     "write_mixed_csv",
     "load_split",
     "run_default",
     "defaults_table",
     "table_markdown",
+    "QUICK_ROWS",
+    "FULL_ROWS",
+    "write_table",
 ]
 
 DATA_SETS = ("a9a", "mnist", "synthetic", "csv")
@@ -59,6 +64,14 @@ DATA_SETS = ("a9a", "mnist", "synthetic", "csv")
 
 FULL_ROWS = {"a9a": (None, None), "mnist": (8000, 2000), "synthetic": (16384, 4096), "csv": (8000, 2000)}
 """Training and test rows of each data set in the full table (None: the whole file)."""
+
+DEMO_SIGMA = "0.2*median"
+"""The built-in demo's bandwidth for every learner with a ``sigma``: its two inputs make the
+median distance (about 5.2) wider than the target's rings (the DSG paper uses 0.1 x median
+on this data set); ``okl train`` with no ``--input`` uses it unless ``--sigma`` is given."""
+
+QUICK_ROWS = {"a9a": (3000, 2000), "mnist": (2000, 1000), "synthetic": (3000, 1000), "csv": (3000, 1000)}
+"""Training and test rows of the quick table (the test suite's): the first rows of each set."""
 
 CSV_COLUMNS = ("age", "income", "balance", "ratio", "visits", "score")
 """Feature columns of :func:`write_mixed_csv` (scales from ~1e-2 to ~1e5)."""
@@ -75,6 +88,8 @@ class Split:
     X_test: np.ndarray
     y_test: np.ndarray
     n_classes: int | None = None
+    demo: bool = False
+    """The built-in demo's rows: learned with :func:`demo_params`, as ``okl train`` does."""
 
     @property
     def facts(self) -> DataFacts:
@@ -120,6 +135,12 @@ class DefaultResult:
     def learns(self) -> bool:
         """Whether both the online and the test metric clearly beat their baselines."""
         return not self.diverged and beats_baseline(self.online, self.online_baseline) and beats_baseline(self.test, self.test_baseline)
+
+
+def demo_params(name: str) -> dict:
+    """The built-in demo's parameters of learner ``name`` beside its defaults (:data:`DEMO_SIGMA`)."""
+    fields = {f.name for f in dataclasses.fields(okl_core.learner_class(name).config_class)}
+    return {"sigma": DEMO_SIGMA} if "sigma" in fields else {}
 
 
 def learner_task(name: str) -> str:
@@ -199,7 +220,7 @@ def _synthetic_split(task: str, n_train: int, n_test: int) -> Split:
         return Split("synthetic", task, X[:n_train], y[:n_train], X[n_train:], y[n_train:])
     X, y = dsg_regression(n_train, seed=0)  # the demo's training and test sets (seeds 0 and 1)
     X_test, y_test = dsg_regression(n_test, seed=1)
-    return Split("synthetic", task, X, y, X_test, y_test)
+    return Split("synthetic", task, X, y, X_test, y_test, demo=True)
 
 
 def _real_split(name: str, data_root: str, n_train: int | None, n_test: int | None) -> Split:
@@ -237,7 +258,7 @@ def load_split(name: str, task: str, data_root: str | None = None, rows: tuple |
 
 def run_default(name: str, split: Split, params: dict | None = None) -> DefaultResult:
     """Learner ``name`` with its defaults (plus ``params``) learned on ``split`` as ``okl train`` does."""
-    learner = build_learner(name, dict(params or {}), split.facts)
+    learner = build_learner(name, {**(demo_params(name) if split.demo else {}), **(params or {})}, split.facts)
     metric = default_metric(split.task)
     baselines = constant_baseline(split.task, split.y)[metric], constant_baseline(split.task, split.y_test)[metric]
     config = dataclasses.asdict(learner.config)
@@ -314,3 +335,32 @@ def table_markdown(results: list) -> str:
             cells += [_cell(r.test, r.test_baseline), _cell(r.online, r.online_baseline)] if r else ["", ""]
         lines.append(f"| {name} | {task} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _summary(results: list, skipped: dict) -> list[str]:
+    failing = [f"{r.learner} on {r.data}" for r in results if not r.learns]
+    lines = [f"{sum(r.learns for r in results)} of {len(results)} default runs beat the constant baseline"
+             + (f"; not better: {', '.join(failing)}" if failing else "")]
+    lines += [f"skipped {name}: {why}" for name, why in skipped.items()]
+    return lines
+
+
+def write_table(results: list, skipped: dict, output: str) -> list[str]:
+    """Write ``defaults.md`` (the table, :func:`table_markdown`) and ``defaults.json`` into ``output``.
+
+    Returns
+    -------
+    list of str
+        The paths written.
+    """
+    from okl_experiments.text import write_json, write_text
+
+    os.makedirs(output, exist_ok=True)
+    md = os.path.join(output, "defaults.md")
+    text = ("Each cell: the metric (mistake rate, or MSE for regression) of the learner with its defaults / the "
+            "best constant answer's on the same rows (majority class, or mean).\n\n" + table_markdown(results)
+            + "\n" + "\n".join(f"- {line}" for line in _summary(results, skipped)) + "\n")
+    write_text(md, text)
+    path = os.path.join(output, "defaults.json")
+    write_json(path, {"results": [{**dataclasses.asdict(r), "learns": r.learns} for r in results], "skipped": skipped})
+    return [md, path]

@@ -31,6 +31,7 @@ from okl_core.data.layout import INFO_FILE, check_same_classes, files_name
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
 from okl_core.publish import StagedDirectory, remove_made_dirs
+from okl_experiments.defaults import demo_params
 from okl_experiments.params import MEDIAN_ROWS, DataFacts, batch_rows_for, build_learner, derived_values, minibatch_rows, read_learner_config
 from okl_experiments.text import read_json
 from pipelines.cli import make_output_dir, output_error
@@ -149,7 +150,7 @@ def _learner_choice(args) -> tuple[str, dict]:
     if name not in okl_core.learner_names():
         raise UsageError(f"unknown learner {name!r}; choose one of {', '.join(okl_core.learner_names())}")
     if args.input is None and not args.config:
-        params = {**DEMO_PARAMS.get(name, {}), **params}
+        params = {**demo_params(name), **DEMO_PARAMS.get(name, {}), **params}
     for item in args.param:
         key, sep, value = item.partition("=")
         if not sep or not key:

@@ -113,6 +113,7 @@ from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar, cast
 import numpy as np
 from numpy.typing import ArrayLike
 
+from okl_core.derived import scaled_dictionary
 from okl_core.features import FeatureSpec
 from okl_core.kernels import SELF_SIMILARITY, Kernel
 from okl_core.learners.base import (
@@ -273,6 +274,8 @@ class _KernelSelectionConfig(SupportCapConfig, _SelectionFields, MultiKernelConf
 
     kernels: str = OKS_DICTIONARY
 
+    data_defaults: ClassVar[dict] = {"kernels": scaled_dictionary(OKS_DICTIONARY, "median")}
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _RFSelectionConfig(_SelectionFields, RandomFeatureMultiKernelConfig):
@@ -280,6 +283,8 @@ class _RFSelectionConfig(_SelectionFields, RandomFeatureMultiKernelConfig):
 
     kernels: str = OKS_DICTIONARY
     n_components: int = 400
+
+    data_defaults: ClassVar[dict] = {"kernels": scaled_dictionary(OKS_DICTIONARY, "median")}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
