@@ -57,6 +57,7 @@ __all__ = [
     "QUICK_ROWS",
     "FULL_ROWS",
     "write_table",
+    "DATA_TASKS",
 ]
 
 DATA_SETS = ("a9a", "mnist", "synthetic", "csv")
@@ -235,8 +236,9 @@ def _real_split(name: str, data_root: str, n_train: int | None, n_test: int | No
     return Split("mnist", "multiclass", data.X[:n_train], data.y[:n_train], data.X[n_train:stop], data.y[n_train:stop], 10)
 
 
-_TASKS = {"a9a": ("binary",), "mnist": ("multiclass",), "synthetic": ("binary", "multiclass", "regression"),
+DATA_TASKS = {"a9a": ("binary",), "mnist": ("multiclass",), "synthetic": ("binary", "multiclass", "regression"),
           "csv": ("binary", "multiclass", "regression")}
+"""Data set -> the tasks it has rows for."""
 
 
 def load_split(name: str, task: str, data_root: str | None = None, rows: tuple | None = None) -> Split | None:
@@ -245,7 +247,7 @@ def load_split(name: str, task: str, data_root: str | None = None, rows: tuple |
     ``rows``: ``(n_train, n_test)`` (default :data:`FULL_ROWS`). Raises FileNotFoundError
     when a real data set's files are not under ``data_root``.
     """
-    if task not in _TASKS[name]:
+    if task not in DATA_TASKS[name]:
         return None
     n_train, n_test = rows or FULL_ROWS[name]
     if name in ("a9a", "mnist"):

@@ -37,6 +37,7 @@ import okl_core
 from okl_core.derived import MEDIAN_ROWS, accepted_params, complete_params
 from okl_core.derived import resolve_value as resolve_derived
 from okl_core.evaluation import effective_batch_rows
+from okl_core.learners.multikernel import parse_kernel_dictionary
 from okl_experiments.text import read_json
 
 __all__ = [
@@ -149,10 +150,19 @@ def derived_values(given: dict, resolved: dict) -> dict:
     return out
 
 
+def _derived_part(name: str, given, value) -> str:
+    if name == "kernels":
+        widths = [sigma for _, sigma in parse_kernel_dictionary(value)]
+        return f"kernels={len(widths)} bandwidths {min(widths):.4g}..{max(widths):.4g} (median-scaled)"
+    return f"{name}={value:.4g} ({given})" if isinstance(value, float) else f"{name}={value} ({given})"
+
+
 def derived_line(derived: dict, n_rows: int | None = None) -> str:
-    """``sigma=4.21 (median), nu=3.1e-07 (0.01/n), n=32,561 rows``: what the data decided."""
-    parts = [f"{name}={value:.4g} ({given})" if isinstance(value, float) else f"{name}={value} ({given})"
-             for name, (given, value) in sorted(derived.items())]
+    """``sigma=4.21 (median), nu=3.1e-07 (0.01/n), n=32,561 rows``: what the data decided.
+
+    A kernel dictionary reads ``kernels=6 bandwidths 0.98..31.4 (median-scaled)``.
+    """
+    parts = [_derived_part(name, given, value) for name, (given, value) in sorted(derived.items())]
     if n_rows is not None:
         parts.append(f"n={n_rows:,} rows")
     return ", ".join(parts)

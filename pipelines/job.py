@@ -32,6 +32,7 @@ from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
 from okl_core.publish import StagedDirectory, remove_made_dirs
 from okl_experiments.defaults import demo_params
+from okl_core.derived import complete_params
 from okl_experiments.params import MEDIAN_ROWS, DataFacts, batch_rows_for, build_learner, derived_values, minibatch_rows, read_learner_config
 from okl_experiments.text import read_json
 from pipelines.cli import make_output_dir, output_error
@@ -464,7 +465,7 @@ def _resolve_learning(args, source: DatasetSource, name: str, params: dict, outp
         _check_mergeable(learner)
     config = learner.describe()["config"]
     return TrainJob(source, test_source, learner, config, plan, output, files, args.read_order_seed, args.shuffle_rows,
-                    derived=derived_values(params, config))
+                    derived=derived_values(complete_params(name, params), config))
 
 
 def build_graph(pipeline: beam.Pipeline, job: TrainJob, launched_at: float) -> None:
