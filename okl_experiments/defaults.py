@@ -57,6 +57,7 @@ __all__ = [
     "QUICK_ROWS",
     "FULL_ROWS",
     "write_table",
+    "result_line",
     "DATA_TASKS",
 ]
 
@@ -337,6 +338,13 @@ def table_markdown(results: list) -> str:
             cells += [_cell(r.test, r.test_baseline), _cell(r.online, r.online_baseline)] if r else ["", ""]
         lines.append(f"| {name} | {task} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def result_line(result: DefaultResult) -> str:
+    """``fogd on a9a: test mistake_rate 0.1571 (baseline 0.2362), online 0.1872 (0.2408): learns``."""
+    verdict = "learns" if result.learns else (f"error: {result.error}" if result.error else "NOT better than the baseline")
+    return (f"{result.learner} on {result.data}: test {result.metric} {result.test:.4g} (baseline {result.test_baseline:.4g}), "
+            f"online {result.online:.4g} ({result.online_baseline:.4g}): {verdict}")
 
 
 def _summary(results: list, skipped: dict) -> list[str]:

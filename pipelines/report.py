@@ -33,7 +33,7 @@ import os
 import sys
 
 from okl_core.registry import learner_names
-from okl_experiments.defaults import QUICK_ROWS, defaults_table, write_table
+from okl_experiments.defaults import QUICK_ROWS, defaults_table, result_line, write_table
 from okl_experiments.reproduction import DEFAULT_DATA_ROOT
 from okl_experiments.figures import plot_curves, plot_sweep, read_curves, reproduce_figures, run_spec, write_curves
 from okl_experiments.progress import progress_wanted
@@ -109,7 +109,8 @@ def _figures(args) -> list[str]:
         return reproduce_figures(args.inputs, args.output)
     if args.command == "defaults":
         results, skipped = defaults_table(args.learner, data_root=args.data_root or os.environ.get("OKL_SHARED_DATA", DEFAULT_DATA_ROOT),
-                                          rows=QUICK_ROWS if args.quick else None)
+                                          rows=QUICK_ROWS if args.quick else None,
+                                          on_result=(lambda r: print(result_line(r), file=sys.stderr, flush=True)) if progress_wanted() else None)
         return write_table(results, skipped, args.output)
     if args.command == "sweep":
         pair = tuple(x.strip() for x in args.heatmap.split(",")) if args.heatmap else None  # checked by plot_sweep, before any figure

@@ -10,6 +10,8 @@ learn fails the test, so the list stays true.
 
 import functools
 import json
+import os
+import pathlib
 import subprocess
 import sys
 
@@ -57,11 +59,14 @@ def _cases(known):
                 yield pytest.param(name, data, marks=marks, id=f"{name}-{data}")
 
 
+_DATA_ROOT = pathlib.Path(os.environ.get("OKL_SHARED_DATA", SHARED_DATA))
+
+
 @functools.lru_cache(maxsize=None)
 def _split(data, task, full=False):
-    if data in ("a9a", "mnist") and not SHARED_DATA.joinpath(data).exists():
-        pytest.skip(f"real data not available: {SHARED_DATA / data} is missing")
-    return D.load_split(data, task, str(SHARED_DATA), None if full else D.QUICK_ROWS[data])
+    if data in ("a9a", "mnist") and not _DATA_ROOT.joinpath(data).exists():
+        pytest.skip(f"real data not available: {_DATA_ROOT / data} is missing")
+    return D.load_split(data, task, str(_DATA_ROOT), None if full else D.QUICK_ROWS[data])
 
 
 def _check(name, data, full=False):
@@ -117,9 +122,9 @@ def test_the_defaults_table_command(tmp_path):
     results = json.loads((out / "defaults.json").read_text())
     assert sorted((r["learner"], r["data"]) for r in results["results"]) == [
         ("fogd_r", "csv"), ("fogd_r", "synthetic"), ("mkernel_ogd", "csv"), ("mkernel_ogd", "synthetic")]
-    assert sorted(results["skipped"]) == ["a9a", "mnist"]
+    assert sorted(results["skipped"]) == ["mnist"]  # no binary learner asked for: a9a is not read
     fogd_r = next(r for r in results["results"] if r["learner"] == "fogd_r" and r["data"] == "synthetic")
     again = D.run_default("fogd_r", D.load_split("synthetic", "regression", rows=D.QUICK_ROWS["synthetic"]))
     assert (fogd_r["test"], fogd_r["online"]) == (again.test, again.online) and fogd_r["learns"]
     table = (out / "defaults.md").read_text()
-    assert "| fogd_r | regression |" in table and "| mkernel_ogd | multiclass |" in table and "skipped a9a" in table
+    assert "| fogd_r | regression |" in table and "| mkernel_ogd | multiclass |" in table and "skipped mnist" in table
