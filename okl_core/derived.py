@@ -173,19 +173,16 @@ def scaled_dictionary(kernels: str, sigma: Any) -> str:
     """
     from okl_core.learners.multikernel import parse_kernel_dictionary
 
-    found = _MEDIAN.fullmatch(sigma) if isinstance(sigma, str) else None
-    if isinstance(sigma, str) and found is None:
-        raise ValueError(f"sigma={sigma!r}: {SYNTAX}")
-    unit = _number(found.group(1), 1.0, "sigma", sigma) if found else None
-    entries = []
-    for kernel, width in parse_kernel_dictionary(kernels):
-        if found:
-            entries.append(f"{kernel}:{width * unit!r}*median")
-        else:
-            if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0:
-                raise ValueError(f"sigma must be a number > 0, got {sigma!r}")
-            entries.append(f"{kernel}:{width * float(sigma)!r}")
-    return ",".join(entries)
+    if isinstance(sigma, str):
+        found = _MEDIAN.fullmatch(sigma)
+        if found is None:
+            raise ValueError(f"sigma={sigma!r}: {SYNTAX}")
+        unit, suffix = _number(found.group(1), 1.0, "sigma", sigma), "*median"
+    elif isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not (sigma > 0 and math.isfinite(sigma)):
+        raise ValueError(f"sigma must be a number > 0, got {sigma!r}")
+    else:
+        unit, suffix = float(sigma), ""
+    return ",".join(f"{kernel}:{width * unit!r}{suffix}" for kernel, width in parse_kernel_dictionary(kernels))
 
 
 def accepted_params(name: str) -> set:
