@@ -23,29 +23,34 @@ from okl_experiments import defaults as D
 from okl_experiments.reproduction import SETTINGS
 from tests.conftest import SHARED_DATA
 
-_PERCEPTRON_A9A = ("a perceptron-style rule (updates on mistakes only) on a9a's noisy labels: its online mistake rate "
-                   "stays above the majority class's, as in the paper (Lu et al. 2016, Table 5: RBP 27.1%, Forgetron "
-                   "27.8%, BOGD 27.9% against 24.1% for always -1)")
-_UNSCALED_BUDGET = ("100 support vectors on the generated CSV's unscaled features (the median distance is the income's "
-                    "scale): okl prepare --feature_scaling standard makes it learn")
+_BOGD_A9A = ("BOGD's paper settings (eta = 0.2, lam = 0.05) forget a row within about a hundred rows: one pass over a9a's "
+             "noisy labels ends at the majority class, as the paper's own online rate (27.9% against 24.1%) does")
+_UNSCALED_BUDGET = ("a few hundred support vectors on the generated CSV's unscaled features (the median distance is the "
+                    "income's scale): okl prepare --feature_scaling standard makes it learn")
+_SHORT = "one pass over the first 3,000 rows; the full set learns (the slow table)"
 KNOWN = {
-    ("bogd", "a9a"): _PERCEPTRON_A9A,
-    ("rbp", "a9a"): _PERCEPTRON_A9A,
-    ("forgetron", "a9a"): _PERCEPTRON_A9A,
-    ("rf_ioks", "a9a"): "the online mistake rate of one pass over 3,000 rows; the full a9a learns (the slow table)",
+    ("bogd", "a9a"): _BOGD_A9A,
+    ("rf_ioks", "a9a"): _SHORT,
     ("bogd", "csv"): _UNSCALED_BUDGET,
-    ("rbp", "csv"): _UNSCALED_BUDGET,
-    ("rf_oks_pp", "csv"): "400 random features per kernel on 3,000 rows of the unscaled CSV; 4,000 rows learn",
+    ("rf_oks_pp", "csv"): _SHORT,
     ("mbogd", "csv"): _UNSCALED_BUDGET,
     ("mrbp", "csv"): _UNSCALED_BUDGET,
     ("bogd_r", "csv"): _UNSCALED_BUDGET,
-    ("forgetron_r", "csv"): _UNSCALED_BUDGET,
+    ("forgetron_r", "csv"): _SHORT,
     ("norma_r", "csv"): _UNSCALED_BUDGET,
     ("rbp_r", "csv"): _UNSCALED_BUDGET,
 }
 """(learner, data set) -> why its defaults do not beat the baseline on the quick table."""
 
-KNOWN_FULL = {key: why for key, why in KNOWN.items() if key != ("rf_ioks", "a9a")}
+KNOWN_FULL = {
+    ("bogd", "a9a"): _BOGD_A9A,
+    ("bpa_s", "a9a"): "BPA-S learns a9a online, but its final model (100 support vectors) labels a9a.t worse than the majority class",
+    ("mbogd", "csv"): _UNSCALED_BUDGET,
+    ("mrbp", "csv"): _UNSCALED_BUDGET,
+    ("bogd_r", "csv"): _UNSCALED_BUDGET,
+    ("norma_r", "csv"): _UNSCALED_BUDGET,
+    ("rbp_r", "csv"): _UNSCALED_BUDGET,
+}
 """The same for the full table (:data:`okl_experiments.defaults.FULL_ROWS`)."""
 
 _TASKS = {name: D.learner_task(name) for name in okl_core.learner_names()}
@@ -93,13 +98,21 @@ def test_every_learner_is_measured_on_data_of_its_task():
         assert {"synthetic", "csv"} <= set(sets) and (task == "regression" or len(sets) == 3), (name, sets)
 
 
-def test_the_reproductions_give_every_value_the_defaults_now_derive():
-    """A reproduction runs the paper's setting: none relies on a default derived from the data."""
-    for setting in SETTINGS:
-        missing = [key for key in data_defaults(setting.learner) if key != "horizon" and key not in setting.params]
-        assert not missing, f"{setting.name} takes {missing} from the learner's defaults"
-    dsg = [s for s in SETTINGS if s.learner == "dsg"]
-    assert dsg and all({"theta", "step_offset"} <= {*s.params, *(s.tuned or {})} for s in dsg)
+CHANGED = {"dsg": ("theta", "step_offset"), "bogd_r": ("removal",),
+           **{name: ("budget",) for name in ("rbp", "forgetron", "mforgetron", "forgetron_r")}}
+"""Defaults changed from the papers' values (besides the data defaults), by learner."""
+
+
+def test_the_reproductions_and_figures_give_the_papers_values_explicitly():
+    """A reproduction or a docs figure runs the paper's setting: none relies on a default that changed."""
+    runs = [(s.key, s.learner, {**s.params, **(s.tuned or {})}) for s in SETTINGS]
+    for spec in pathlib.Path(__file__).resolve().parents[2].joinpath("docs").glob("*_spec.json"):
+        runs += [(f"{spec.name}: {r['label']}", r["learner"], r.get("params", {})) for r in json.loads(spec.read_text())["runs"]]
+    assert len(runs) > 150
+    for name, learner, params in runs:
+        changed = [key for key in data_defaults(learner) if key != "horizon"] + list(CHANGED.get(learner, ()))
+        missing = [key for key in changed if key not in params]
+        assert not missing, f"{name} takes {missing} from {learner}'s defaults"
 
 
 def test_the_csv_is_mixed_scale_and_prepared_as_okl_prepare_does(tmp_path):
