@@ -10,7 +10,7 @@ RUN_STAMP := $(VENV)/.installed-okl-run
 FLINK_VENV ?= .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-okl
 
-.PHONY: setup run runners flink-venv typecheck test test-all bench clean
+.PHONY: setup run runners flink-venv typecheck docs test test-all bench clean
 
 setup: $(STAMP)
 
@@ -57,9 +57,14 @@ LOWER_BOUND_TESTS := tests/transforms tests/pipelines/test_train.py tests/pipeli
 typecheck: setup
 	$(PY) -m mypy okl_core transforms
 
-## test: the type check, the fast suite (and the Beam-facing tests on the lowest supported Beam,
+## docs: the documentation site (mkdocs.yml, docs/, API reference from the docstrings) into
+## build/site, warnings as errors
+docs: setup
+	$(PY) -m mkdocs build --strict --quiet
+
+## test: the type check, the docs build, the fast suite (and the Beam-facing tests on the lowest supported Beam,
 ## in .venv-flink); slow tests run too when CI=true or OKL_RUN_SLOW=1
-test: setup runners typecheck
+test: setup runners typecheck docs
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	@if [ -x $(FLINK_VENV)/bin/python ]; then \
 	    echo "== the same Beam-facing tests on apache-beam $$($(FLINK_VENV)/bin/python -c 'import apache_beam; print(apache_beam.__version__)') (lower bound)"; \
@@ -72,7 +77,7 @@ test-all: setup runners typecheck
 
 ## bench: the benchmarks in bench/ (ratios measured in one process)
 bench: setup
-	for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	for b in bench/bench_*.py; do m=$$(basename $$b .py); echo "== python -m bench.$$m"; $(PY) -m bench.$$m || exit 1; done
 
 clean:
 	rm -rf $(VENV) $(FLINK_VENV) .pytest_cache build *.egg-info

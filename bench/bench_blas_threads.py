@@ -12,7 +12,7 @@ has them, MNIST-shaped random digits otherwise):
 * the per-call cost of entering and leaving the pin.
 
 Timings are best of ``--repeats`` (wall clock); run it on an otherwise idle machine.
-Run: ``python bench/bench_blas_threads.py [--repeats 3] [--only fogd,dsg]``.
+Run: ``python -m bench.bench_blas_threads [--repeats 3] [--only fogd,dsg]``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import scipy.linalg  # noqa: F401  (load scipy's OpenBLAS before timing)
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import okl_core
-from common import SHARED_DATA, best_of, mnist_shaped
+from bench.common import SHARED_DATA, best_of, mnist_shaped
 from okl_core import numerics
 from okl_core.data import read_libsvm
 

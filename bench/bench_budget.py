@@ -23,11 +23,11 @@ Table 1 claim.
 Stream: d = 128 inputs uniform in [-1, 1], Gaussian kernel sigma = 2, random labels (about
 half of the examples update), N(0, 1) targets for NORMA or 10 random classes for the
 multiclass learners (their reference scores one column: the ratio includes the C = 10
-outputs); Projectron ``eta`` = 1e-4 so that its support set fills up. Run: ``python
-bench/bench_budget.py [LEARNER ...]`` (about two minutes on one core for all); set
+outputs); Projectron ``eta`` = 1e-4 so that its support set fills up. Run: ``python -m
+bench.bench_budget [LEARNER ...]`` (about two minutes on one core for all); set
 ``OPENBLAS_NUM_THREADS=1`` on a shared machine.
 
-``python bench/bench_budget.py --folds [LEARNER ...]`` prints, instead, the numpy fold
+``python -m bench.bench_budget --folds [LEARNER ...]`` prints, instead, the numpy fold
 (``OKL_NO_JIT=1``) against the compiled one (okl_core.learners.compiled) at B = 100 and
 800 from the same full state on the same rows: us per example of each, the speed-up and
 whether both gave the same model bytes and scores (learners with a compiled fold:
@@ -43,7 +43,7 @@ import time
 import numpy as np
 
 import okl_core
-from common import best_of
+from bench.common import best_of
 
 BUDGETS = [50, 100, 200, 400, 800]
 D, SIGMA, TIMED_ROWS, CLASSES = 128, 2.0, 3000, 10

@@ -9,7 +9,7 @@
    two passes; one pass with ``n_features`` and ``classes`` given), against
    ``sklearn.datasets.load_svmlight_file`` reading the same file in the same process.
 
-Usage: ``python bench/bench_data.py [--rows 100000,1000000] [--skip-mnist8m] [--skip-libsvm]``
+Usage: ``python -m bench.bench_data [--rows 100000,1000000] [--skip-mnist8m] [--skip-libsvm]``
 Base digits: the first 8,000 MNIST test digits from ../shared/data (random digits if absent).
 """
 
@@ -29,7 +29,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from common import SHARED_DATA, best_of, machine_line  # noqa: E402  (bench/ is the script's directory)
+from bench.common import SHARED_DATA, best_of, machine_line  # noqa: E402
 
 from okl_core.data.idx import read_idx_images  # noqa: E402
 
@@ -84,7 +84,7 @@ def bench_mnist8m(row_counts) -> None:
         for rows in row_counts:
             out = os.path.join(tmp, f"m{rows}")
             result = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), "--child-mnist8m", str(rows), out, images, labels],
+                [sys.executable, "-m", "bench.bench_data", "--child-mnist8m", str(rows), out, images, labels],
                 capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
             )
             if result.returncode != 0:

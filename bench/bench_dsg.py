@@ -14,7 +14,7 @@ spec's block 2^8 and batch 2^10, softmax over 10 classes). Times are the best of
 ``--repeats`` runs of this process's CPU time (BLAS pinned to one thread, as in the
 learners).
 
-Run: ``python bench/bench_dsg.py [--features 4096,65536] [--repeats 3]``.
+Run: ``python -m bench.bench_dsg [--features 4096,65536] [--repeats 3]``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import okl_core
-from common import best_of, mnist_shaped
+from bench.common import best_of, mnist_shaped
 
 BLOCK, BATCH = 256, 1024
 

@@ -7,7 +7,7 @@ Prints, measured in this one process:
   or lower). scikit-learn scores each batch before learning it (its prequential protocol
   is per batch); ours is per row, as in the paper.
 
-Run: ``python bench/bench_fogd.py [n_rows]``.
+Run: ``python -m bench.bench_fogd [n_rows]``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 import okl_core
-from common import best_of, mnist_shaped
+from bench.common import best_of, mnist_shaped
 
 D, SIGMA, ETA, BATCH = 2048, 8.0, 0.002, 1000
 

@@ -40,7 +40,7 @@ The budget learners (third table, ``okl_core.learners.budget``) at B = 100 and 8
 multiclass ones; each starts from a full support set (learned on the rows before the timed
 ones), so every timed row pays the budget maintenance. ``us/row`` is the whole update.
 
-Run: ``python bench/bench_folds.py [--rows 10000] [--repeats 3] [--tables all|single|multi|budget] [--learners a,b]``.
+Run: ``python -m bench.bench_folds [--rows 10000] [--repeats 3] [--tables all|single|multi|budget] [--learners a,b]``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ times, best of ``--repeats``:
 and counts, per resolution, the footers parsed and the ``y`` row groups read (pyarrow's
 ``ParquetFile`` constructor and ``read_row_group``, counted by wrapping them).
 
-Run: ``python bench/bench_launch.py [--files 200] [--repeats 5]``
+Run: ``python -m bench.bench_launch [--files 200] [--repeats 5]``
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from common import best_of, machine_line  # noqa: E402  (bench/ is the script's directory)
+from bench.common import best_of, machine_line  # noqa: E402
 
 import okl_core  # noqa: E402
 from okl_core.data.layout import write_dataset  # noqa: E402

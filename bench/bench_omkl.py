@@ -17,7 +17,7 @@ the feature maps dominate as in the paper's analysis, O(d D M + J N) against O(d
 With replacement, M draws give fewer distinct kernels than M, and fewer still once the
 weights concentrate.
 
-Run: ``python bench/bench_omkl.py [n_rows]``.
+Run: ``python -m bench.bench_omkl [n_rows]``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 import okl_core
-from common import best_of
+from bench.common import best_of
 from okl_core.learners.multikernel import OMKL_DICTIONARY, kernel_dictionary
 
 N34 = OMKL_DICTIONARY + "," + kernel_dictionary("laplacian", -8, 8)

@@ -23,7 +23,7 @@ Rows: ``--rows`` deformed digits of the MNIST-8M generator over the MNIST test d
 MNIST-shaped rows. Peers that are not installed (``pip install "okl[bench]"``) are
 skipped with a note. Times are this process's CPU seconds (one BLAS thread).
 
-Run: ``python bench/bench_peers.py [--rows 60000]``.
+Run: ``python -m bench.bench_peers [--rows 60000]``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from threadpoolctl import threadpool_limits
 
 import okl_core
 import okl_core.learners.rules
-from common import SHARED_DATA, mnist_shaped
+from bench.common import SHARED_DATA, mnist_shaped
 
 D, SIGMA, ETA, BATCH = 400, 8.0, 0.005, 1000
 # eta chosen by online error on this stream (the 60,000 MNIST-8M rows, one pass), as the

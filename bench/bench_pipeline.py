@@ -37,7 +37,7 @@ and peak memory (proportional set size of the launcher and its workers, sampled)
 its steady rate against two plain processes folding 200k of those rows each (the "of 2 procs"
 figure at that scale, measured in the same run).
 
-Run: ``python bench/bench_pipeline.py [--fogd_rows N] [--dsg_rows N] [--repeats K] [--million | --million_from DIR]``
+Run: ``python -m bench.bench_pipeline [--fogd_rows N] [--dsg_rows N] [--repeats K] [--million | --million_from DIR]``
 (``--fogd_rows 0 --dsg_rows 0``: only the end-to-end run).
 """
 
@@ -67,7 +67,7 @@ sys.path.insert(0, ROOT)
 import okl_core  # noqa: E402
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter, open_dataset  # noqa: E402
 from okl_core.random import block_bit_generator, uniform_open  # noqa: E402
-from common import machine_line  # noqa: E402  (bench/ is the script's directory)
+from bench.common import machine_line  # noqa: E402
 
 D_IN, CLASSES, CHUNK = 784, 10, 16384
 SAMPLE_ROWS = 400_000  # rows of the bare fold's sample for the --million run (its rate is the reference)

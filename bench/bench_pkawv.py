@@ -11,7 +11,7 @@ Prints two tables, everything measured in this one process on synthetic inputs u
    warm-up stream, microseconds per example of the next rows, the same per m^2, and the
    ratio against exact online KRR (``krr``, O(t^2) per example) at the same point.
 
-Run: ``python bench/bench_pkawv.py`` (about a minute). On a shared machine set
+Run: ``python -m bench.bench_pkawv`` (about a minute). On a shared machine set
 ``OPENBLAS_NUM_THREADS=1``: oversubscribed BLAS threads make small products erratic.
 """
 
@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 import okl_core
-from common import best_of
+from bench.common import best_of
 from okl_core.features import TaylorFeatures
 
 TAYLOR_CASES = [(8, 1), (8, 2), (8, 3), (8, 4), (18, 3), (12, 4), (10, 5)]  # r = 9 .. 3003

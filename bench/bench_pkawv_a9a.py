@@ -16,7 +16,7 @@ the same rows, in batches of 2048.
 PKAWV learns the labels as regression targets with the KRR ordering of the paper's
 real-data runs (AWV has the same signs, hence the same mistakes).
 
-Run: ``python bench/bench_pkawv_a9a.py [--rows N]`` (default 10,000 rows, about two
+Run: ``python -m bench.bench_pkawv_a9a [--rows N]`` (default 10,000 rows, about two
 minutes; ``--rows 48842`` for the whole stream, where PKAWV M = 2 on raw a9a costs
 about 5 ms per row on one core).
 """
@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 import okl_core
-from common import SHARED_DATA
+from bench.common import SHARED_DATA
 
 BATCH = 2048
 FOGD_ETAS = (0.02, 0.002, 0.0002, 0.00002)

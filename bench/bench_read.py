@@ -18,7 +18,7 @@ row (best of ``--repeats``, so other jobs on the machine count little):
 then, per codec, bytes per row on disk and the read time with checksums. The pipeline's
 own figure (CPU per row in the shard steps, with Beam) is ``bench_pipeline.py``'s.
 
-Run: ``python bench/bench_read.py [--rows 200000] [--repeats 3]``
+Run: ``python -m bench.bench_read [--rows 200000] [--repeats 3]``
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ import pyarrow.parquet as pq  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench_pipeline import CLASSES, D_IN, LEARNERS, write_mnist_like  # noqa: E402  (bench/ is the script's directory)
-from common import SHARED_DATA, best_of, machine_line, mnist_shaped  # noqa: E402
+from bench.bench_pipeline import CLASSES, D_IN, LEARNERS, write_mnist_like  # noqa: E402
+from bench.common import SHARED_DATA, best_of, machine_line, mnist_shaped  # noqa: E402
 
 import okl_core  # noqa: E402
 from okl_core.data.layout import DatasetWriter, open_dataset  # noqa: E402

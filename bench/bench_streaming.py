@@ -26,7 +26,7 @@ the first snapshot over first to last snapshot.
   file, the delay from its rename into the watched directory to the first model version
   whose record includes it (``model-vNNNNNN.json`` -> snapshots -> their batches).
 
-``python bench/bench_streaming.py [--rows N] [--repeat K] [--prism_location PATH]`` (the
+``python -m bench.bench_streaming [--rows N] [--repeat K] [--prism_location PATH]`` (the
 binary of ``make runners`` by default); each job runs K times, interleaved, and the medians
 are compared.
 """
@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import okl_core  # noqa: E402
-from common import machine_line  # noqa: E402  (bench/ is the script's directory)
+from bench.common import machine_line  # noqa: E402
 from okl_core.data.layout import write_dataset  # noqa: E402
 
 PARAMS = {"n_components": 400, "sigma": 4.0, "eta": 0.05}

@@ -16,7 +16,7 @@ alike. Cluster start-up is not timed (it is paid once per sweep, ~1-2 s).
 A run takes ~0.2 s on 60,000 rows (the default; the reproductions' runs take 1-20 s), so
 that the figure is the sweep's, not the per-task overhead's (printed separately).
 
-Run: ``python bench/bench_sweep.py [rows_per_run (60000)] [rounds (3)]``.
+Run: ``python -m bench.bench_sweep [rows_per_run (60000)] [rounds (3)]``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from okl_experiments.grid import SearchSpace
 from okl_experiments.runs import dask_client, execute, run_task
 from okl_experiments.sweep import SweepSettings, make_points, sweep
 
-from common import best_of, machine_line
+from bench.common import best_of, machine_line
 
 _ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 

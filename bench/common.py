@@ -10,7 +10,8 @@ import numpy as np
 
 from okl_core.data import read_idx, read_libsvm
 
-SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# The real data sets (a9a, mnist, cep): $OKL_SHARED_DATA, else a `shared/data` folder beside the checkout.
+SHARED_DATA = pathlib.Path(os.environ.get("OKL_SHARED_DATA") or pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data")
 
 
 def machine_line() -> str:

@@ -30,8 +30,8 @@ a few sigma / theta / nu: the online error (all rows and each shard's last quart
 ``mfogd``, ``dsg``: variants of the ``mfogd-mnist-tuned`` and ``dsg-a9a`` settings, run with the
 reproduce protocol (:func:`okl_experiments.reproduction.run_setting`, serial).
 
-Run: ``python bench/repro_gaps.py {nogd_rank,omkl_freeze,rf_oks,mfogd,dsg,dsg_passes,dsg_batch,dsg_rff,dsg_nu,dsg_passes_nu} [--runs R]``;
-``python bench/repro_gaps.py dsg_10class --train DIR --test DIR [--rows N]``.
+Run: ``python -m bench.repro_gaps {nogd_rank,omkl_freeze,rf_oks,mfogd,dsg,dsg_passes,dsg_batch,dsg_rff,dsg_nu,dsg_passes_nu} [--runs R]``;
+``python -m bench.repro_gaps dsg_10class --train DIR --test DIR [--rows N]``.
 """
 
 from __future__ import annotations

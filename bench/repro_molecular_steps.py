@@ -14,7 +14,7 @@ columns dropped: their weight is 0 for any ``lam > 0``, and most step columns ar
 
 Run (the README's rows)::
 
-    python bench/repro_molecular_steps.py --train W/train --test W/test \\
+    python -m bench.repro_molecular_steps --train W/train --test W/test \\
         --spec '{"learner": "dsg", "steps": [0.39, 0.82, 2.6, 5.8], "params": {"loss": "square",
                  "nu": 1e-6, "batch_size": 64, "block_size": 28, "theta": 300, "step_offset": 300}}'
 """

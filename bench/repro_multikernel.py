@@ -13,20 +13,20 @@ random_state 0; target min-max scaled to [0, 1]): MSE x 10^-3 and seconds (CPU) 
 mean over random-feature seeds, with the paper's settings (17 Gaussians 2^-8 .. 2^8,
 D = 50, lambda = 1e-3, eta = eta_e = 1/sqrt(t)).
 
-Run: ``python bench/repro_multikernel.py {oks,omkl,all} [--runs R]``.
+Run: ``python -m bench.repro_multikernel {oks,omkl,all} [--runs R]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import pathlib
 import time
 
 import numpy as np
 
 import okl_core
+from bench.common import SHARED_DATA
 
-A9A = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data" / "a9a" / "a9a"
+A9A = SHARED_DATA / "a9a" / "a9a"
 
 OKS_ROWS = [  # (learner, params, the paper's mean mistake rate %)
     ("oks", {"horizon": 32561}, 19.65),

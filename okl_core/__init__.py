@@ -13,8 +13,10 @@ Public interface::
     okl_core.check_mixable(learner)                      # streaming: can it mix?
     local = okl_core.mix_states(learner, local, merged, 0.5)
     okl_core.testing.check_learner(my_learner)           # the conformance checks, for your own learner
+    okl_core.describe_learner("fogd")                    # task, paper, merge/mix, each parameter's range and meaning
 """
 
+from okl_core.catalog import describe_learner
 from okl_core.features import FeatureSpec, FourierFeatures, exact_kernel, median_heuristic
 from okl_core.learners.base import Learner, NotMergeableError
 from okl_core.learners.support import CapacityError
@@ -40,6 +42,7 @@ __all__ = [
     "Prequential",
     "check_classes",
     "check_mixable",
+    "describe_learner",
     "exact_kernel",
     "learner_class",
     "learner_names",

@@ -1,6 +1,6 @@
 """Evaluation protocols on in-memory arrays: the online (prequential) run and test scoring.
 
-The papers report two kinds of numbers (spec/README.md):
+The papers report two kinds of numbers (docs/papers.md):
 
 * the *online* metric: every example is predicted, scored, then learned from, in stream
   order; the metric is the cumulative mistake rate (or mean loss) over the whole stream.
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from okl_core.divergence import diverged
+from okl_core.divergence import divergence_reason
 from okl_core.learners.base import Learner, check_int, validate_xy
 from okl_core.metrics import Prequential
 from okl_core.random import permutation
@@ -112,7 +112,11 @@ class OnlineRun:
     diverged_at : int or None
         Rows learned before the first batch whose online scores, resulting state or
         accumulated errors hold NaN or inf (:func:`okl_core.divergence.diverged`); None
-        when the run stayed finite. A diverged run still folds every batch.
+        when the run stayed finite. A diverged run still folds every batch. Also set by a
+        finite explosion (:func:`okl_core.divergence.exploded` on the metrics so far).
+    diverged_reason : str or None
+        ``"not finite"`` or ``"exploded"`` (:func:`okl_core.divergence.divergence_reason`)
+        at ``diverged_at``.
     """
 
     state: Any
@@ -121,6 +125,7 @@ class OnlineRun:
     curve_value: np.ndarray
     seconds: float
     diverged_at: int | None = None
+    diverged_reason: str | None = None
 
     @property
     def diverged(self) -> bool:
@@ -200,7 +205,7 @@ def run_online(learner: Learner, X, y, batch_rows: int = 4096, state=None, curve
     checkpoints = curve_checkpoints(len(y), curve_points)
     curve = []
     next_cp = 0
-    diverged_at = None
+    diverged_at, diverged_reason = None, None
     start_time = time.perf_counter()
     for start in range(0, len(y), batch_rows):
         stop = min(start + batch_rows, len(y))
@@ -215,8 +220,9 @@ def run_online(learner: Learner, X, y, batch_rows: int = 4096, state=None, curve
             next_cp += 1
         if lo < stop:
             metrics.add(scores[lo - start :], y[lo:stop])
-        if diverged_at is None and diverged(state, scores, metrics):
-            diverged_at = start
+        if diverged_at is None:
+            diverged_reason = divergence_reason(state, scores, metrics)
+            diverged_at = None if diverged_reason is None else start
     seconds = time.perf_counter() - start_time
     return OnlineRun(
         state=state,
@@ -225,6 +231,7 @@ def run_online(learner: Learner, X, y, batch_rows: int = 4096, state=None, curve
         curve_value=np.asarray(curve, dtype=np.float64),
         seconds=seconds,
         diverged_at=diverged_at,
+        diverged_reason=diverged_reason,
     )
 
 

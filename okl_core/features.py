@@ -8,7 +8,7 @@ worker, in any order, without the blocks before it. The frequency matrix is neve
 in a model file.
 
 The kernels and the distributions of their frequencies are those of
-:mod:`okl_core.kernels` (:data:`~okl_core.kernels.KERNELS`, spec/README.md), which also
+:mod:`okl_core.kernels` (:data:`~okl_core.kernels.KERNELS`), which also
 holds the exact kernels; ``KERNELS``, ``exact_kernel`` and ``median_heuristic`` are
 re-exported here for existing callers.
 
@@ -17,7 +17,7 @@ form divides by ``sqrt(D)`` so that ``z(x) . z(x')`` approximates ``k(x, x')``; 
 *unscaled* form (FOGD's paper and code) has ``||z||^2 = D``; ``eta_scaled = D eta_unscaled``.
 
 :class:`TaylorFeatures` is the deterministic (seedless) Taylor basis of the Gaussian
-kernel used by PKAWV (spec/pkawv.md, Section 3.1 of the paper).
+kernel used by PKAWV (Section 3.1 of the paper).
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ def taylor_truncation_bound(X: np.ndarray, Y: np.ndarray, sigma: float, degree: 
 
 
 class TaylorFeatures:
-    """Deduplicated Taylor basis of the Gaussian kernel (PKAWV, spec/pkawv.md).
+    """Deduplicated Taylor basis of the Gaussian kernel (PKAWV, Jézéquel et al. 2019).
 
     For every multi-index ``k`` with total degree ``|k| <= degree``::
 

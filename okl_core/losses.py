@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Loss", "LOSSES", "make_loss", "loss_names"]
+__all__ = ["Loss", "LOSSES", "make_loss", "loss_names", "sigmoid", "softmax"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +62,11 @@ def _sigmoid(t):
     e = np.exp(t[~pos])
     out[~pos] = e / (1.0 + e)
     return out
+
+
+def sigmoid(t) -> np.ndarray:
+    """The logistic function ``1 / (1 + exp(-t))`` elementwise, without overflow for large ``|t|``."""
+    return _sigmoid(t)
 
 
 def softmax(f: np.ndarray) -> np.ndarray:

@@ -64,6 +64,8 @@ def merge_states(learner: Learner, states: list, learners: list[Learner] | None 
         what each state learned since ``base``, so the result still equals training on the
         concatenated data.
 
+    Notes
+    -----
     A single state comes back unchanged (averaging learners; summing learners without a
     base).
     """
@@ -73,9 +75,9 @@ def merge_states(learner: Learner, states: list, learners: list[Learner] | None 
     for other in learners or ():
         check_mergeable(learner, other)
     for i, s in enumerate(states):
-        learner.check_combinable(s, f"state {i} to merge")
+        learner._check_combinable(s, f"state {i} to merge")
     if base is not None:
-        learner.check_combinable(base, "base state")
+        learner._check_combinable(base, "base state")
     if base is None:
         return states[0] if len(states) == 1 else learner.merge(states)
     if learner.merge_semantics == "sum":
@@ -110,8 +112,8 @@ def mix_states(learner: Learner, local, merged, weight: float):
         States of another learner, or a learner that cannot mix.
     """
     weight = mixing_weight(weight)
-    learner.check_combinable(local, "local state")
-    learner.check_combinable(merged, "merged state")
+    learner._check_combinable(local, "local state")
+    learner._check_combinable(merged, "merged state")
     if weight == 0.0:
         return local
     return learner.mix(local, merged, weight)

@@ -1,8 +1,8 @@
 """Publish a directory whole: build it beside its target, then move it in with one rename.
 
 Both a prepared data set and the files of a training run are published this way, so a
-reader sees the old directory or the new one, never a mix (README, "What okl does with
-bad input", class 4). :class:`StagedDirectory`
+reader sees the old directory or the new one, never a mix (docs/bad-input.md, "Data sets
+and outputs"). :class:`StagedDirectory`
 
 * takes an exclusive lock on the target (``.<name>.lock`` beside it, ``flock``): a second
   writer of the same target, in this process or another, is refused at once with one

@@ -23,6 +23,7 @@ import time
 from typing import Callable
 
 from okl_experiments.baselines import regression_baselines
+from okl_experiments.metrics import NOT_BETTER, baseline_name
 
 __all__ = ["ScaleSetting", "SCALE_SETTINGS", "ScaleOutcome", "scale_steps", "run_scale_setting", "scale_table", "scale_lines"]
 
@@ -121,7 +122,7 @@ SCALE_SETTINGS = [
         regression_split=("{work}/train", "{work}/test"), slice_test_rows=500,
         note="CEP subset (29,978 molecules, not the 2.3M): records 0-23,977 train, 24,000-29,977 test; raw randomly "
              "sorted Coulomb matrices (75 atoms, 2850 features): the paper's step predicates (--steps at the training "
-             "entries' quintiles 0.39,0.82,2.6,5.8) did not help DSG or FOGD on the holdout (README); DSG "
+             "entries' quintiles 0.39,0.82,2.6,5.8) did not help DSG or FOGD on the holdout (docs/at-scale.md); DSG "
              "gamma_t = 1000 / (1000 + t), FOGD eta 3e-5 (least holdout error, last 20% of the training rows); the "
              "paper gives no number",
     ),
@@ -183,7 +184,9 @@ def _run_summary(directory: str, metric: str) -> dict:
         m = json.load(f)
     test = m["test"]
     out = {"rows": m["rows"]["trained"], "wall_seconds": m["timing"]["wall_seconds"], "rows_per_second": m["timing"]["rows_per_second"],
-           "learner": m["learner"]["learner"]}
+           "learner": m["learner"]["learner"], "task": m["learner"]["task"], "diverged": m.get("diverged") is not None,
+           # The test rows' constant baseline of the headline metric and the verdict (absent from an older metrics.json).
+           "baseline": test.get("baseline"), "beats_baseline": test.get("beats_baseline"), "one_class": test.get("one_class", False)}
     if metric == "test_mistake_rate":
         out["test_mistake_rate"] = test["mistake_rate"]
     else:
@@ -224,13 +227,26 @@ def scale_table(outcomes: list[ScaleOutcome]) -> str:
             continue
         for name, run in o.runs.items():
             test = (f"{run['test_mistake_rate']:.2%}" if "test_mistake_rate" in run
-                    else f"MAE {run['test_mae']:.3f}, RMSE {run['test_rmse']:.3f}")
+                    else f"MAE {run['test_mae']:.3f}, RMSE {run['test_rmse']:.3f}") + _run_flags(run)
             paper = "" if math.isnan(o.setting.paper) else (f"{o.setting.paper:.2%}" if o.setting.metric == "test_mistake_rate" else str(o.setting.paper))
             lines.append(f"| {o.setting.key} | {name} | {run['rows']:,} | {test} | {paper} | {run['wall_seconds']:.1f} | {run['rows_per_second']:,.0f} |")
         for name, b in o.baselines.items():
             if isinstance(b, dict):
                 lines.append(f"| {o.setting.key} | {name} | {o.baselines['n_train']:,} | MAE {b['mae']:.3f}, RMSE {b['rmse']:.3f} | | | |")
     return "\n".join(lines)
+
+
+def _run_flags(run: dict) -> str:
+    """The test cell's constant baseline and flags: `` (majority class 11.35%) **no better than the majority class**``."""
+    baseline = run.get("baseline") or {}
+    text = "".join(f" ({baseline_name(key)} {value:.2%})" if key == "mistake_rate" else f" ({baseline_name(key)} MSE {value:.4g})"
+                   for key, value in baseline.items() if isinstance(value, (int, float)) and math.isfinite(value))
+    flags = ["diverged"] if run.get("diverged") else []
+    if not flags and run.get("beats_baseline") is False:
+        flags.append(NOT_BETTER.format(baseline_name(run.get("task") or "binary")))
+    if run.get("one_class"):
+        flags.append("one class for every row")
+    return text + (f" **{'; '.join(flags)}**" if flags else "")
 
 
 def scale_lines() -> list[str]:

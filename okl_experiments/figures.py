@@ -45,7 +45,7 @@ from okl_core.evaluation import OnlineRun
 from okl_core.state import atomic_write_bytes
 from okl_experiments.data import okl_source, real_source
 from okl_experiments.grid import whole_as_int
-from okl_experiments.metrics import experiment_metric, headline, job_curves, metric_label, metric_of
+from okl_experiments.metrics import baseline_name, experiment_metric, headline, job_curves, metric_label, metric_of
 from okl_experiments.params import batch_rows_for, build_learner
 from okl_experiments.progress import RunProgress
 from okl_experiments.runs import RunTask, run_task
@@ -68,10 +68,12 @@ def _pyplot():
 
 
 class Curve:
-    """One labelled curve: examples seen ``n`` against the metric ``value``."""
+    """One labelled curve: examples seen ``n`` against the metric ``value``; ``baseline``: the
+    metric of the best constant answer over the same rows, when known (drawn as a line)."""
 
-    def __init__(self, label: str, n, value, metric: str = "mistake_rate"):
+    def __init__(self, label: str, n, value, metric: str = "mistake_rate", baseline: float | None = None):
         self.label, self.metric = label, metric
+        self.baseline = baseline if isinstance(baseline, (int, float)) and math.isfinite(baseline) else None
         self.n = np.asarray(n, dtype=np.float64)
         self.value = np.asarray(value, dtype=np.float64)
         if self.n.shape != self.value.shape or self.n.ndim != 1:
@@ -117,7 +119,8 @@ def _curves_from_results(path: str, top: int, metric: str | None) -> list[Curve]
             continue
         params = json.loads(row["params"])
         label = row["learner"] + (" " + ", ".join(f"{k}={params.get(k)}" for k in swept) if swept else "")
-        curves.append(Curve(label, row["curve_n"], row["curve_value"], metric_of(meta["metrics"][0])))
+        curve_metric = meta["metrics"][0]  # the online headline: what the curve is of
+        curves.append(Curve(label, row["curve_n"], row["curve_value"], metric_of(curve_metric), row.get(f"{curve_metric}_baseline")))
     return curves
 
 
@@ -134,7 +137,8 @@ def _curves_from_json(path: str) -> list[Curve]:
             continue
         label = rec.get("label") or rec.get("key") or f"{os.path.basename(path)}[{i}]"
         metric = metric_of(rec.get("metric", "mistake_rate"))
-        curves.append(Curve(label, rec["curve"]["n"], rec["curve"]["value"], metric))
+        online = str(rec.get("metric", "online_")).startswith("online_")  # a test metric's baseline is of other rows than the curve's
+        curves.append(Curve(label, rec["curve"]["n"], rec["curve"]["value"], metric, rec.get("baseline") if online else None))
     return curves
 
 
@@ -154,7 +158,9 @@ def _curve_from_train_metrics(report: dict, path: str) -> Curve:
     name = report["learner"].get("learner", "run")
     data = (report.get("data") or {}).get("train") or {}
     label = f"{name} on {data['name']}" if isinstance(data, dict) and data.get("name") else name
-    return Curve(label, curves.x, curves.merged, headline(task).metric)
+    key = headline(task).summary_key
+    baseline = (((report.get("online") or {}).get("merged") or {}).get("baseline") or {}).get(key)
+    return Curve(label, curves.x, curves.merged, headline(task).metric, baseline)
 
 
 def read_curves(paths: list[str], top: int = 5, metric: str | None = None) -> list[Curve]:
@@ -180,6 +186,7 @@ def plot_curves(curves: list[Curve], out: str, title: str = "", log_x: bool = Fa
         every = max(1, len(n) // 8)
         ax.plot(n, value, linestyle=line, marker=marker, markevery=every, markersize=4, linewidth=1.4,
                 label=f"{curve.label} ({value[-1]:.4g})")
+    _baseline_lines(ax, curves)
     if log_x:
         ax.set_xscale("log")
     ax.set_xlabel("number of examples seen")
@@ -192,6 +199,18 @@ def plot_curves(curves: list[Curve], out: str, title: str = "", log_x: bool = Fa
     _save(fig, out)
     plt.close(fig)
     return out
+
+
+def _baseline_lines(ax, curves: list[Curve]) -> None:
+    """A dashed horizontal line per distinct constant baseline of the curves (the rows' majority
+    class or mean), labelled with the curves it belongs to when they differ."""
+    baselines: dict[float, list[str]] = {}
+    for curve in curves:
+        if curve.baseline is not None:
+            baselines.setdefault(curve.baseline, []).append(curve.label)
+    for value, labels in baselines.items():
+        whose = "" if len(baselines) == 1 else f" of {', '.join(labels)}"
+        ax.axhline(value, color="0.35", lw=1.0, ls=(0, (4, 3)), label=f"{baseline_name(curves[0].metric)}{whose} ({value:.4g})")
 
 
 def _save(fig, out: str) -> None:
@@ -402,7 +421,9 @@ def run_spec(spec_path: str, data_root: str | None = None, progress=None) -> tup
         failed = [r["error"] for r in results if not r["ok"]]
         if failed:
             raise ValueError(f"{spec_path}: runs[{i}] ({label}) failed: {failed[0]}")
-        curves.append(Curve(label, results[0]["curve_n"], np.mean([r["curve_value"] for r in results], axis=0), headline(source.task).metric))
+        metric = headline(source.task).metric
+        curves.append(Curve(label, results[0]["curve_n"], np.mean([r["curve_value"] for r in results], axis=0), metric,
+                            results[0].get("baseline", {}).get(f"online_{metric}")))
     return curves, spec.get("title", "")
 
 
@@ -468,8 +489,11 @@ def plot_reproduce(path: str, out_dir: str) -> list[str]:
     for name, recs in groups.items():
         fig, ax = plt.subplots(figsize=(7.2, 4.4 + 0.22 * len(recs)), dpi=100, layout="constrained")
         end = max(rec["curve"]["n"][-1] for rec in recs)
+        curves = []
         for i, (rec, label, (style, marker)) in enumerate(zip(recs, _setting_labels(recs), itertools.cycle(_STYLES))):
-            curve = Curve(label, rec["curve"]["n"], rec["curve"]["value"], rec["metric"])
+            online = rec["metric"].startswith("online_")  # a test metric's baseline is of other rows than the curve's
+            curve = Curve(label, rec["curve"]["n"], rec["curve"]["value"], rec["metric"], rec.get("baseline") if online else None)
+            curves.append(curve)
             keep = curve.n >= max(1.0, curve.n[-1] / 50)  # skip the noisy first rows, as plot_curves does
             [line] = ax.plot(curve.n[keep], curve.value[keep], linestyle=style, marker=marker, markevery=max(1, keep.sum() // 8),
                              markersize=4, linewidth=1.4, label=f"{curve.label} ({curve.value[-1]:.4g})")
@@ -477,6 +501,7 @@ def plot_reproduce(path: str, out_dir: str) -> list[str]:
             if paper is not None and math.isfinite(paper):
                 ax.plot([end * (1.02 + 0.025 * i)], [paper], linestyle="none", marker="<", markersize=8, color=line.get_color(),
                         markeredgecolor="black", markeredgewidth=0.6, label=f"{curve.label} paper ({paper:.4g})")
+        _baseline_lines(ax, curves)
         ax.set_xlabel("number of examples seen")
         ax.set_ylabel(metric_label(metric_of(recs[0]["metric"])))
         ax.set_title(f"{_table_name(recs[0]['source'])}: {recs[0]['data']}")

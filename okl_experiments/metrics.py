@@ -19,6 +19,7 @@ a run's curve take them from here.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 
 import numpy as np
@@ -28,7 +29,7 @@ from okl_core.learners.base import labels_from_scores
 from okl_core.metrics import Prequential
 
 __all__ = ["Headline", "headline", "metric_of", "metric_label", "experiment_metrics", "experiment_metric", "ranking_metric",
-           "CURVE_POINTS", "batch_curve", "JobCurves", "job_curves"]
+           "CURVE_POINTS", "batch_curve", "JobCurves", "job_curves", "baseline_name", "NOT_BETTER", "with_baseline"]
 
 CURVE_POINTS = 8
 """Cumulative points a training batch records within itself (``batch_curve``): enough for a
@@ -65,6 +66,34 @@ _HEADLINES = {
     "mse": Headline("mse", "mse", "sum_squared_error", "online mean squared error", "MSE"),
 }
 _LABELS = {"mistake_rate": "online mistake rate", "mse": "online mean squared error", "mae": "online mean absolute error"}
+
+
+_CONSTANT_ANSWERS = {"mistake_rate": "majority class", "mse": "mean", "mae": "median"}
+
+
+def baseline_name(task_or_metric: str) -> str:
+    """What the constant baseline answers, in words: ``majority class``, ``mean`` or ``median``.
+
+    ``task_or_metric``: a task (its headline metric's baseline) or a metric name
+    (``mistake_rate``, ``online_mse``, ``test_mae`` ...): the median is the best constant
+    for the absolute error (:func:`okl_core.evaluation.constant_baseline`).
+    """
+    if task_or_metric in ("binary", "multiclass", "regression"):
+        return _CONSTANT_ANSWERS[default_metric(task_or_metric)]
+    return _CONSTANT_ANSWERS[metric_of(task_or_metric)]
+
+
+NOT_BETTER = "no better than the {}"
+"""How every output flags a result that does not beat its constant baseline (formatted with
+:func:`baseline_name`): the training summary's warning, sweep and reproduction tables."""
+
+
+def with_baseline(summary: dict, key: str, task: str) -> str:
+    """``0.2401 (majority class 0.2362)``: metric ``key`` of a :meth:`~okl_core.metrics.Prequential.summary`
+    beside the constant baseline of the same rows (the metric alone when the summary has none, or no rows)."""
+    baseline = (summary.get("baseline") or {}).get(key)
+    known = isinstance(baseline, (int, float)) and math.isfinite(baseline)
+    return f"{summary[key]:.5g}" + (f" ({baseline_name(task)} {baseline:.5g})" if known else "")
 
 
 def headline(task: str) -> Headline:

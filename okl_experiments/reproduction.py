@@ -26,17 +26,21 @@ import math
 import os
 import time
 
+from okl_core.evaluation import beats_baseline
 from okl_core.learners.multikernel import OKS_DICTIONARY, OMKL_DICTIONARY
-from okl_core.registry import learner_names
+from okl_core.registry import learner_class, learner_names
 from okl_experiments.data import DATASETS, available, real_source
 from okl_experiments.grid import Choice, SearchSpace
-from okl_experiments.metrics import experiment_metric
-from okl_experiments.sweep import Point, SweepSettings, make_points, sweep
+from okl_experiments.metrics import baseline_name, experiment_metric
+from okl_experiments.runs import run_seed
+from okl_experiments.sweep import Point, SweepSettings, baseline_flag, make_points, sweep
 from okl_experiments.text import markdown_table, mean_std_text, percent, write_json, write_text
 
-__all__ = ["DEFAULT_DATA_ROOT", "Setting", "SETTINGS", "SPEC_ROWS_WITHOUT_SETTING", "Outcome", "parse_data_paths", "run_setting", "reproduce", "table", "settings_lines", "write_outcomes"]
+__all__ = ["DEFAULT_DATA_ROOT", "Setting", "SETTINGS", "SPEC_ROWS_WITHOUT_SETTING", "Outcome", "RunProtocol", "parse_data_paths",
+           "check_recipes", "run_setting", "reproduce", "table", "settings_lines", "recipe_lines", "write_outcomes"]
 
 DEFAULT_DATA_ROOT = os.path.join("..", "shared", "data")
+ORDERS = ("shuffle", "file")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +66,11 @@ class Setting:
     source : str
         Where the number is (paper, table).
     runs : int
-        Random permutations we run by default (the paper's count where affordable).
+        Runs by default: the paper's count of random permutations (or, for a setting in file
+        order, of random-feature draws).
+    order : {'shuffle', 'file'}
+        ``shuffle``: run ``r`` on the ``r``-th random permutation of the rows; ``file``: every
+        run in file order (a time series, or a paper that permutes nothing).
     tolerance : float
         How far ours may be from the paper's for the reproduction test to pass.
     tune : dict
@@ -89,8 +97,11 @@ class Setting:
     tune_metric: str = "online_mistake_rate"
     tuned: dict | None = None
     note: str = ""
+    order: str = "shuffle"
 
     def __post_init__(self) -> None:
+        if self.order not in ORDERS:
+            raise ValueError(f"setting {self.key}: order must be one of {ORDERS}, got {self.order!r}")
         for name in ("metric", "tune_metric"):  # okl <= 0.1's names (online_mistake_rate) are understood
             object.__setattr__(self, name, experiment_metric(getattr(self, name)))
 
@@ -187,14 +198,14 @@ SETTINGS = [
             tune={"theta": [250.0, 500.0, 1000.0, 2000.0]}, tuned={"theta": 1000.0},
             note="one pass, with the paper's optional block preconditioning; theta tuned on the online error of a9a"),
     Setting("oks-a9a", "oks", "a9a", {"loss": "logistic", "horizon": "n"}, "online_mistake_rate", 0.1965,
-            "Li & Liao 2022, Table 2", paper_std=0.0012, runs=3, tolerance=0.015,
-            note="6 Gaussians 2^-2..2^3; binary features as distributed (within [-1, 1]); the paper ran 10 permutations"),
+            "Li & Liao 2022, Table 2", paper_std=0.0012, runs=10, tolerance=0.015,
+            note="6 Gaussians 2^-2..2^3; binary features as distributed (within [-1, 1])"),
     Setting("ioks-a9a", "ioks", "a9a", {"loss": "logistic", "horizon": "n"}, "online_mistake_rate", 0.1746,
-            "Li & Liao 2022, Table 2", paper_std=0.0012, runs=3, tolerance=0.015),
+            "Li & Liao 2022, Table 2", paper_std=0.0012, runs=10, tolerance=0.015),
     Setting("oks_pp-a9a", "oks_pp", "a9a", {"loss": "logistic"}, "online_mistake_rate", 0.1657, "Li & Liao 2022, Table 2",
-            paper_std=0.0031, runs=3, tolerance=0.015),
+            paper_std=0.0031, runs=10, tolerance=0.015),
     Setting("rf_oks_pp-a9a", "rf_oks_pp", "a9a", {"loss": "logistic", "n_components": 400}, "online_mistake_rate", 0.1728,
-            "Li & Liao 2022, Table 2", paper_std=0.0029, runs=3, tolerance=0.015),
+            "Li & Liao 2022, Table 2", paper_std=0.0029, runs=10, tolerance=0.015),
 ]
 """The reference numbers okl reproduces (spec/fogd_nogd.md, dsg.md, oks.md, omkl_gf.md, pkawv.md).
 
@@ -291,14 +302,16 @@ def _omkl_rows() -> list[Setting]:
              "naval": (1.4, 20.1, None, 1.4, None)}
     for data, (raker, *gf) in table.items():
         src = f"Ghari & Shen 2020, Table {list(table).index(data) + 1}"
-        rows.append(Setting(f"raker-{data}", "raker", data, {}, "online_mse", raker / 1000, src, runs=5,
-                            tolerance=raker / 2000, note="features and target to [0, 1]; the paper averages 50 feature draws"))
+        rows.append(Setting(f"raker-{data}", "raker", data, {}, "online_mse", raker / 1000, src, runs=50, order="file",
+                            tolerance=raker / 2000, note="features and target to [0, 1]; file order, 50 feature draws"))
         for M, value in zip((1, 7, 10, 17), gf):
             if value is not None:
                 rows.append(Setting(f"omkl_gf-m{M}-{data}", "omkl_gf", data,
                                     {"draws_per_node": M, "selective_nodes": 1, "freeze_below": 1e-4, "freeze_on": "mse"},
-                                    "online_mse", value / 1000, src, runs=5, tolerance=value / 2000,
-                                    note="freeze rule on the running MSE (freeze_on='mse'); features and target to [0, 1]"))
+                                    "online_mse", value / 1000, src, runs=50, order="file", tolerance=value / 2000,
+                                    note="freeze rule on the running MSE (freeze_on='mse'); features and target to [0, 1]; "
+                                         "file order, 50 feature draws" + ("; one kernel per row: the widest spread across draws"
+                                                                           if M == 1 else "")))
     return rows
 
 
@@ -339,8 +352,15 @@ SETTINGS += _fogd_nogd_rows() + _oks_rows() + _omkl_rows() + _pkawv_dsg_rows() +
             "online_mistake_rate", 0.174, "Lu et al. 2016, Table 5", paper_std=0.002, runs=20, tolerance=0.015,
             note="k = B instead of 0.2 B: every landmark direction kept"),
     Setting("rf_oks_pp-code-a9a", "rf_oks_pp", "a9a", {"loss": "logistic", "n_components": 400, "tuning": "released_code"},
-            "online_mistake_rate", 0.1728, "Li & Liao 2022, Table 2", paper_std=0.0029, runs=3, tolerance=0.01,
+            "online_mistake_rate", 0.1728, "Li & Liao 2022, Table 2", paper_std=0.0029, runs=10, tolerance=0.01,
             note="the released logistic script's constant (overwritten inside its loop): far less exploration"),
+    # IOKS: the spec's c = l / l_max without okl's cap at 1 (loss_cap=False), beside the capped default rows.
+    Setting("ioks-nocap-a9a", "ioks", "a9a", {"loss": "logistic", "horizon": "n", "loss_cap": False}, "online_mistake_rate",
+            0.1746, "Li & Liao 2022, Table 2", paper_std=0.0012, runs=10, tolerance=0.015,
+            note="loss_cap=False: the scaled loss c = l / l_max uncapped, as the algorithm writes it"),
+    Setting("ioks-nocap-magic04", "ioks", "magic04", {"loss": "logistic", "horizon": "n", "loss_cap": False},
+            "online_mistake_rate", 0.2150, "Li & Liao 2022, Table 2", paper_std=0.0018, runs=10, tolerance=0.015,
+            note="loss_cap=False: the scaled loss c = l / l_max uncapped, as the algorithm writes it"),
 ]
 
 PAPER_VALUES = {
@@ -375,7 +395,7 @@ class Outcome:
     """One setting's result (or why it was skipped)."""
 
     setting: Setting
-    status: str  # "ok", "skipped", "error"
+    status: str  # "ok", "skipped", "error", "diverged" (okl_core.divergence: NaN/inf, or a loss that exploded)
     reason: str = ""
     mean: float = math.nan
     std: float = math.nan
@@ -385,18 +405,38 @@ class Outcome:
     curve_n: list = dataclasses.field(default_factory=list)
     curve_value: list = dataclasses.field(default_factory=list)
     data_paths: dict = dataclasses.field(default_factory=dict)  # name -> {"path", "rows"} of each --data it used
+    baseline: float = math.nan  # the metric of the best constant answer over the same rows (majority class, mean, median)
+    one_class: bool = False  # the model answered one class for every row (of a run)
+    seeds: list = dataclasses.field(default_factory=list)  # the learner seed of each run (empty: the learner takes none)
+    order: str = ""  # "shuffle" (run r on permutation r) or "file"
 
     @property
     def diff(self) -> float:
         return self.mean - self.setting.paper
+
+    @property
+    def beats_baseline(self) -> bool | None:
+        """Whether ``mean`` is clearly better than ``baseline`` (:func:`okl_core.evaluation.beats_baseline`); None unless ``ok``."""
+        return beats_baseline(self.mean, self.baseline) if self.status == "ok" else None
+
+    @property
+    def flag(self) -> str:
+        """Why an ``ok`` result is not to be read as a plain number (empty when it can be):
+        :func:`okl_experiments.sweep.baseline_flag` of its row."""
+        metric = self.setting.metric
+        row = {"status": self.status, f"{metric}_mean": self.mean, "one_class": self.one_class,
+               f"{metric}_baseline": None if math.isnan(self.baseline) else self.baseline}
+        return baseline_flag(row, metric) or ""
 
     def to_dict(self) -> dict:
         s = self.setting
         return {"key": s.key, "learner": s.learner, "data": s.data, "test": s.test, "metric": s.metric, "status": self.status,
                 "reason": self.reason, "ours_mean": self.mean, "ours_std": self.std, "runs": self.runs, "paper": s.paper,
                 "paper_std": s.paper_std, "diff": self.diff if self.status == "ok" else None, "source": s.source,
-                "params": self.params, "seconds": self.seconds, "note": s.note,
-                "curve": {"n": self.curve_n, "value": self.curve_value}, "data_paths": self.data_paths}
+                "params": self.params, "seconds": self.seconds, "note": s.note, "baseline": self.baseline,
+                "beats_baseline": self.beats_baseline, "one_class": self.one_class, "flag": self.flag,
+                "curve": {"n": self.curve_n, "value": self.curve_value}, "data_paths": self.data_paths,
+                "seeds": self.seeds, "order": self.order}
 
     def data_note(self) -> str:
         """The ``--data`` copies this setting used, for the table: ``--data a9a=PATH (2,000 rows)``."""
@@ -410,7 +450,7 @@ def _skip_reason(setting: Setting, data_root: str, data_paths: dict[str, str]) -
         if not available(name, data_root, data_paths.get(name)):
             spec = DATASETS[name]
             where = (f"--data {name}={data_paths[name]} is neither an okl data set nor its files" if name in data_paths else
-                     f"not found under {data_root} ({', '.join(spec.files)})" if spec.files else
+                     f"not found under {data_root} ({', '.join(spec.files)}; or --data {name}=PATH)" if spec.files else
                      f"no okl data set given (--data {name}=PATH)")
             return f"data set {name!r} {where}; get it from {spec.source}"
     return None
@@ -446,13 +486,68 @@ def check_data_paths(data_paths: dict[str, str], settings: list[Setting]) -> Non
             raise ValueError(f"--data {name}={path}: {missing[0]} does not exist")
 
 
+@dataclasses.dataclass(frozen=True)
+class RunProtocol:
+    """How a setting's runs differ, as the papers ran them (the defaults) or as okl <= 0.1 did.
+
+    Attributes
+    ----------
+    same_features : bool
+        False (default): run ``r`` of a learner that takes a ``seed`` gets its own,
+        :func:`okl_experiments.runs.run_seed` (base seed + r), so random features (and
+        sampled kernels) are redrawn per permutation, as the papers' runs were; True: every
+        run uses the base seed.
+    shuffle_all : bool
+        True: shuffle the rows of ``order='file'`` settings too.
+    """
+
+    same_features: bool = False
+    shuffle_all: bool = False
+
+    def shuffle_seed(self, setting: Setting) -> int | None:
+        """The sweep's ``shuffle_seed``: 0 (run r on permutation r) or None (file order)."""
+        return None if setting.order == "file" and not self.shuffle_all else 0
+
+    def seeds(self, setting: Setting, params: dict, runs: int) -> list[int]:
+        """The learner seed of each run; empty for a learner without a ``seed``."""
+        if not _takes_seed(setting.learner):
+            return []
+        base = int(params.get("seed", 0))
+        return [base if self.same_features else run_seed(base, r) for r in range(runs)]
+
+
+def _takes_seed(learner: str) -> bool:
+    return "seed" in {f.name for f in dataclasses.fields(learner_class(learner).config_class)}
+
+
+def check_recipes(data_paths: dict[str, str], data_root: str) -> None:
+    """Read every ``--data NAME=PATH`` with its recipe before anything runs.
+
+    Raises
+    ------
+    ValueError
+        One line naming the flag and what the recipe expected: a file of the wrong width, labels in
+        another coding, a prepared data set with other features or task.
+    """
+    for name, path in sorted(data_paths.items()):
+        try:
+            real_source(name, data_root, path)
+        except (ValueError, OSError) as err:
+            line = str(err).splitlines()[0] if str(err) else type(err).__name__
+            if "expected" not in line and "recipe wants" not in line:  # say what the recipe wants (okl reproduce --list)
+                line += f"; the {name} recipe wants {DATASETS[name].expected_shape()}"
+            raise ValueError(line if line.startswith("--data ") else f"--data {name}={path}: {line}") from None
+
+
 def run_setting(setting: Setting, data_root: str, client=None, runs: int | None = None, out_dir: str | None = None,
-                progress=None, use_tuned: bool = False, data_paths: dict[str, str] | None = None) -> Outcome:
+                progress=None, use_tuned: bool = False, data_paths: dict[str, str] | None = None,
+                protocol: RunProtocol = RunProtocol()) -> Outcome:
     """Run one setting (tuning first if it has a grid); never raises for a failing learner.
 
     ``use_tuned`` skips the tuning and uses the setting's recorded ``tuned`` values.
     ``data_paths`` (``--data NAME=PATH``) points data sets at a user's copy
-    (:func:`okl_experiments.data.real_source`).
+    (:func:`okl_experiments.data.real_source`). ``protocol``: per-run seeds and row order
+    (:class:`RunProtocol`); the outcome records each run's seed and the order.
     """
     data_paths = data_paths or {}
     reason = _skip_reason(setting, data_root, data_paths)
@@ -468,6 +563,7 @@ def run_setting(setting: Setting, data_root: str, client=None, runs: int | None 
             for name, source in ((setting.data, train), (setting.test, test)) if name in data_paths and source is not None}
     sub = (lambda name: os.path.join(out_dir, setting.key, name)) if out_dir else (lambda name: None)
     base, tune = setting.params, setting.tune
+    order = "file" if protocol.shuffle_seed(setting) is None else "shuffle"
     if use_tuned and setting.tuned:
         base, tune = {**base, **setting.tuned}, None
     fixed = SearchSpace({k: Choice((v,)) for k, v in base.items() if k not in (tune or {})})
@@ -475,7 +571,8 @@ def run_setting(setting: Setting, data_root: str, client=None, runs: int | None 
         if tune:
             space = SearchSpace({k: Choice(tuple(v)) for k, v in tune.items()})
             points = make_points(setting.learner, fixed.merged(space), train)
-            tuned = sweep(SweepSettings(setting.learner, train, None, repeats=1), points, out_dir=sub("tune"),
+            tuned = sweep(SweepSettings(setting.learner, train, None, repeats=1, shuffle_seed=protocol.shuffle_seed(setting)),
+                          points, out_dir=sub("tune"),
                           metric=setting.tune_metric, client=client, swept=space.swept, space=space.describe(), progress=progress)
             if tuned.best is None:
                 errors = sorted({r["error"] for r in tuned.rows if r["error"]})
@@ -485,32 +582,53 @@ def run_setting(setting: Setting, data_root: str, client=None, runs: int | None 
         else:
             chosen = make_points(setting.learner, fixed, train)[0].params
         point = Point(0, {}, chosen)
-        final = sweep(SweepSettings(setting.learner, train, test, repeats=runs or setting.runs), [point], out_dir=sub("runs"),
-                      metric=setting.metric, client=client, progress=progress)
+        repeats = runs or setting.runs
+        seeds = protocol.seeds(setting, chosen, repeats)
+        final = sweep(SweepSettings(setting.learner, train, test, repeats=repeats, shuffle_seed=protocol.shuffle_seed(setting),
+                                    reseed=bool(seeds) and not protocol.same_features),
+                      [point], out_dir=sub("runs"), metric=setting.metric, client=client, progress=progress)
     except ValueError as err:  # a parameter the learner does not know, a task mismatch
         return Outcome(setting, "error", str(err), seconds=time.perf_counter() - started)
     row = final.rows[0]
-    if row["status"] != "ok":
-        return Outcome(setting, "error", row["error"], params=chosen, seconds=time.perf_counter() - started, data_paths=used)
+    if row["status"] != "ok":  # "diverged" stays itself: a diverged setting is a result, not a failure of okl
+        return Outcome(setting, "diverged" if row["status"] == "diverged" else "error", row["error"], params=chosen,
+                       seconds=time.perf_counter() - started, data_paths=used, seeds=seeds, order=order)
     return Outcome(setting, "ok", mean=row[f"{setting.metric}_mean"], std=row[f"{setting.metric}_std"], runs=row["runs"],
                    params={k: v for k, v in chosen.items() if k not in ("n_inputs", "n_classes")},
-                   seconds=time.perf_counter() - started, curve_n=row["curve_n"], curve_value=row["curve_value"], data_paths=used)
+                   seconds=time.perf_counter() - started, curve_n=row["curve_n"], curve_value=row["curve_value"], data_paths=used,
+                   baseline=row[f"{setting.metric}_baseline"], one_class=row["one_class"], seeds=seeds, order=order)
 
 
 def table(outcomes: list[Outcome]) -> str:
-    """Markdown: ours next to the paper's number and the difference (error rates in percent and points)."""
-    head = ["setting", "learner", "data", "metric", "ours", "runs", "paper", "diff", "time (s)", "source / note"]
+    """Markdown: ours next to the constant baseline of the same rows, the paper's number and the
+    difference (error rates in percent and points), then a summary of the flagged settings.
+
+    A result no better than the baseline (or of a model answering one class) is flagged in
+    its ``ours`` cell (:attr:`Outcome.flag`), a diverged setting reads ``diverged``: neither is
+    ever shown as a plain number.
+    """
+    head = ["setting", "learner", "data", "metric", "ours", "baseline", "runs", "paper", "diff", "time (s)", "source / note"]
     rows = []
     for o in outcomes:
         s = o.setting
         data = s.data + (f" -> {s.test}" if s.test else "")
+        baseline = "" if math.isnan(o.baseline) else f"{_value(s.metric, o.baseline)} ({baseline_name(s.metric)})"
         if o.status == "ok":
-            rows.append([s.key, s.learner, data, s.metric, _value(s.metric, o.mean, o.std), str(o.runs), _paper(s),
+            ours = _value(s.metric, o.mean, o.std) + (f" **{o.flag}**" if o.flag else "")
+            rows.append([s.key, s.learner, data, s.metric, ours, baseline, str(o.runs), _paper(s),
                          "" if math.isnan(o.diff) else _value(s.metric, o.diff, sign=True), f"{o.seconds:.0f}",
                          "; ".join(filter(None, [s.source, s.note, o.data_note()]))])
         else:
-            rows.append([s.key, s.learner, data, s.metric, o.status, "", _paper(s), "", "", "; ".join(filter(None, [o.reason, o.data_note()]))])
-    return markdown_table(head, rows)
+            rows.append([s.key, s.learner, data, s.metric, o.status, baseline, "", _paper(s), "", "", "; ".join(filter(None, [o.reason, o.data_note()]))])
+    return markdown_table(head, rows) + _flagged_summary(outcomes)
+
+
+def _flagged_summary(outcomes: list[Outcome]) -> str:
+    """Lines under the table naming the settings whose numbers must not be read as results."""
+    lines = [f"- {o.setting.key}: {o.flag}" for o in outcomes if o.flag]
+    lines += [f"- {o.setting.key}: diverged ({o.reason})" for o in outcomes if o.status == "diverged"]
+    return ("\n\nFlagged settings (no better than the constant answer over the same rows, or diverged):\n" + "\n".join(lines)
+            if lines else "")
 
 
 def _paper(s: Setting) -> str:
@@ -526,27 +644,39 @@ def _value(metric: str, value: float, std: float | None = None, sign: bool = Fal
 
 
 def settings_lines() -> list[str]:
-    """One line per setting (key, learner, data, metric, the paper's number, parameters, tuning grid), then
-    one per data set (kind, task, conversion, files, where to get them)."""
+    """One line per setting (key, learner, data, metric, the paper's number, runs and order, parameters,
+    tuning grid), then each data set's recipe (:func:`recipe_lines`)."""
     settings = [f"{s.key:26s} {s.learner:13s} {s.data:14s} {s.metric:19s} paper {_paper(s):>14s}  "
+                f"{s.runs} runs, {'file order' if s.order == 'file' else 'shuffled'}  "
                 f"{json.dumps(s.params)}{'  tune ' + json.dumps(s.tune) if s.tune else ''}  [{s.source}]" for s in SETTINGS]
-    data = [f"{name:14s} {spec.kind:6s} {spec.task:10s} features {spec.feature_map:10s} target {spec.target_map:10s} "
-            f"{', '.join(spec.files) or '(okl data set only)'}  <- {spec.source}" for name, spec in DATASETS.items()]
-    return settings + ["", "data sets (--data NAME=PATH):"] + data
+    return settings + ["", "data sets (--data NAME=PATH): the recipe of each"] + recipe_lines()
+
+
+def recipe_lines() -> list[str]:
+    """Each data set's recipe: task and shape, conversion, files, then what to supply, why, and where to get it."""
+    lines = []
+    for name, spec in DATASETS.items():
+        lines += [f"{name:14s} {spec.task:10s} {spec.n_features} features, features {spec.feature_map}, "
+                  f"target {spec.target_map}, files {', '.join(spec.files) or '(a prepared okl data set)'}",
+                  f"    supply: {spec.supply}", f"    why:    {spec.why}", f"    source: {spec.source}"]
+    return lines
 
 
 def reproduce(keys: list[str] | None = None, data_root: str = DEFAULT_DATA_ROOT, client=None, runs: int | None = None,
               out_dir: str | None = None, progress=None, use_tuned: bool = False,
-              data_paths: dict[str, str] | None = None, data_root_given: bool = False) -> list[Outcome]:
+              data_paths: dict[str, str] | None = None, data_root_given: bool = False,
+              protocol: RunProtocol = RunProtocol()) -> list[Outcome]:
     """Run the settings named in ``keys`` (keys or learner names; all when None) and return their outcomes.
 
-    ``data_paths``: ``--data NAME=PATH`` (:func:`run_setting`). ``data_root_given``: the user
-    named ``data_root``, so a missing one is an error, not every setting skipped."""
+    ``data_paths``: ``--data NAME=PATH`` (:func:`run_setting`), each read with its recipe first
+    (:func:`check_recipes`). ``data_root_given``: the user named ``data_root``, so a missing one
+    is an error, not every setting skipped. ``protocol``: :class:`RunProtocol`."""
     chosen = SETTINGS if not keys else [s for s in SETTINGS if s.key in keys or s.learner in keys]
     unknown = sorted(set(keys or ()) - {s.key for s in SETTINGS} - {s.learner for s in SETTINGS})
     if unknown:
         raise ValueError(f"--only: unknown setting(s) {unknown}; see --list")
     check_data_paths(data_paths or {}, chosen)
+    check_recipes(data_paths or {}, data_root)
     needed = sorted({n for s in chosen for n in (s.data, s.test) if n and n not in (data_paths or {})})
     if data_root_given and needed and not os.path.isdir(data_root):
         raise ValueError(f"--data_root {data_root} is not a directory (it should hold {', '.join(needed)})")
@@ -555,7 +685,7 @@ def reproduce(keys: list[str] | None = None, data_root: str = DEFAULT_DATA_ROOT,
         if progress is not None:
             print(f"== {setting.key}", file=progress, flush=True)
         outcomes.append(run_setting(setting, data_root, client=client, runs=runs, out_dir=out_dir, progress=progress,
-                                    use_tuned=use_tuned, data_paths=data_paths))
+                                    use_tuned=use_tuned, data_paths=data_paths, protocol=protocol))
     return outcomes
 
 

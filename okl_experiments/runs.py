@@ -26,13 +26,14 @@ import time
 import traceback
 from typing import Any, Callable, Iterator
 
-from okl_core.evaluation import evaluate, metric_value, permuted, run_online
+from okl_core.divergence import explosion_text
+from okl_core.evaluation import constant_baseline, evaluate, metric_value, permuted, run_online
 from okl_core.registry import make_learner
 from okl_experiments.data import DataSource, cached_data, loads_done
 from okl_experiments.metrics import experiment_metrics, metric_of
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 
-__all__ = ["RunTask", "run_task", "execute", "dask_client"]
+__all__ = ["RunTask", "run_seed", "run_task", "execute", "dask_client"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,16 +59,22 @@ class RunTask:
     curve_points: int = 64
 
 
+def run_seed(base: int, run: int) -> int:
+    """The learner seed of run ``run`` when runs are reseeded: ``base + run`` (new random features per run)."""
+    return int(base) + run
+
+
 def _run_params(task: RunTask) -> dict:
     params = dict(task.params)
     if task.reseed:
-        params["seed"] = int(params.get("seed", 0)) + task.run
+        params["seed"] = run_seed(params.get("seed", 0), task.run)
     return params
 
 
 def _result(task: RunTask, **fields) -> dict:
     """A run's result record (JSON-ready); ``fields`` override the failed-run defaults."""
-    return {"point": task.point, "run": task.run, "ok": False, "error": None, "diverged": None, "metrics": {}, "curve_n": [],
+    return {"point": task.point, "run": task.run, "ok": False, "error": None, "diverged": None, "metrics": {}, "baseline": {},
+            "one_class": False, "curve_n": [],
             "curve_value": [], "seconds": 0.0, "worker": "", "loaded": False, **fields}
 
 
@@ -75,8 +82,9 @@ def _failed(task: RunTask, err: BaseException, **fields) -> dict:
     return _result(task, error=f"{type(err).__name__}: {err}", **fields)
 
 
-def _learn(task: RunTask) -> tuple[dict, Any]:
-    """Metrics and online run of ``task``."""
+def _learn(task: RunTask) -> tuple[dict, Any, dict, bool]:
+    """Metrics, online run, constant baselines of the same rows (:func:`okl_core.evaluation.constant_baseline`,
+    by experiment metric name) and whether the model answered one class for every row of ``task``."""
     data, _ = cached_data(task.train)
     learner = make_learner(task.learner, **_run_params(task))
     X, y = (data.X, data.y) if task.shuffle_seed is None else permuted(data.X, data.y, task.shuffle_seed, task.run)
@@ -86,13 +94,18 @@ def _learn(task: RunTask) -> tuple[dict, Any]:
         test, _ = cached_data(task.test)
         scored = evaluate(learner, online.state, test.X, test.y, batch_rows=task.batch_rows)
     measured = {"online": online.metrics, "test": scored}
-    metrics = {name: metric_value(measured[name.split("_")[0]], metric_of(name))
-               for name in experiment_metrics(learner.task, task.test is not None)}
-    return metrics, online
+    names = experiment_metrics(learner.task, task.test is not None)
+    metrics = {name: metric_value(measured[name.split("_")[0]], metric_of(name)) for name in names}
+    rows = {"online": y, "test": None if task.test is None else test.y}
+    baselines = {split: constant_baseline(learner.task, labels) for split, labels in rows.items() if labels is not None}
+    baseline = {name: baselines[name.split("_")[0]][metric_of(name)] for name in names}
+    return metrics, online, baseline, (online.metrics if scored is None else scored).one_class
 
 
 def _divergence(online, metrics: dict) -> str | None:
     """Why a finished run counts as diverged (one line), or None."""
+    if online.diverged_at is not None and online.diverged_reason == "exploded":
+        return f"diverged at row {online.diverged_at} (the loss exploded; over the run: {explosion_text(online.metrics)})"
     if online.diverged_at is not None:
         return f"diverged at row {online.diverged_at} (NaN or inf in the scores, model or errors)"
     bad = sorted(name for name, value in metrics.items() if not math.isfinite(value))
@@ -103,17 +116,19 @@ def run_task(task: RunTask) -> dict:
     """Run one (point, run): learner fold over the run's permutation, then test scoring.
 
     Never raises for a failing learner: the result then has ``ok`` False and ``error``.
+    ``baseline`` holds each metric of the best constant answer over the same rows, and
+    ``one_class`` whether the model answered one class for every (test, else online) row.
     A run that diverges (:attr:`okl_core.evaluation.OnlineRun.diverged_at`, or a metric
     that is NaN or inf) finishes: ``ok`` True, and ``diverged`` says where.
     """
     started, loads_before = time.perf_counter(), loads_done()
     where = {"worker": f"{socket.gethostname()}:{os.getpid()}"}
     try:
-        metrics, online = _learn(task)
+        metrics, online, baseline, one_class = _learn(task)
     except Exception as err:  # a failing point is a result, not a crash of the sweep
         logger.debug("point %d run %d failed:\n%s", task.point, task.run, traceback.format_exc())
         return _failed(task, err, seconds=time.perf_counter() - started, loaded=loads_done() > loads_before, **where)
-    return _result(task, ok=True, diverged=_divergence(online, metrics), metrics=metrics, curve_n=online.curve_n.tolist(), curve_value=online.curve_value.tolist(),
+    return _result(task, ok=True, diverged=_divergence(online, metrics), metrics=metrics, baseline=baseline, one_class=one_class, curve_n=online.curve_n.tolist(), curve_value=online.curve_value.tolist(),
                    seconds=time.perf_counter() - started, loaded=loads_done() > loads_before, **where)
 
 

@@ -62,12 +62,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from okl_core.evaluation import mean_std
+from okl_core.evaluation import beats_baseline, mean_std
 from okl_core.registry import learner_class, make_learner
 from okl_core.state import atomic_write_bytes
 from okl_experiments.data import DataSource
 from okl_experiments.grid import SearchSpace, point_key, whole_as_int
-from okl_experiments.metrics import experiment_metric, experiment_metrics, ranking_metric
+from okl_experiments.metrics import NOT_BETTER, baseline_name, experiment_metric, experiment_metrics, ranking_metric
 from okl_experiments.params import DEFAULT_BATCH_ROWS, batch_rows_for, check_fit, check_task, learner_config, learner_params
 from okl_experiments.progress import RunProgress
 from okl_experiments.runs import RunTask, execute
@@ -82,6 +82,7 @@ __all__ = [
     "read_results",
     "ranked",
     "markdown_table",
+    "baseline_flag",
     "best_config",
     "check_settings",
 ]
@@ -192,10 +193,14 @@ def _row(settings: SweepSettings, point: Point, results: list[dict]) -> dict:
         "runs": sum(r["ok"] for r in results),
         "seconds": float(sum(r["seconds"] for r in results)),
     }
+    finished = [r for r in results if r["ok"]] if not errors else []
     for name in settings.metric_names():
-        values = [r["metrics"][name] for r in results if r["ok"]] if not errors else []
+        values = [r["metrics"][name] for r in finished]
         row[f"{name}_mean"], row[f"{name}_std"] = mean_std(values)
         row[f"{name}_runs"] = values
+        # Every run permutes the same rows: one constant baseline for all (the first run's).
+        row[f"{name}_baseline"] = next((r["baseline"][name] for r in finished if name in r.get("baseline", {})), None)
+    row["one_class"] = any(r.get("one_class") for r in finished)
     curves = [r for r in results if r["ok"]] if not errors else []
     row["curve_n"] = curves[0]["curve_n"] if curves else []
     row["curve_value"] = np.mean([c["curve_value"] for c in curves], axis=0).tolist() if curves else []
@@ -210,7 +215,9 @@ def _schema(settings: SweepSettings, swept_types: dict[str, pa.DataType], space:
         ("error", pa.string()), ("runs", pa.int64()), ("seconds", pa.float64()),
     ]
     for name in settings.metric_names():
-        fields += [(f"{name}_mean", pa.float64()), (f"{name}_std", pa.float64()), (f"{name}_runs", pa.list_(pa.float64()))]
+        fields += [(f"{name}_mean", pa.float64()), (f"{name}_std", pa.float64()), (f"{name}_runs", pa.list_(pa.float64())),
+                   (f"{name}_baseline", pa.float64())]
+    fields += [("one_class", pa.bool_())]
     fields += [("curve_n", pa.list_(pa.int64())), ("curve_value", pa.list_(pa.float64()))]
     fields += [(f"param_{name}", t) for name, t in swept_types.items()]
     meta = {"version": _RESULTS_VERSION, "settings": settings.identity(), "space": space, "metrics": settings.metric_names(),
@@ -284,15 +291,42 @@ def ranked(rows: list[dict], metric: str) -> list[dict]:
     return sorted(rows, key=key)
 
 
+def baseline_flag(row: dict, metric: str) -> str | None:
+    """Why an ``ok`` row's result must not be read as a plain number, or None.
+
+    ``no better than the majority class`` (the mean, the median) when its ``metric`` mean
+    does not beat the constant baseline of the same rows
+    (:func:`okl_core.evaluation.beats_baseline`), and ``one class for every row`` when the
+    model answered one class. Rows of tables written before baselines were kept have none.
+    """
+    if row["status"] != "ok":
+        return None
+    flags = []
+    baseline = row.get(f"{metric}_baseline")
+    if baseline is not None and not beats_baseline(row.get(f"{metric}_mean", math.nan), baseline):
+        flags.append(NOT_BETTER.format(baseline_name(metric)))
+    if row.get("one_class"):
+        flags.append("one class for every row")
+    return "; ".join(flags) or None
+
+
 def markdown_table(rows: list[dict], metric: str, swept: list[str]) -> str:
-    """Markdown table of the points, best first."""
-    head = ["rank", "point", *swept, f"{metric} (mean ± std)", "runs", "seconds", "status"]
+    """Markdown table of the points, best first, each beside the constant baseline of its rows.
+
+    A point no better than the baseline (or answering one class) says so in its status
+    (:func:`baseline_flag`); a diverged one says where (the learner's loss turned NaN or
+    inf, or exploded: :mod:`okl_core.divergence`).
+    """
+    head = ["rank", "point", *swept, f"{metric} (mean ± std)", f"{baseline_name(metric)} (baseline)", "runs", "seconds", "status"]
     cells = []
     for rank, r in enumerate(ranked(rows, metric), 1):
         params = json.loads(r["params"])
         status = "ok" if r["status"] == "ok" else f"{r['status']}: {r['error']}"
+        flag = baseline_flag(r, metric)
+        baseline = r.get(f"{metric}_baseline")
         cells.append([str(rank), str(r["point"]), *(format_value(params.get(n)) for n in swept),
-                      mean_std_text(r.get(f"{metric}_mean"), r.get(f"{metric}_std")), str(r["runs"]), f"{r['seconds']:.1f}", status])
+                      mean_std_text(r.get(f"{metric}_mean"), r.get(f"{metric}_std")), "" if baseline is None else mean_std_text(baseline),
+                      str(r["runs"]), f"{r['seconds']:.1f}", f"ok: {flag}" if flag else status])
     return _markdown(head, cells)
 
 

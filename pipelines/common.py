@@ -206,7 +206,7 @@ def _check_environment_type(environment_type: str | None) -> None:
 _JOB_SERVER_JARS = {"flinkrunner": "--flink_job_server_jar", "flink": "--flink_job_server_jar",
                     "sparkrunner": "--spark_job_server_jar", "spark": "--spark_job_server_jar"}
 """The runners that start a Java job server of their own, and the flag that names its jar."""
-_MAKE_FLINK_JAR = "`make runners` builds one for apache-beam {version}: README, 'Prism and a local Flink cluster'"
+_MAKE_FLINK_JAR = "`make runners` builds one for apache-beam {version}: docs/runners.md, 'Prism and a local Flink cluster'"
 
 
 def _check_job_server_jar(flag: str, jar: str | None) -> None:

@@ -27,7 +27,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
 import okl_core
-from okl_core.data.layout import INFO_FILE, check_same_classes, files_name
+from okl_core.data.layout import INFO_FILE, DatasetInfo, check_same_classes, files_name
+from okl_core.data.preparation import PREPARATION_FILE, preparation_record
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
 from okl_core.publish import StagedDirectory, remove_made_dirs
@@ -38,13 +39,13 @@ from okl_experiments.text import read_json
 from pipelines.cli import make_output_dir, output_error
 from pipelines.common import UsageError, spare_core_per_shard
 from transforms.evaluate import Evaluate
-from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, run_id
+from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, run_id, write_bytes
 from transforms.read import METRICS_NAMESPACE, DatasetSource, ReadShards, is_remote
 from transforms.streaming import continued_from, dead_lettered_files, learned_files
 from transforms.train import LearnerSpec, MergeBySeed, TrainOnline
 
 __all__ = ["TrainJob", "TrainResult", "resolve_job", "build_graph", "counters", "read_metrics", "data_facts", "stage_output", "DEMO_LEARNER",
-           "data_classes", "check_model_classes", "start_refused", "files_learned_by",
+           "data_classes", "check_model_classes", "write_preparation", "start_refused", "files_learned_by",
            "SYNTHETIC_TRAIN_ROWS", "SYNTHETIC_TEST_ROWS", "OUTPUT_FILES"]
 
 SYNTHETIC_TRAIN_ROWS = 65536
@@ -407,7 +408,27 @@ def resolve_job(args) -> TrainJob:
         remove_made_dirs(made)
         raise
     job.staging, job.made = staging, made
+    if not getattr(args, "streaming", False):  # a streaming job writes it when it starts (pipelines.stream)
+        write_preparation(job)
     return job
+
+
+def write_preparation(job: TrainJob) -> None:
+    """Write the training data set's preparation next to the model (``preparation.json``), when it has one.
+
+    What ``okl predict --input raw.csv`` needs to prepare raw records exactly as the training
+    rows were prepared (:mod:`okl_core.data.preparation`): only data sets prepared by
+    ``okl prepare csv|parquet`` have one, read from a local ``dataset.json``. Written
+    beside, never into, the model file: the model's bytes stay those of its learning.
+    """
+    info_path = os.path.join(job.source.path, INFO_FILE)
+    if is_remote(job.source.path) or not os.path.isfile(info_path):
+        return
+    record = preparation_record(DatasetInfo.from_file(info_path))
+    if record is None:
+        return
+    directory = job.staging.tmp if job.staging is not None else job.output
+    write_bytes(f"{directory.rstrip('/')}/{PREPARATION_FILE}", record)
 
 
 def _streaming_output(output: str) -> list[str]:

@@ -1,5 +1,5 @@
 """The ``okl`` console script: ``okl train``, ``okl prepare``, ``okl predict``, ``okl sweep``,
-``okl report``, ``okl reproduce``, ``okl engines``.
+``okl report``, ``okl reproduce``, ``okl engines``, ``okl learners``.
 
 Each sub-command is the command line of ``python -m pipelines.<command>``, with the same
 flags. Unlike ``python -m``, which puts the current directory first on ``sys.path``, a
@@ -27,6 +27,7 @@ COMMANDS = {
     "report": ("run", "figures of runs and sweeps"),
     "reproduce": ("run", "the papers' reference numbers"),
     "engines": ("main", "build the local Beam runners (Prism, Flink job server)"),
+    "learners": ("run", "list the learners, or describe one learner's parameters"),
 }
 """Sub-command -> (function of ``pipelines.<command>`` that runs it, one-line description)."""
 

@@ -33,7 +33,8 @@ import os
 from okl_core.data import download as dl
 from okl_core.data.layout import COMPRESSIONS, DEFAULT_COMPRESSION, open_dataset
 from okl_core.data.scaling import SCALING_METHODS
-from okl_core.data.sources import ConversionSummary
+from okl_core.data.csv_table import parse_delimiter
+from okl_core.data.sources import ConversionSummary, one_line_error
 from okl_core.data.table import MISSING_POLICIES
 from okl_core.data.targets import parse_classes
 from okl_experiments.progress import ProgressBar
@@ -83,6 +84,9 @@ def _table_columns(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--missing", action="append", metavar="VALUE", help="a value meaning 'missing' (repeat for several: --missing NA --missing '?' --missing ''); Parquet nulls are always missing")
     parser.add_argument("--missing_policy", choices=MISSING_POLICIES,
                         help="a missing feature: drop the row into rejects.csv (default), or impute the training mean (recorded for --like)")
+    parser.add_argument("--id_column", action="append", metavar="COL[,COL]",
+                        help="a column carried through as it is (an id: never a feature, never scaled), written next to each prediction "
+                             "and into rejects.csv; repeat or comma separate for several (default with --like: the reference's)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -247,26 +251,17 @@ def _run_libsvm(args, progress) -> ConversionSummary:
     )
 
 
-def _delimiter(text: str) -> str:
-    """``--delimiter``: one character, or the two characters ``\\t`` for a tab (hard to type in a shell)."""
-    if text == "\\t":
-        return "\t"
-    if len(text) != 1 or text in "\r\n\"":
-        raise ValueError(f"--delimiter must be one character other than a quote or a line break (\\t for a tab), got {text!r}")
-    return text
-
-
 def _run_csv(args, progress) -> ConversionSummary:
     from okl_core.data.csv_table import convert_csv
 
-    delimiter = _delimiter(args.delimiter)
+    delimiter = parse_delimiter(args.delimiter)
     rows_per_shard = _rows_per_shard(args, None) if args.shards is None else None
     return convert_csv(
         args.input, args.out, target=args.target, features=_split_list(args.features), drop=_split_list(args.drop),
         task=args.task, classes=_split_list(args.classes), like=_like(args), feature_scaling=args.feature_scaling,
         target_scaling=args.target_scaling, delimiter=delimiter, skip_bad_rows=args.skip_bad_rows,
         n_shards=args.shards, progress=progress, no_header=args.no_header, missing=args.missing, missing_policy=args.missing_policy,
-        categorical=_split_list(args.categorical), **_writer_args(args, rows_per_shard),
+        categorical=_split_list(args.categorical), id_columns=_split_list(args.id_column), **_writer_args(args, rows_per_shard),
     )
 
 
@@ -278,7 +273,8 @@ def _run_parquet(args, progress) -> ConversionSummary:
         args.input, args.out, target=args.target, features=_split_list(args.features), drop=_split_list(args.drop),
         categorical=_split_list(args.categorical), missing=args.missing, missing_policy=args.missing_policy, like=_like(args),
         task=args.task, classes=_split_list(args.classes), feature_scaling=args.feature_scaling, target_scaling=args.target_scaling,
-        skip_bad_rows=args.skip_bad_rows, n_shards=args.shards, progress=progress, **_writer_args(args, rows_per_shard),
+        skip_bad_rows=args.skip_bad_rows, n_shards=args.shards, progress=progress, id_columns=_split_list(args.id_column),
+        **_writer_args(args, rows_per_shard),
     )
 
 
@@ -419,7 +415,7 @@ def run(argv=None) -> ConversionSummary:
     try:
         return _prepare(argv)
     except (ValueError, OSError, ImportError) as err:  # DataFormatError and UsageError are ValueErrors
-        raise UsageError(_one_line(err)) from err
+        raise UsageError(one_line_error(err)) from err
 
 
 def _prepare(argv) -> ConversionSummary:
@@ -437,13 +433,6 @@ def _prepare(argv) -> ConversionSummary:
         summary = _RUNNERS[args.kind](args, progress)
     print(summary.line(), flush=True)
     return summary
-
-
-def _one_line(err: BaseException) -> str:
-    """The error's message; an OS error as ``FILE: what`` (Python's own form is ``[Errno 2] No such file or directory: 'FILE'``)."""
-    if isinstance(err, OSError) and err.errno is not None and err.filename:
-        return f"{err.filename}: {(err.strerror or str(err)).lower()}"
-    return str(err)
 
 
 if __name__ == "__main__":

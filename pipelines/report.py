@@ -13,7 +13,7 @@ Five commands::
     python -m pipelines.report sweep sweep/results.parquet --output figures
 
     # run learners directly from a small JSON spec, then plot their online curves
-    python -m pipelines.report run docs/online_error_spec.json --output docs
+    python -m pipelines.report run docs/specs/online_error.json --data_root data --output figures/a9a
 
     # every learner with its default parameters against the majority class / mean
     python -m pipelines.report defaults --output defaults

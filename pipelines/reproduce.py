@@ -24,10 +24,10 @@ import sys
 import tempfile
 
 from okl_experiments.at_scale import SCALE_SETTINGS, ScaleOutcome, run_scale_setting, scale_lines, scale_table
-from okl_experiments.reproduction import (DEFAULT_DATA_ROOT, Outcome, parse_data_paths, reproduce, settings_lines, table,
-                                         write_outcomes)
+from okl_experiments.reproduction import (DEFAULT_DATA_ROOT, Outcome, RunProtocol, parse_data_paths, reproduce, settings_lines,
+                                         table, write_outcomes)
 from okl_experiments.runs import dask_client
-from pipelines.cli import Parser, deprecate, main, output_dir, prog
+from pipelines.cli import Parser, UsageError, deprecate, main, output_dir, prog
 
 __all__ = ["build_parser", "run"]
 
@@ -41,8 +41,13 @@ def build_parser() -> Parser:
                    help="data set NAME (see --list) from PATH: a prepared okl data set, a raw file, comma-separated files "
                         "or a directory holding them (repeatable)")
     p.add_argument("--only", help="comma-separated setting keys or learner names (default: all)")
-    p.add_argument("--runs", type=int, help="permutations per setting (default: each setting's own)")
-    p.add_argument("--list", action="store_true", help="print the settings table and exit")
+    p.add_argument("--runs", type=int, help="runs per setting (default: each setting's own, the paper's count)")
+    p.add_argument("--same_features", action="store_true",
+                   help="every run of a setting with the same learner seed (okl <= 0.1); default: seed + run, new random "
+                        "features per permutation, as the papers ran")
+    p.add_argument("--shuffle_all", action="store_true",
+                   help="shuffle the rows of file-order settings too (time series, papers that permute nothing)")
+    p.add_argument("--list", action="store_true", help="print the settings table and each data set's recipe, and exit")
     p.add_argument("--no_tune", action="store_true", help="skip tuning grids: use each setting's recorded choice")
     p.add_argument("--scheduler", help="scheduler address, or 'serial' (default: a new LocalCluster)")
     p.add_argument("--num_workers", type=int, default=2, help="LocalCluster worker processes (default 2)")
@@ -64,8 +69,10 @@ def run(argv: list[str] | None = None) -> list[Outcome]:
         return []
     try:
         return _run(args)
-    except (ValueError, FileNotFoundError) as err:
-        raise SystemExit(f"{prog('reproduce')}: error: {err}") from None
+    except UsageError:
+        raise
+    except (ValueError, FileNotFoundError) as err:  # bad flags or files: one line, exit status 2 (pipelines.cli.main)
+        raise UsageError(str(err)) from None
 
 
 def _run(args) -> list[Outcome]:
@@ -89,7 +96,8 @@ def _reproduce(args) -> list[Outcome]:
     data_paths = {name: os.path.expanduser(path) for name, path in parse_data_paths(args.data).items()}
     with dask_client(args.scheduler, args.num_workers) as client:
         outcomes = reproduce(keys, args.data_root, client, args.runs, args.output, None if args.quiet else sys.stderr,
-                             use_tuned=args.no_tune, data_paths=data_paths, data_root_given=args.data_root != DEFAULT_DATA_ROOT)
+                             use_tuned=args.no_tune, data_paths=data_paths, data_root_given=args.data_root != DEFAULT_DATA_ROOT,
+                             protocol=RunProtocol(same_features=args.same_features, shuffle_all=args.shuffle_all))
     print(table(outcomes))
     if args.output:
         print(f"\nwritten: {', '.join(write_outcomes(args.output, outcomes))}")

@@ -4,7 +4,7 @@
 
     python -m pipelines.train --streaming --input 'incoming/*.parquet' --learner fogd --sigma 1 \\
         --num_shards 2 --snapshot_batches 4 --mix_weight 0.5 --output runs/live \\
-        --runner=PrismRunner            # or FlinkRunner / DataflowRunner (see README "## Streaming")
+        --runner=PrismRunner            # or FlinkRunner / DataflowRunner (see docs/streaming.md)
 
 The graph (transforms/streaming.py)::
 
@@ -35,7 +35,7 @@ from okl_experiments.metrics import headline
 from okl_experiments.text import loads_json
 from pipelines.cli import reclaim_interrupt
 from pipelines.common import DIRECT_NAMES, PRISM_NAMES, UsageError, make_pipeline, pipeline_options, runner_name, start_job, use_local_prism
-from pipelines.job import TrainJob, TrainResult, check_model_classes, counters, data_classes, start_refused
+from pipelines.job import TrainJob, TrainResult, check_model_classes, counters, data_classes, start_refused, write_preparation
 from transforms.streaming import (
     MergeSnapshots, ReadParquetFiles, StreamTrainOnline, VersionNotices, WatchParquet, WriteDeadLetterFiles, WriteModelVersions,
     WriteSnapshotRecords, continued_from, newest_version,
@@ -190,7 +190,7 @@ _PRISM_HELP = (
     "local streaming runs on Beam's Prism runner, which could not be started ({error}). Build it with Go from "
     "the Go module proxy (`python -m pipelines.engines install prism`, or `make runners`: okl then uses it), "
     "or pass --prism_location=PATH to a Prism binary of apache-beam {version}, or run on Flink or Dataflow "
-    "(README, '## Streaming')"
+    "(docs/streaming.md)"
 )
 
 
@@ -221,6 +221,7 @@ def run_streaming(args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
     """
     pipeline, local = streaming_pipeline(beam_argv)
     build_streaming_graph(pipeline, job, args)
+    write_preparation(job)  # beside the versions, once the launch is accepted (a refused one leaves no file)
     try:
         pipeline_result = start_job(pipeline)
     except (RuntimeError, OSError, ValueError) as err:

@@ -41,7 +41,7 @@ from okl_experiments.runs import dask_client
 from okl_core.learners.base import check_seed
 from okl_core.publish import StagedDirectory, remove_made_dirs
 from okl_experiments.sweep import (BEST_FILE, MARKDOWN_FILE, RESULTS_FILE, SweepResult, SweepSettings, check_settings,
-                                   make_points, markdown_table, read_results, sweep)
+                                   baseline_flag, make_points, markdown_table, ranked, read_results, sweep)
 
 __all__ = ["build_parser", "run"]
 
@@ -126,6 +126,10 @@ def _run(args) -> SweepResult:
     print(f"\nresults: {result.results_path}")
     if result.best is not None:
         print(f"best by {result.metric}: {json.dumps(result.best['params'], sort_keys=True)} -> {result.best_path}")
+        top = ranked(result.rows, result.metric)[0]
+        flag = baseline_flag(top, result.metric)
+        if flag:  # even the best point learned nothing a user could rely on
+            print(f"WARNING: the best point ({top['point']}) is flagged: {flag} (see the baseline column)")
     if not any(row["status"] == "ok" for row in result.rows):
         raise SystemExit(f"{prog('sweep')}: error: no point succeeded (first error: {_first_error(result.rows)}); no best config written")
     return result

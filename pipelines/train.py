@@ -36,10 +36,12 @@ place; ``run.json`` tells which run its files are from.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import okl_core
-from okl_experiments.metrics import headline
+from okl_core.catalog import learner_text
+from okl_experiments.metrics import NOT_BETTER, baseline_name, headline, with_baseline
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 from okl_experiments.params import derived_line
 from okl_experiments.progress import wall_time_text
@@ -90,8 +92,23 @@ def build_parser() -> Parser:
 
 def parse_args(argv=None, parser: Parser | None = None) -> tuple[argparse.Namespace, list[str]]:
     """Split ``argv`` into okl's arguments and Beam's pipeline options; exit (status 2) on an
-    argument that neither defines."""
-    return okl_and_beam_args(parser or build_parser(), argv)
+    argument that neither defines. ``--help`` with ``--learner NAME`` ends with NAME's parameters."""
+    parser = parser or build_parser()
+    _describe_learner_in_help(parser, sys.argv[1:] if argv is None else list(argv))
+    return okl_and_beam_args(parser, argv)
+
+
+def _describe_learner_in_help(parser: Parser, argv: list[str]) -> None:
+    """With ``--help`` and ``--learner NAME``: the help ends with ``okl learners NAME``'s text."""
+    if not {"-h", "--help"} & set(argv):
+        return
+    names = [a.split("=", 1)[1] for a in argv if a.startswith("--learner=")]
+    names += [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--learner"]
+    if names:
+        if names[-1] not in okl_core.learner_names():
+            parser.error(f"unknown learner {names[-1]!r}; choose from {', '.join(okl_core.learner_names())}")
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter  # the parameter lines as written
+        parser.epilog = learner_text(names[-1])
 
 
 def _print_summary(result: TrainResult, job, launched_at: float) -> None:
@@ -100,14 +117,44 @@ def _print_summary(result: TrainResult, job, launched_at: float) -> None:
     m = result.metrics
     if not m:
         return
-    key = headline(m["learner"]["task"]).summary_key
-    line = f"{m['learner']['learner']}: {m['rows']['trained']} rows trained, {m['rows']['rejected']} rejected; online {key} {m['online']['merged'][key]:.5g}"
+    task = m["learner"]["task"]
+    key = headline(task).summary_key
+    line = f"{m['learner']['learner']}: {m['rows']['trained']} rows trained, {m['rows']['rejected']} rejected; online {key} {with_baseline(m['online']['merged'], key, task)}"
     if m.get("test"):
-        line += f", test {key} {m['test'][key]:.5g}"
+        line += f", test {key} {with_baseline(m['test'], key, task)}"
     print(line + "; " + wall_time_text(launched_at, m["timing"]["wall_seconds"], running_as_command()))
     print("from the data: " + derived_line(job.derived, job.source.n_rows))
     if m.get("diverged"):
         print(diverged_line(m["diverged"]))
+    else:
+        warning = baseline_warning(m)
+        if warning:
+            print(warning)
+
+
+def baseline_warning(metrics: dict) -> str | None:
+    """The one warning line of a model no better than its constant baseline, or that answers
+    one class for every row (``metrics.json``'s online and test summaries); None otherwise.
+
+    The test set judges the model when there is one (it is the model's own result); the
+    online metrics otherwise.
+    """
+    task = metrics["learner"]["task"]
+    split, summary = ("test", metrics["test"]) if metrics.get("test") else ("online", metrics["online"]["merged"])
+    if not summary.get("n") or "beats_baseline" not in summary:  # no rows, or an old metrics.json
+        return None
+    problems = []
+    if not summary["beats_baseline"]:
+        key = headline(task).summary_key
+        problems.append(f"the model is {NOT_BETTER.format(baseline_name(task))} ({split} {key} {summary[key]:.5g}, "
+                        f"{baseline_name(task)} {summary['baseline'][key]:.5g})")
+    if summary.get("one_class"):
+        index = next(i for i, c in enumerate(summary["predicted_counts"]) if c)
+        label = ("-1", "+1")[index] if task == "binary" else f"class {index}"
+        problems.append(f"it predicts {label} for every {split} row")
+    if not problems:
+        return None
+    return "WARNING: " + "; ".join(problems) + ": try --sigma median, or okl sweep to choose its parameters"
 
 
 def diverged_line(diverged: dict) -> str:
@@ -116,8 +163,10 @@ def diverged_line(diverged: dict) -> str:
     where = ("the merge" if first["batch"] is None
              else f"shard {first['shard']} round {first['round']} batch {first['batch']} (row {first['row']})")
     shards = ", ".join(f"shard {d['shard']} from round {d['round']} batch {d['batch']}" for d in diverged["per_shard"])
-    return (f"DIVERGED from {where}: NaN or inf in the online scores, model or errors"
-            + (f" ({shards})" if shards else "") + "; the model cannot be used for predictions, try a smaller step size or scaled targets")
+    what = ("the online loss exploded, over 1000 times the targets' scale" if first.get("reason") == "exploded"
+            else "NaN or inf in the online scores, model or errors")
+    use = "the model cannot be used for predictions" if first.get("non_finite_arrays") else "its predictions are meaningless"
+    return f"DIVERGED from {where}: {what}" + (f" ({shards})" if shards else "") + f"; {use}, try a smaller step size or scaled targets"
 
 
 def run(argv=None) -> TrainResult:

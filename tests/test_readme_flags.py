@@ -1,26 +1,28 @@
-"""Every flag a README command uses exists in that command's ``--help`` (or is a Beam pipeline
-option, for the commands that pass those to Beam)."""
+"""Every flag a command of the README or of the docs site (docs/*.md) uses exists in that
+command's ``--help`` (or is a Beam pipeline option, for the commands that pass those to Beam)."""
 
 import pathlib
 import re
 
 import pytest
 
-from pipelines import engines, predict, prepare, report, reproduce, sweep, train
+from pipelines import engines, learners, predict, prepare, report, reproduce, sweep, train
 from pipelines.common import UsageError, unknown_to_beam
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 PARSERS = {"train": train.build_parser, "predict": predict.build_parser, "prepare": prepare.build_parser,
            "sweep": sweep.build_parser, "report": report.build_parser, "reproduce": reproduce.build_parser,
-           "engines": engines.build_parser}
+           "engines": engines.build_parser, "learners": learners.build_parser}
 TAKES_BEAM_OPTIONS = {("train", None), ("predict", None), ("prepare", "mnist8m")}
 COMMAND = re.compile(r"(?:^|[\s`(])(?:okl |(?:\S*/)?python -m pipelines\.)(\w+)((?: [^`#\n]*)?)")
 
 
 def _commands():
-    """(command, sub-command, flags) of every README command line: code blocks (continued with
-    a backslash) and inline code."""
-    text = README.read_text()
+    """(command, sub-command, flags) of every command line of the README and the docs: code
+    blocks (continued with a backslash) and inline code."""
+    text = "\n".join(page.read_text() for page in DOCS)
     found = []
     for block in re.findall(r"```(?:bash|sh)\n(.*?)```", text, flags=re.S):
         for line in block.replace("\\\n", " ").splitlines():
@@ -57,7 +59,7 @@ def test_readme_flag_is_in_the_commands_help(command, sub, flag):
     if re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", _help(command, sub)):
         return
     assert (command, sub) in TAKES_BEAM_OPTIONS and _beam_defines(flag), \
-        f"README: `{command} {sub or ''} {flag}` is neither in its --help nor a Beam pipeline option"
+        f"README or docs: `{command} {sub or ''} {flag}` is neither in its --help nor a Beam pipeline option"
 
 
 def _beam_defines(flag: str) -> bool:

@@ -7,8 +7,8 @@ inputs) and writes, next to each other:
 * the model file (okl_core format, written atomically);
 * ``metrics.json``: online error per shard and merged (per round too), test metrics,
   rows read / trained / rejected (by reason), where the run diverged (``diverged``: null,
-  or the first batch of each shard whose scores, state or errors turned NaN or inf, and of
-  the merged model), timing, and the per-batch records (strict JSON: NaN and inf are
+  or the first batch of each shard whose scores, state or errors turned NaN or inf or whose
+  online loss exploded, and of the merged model), timing, and the per-batch records (strict JSON: NaN and inf are
   written as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
   :func:`okl_experiments.text.read_json` reads them back as floats);
 * the online-error plot (PNG, matplotlib's Agg backend): the headline metric and its
@@ -43,7 +43,7 @@ from apache_beam.io.filesystems import FileSystems
 from okl_core.divergence import non_finite_fields
 from okl_core.metrics import Prequential
 from okl_core.state import atomic_write_bytes, model_from_bytes
-from okl_experiments.metrics import headline, job_curves
+from okl_experiments.metrics import baseline_name, headline, job_curves
 from okl_experiments.text import strict_json
 from transforms.read import is_remote
 
@@ -80,14 +80,16 @@ def divergence_report(summaries: list[dict], model_non_finite: list[str]) -> dic
 
     The merged model diverged from the first (round, batch, shard) at which any shard did (a
     NaN in one shard reaches the merge); ``non_finite_arrays`` names the merged model's
-    arrays that hold NaN or inf. None when every shard and the model stayed finite.
+    arrays that hold NaN or inf. Each entry's ``reason`` is ``"not finite"`` or ``"exploded"``
+    (:func:`okl_core.divergence.divergence_reason`). None when every shard and the model
+    stayed finite and no shard's online loss exploded.
     """
     per_shard = sorted((s["diverged_at"] for s in summaries if s.get("diverged_at")),
                        key=lambda d: (d["round"], d["shard"]))
     if not per_shard and not model_non_finite:
         return None
     first = min(per_shard, key=lambda d: (d["round"], d["batch"], d["shard"])) if per_shard else None
-    return {"per_shard": per_shard, "merged": {**(first or {"shard": None, "round": None, "batch": None, "row": None}),
+    return {"per_shard": per_shard, "merged": {**(first or {"shard": None, "round": None, "batch": None, "row": None, "reason": "not finite"}),
                                               "non_finite_arrays": list(model_non_finite)}}
 
 
@@ -196,11 +198,14 @@ def online_error_figure(report: dict, task: str):
             ax.plot(xs, ys, lw=1.2, alpha=0.85, marker="." if len(xs) <= 40 else None, label=f"shard {s}")
     if len(curves.shards) > 1:
         ax.plot(curves.x, curves.merged, lw=2.2, color="black", label="all shards")
+    baseline = _online_baseline(report, metric.summary_key)
+    if baseline is not None:  # the constant answer over the same rows: what the curve must stay clearly below
+        ax.axhline(baseline, color="tab:red", lw=1.2, ls="--", label=f"{baseline_name(task)} {baseline:.4g}")
     ax.set_xlabel("rows learned by the whole job")
     ax.set_ylabel(metric.label)
     if curves.x:
         ax.set_xlim(0, curves.x[-1] * 1.02)
-        ax.set_ylim(*_settled_range(curves))
+        ax.set_ylim(*_settled_range(curves, baseline))
     test = report.get("test")
     title = f"{report['learner']['learner']} on {report['data']['train']['name']}"
     if curves.merged:
@@ -209,16 +214,24 @@ def online_error_figure(report: dict, task: str):
         title += f", test {metric.short} {test[metric.summary_key]:.4g}"
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    if len(curves.shards) > 1:
+    if len(curves.shards) > 1 or baseline is not None:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return fig
 
 
-def _settled_range(curves) -> tuple[float, float]:
+def _online_baseline(report: dict, key: str) -> float | None:
+    """The merged online metrics' constant baseline (None when unknown: an old ``metrics.json``, no rows)."""
+    value = ((report.get("online") or {}).get("merged") or {}).get("baseline", {}).get(key)
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _settled_range(curves, baseline: float | None = None) -> tuple[float, float]:
     """y limits fitting every curve after its first 2% of the job's rows (the first few
-    rows' error, 0 or 1 after one row, would otherwise flatten the rest of the curve)."""
+    rows' error, 0 or 1 after one row, would otherwise flatten the rest of the curve), and
+    the baseline's line."""
     skip = curves.x[-1] / 50
     values = [v for xs, ys in [(curves.x, curves.merged), *curves.shards.values()] for x, v in zip(xs, ys) if x >= skip and math.isfinite(v)]
+    values += [baseline] if baseline is not None and values else []
     if not values:
         return (0.0, 1.0)
     low, high = min(values), max(values)

@@ -312,9 +312,11 @@ class _StreamShard(beam.DoFn):
             state, scores = self.learner.update(state, piece.X, piece.y)
             self.micros.inc(int((time.perf_counter() - began) * 1e6))
             batch = Prequential(self.learner.task).add(scores, piece.y)
-            meta["metrics"] = Prequential(**meta["metrics"]).merge(batch).to_dict()
+            interval = Prequential(**meta["metrics"]).merge(batch)
+            meta["metrics"] = interval.to_dict()
             self.rows.inc(len(piece.y))
-            if meta.get("diverged_at") is None and is_diverged(state, scores, batch):  # reported, never raised
+            # Judged on the interval's cumulative metrics: an exploding loss is only measurable over many rows.
+            if meta.get("diverged_at") is None and is_diverged(state, scores, interval):  # reported, never raised
                 meta["diverged_at"] = {"file": event.path, "seq": event.seq, "row": piece.start}
         meta["learned"].append({"file": event.path, "seq": event.seq, "start": piece.start, "stop": piece.stop, "rows": len(piece.y), "mixed_version": meta["mixed_version"]})
         if not meta["end_timer"]:

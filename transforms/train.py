@@ -46,7 +46,7 @@ from apache_beam.metrics import Metrics
 
 import okl_core
 from okl_core.data.plan import StreamPlan
-from okl_core.divergence import diverged as is_diverged
+from okl_core.divergence import divergence_reason
 from okl_core.learners.compiled import warm_up
 from okl_core.merge import check_mergeable
 from okl_core.metrics import Prequential
@@ -129,10 +129,11 @@ class _FoldShard(beam.DoFn):
                         for record in dead:
                             yield beam.pvalue.TaggedOutput("dead_letter", record)
                     ready.append(part)
-                state, batch, record = self._learn(state, ready, expected[next_seq])
+                state, batch, record = self._learn(state, ready, expected[next_seq], total)
                 total = total.merge(batch)
                 if record["diverged"] and diverged_at is None:
-                    diverged_at = {"shard": shard, "round": self.round, "batch": next_seq, "row": record["start"]}
+                    diverged_at = {"shard": shard, "round": self.round, "batch": next_seq, "row": record["start"],
+                                   "reason": record["diverged_reason"]}
                 seconds += record["seconds"]
                 next_seq += 1
                 heartbeat.beat(total.n)
@@ -164,20 +165,25 @@ class _FoldShard(beam.DoFn):
             raise ValueError("TrainOnline got piece references but no data set to read them from (pass source=)")
         return self.reader.materialize(ref)
 
-    def _learn(self, state, pieces: list, bounds):
-        """Update on one complete batch; returns the new state, its metrics and its record."""
+    def _learn(self, state, pieces: list, bounds, before: Prequential):
+        """Update on one complete batch; returns the new state, its metrics and its record.
+
+        ``before``: the shard's online metrics of the round so far; divergence is judged on
+        them with this batch's (an exploding loss is measured over the stream, not one batch).
+        """
         pieces.sort(key=lambda p: p.start)
         X = pieces[0].X if len(pieces) == 1 else _rows_together([p.X for p in pieces])
         y = pieces[0].y if len(pieces) == 1 else np.concatenate([p.y for p in pieces])
         batch = Prequential(self.learner.task)
-        took, diverged, curve = 0.0, False, []
+        took, diverged, reason, curve = 0.0, False, None, []
         if len(y):
             began, cpu = time.perf_counter(), time.thread_time()
             state, scores = self.learner.update(state, X, y)
             took = time.perf_counter() - began
             self.learn_cpu += time.thread_time() - cpu
             batch.add(scores, y)
-            diverged = is_diverged(state, scores, batch)
+            reason = divergence_reason(state, scores, before.merge(batch))
+            diverged = reason is not None
             curve = batch_curve(self.learner.task, scores, y)  # points within the batch, for the plot
         self._count(batch, took, diverged)
         record = {
@@ -186,6 +192,8 @@ class _FoldShard(beam.DoFn):
             "sum_squared_error": batch.sum_squared_error, "sum_absolute_error": batch.sum_absolute_error, "diverged": diverged,
             "curve": curve,
         }
+        if reason:  # "not finite" or "exploded" (okl_core.divergence), on diverged batches only
+            record["diverged_reason"] = reason
         return state, batch, record
 
     def _count(self, batch: Prequential, took: float, diverged: bool) -> None:

@@ -13,7 +13,8 @@ In-memory readers for tests and reproductions::
 
 Converters writing a data set directory (used by ``python -m pipelines.prepare``):
 :func:`convert_mnist`, :func:`convert_libsvm`, :func:`convert_csv`, :func:`convert_parquet`,
-:func:`convert_molecules`, and :class:`Mnist8mGenerator` for the infinite-MNIST rows.
+:func:`convert_molecules`, and :class:`Mnist8mGenerator` for the infinite-MNIST rows;
+:func:`prepare_like` prepares raw records as a model's training set was (``okl predict``).
 """
 
 import importlib
@@ -29,6 +30,7 @@ _EXPORTS = {
     "convert_libsvm": "libsvm", "read_libsvm": "libsvm",
     "DeformationConfig": "mnist8m", "Mnist8mGenerator": "mnist8m",
     "MolecularConfig": "molecular", "convert_molecules": "molecular",
+    "prepare_like": "preparation",
     "SCALING_METHODS": "scaling", "Scaling": "scaling",
     "ConversionSummary": "sources", "DataFormatError": "sources",
     "convert_parquet": "table",

@@ -24,13 +24,13 @@ from typing import Iterator
 
 import numpy as np
 
-from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
+from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter, recorded_id_columns
 from okl_core.data.scaling import ColumnStats, ScaledRows, Scaling
 from okl_core.data.sources import FLOAT32_LIMIT, ConversionSummary, DataFormatError, NullProgress, RejectLog, finite32, no_rows, not_utf8, open_source, parse_finite
 from okl_core.data.table import select_columns
 from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
 
-__all__ = ["CsvBatch", "iter_csv", "convert_csv"]
+__all__ = ["CsvBatch", "iter_csv", "convert_csv", "csv_header", "parse_delimiter"]
 
 
 @dataclasses.dataclass
@@ -76,6 +76,15 @@ def _row_problem(fields: list, cols: _Columns) -> str | None:
     return None
 
 
+def parse_delimiter(text: str) -> str:
+    """``--delimiter``: one character, or the two characters ``\\t`` for a tab (hard to type in a shell)."""
+    if text == "\\t":
+        return "\t"
+    if len(text) != 1 or text in "\r\n\"":
+        raise ValueError(f"--delimiter must be one character other than a quote or a line break (\\t for a tab), got {text!r}")
+    return text
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -88,6 +97,24 @@ def _open_text(path):
     return io.TextIOWrapper(open_source(path), encoding="utf-8-sig", newline="")
 
 
+def _header(reader, path: str) -> list:
+    """The first record of ``reader`` (the header row), or a one-line error naming ``path``."""
+    try:
+        return next(reader)
+    except StopIteration:
+        raise DataFormatError(f"{path}: empty file (expected a header row)") from None
+    except UnicodeDecodeError as err:
+        raise not_utf8(path, err) from None
+    except csv.Error as err:
+        raise DataFormatError(f"{path}, line 1: unreadable header ({err})") from None
+
+
+def csv_header(path, delimiter: str = ",") -> list:
+    """The column names of a CSV file's header row (stripped), read alone."""
+    with _open_text(os.fspath(path)) as f:
+        return [name.strip() for name in _header(csv.reader(f, delimiter=delimiter), os.fspath(path))]
+
+
 def iter_csv(path, target, *, features=None, drop=None, delimiter=",", rejects=None, batch_rows=8192, position=None) -> Iterator[tuple[_Columns, CsvBatch, int]]:
     """Yield ``(columns, batch, n_bad)`` for consecutive batches of valid rows.
 
@@ -98,15 +125,7 @@ def iter_csv(path, target, *, features=None, drop=None, delimiter=",", rejects=N
     position = position if position is not None else [0]
     with _open_text(path) as f:
         reader = csv.reader(f, delimiter=delimiter)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise DataFormatError(f"{path}: empty file (expected a header row)") from None
-        except UnicodeDecodeError as err:
-            raise not_utf8(path, err) from None
-        except csv.Error as err:
-            raise DataFormatError(f"{path}, line 1: unreadable header ({err})") from None
-        cols = _columns(path, header, target, features, drop)
+        cols = _columns(path, _header(reader, path), target, features, drop)
         while True:
             records, lines = [], []
             try:
@@ -211,7 +230,7 @@ def convert_csv(
     path, out, *, target, features=None, drop=None, task=None, classes=None, like=None, feature_scaling="none",
     target_scaling="none", delimiter=",", skip_bad_rows=False, rows_per_shard=65536, n_shards=None,
     row_group_rows=4096, overwrite=False, name=None, progress=None, batch_rows=8192, compression=DEFAULT_COMPRESSION,
-    no_header=False, missing=None, missing_policy=None, categorical=None,
+    no_header=False, missing=None, missing_policy=None, categorical=None, id_columns=None,
 ) -> ConversionSummary:
     """Convert a CSV file into a data set at ``out`` (see the module docstring).
 
@@ -235,17 +254,26 @@ def convert_csv(
         Header-less file (columns ``0..k-1``), missing-value markers, ``drop`` or ``mean``,
         one-hot columns: :mod:`okl_core.data.table` converts such files (and ``features``
         or ``drop`` given as ranges or globs, and test sets ``like`` one of them).
+    id_columns : list of str, optional
+        Columns carried through into the data set as they are (text), never features, and
+        written into ``rejects.csv`` beside a rejected row (None: ``like``'s, else none).
+    target : str or None
+        None: the file has no target column; its rows are prepared without labels, to be
+        scored (only ``like`` a training set).
     """
     started = time.perf_counter()
     path = os.fspath(path)
     progress = progress or NullProgress()
     like_info = getattr(like, "info", like)
-    if _needs_table_path(features, drop, no_header, missing, missing_policy, categorical, like_info):
+    if like_info is not None and id_columns is None:
+        id_columns = recorded_id_columns(like_info)
+    if id_columns or target is None or _needs_table_path(features, drop, no_header, missing, missing_policy, categorical, like_info):
         from okl_core.data.table import CsvColumns, convert_table
 
         if like_info is not None and features is None:
             features = (like_info.extra or {}).get("columns")
-        table = CsvColumns(path, target, features=features, drop=drop, categorical=categorical, markers=missing, delimiter=delimiter, no_header=no_header, batch_rows=batch_rows)
+        table = CsvColumns(path, target, features=features, drop=drop, categorical=categorical, markers=missing, delimiter=delimiter, no_header=no_header,
+                           batch_rows=batch_rows, ids=id_columns or ())
         return convert_table(
             table, out, task=task, classes=classes, like=like_info, feature_scaling=feature_scaling, target_scaling=target_scaling,
             missing_policy=missing_policy, categorical=categorical, markers=missing, skip_bad_rows=skip_bad_rows, rows_per_shard=rows_per_shard,

@@ -69,6 +69,7 @@ __all__ = [
     "check_shard",
     "check_listing",
     "check_classes",
+    "recorded_id_columns",
     "X_ENCODING",
     "COMPRESSIONS",
     "DEFAULT_COMPRESSION",
@@ -103,8 +104,12 @@ X_ENCODING = "float32-le"
 """Value of the ``okl.encoding`` metadata of a binary ``x`` field."""
 
 
-def schema_for(n_features: int, task: str) -> pa.Schema:
+def schema_for(n_features: int, task: str, id_fields: Iterable[pa.Field] = (), labeled: bool = True) -> pa.Schema:
     """Arrow schema of a data set with ``n_features`` columns for ``task``.
+
+    ``id_fields``: the passthrough columns (``prepare --id_column``) after ``x``, ``y`` and
+    ``row``, never read as features (readers select ``x``, ``y``, ``row`` by name).
+    ``labeled=False``: ``y`` is of the null type (rows to be scored, without labels).
 
     ``x`` is one fixed-size binary value per row (the features as little-endian float32)
     rather than a ``fixed_size_list<float32>``: Parquet stores a list with a repetition
@@ -113,10 +118,10 @@ def schema_for(n_features: int, task: str) -> pa.Schema:
     disk are the same). Readers (:func:`x_matrix`) take both forms, so list columns of
     other writers and of layout-1 data sets read the same.
     """
-    y_type = pa.float32() if task == "regression" else pa.int32()
+    y_type = (pa.float32() if task == "regression" else pa.int32()) if labeled else pa.null()
     metadata = {"okl.encoding": X_ENCODING, "okl.n_features": str(int(n_features))}
     x_field = pa.field("x", pa.binary(4 * int(n_features)), nullable=False, metadata=metadata)
-    return pa.schema([x_field, ("y", y_type), ("row", pa.int64())])
+    return pa.schema([x_field, ("y", y_type), ("row", pa.int64()), *id_fields])
 
 
 def x_width(x_type: pa.DataType) -> int | None:
@@ -406,11 +411,11 @@ class _ShardWriter:
         # Page checksums (CRC32, verified by every okl reader): a page damaged on disk is
         # then an error naming its row group, never silently different numbers.
         self._writer = pq.ParquetWriter(path, schema, use_dictionary=["y"], compression=_check_compression(compression), write_page_checksum=True)
-        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending: list[tuple[np.ndarray, np.ndarray, pa.Table | None]] = []
         self._pending_rows = 0
 
-    def write(self, X, y):
-        self._pending.append((X, y))
+    def write(self, X, y, ids: pa.Table | None = None):
+        self._pending.append((X, y, ids))
         self._pending_rows += len(y)
         self.n_rows += len(y)
         while self._pending_rows >= self._group_rows():
@@ -423,9 +428,11 @@ class _ShardWriter:
     def _flush(self, n_rows):
         X = np.concatenate([p[0] for p in self._pending])
         y = np.concatenate([p[1] for p in self._pending])
+        ids = pa.concat_tables([p[2] for p in self._pending]) if self._pending[0][2] is not None else None
         first = self.first_row + self.n_rows - self._pending_rows
-        self._writer.write_table(_table(self.schema, X[:n_rows], y[:n_rows], first), row_group_size=n_rows)
-        self._pending = [(X[n_rows:], y[n_rows:])] if len(y) > n_rows else []
+        head = None if ids is None else ids.slice(0, n_rows)
+        self._writer.write_table(_table(self.schema, X[:n_rows], y[:n_rows], first, head), row_group_size=n_rows)
+        self._pending = [(X[n_rows:], y[n_rows:], None if ids is None else ids.slice(n_rows))] if len(y) > n_rows else []
         self._pending_rows = len(y) - n_rows
 
     def close(self):
@@ -565,18 +572,25 @@ class DatasetWriter:
         Refuse rows whose label the task's learner cannot take or whose features are not
         finite as float32 (:meth:`write`). False writes them as given: only for tests of
         the readers' bad-row paths (dead letters), which need such rows on disk.
+    id_fields : sequence of pyarrow.Field, optional
+        Passthrough columns (``prepare --id_column``) written beside ``x``, ``y`` and ``row``:
+        :meth:`write` then takes a table of them for every block of rows.
+    labeled : bool
+        False: the rows have no labels (raw records to be scored); ``y`` is written as the
+        null type, which scoring reads as rows without a label.
     **info
         Fields of :class:`DatasetInfo` other than n_rows, n_features, task and shards
         (more can be set before closing with :meth:`set_info`).
     """
 
     def __init__(self, path, n_features, task, rows_per_shard=65536, row_group_rows=4096, overwrite=False, compression=DEFAULT_COMPRESSION,
-                 *, check_values=True, **info):
+                 *, check_values=True, id_fields=(), labeled=True, **info):
         _check_shape_args(n_features, task, rows_per_shard, row_group_rows)
         self.compression = _check_compression(compression)
         self.n_features, self.task = int(n_features), task
         self.rows_per_shard, self.row_group_rows = int(rows_per_shard), _row_group_rows(row_group_rows, self.n_features)
-        self.schema = schema_for(self.n_features, task)
+        self.schema = schema_for(self.n_features, task, id_fields, labeled)
+        self.id_names, self.labeled = [f.name for f in id_fields], bool(labeled)
         self.check_values = bool(check_values)
         self.info_fields = {"name": os.path.basename(os.path.abspath(os.fspath(path)))}
         self.set_info(**info)  # before the target is locked: a bad field must leave nothing behind
@@ -635,8 +649,12 @@ class DatasetWriter:
         classes = self.info_fields.get("classes")
         return len(classes) if self.task == "multiclass" and classes else None
 
-    def write(self, X, y) -> None:
+    def write(self, X, y, ids: pa.Table | None = None) -> None:
         """Append rows (``X`` ``(n, d)``, ``y`` ``(n,)``) at the end of the stream.
+
+        ``ids``: the rows' passthrough columns (a table with a column per ``id_fields``),
+        when the writer has some. ``y`` is ignored (None will do) for a writer of rows
+        without labels (``labeled=False``).
 
         Raises
         ------
@@ -645,7 +663,12 @@ class DatasetWriter:
             of the call is written then.
         """
         self._check_open()
+        if not self.labeled:  # a placeholder the writer slices with X; written as nulls
+            y = np.zeros(len(np.asarray(X)), np.float32 if self.task == "regression" else np.int32)
+            y = y if self.task != "binary" else y + 1
         X, y = _check_xy(X, y, self.n_features, self.task, self._n_rows, self._n_classes(), self.check_values)
+        if (ids is None) != (not self.id_names) or (ids is not None and (ids.num_rows != len(y) or not set(self.id_names) <= set(ids.column_names))):
+            raise ValueError(f"ids must be a table of the columns {self.id_names} with a row for each of the {len(y)} rows")
         start = 0
         while start < len(y):
             if self._shard is None:
@@ -653,7 +676,7 @@ class DatasetWriter:
                 self._shards.append({"file": name, "n_rows": 0, "first_row": self._n_rows})
                 self._shard = _ShardWriter(os.path.join(self.staging_dir, name), self.schema, self.row_group_rows, self._n_rows, self.compression)
             take = min(self.rows_per_shard - self._shard.n_rows, len(y) - start)
-            self._shard.write(X[start : start + take], y[start : start + take])
+            self._shard.write(X[start : start + take], y[start : start + take], None if ids is None else ids.slice(start, take))
             self._n_rows += take
             self._shards[-1]["n_rows"] += take
             start += take
@@ -709,12 +732,14 @@ def _check_info_value(key: str, value) -> None:
         raise ValueError(f"data set info field {key!r} must hold JSON values only ({err})") from None
 
 
-def _table(schema, X, y, first_row) -> pa.Table:
-    x_type = schema.field("x").type
+def _table(schema, X, y, first_row, ids: pa.Table | None = None) -> pa.Table:
+    x_type, y_type = schema.field("x").type, schema.field("y").type
     data = np.ascontiguousarray(X, dtype="<f4")
     x = pa.FixedSizeBinaryArray.from_buffers(x_type, len(data), [None, pa.py_buffer(data)])
     rows = np.arange(first_row, first_row + len(y), dtype=np.int64)
-    return pa.Table.from_arrays([x, pa.array(y, type=schema.field("y").type), pa.array(rows)], schema=schema)
+    labels = pa.nulls(len(y)) if pa.types.is_null(y_type) else pa.array(y, type=y_type)
+    passthrough = [] if ids is None else [ids.column(name).combine_chunks() for name in schema.names[3:]]
+    return pa.Table.from_arrays([x, labels, pa.array(rows), *passthrough], schema=schema)
 
 
 def write_dataset(path, X, y, task, n_shards=1, row_group_rows=4096, overwrite=False, *, check_values=True, **info) -> DatasetInfo:
@@ -857,6 +882,15 @@ def check_shard(path: str, metadata: pq.FileMetaData, schema: pa.Schema, info: D
             problem = f"its rows are numbered {rows[0]}..{rows[1]}, {INFO_FILE} places it at rows {expected[0]}..{expected[1]} (a shard copied over another?)"
     if problem:
         raise ValueError(f"{path}: {problem}")
+
+
+def recorded_id_columns(info: DatasetInfo) -> list:
+    """The id columns (``prepare --id_column``) a data set's ``dataset.json`` records (``extra.id_columns``; none: ``[]``).
+
+    Passthrough columns of its shards beside ``x``, ``y`` and ``row``: never features, read
+    only to be written next to each prediction.
+    """
+    return list((info.extra or {}).get("id_columns", []))
 
 
 def check_classes(info: DatasetInfo, info_path: str) -> None:

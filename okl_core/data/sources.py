@@ -33,6 +33,7 @@ __all__ = [
     "Progress",
     "NullProgress",
     "RejectLog",
+    "one_line_error",
     "ConversionSummary",
     "REJECTS_FILE",
     "open_source",
@@ -214,6 +215,13 @@ class RejectLog:
             self._file.close()
             self._file = None
         return {"file": REJECTS_FILE, "count": self.count} if self.count else None
+
+
+def one_line_error(err: BaseException) -> str:
+    """The error's message; an OS error as ``FILE: what`` (Python's own form is ``[Errno 2] No such file or directory: 'FILE'``)."""
+    if isinstance(err, OSError) and err.errno is not None and err.filename:
+        return f"{err.filename}: {(err.strerror or str(err)).lower()}"
+    return str(err)
 
 
 def not_utf8(path: str, err: UnicodeDecodeError) -> DataFormatError:

@@ -47,12 +47,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter
+from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter, recorded_id_columns
 from okl_core.data.scaling import ColumnStats, ScaledRows
 from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, finite32, no_rows, not_utf8, parse_finite
 from okl_core.data.targets import LabelCollector
 
-__all__ = ["MISSING_POLICIES", "column_index", "select_columns", "TableEncoding", "CsvColumns", "ParquetColumns", "convert_table", "convert_parquet"]
+__all__ = ["MISSING_POLICIES", "RESERVED_ID_NAMES", "check_id_columns", "column_index", "select_columns", "TableEncoding", "CsvColumns", "ParquetColumns", "convert_table", "convert_parquet"]
 
 MISSING_POLICIES = ("drop", "mean")
 """What a missing feature value does to its row: go to ``rejects.csv``, or take the training mean."""
@@ -64,8 +64,8 @@ def _shown(names: list) -> str:
     return str(names if len(names) <= 12 else names[:12] + ["..."])
 
 
-def _resolve(item: str, names: list, target: str, flag: str, where: str) -> list:
-    """The columns one ``--features``/``--drop`` item names: itself, or a range or glob (those leave out the target)."""
+def _resolve(item: str, names: list, left_out: set, flag: str, where: str) -> list:
+    """The columns one ``--features``/``--drop`` item names: itself, or a range or glob (those leave out the target and id columns)."""
     if item in names:
         return [item]
     first, sep, last = item.partition(":")
@@ -73,9 +73,9 @@ def _resolve(item: str, names: list, target: str, flag: str, where: str) -> list
         i, j = names.index(first), names.index(last)
         if i > j:
             raise ValueError(f"{where}: {flag} range {item!r} runs backwards ({last!r} comes before {first!r})")
-        return [n for n in names[i : j + 1] if n != target]
+        return [n for n in names[i : j + 1] if n not in left_out]
     if any(c in item for c in "*?["):
-        matched = [n for n in names if fnmatch.fnmatchcase(n, item) and n != target]
+        matched = [n for n in names if fnmatch.fnmatchcase(n, item) and n not in left_out]
         if matched:
             return matched
         raise ValueError(f"{where}: {flag} {item!r} matches no column; the columns are {_shown(names)}")
@@ -97,29 +97,57 @@ def column_index(names: list, column: str, where: str, role: str = "column") -> 
     return names.index(column)
 
 
-def select_columns(names: list, target: str, features=None, drop=None, where: str = "") -> list:
+RESERVED_ID_NAMES = ("x", "y", "row", "label", "score", "scores")
+"""Names an id column cannot have: the data set's own columns and those of the prediction files
+(and any ``proba_...``, the probability columns)."""
+
+
+def check_id_columns(ids, target, where: str = "") -> list:
+    """``ids`` (``--id_column`` names) as a list, refused in one line when one is reserved, repeated or the target."""
+    ids = list(ids or ())
+    for name in ids:
+        if name in RESERVED_ID_NAMES or name.startswith("proba_"):
+            raise ValueError(f"{where}: --id_column {name!r}: an id column cannot be named {', '.join(RESERVED_ID_NAMES)} or proba_* "
+                             "(the data set's and the predictions' own columns); rename the column")
+        if name == target:
+            raise ValueError(f"{where}: --id_column {name!r} is the target column; an id column is carried beside the target, not instead of it")
+    twice = sorted({n for n in ids if ids.count(n) > 1})
+    if twice:
+        raise ValueError(f"{where}: --id_column {twice} given more than once")
+    return ids
+
+
+def select_columns(names: list, target: str | None, features=None, drop=None, where: str = "", ids=()) -> list:
     """The feature columns of a table with columns ``names`` (see the module docstring).
 
     ``features`` and ``drop`` are lists of items (name, ``first:last``, glob); default
-    features: every column but the target. ``drop`` always applies, to named features too.
-    A column chosen twice is an error, and so is a target that is missing or not unique
-    (:func:`column_index`). Errors name ``where``. Both CSV paths and Parquet resolve
-    columns here, so they agree.
+    features: every column but the target and the id columns ``ids`` (which ranges and
+    globs leave out too). ``drop`` always applies, to named features too. A column chosen
+    twice is an error, and so is a target or id column that is missing or not unique
+    (:func:`column_index`). ``target`` None: the table has no target (rows to be scored).
+    Errors name ``where``. Both CSV paths and Parquet resolve columns here, so they agree.
     """
-    column_index(names, target, where, "target column")
+    if target is not None:
+        column_index(names, target, where, "target column")
+    for name in check_id_columns(ids, target, where):
+        column_index(names, name, where, "id column")
+    left_out = {target, *ids}
     duplicated = sorted({n for n in names if names.count(n) > 1})
-    dropped = {n for item in drop or () for n in _resolve(item, names, target, "--drop", where)}
+    dropped = {n for item in drop or () for n in _resolve(item, names, left_out, "--drop", where)}
     if features is None:
-        chosen = [n for n in names if n != target and n not in dropped]
+        chosen = [n for n in names if n not in left_out and n not in dropped]
     else:
-        chosen = [n for item in features for n in _resolve(item, names, target, "--features", where) if n not in dropped]
+        chosen = [n for item in features for n in _resolve(item, names, left_out, "--features", where) if n not in dropped]
     if target in chosen:
         raise ValueError(f"{where}: the target {target!r} cannot also be a feature")
+    also_ids = [n for n in ids if n in chosen]
+    if also_ids:
+        raise ValueError(f"{where}: the id column(s) {also_ids} cannot also be features")
     twice = sorted({n for n in chosen if chosen.count(n) > 1} | (set(chosen) & set(duplicated)))
     if twice:
         raise DataFormatError(f"{where}: column(s) {twice} chosen more than once or not unique in the header")
     if not chosen:
-        raise DataFormatError(f"{where}: no feature columns besides the target {target!r}")
+        raise DataFormatError(f"{where}: no feature columns besides the target {target!r}" + (f" and the id columns {list(ids)}" if ids else ""))
     return chosen
 
 
@@ -197,7 +225,8 @@ class RawBatch:
     ``missing[c]``: bool; ``targets``: float64 (NaN where not a number); ``target_texts``:
     str objects (None for a number column); ``target_missing``: bool;
     ``problems``: "" or why the row is bad; ``ids``: line or row numbers; ``records``:
-    the CSV fields of each row, for ``rejects.csv`` (empty for Parquet).
+    the CSV fields of each row, for ``rejects.csv`` (empty for Parquet); ``passthrough``:
+    the id columns (``--id_column``) of every row, None when there are none.
     """
 
     values: dict
@@ -209,6 +238,11 @@ class RawBatch:
     ids: np.ndarray
     records: list
     file: str
+    passthrough: pa.Table | None = None
+
+    def id_values(self, j: int) -> dict:
+        """The id columns of row ``j``, by name (for ``rejects.csv``)."""
+        return {} if self.passthrough is None else {c: self.passthrough.column(c)[j].as_py() for c in self.passthrough.column_names}
 
 
 def _first_problem(problems: np.ndarray, reason: np.ndarray) -> None:
@@ -221,11 +255,12 @@ class _TableSource:
     """What both readers share: columns, markers and the per-column parsing of text."""
 
     unit = "rows"
-    reject_columns = ("file", "row", "reason")
     where_word = "row"
 
-    def __init__(self, target, categorical, markers):
+    def __init__(self, target, categorical, markers, ids=()):
         self.target, self.categorical, self.markers = target, set(categorical or ()), list(markers or ())
+        self.ids: list = list(ids or ())
+        self.id_fields: list = []  # their Arrow fields, as the data set stores them
         numbers = []
         for m in self.markers:
             _, problem = parse_finite(m, "")
@@ -287,28 +322,34 @@ class _TableSource:
         _first_problem(problems, reasons)
         return values, missing
 
+    @property
+    def reject_columns(self) -> tuple:
+        """The columns of ``rejects.csv``: where, the id columns, why."""
+        return ("file", "row", *self.ids, "reason")
+
     def where(self, batch: RawBatch, j: int) -> str:
         return f"{batch.file}, {self.where_word} {batch.ids[j]}"
 
     def reject(self, log: RejectLog, batch: RawBatch, j: int, reason: str) -> None:
-        log.add(file=batch.file, row=int(batch.ids[j]), reason=reason)
+        log.add(file=batch.file, row=int(batch.ids[j]), reason=reason, **batch.id_values(j))
 
 
 class CsvColumns(_TableSource):
     """A CSV file (plain/.gz/.bz2/.xz) read as text columns; ``no_header``: columns ``0..k-1``."""
 
     unit = "B"
-    reject_columns = ("line", "reason", "text")
     where_word = "line"
 
-    def __init__(self, path, target, *, features=None, drop=None, categorical=None, markers=None, delimiter=",", no_header=False, batch_rows=8192):
+    def __init__(self, path, target, *, features=None, drop=None, categorical=None, markers=None, delimiter=",", no_header=False, batch_rows=8192,
+                 ids=()):
         from okl_core.data.csv_table import _open_text
 
-        super().__init__(target, categorical, markers)
+        super().__init__(target, categorical, markers, ids)
         self.path, self.delimiter, self.no_header, self.batch_rows = os.fspath(path), delimiter, no_header, int(batch_rows)
         self._open = _open_text
         self.names = self._names()
-        self.features = select_columns(self.names, target, features, drop, where=self.path)
+        self.features = select_columns(self.names, target, features, drop, where=self.path, ids=self.ids)
+        self.id_fields = [pa.field(name, pa.string()) for name in self.ids]  # CSV ids are kept as the text they are
         self.total = os.path.getsize(self.path)
         self.position = 0
 
@@ -324,8 +365,12 @@ class CsvColumns(_TableSource):
                 raise DataFormatError(f"{self.path}, line 1: unreadable ({err})") from None
         return [str(i) for i in range(len(first))] if self.no_header else [h.strip() for h in first]
 
+    @property
+    def reject_columns(self) -> tuple:
+        return ("line", *self.ids, "reason", "text")
+
     def reject(self, log, batch, j, reason):
-        log.add(line=int(batch.ids[j]), reason=reason, text=self.delimiter.join(batch.records[j]))
+        log.add(line=int(batch.ids[j]), reason=reason, text=self.delimiter.join(batch.records[j]), **batch.id_values(j))
 
     def batches(self) -> Iterator[RawBatch]:
         with self._open(self.path) as f:
@@ -358,9 +403,13 @@ class CsvColumns(_TableSource):
         values, missing = {}, {}
         for c in self.features:
             values[c], missing[c] = self._text_column(c, columns[self.names.index(c)], problems)
-        texts = np.array([t.strip() for t in columns[self.names.index(self.target)]], dtype=object)
-        numbers, target_missing = self._text_column(self.target, texts, problems, as_target=True)
-        return RawBatch(values, missing, numbers, texts, target_missing, problems, np.asarray(lines, np.int64), records, self.path)
+        if self.target is None:  # rows to be scored: no labels
+            texts, numbers, target_missing = np.full(len(records), "", dtype=object), np.full(len(records), np.nan), np.zeros(len(records), bool)
+        else:
+            texts = np.array([t.strip() for t in columns[self.names.index(self.target)]], dtype=object)
+            numbers, target_missing = self._text_column(self.target, texts, problems, as_target=True)
+        passthrough = pa.table({c: pa.array([t.strip() for t in columns[self.names.index(c)]], pa.string()) for c in self.ids}) if self.ids else None
+        return RawBatch(values, missing, numbers, texts, target_missing, problems, np.asarray(lines, np.int64), records, self.path, passthrough)
 
 
 def _parquet_files(path) -> list:
@@ -402,21 +451,23 @@ class ParquetColumns(_TableSource):
     features only when categorical. Nulls are missing values.
     """
 
-    def __init__(self, path, target, *, features=None, drop=None, categorical=None, markers=None, batch_rows=8192):
-        super().__init__(target, categorical, markers)
+    def __init__(self, path, target, *, features=None, drop=None, categorical=None, markers=None, batch_rows=8192, ids=()):
+        super().__init__(target, categorical, markers, ids)
         self.files = _parquet_files(path)
         self.path, self.batch_rows = os.fspath(path), int(batch_rows)
         schema, n_rows = _footer(self.files[0])  # each footer read once: schema and row count
         self.names = list(schema.names)
-        self.features = select_columns(self.names, target, features, drop, where=self.files[0])
+        self.features = select_columns(self.names, target, features, drop, where=self.files[0], ids=self.ids)
         for f in self.files[1:]:
             file_schema, rows = _footer(f)
             n_rows += rows
-            missing = sorted((set(self.features) | {target}) - set(file_schema.names))
+            missing = sorted((set(self._read) - set(file_schema.names)))
             if missing:
                 raise DataFormatError(f"{f}: no column(s) {missing} (the first file {self.files[0]} has them)")
-            for c in (*self.features, target):  # each file's columns are read by name: a second one would be ambiguous
+            for c in self._read:  # each file's columns are read by name: a second one would be ambiguous
                 column_index(file_schema.names, c, f, "target column" if c == target else "column")
+        # ids pass through with their own type (a dictionary as its values: readers need not know dictionaries)
+        self.id_fields = [pa.field(c, _plain_type(schema.field(c).type)) for c in self.ids]
         for c in self.features:
             t = schema.field(c).type
             if _is_text(t) and c not in self.categorical:
@@ -424,11 +475,16 @@ class ParquetColumns(_TableSource):
             if not _is_text(t) and not _is_number(t):
                 hint = " (files with a list column x, y and row need no prepare: train reads them as they are)" if pa.types.is_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_large_list(t) else ""
                 raise DataFormatError(f"{self.files[0]}: column {c!r} has type {t}; feature columns must hold numbers or (with --categorical) text{hint}")
-        t = schema.field(target).type
+        t = schema.field(target).type if target is not None else pa.int32()
         if not (_is_text(t) or _is_number(t)):
             raise DataFormatError(f"{self.files[0]}: target column {target!r} has type {t}; it must hold numbers or text")
         self.total = n_rows
         self.position = 0
+
+    @property
+    def _read(self) -> list:
+        """The columns read: features, the target (when there is one), ids."""
+        return [*self.features, *([self.target] if self.target is not None else []), *self.ids]
 
     def batches(self) -> Iterator[RawBatch]:
         self.position = 0
@@ -439,7 +495,7 @@ class ParquetColumns(_TableSource):
                 problems = np.full(n, "", dtype=object)
                 values, missing = {}, {}
                 target_texts = None
-                for c in [*self.features, self.target]:
+                for c in [*self.features, *([self.target] if self.target is not None else [])]:
                     column = record_batch.column(c)
                     if _is_text(column.type) or c in self.categorical:
                         texts = column.cast(pa.string()).to_pylist()
@@ -449,18 +505,27 @@ class ParquetColumns(_TableSource):
                     else:
                         null = column.is_null().to_numpy(zero_copy_only=False)
                         values[c], missing[c] = self._number_column(c, _as_float64(column, c, f), null, problems)
-                targets, target_missing = values.pop(self.target), missing.pop(self.target)
+                if self.target is None:  # rows to be scored: no labels
+                    targets, target_missing = np.full(n, np.nan), np.zeros(n, bool)
+                else:
+                    targets, target_missing = values.pop(self.target), missing.pop(self.target)
                 ids = np.arange(first, first + n, dtype=np.int64)
                 first += n
                 self.position += n
-                yield RawBatch(values, missing, targets, target_texts, target_missing, problems, ids, [], f)
+                passthrough = pa.table([record_batch.column(c).cast(f.type) for c, f in zip(self.ids, self.id_fields)], schema=pa.schema(self.id_fields)) if self.ids else None
+                yield RawBatch(values, missing, targets, target_texts, target_missing, problems, ids, [], f, passthrough)
 
     def _record_batches(self, path: str):
         """The file's record batches; a file pyarrow cannot read is an error naming it."""
         try:
-            yield from pq.ParquetFile(path).iter_batches(batch_size=self.batch_rows, columns=[*self.features, self.target])
+            yield from pq.ParquetFile(path).iter_batches(batch_size=self.batch_rows, columns=self._read)
         except pa.ArrowException as err:  # damaged pages, a file changed since its footer was read
             raise DataFormatError(f"{path}: unreadable Parquet data ({err})") from None
+
+
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    """A dictionary type's value type; any other type as it is."""
+    return t.value_type if pa.types.is_dictionary(t) else t
 
 
 def _as_float64(column: pa.Array, name: str, path: str) -> np.ndarray:
@@ -588,6 +653,8 @@ def convert_table(
 
     started = time.perf_counter()
     progress = progress or NullProgress()
+    if source.target is None and like is None:  # the task and classes come from the labels, or from the reference
+        raise ValueError(f"{source.path}: rows without a target column can only be prepared like a training set (like=...)")
     not_features = sorted(source.categorical - set(source.features))
     if not_features:
         raise ValueError(f"{source.path}: --categorical names column(s) {not_features} that are not feature columns {_shown(list(source.features))}")
@@ -611,6 +678,8 @@ def convert_table(
             raise ValueError(f"n_shards must be >= 1, got {n_shards}")
         rows_per_shard = max(1, -(-fit.n_rows // int(n_shards)))
     extra = {"columns": list(encoding.columns), "target": source.target, "feature_names": encoding.feature_names, "encoding": encoding.to_json()}
+    if source.ids:
+        extra["id_columns"] = list(source.ids)
     info = {
         "classes": label_map.classes_json(), "source": f"{kind}:{os.path.abspath(source.path)}",
         "feature_scaling": {"features": fscale.to_json(), "target": tscale.to_json()}, "extra": extra,
@@ -620,8 +689,9 @@ def convert_table(
     unseen: dict = {}
     scaled = ScaledRows(label_map.task, fscale, tscale, source.path)
     progress.start(source.total, source.unit, "convert")
+    labeled = source.target is not None
     with DatasetWriter(out, len(encoding.feature_names), label_map.task, rows_per_shard=rows_per_shard, row_group_rows=row_group_rows,
-                       overwrite=overwrite, compression=compression, **info) as writer:
+                       overwrite=overwrite, compression=compression, id_fields=source.id_fields, labeled=labeled, **info) as writer:
         rejects = RejectLog(writer.staging_dir, source.reject_columns)
         for batch in source.batches():
             _, reasons = _row_reasons(source, batch, encoding.policy)
@@ -629,21 +699,22 @@ def convert_table(
                 source.reject(rejects, batch, int(j), reasons[j])
             keep = reasons == ""
             X = encoding.encode(batch, keep, unseen)
-            y, ok = _labels(source, batch, keep, label_map)
+            ids = None if batch.passthrough is None else batch.passthrough.filter(pa.array(keep))
+            y, ok = _labels(source, batch, keep, label_map) if labeled else (np.zeros(len(X)), np.ones(len(X), bool))
             if not ok.all():
                 for j in np.flatnonzero(keep)[~ok]:
                     reason = f"label {_label_text(batch, j)!r} is not one of the classes {label_map.classes_json()}"
                     if not skip_bad_rows:
                         raise DataFormatError(f"{source.where(batch, int(j))}: {reason}")
                     source.reject(rejects, batch, int(j), reason)
-                X, y = X[ok], y[ok]
-            writer.write(*scaled(X, y))
+                X, y, ids = X[ok], y[ok], None if ids is None else ids.filter(pa.array(ok))
+            writer.write(*scaled(X, y), ids)
             progress.update(source.position)
         rejected = rejects.close()
         if not writer.n_rows:  # every row had a label the reference does not know
             raise no_rows(source.path, rejects.count, rejects.first)
         extra.update({"rejects": rejected} if rejected else {}, **({"unseen_categories": unseen} if unseen else {}))
-        writer.set_info(extra=extra, target_range=scaled.target_range)
+        writer.set_info(extra=extra, target_range=scaled.target_range if labeled else None)
     progress.finish()
     notes = []
     if unseen:
@@ -683,14 +754,17 @@ def _feature_stats(source: _TableSource, encoding: TableEncoding, progress) -> C
 
 
 def convert_parquet(
-    path, out, *, target, features=None, drop=None, categorical=None, missing=None, missing_policy=None, like=None, batch_rows=8192, **options,
+    path, out, *, target, features=None, drop=None, categorical=None, missing=None, missing_policy=None, like=None, batch_rows=8192,
+    id_columns=None, **options,
 ) -> ConversionSummary:
     """Convert Parquet files with one column per feature into a data set at ``out``.
 
     ``path``: a file, a directory of ``*.parquet`` files or a glob (files in name order).
     ``features``/``drop``: items as :func:`select_columns`; ``categorical``: columns to
     one-hot; ``missing``: markers besides nulls; ``missing_policy``: ``drop`` (default) or
-    ``mean``; ``like``: a training set to encode, label and scale like. ``options`` as
+    ``mean``; ``like``: a training set to encode, label and scale like; ``id_columns``:
+    columns carried through as they are (never features; None: ``like``'s, else none);
+    ``target`` None: rows without labels, to be scored (needs ``like``). ``options`` as
     :func:`convert_table`.
     """
     like_info = getattr(like, "info", like)
@@ -698,5 +772,7 @@ def convert_parquet(
         recorded = (like_info.extra or {})
         features = features if features is not None else recorded.get("columns")
         categorical = categorical if categorical is not None else list(recorded.get("encoding", {}).get("categories", {}))
-    table = ParquetColumns(path, target, features=features, drop=drop, categorical=categorical, markers=missing, batch_rows=batch_rows)
+        id_columns = id_columns if id_columns is not None else recorded_id_columns(like_info)
+    table = ParquetColumns(path, target, features=features, drop=drop, categorical=categorical, markers=missing, batch_rows=batch_rows,
+                           ids=id_columns or ())
     return convert_table(table, out, like=like_info, categorical=categorical, markers=missing, missing_policy=missing_policy, kind="parquet", **options)

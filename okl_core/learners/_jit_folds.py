@@ -522,7 +522,7 @@ def tsallis_step(q, eta, c_tilde, out, tol, max_iter, alpha):
 
 @njit(cache=True)
 def fold_rf_ioks(Z, have, start, y, u, w, q, eta, rho, grad_sq_sum, n_used, scores, kind, delta, upsilon, radius,
-                 loss_max, clip, alpha):
+                 loss_max, loss_ceiling, clip, alpha):
     """oks.IOKSRule.step on random features (rows and return as fold_rf_oks_pp;
     :func:`ioks_probabilities`, :func:`ioks_learn`)."""
     K = w.shape[0]
@@ -537,7 +537,7 @@ def fold_rf_ioks(Z, have, start, y, u, w, q, eta, rho, grad_sq_sum, n_used, scor
         z = Z[r, i]
         f = np.dot(z, w[i])
         grad, coef = ioks_learn(i, f, y[r], kind, np.dot(z, z), q, eta, rho, grad_sq_sum, p, c_tilde, q_next, delta,
-                                upsilon, radius, loss_max, alpha)
+                                upsilon, radius, loss_max, loss_ceiling, alpha)
         if grad != 0.0:
             clipped_step(w[i], z, coef, clip)
         scores[r] = f
@@ -1287,8 +1287,9 @@ def ioks_probabilities(q, delta, p):
 
 @njit(cache=True)
 def ioks_learn(i, f, y, kind, feature_sq, q, eta, rho, grad_sq_sum, p, c_tilde, q_next, delta, upsilon, radius, loss_max,
-               alpha):
-    """oks.IOKSRule.step after the draw (``feature_sq``: ``||k(x, .)||^2``): ``grad_sq_sum``, the
+               loss_ceiling, alpha):
+    """oks.IOKSRule.step after the draw (``feature_sq``: ``||k(x, .)||^2``; ``loss_ceiling``: 1, or
+    infinity without the cap): ``grad_sq_sum``, the
     Tsallis step of ``q`` and the growth of ``rho`` and ``eta`` (``c_tilde``, ``q_next`` (K,)
     scratch); returns ``(grad, coef)``."""
     K = q.shape[0]
@@ -1299,7 +1300,7 @@ def ioks_learn(i, f, y, kind, feature_sq, q, eta, rho, grad_sq_sum, p, c_tilde, 
     if grad != 0.0:
         lam = radius / (math.sqrt(2.0) * math.sqrt(1.0 + grad_sq_sum[i]))
         coef = -lam * grad / p[i]
-    c = min(loss / loss_max, 1.0)
+    c = min(loss / loss_max, loss_ceiling)
     max_eta = np.max(eta)
     c_tilde[:] = 0.0
     c_tilde[i] = c / p[i] if p[i] >= max_eta else c / (p[i] + max_eta)
@@ -1441,7 +1442,7 @@ def fold_oks_pp(X, start, y, u, store, n_used, scores, loss_sum, sq_loss_sum, de
 
 @njit(cache=True)
 def fold_ioks(X, start, y, u, store, n_used, scores, q, eta, rho, grad_sq_sum, kind, delta, upsilon, radius, loss_max,
-              alpha):
+              loss_ceiling, alpha):
     """oks.IOKSRule.step on support sets (arguments and return as :func:`fold_oks`, the rule's
     as :func:`fold_rf_ioks`); ``||k(x, .)||^2 = 1``, projected onto ``||f_i|| <= radius``."""
     K = q.shape[0]
@@ -1456,7 +1457,7 @@ def fold_ioks(X, start, y, u, store, n_used, scores, q, eta, rho, grad_sq_sum, k
             return r, i
         f = support_value(store, i, X[r], row)
         grad, coef = ioks_learn(i, f, y[r], kind, 1.0, q, eta, rho, grad_sq_sum, p, c_tilde, q_next, delta, upsilon, radius,
-                                loss_max, alpha)
+                                loss_max, loss_ceiling, alpha)
         if not support_learn(store, i, X[r], f, grad, coef, radius, True):
             return r, SUPPORT_CAP
         scores[r] = f

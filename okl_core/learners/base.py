@@ -77,7 +77,26 @@ __all__ = [
     "labels_from_scores",
     "mixing_weight",
     "weighted_average",
+    "LEARNER_API",
+    "SUBCLASS_API",
 ]
+
+LEARNER_API = (
+    "name", "task", "config", "config_class", "state_class", "init", "update", "predict", "to_labels", "merge", "mix",
+    "feature_spec", "describe", "from_params", "check_state", "check_stream", "merge_semantics", "mixable",
+    "mix_refusal_reason", "minibatch_defined",
+)
+"""The public surface of every learner object: what a user of a learner calls or reads."""
+
+SUBCLASS_API = (
+    "averaged_fields", "counted_fields", "maximum_fields", "summed_fields", "growing_fields", "runtime_fields",
+    "legacy_config", "conformance_params", "mix_refusal", "merge_special", "mix_special", "merge_weights",
+    "state_layout",
+)
+"""What a learner of one's own declares or overrides (and :mod:`okl_core.merge` calls); every
+other name of :class:`Learner` is private. A family's own helpers on its learner objects
+(update rules, feature maps, kernel reports such as ``kernel_weights``) are its business."""
+
 
 class State(Protocol):
     """What every learner state is: a ``NamedTuple`` of numpy arrays with an ``n_seen`` field."""
@@ -278,6 +297,10 @@ class Learner(Generic[StateT]):
     and mixing come from the field declarations below (module docstring); a learner
     overrides :meth:`merge` / :meth:`mix` only where its math differs.
 
+    Public surface: a learner's user needs the names of :data:`LEARNER_API` only; a subclass
+    declares or overrides those of :data:`SUBCLASS_API`; everything else is private
+    (``tests/okl_core/test_learner_surface.py`` holds the base class to that).
+
     Attributes
     ----------
     name : str
@@ -331,14 +354,14 @@ class Learner(Generic[StateT]):
     mixable: ClassVar[bool] = False
     mix_refusal: ClassVar[str] = ""
 
-    pinned_methods: ClassVar[tuple[str, ...]] = ("init", "update", "predict", "merge", "mix")
+    _pinned_methods: ClassVar[tuple[str, ...]] = ("init", "update", "predict", "merge", "mix")
     """Methods that every subclass runs with one BLAS thread (:mod:`okl_core.numerics`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # The one place that makes learner numerics independent of the BLAS thread count:
         # each subclass's own definitions of these methods are wrapped when the class is made.
         super().__init_subclass__(**kwargs)
-        for name in cls.pinned_methods:
+        for name in cls._pinned_methods:
             method = cls.__dict__.get(name)
             if isinstance(method, types.FunctionType):
                 setattr(cls, name, pinned(_checking_state(method) if name in ("update", "predict") else method))
@@ -354,7 +377,8 @@ class Learner(Generic[StateT]):
         fields = {f.name for f in dataclasses.fields(cls.config_class)}
         unknown = sorted(set(params) - fields)
         if unknown:
-            raise ValueError(f"{cls.name}: unknown parameter(s) {unknown}; valid: {sorted(fields)}")
+            raise ValueError(f"{cls.name}: unknown parameter(s) {unknown}; valid: {sorted(fields)} "
+                             f"(okl learners {cls.name} describes each)")
         try:
             return cls(cls.config_class(**params))
         except TypeError as err:  # missing required fields
@@ -446,6 +470,8 @@ class Learner(Generic[StateT]):
             The state every one of ``states`` started from (iterative parameter mixing):
             ``counted_fields`` count it once; summing learners subtract its statistics.
 
+        Notes
+        -----
         The default averages ``averaged_fields`` with :func:`weighted_average`, sums
         ``counted_fields`` and ``summed_fields``, takes the maximum of ``maximum_fields`` and asks
         :meth:`merge_special` for the rest.
@@ -476,10 +502,10 @@ class Learner(Generic[StateT]):
         if not states:
             raise NotMergeableError(f"{self.name}: nothing to merge")
         for i, state in enumerate(states):
-            self.check_combinable(state, f"state {i} to merge")
+            self._check_combinable(state, f"state {i} to merge")
         return states
 
-    def check_combinable(self, state: Any, what: str) -> None:
+    def _check_combinable(self, state: Any, what: str) -> None:
         """:meth:`check_state` for merge and mix: raises :class:`NotMergeableError` instead."""
         try:
             self.check_state(state, what)
@@ -524,15 +550,16 @@ class Learner(Generic[StateT]):
         """
 
     # -- mix ------------------------------------------------------------------------------
-    def mix_refusal_reason(self) -> str:
-        """Why this learner cannot mix ('' when it can)."""
-        if self.mixable:
+    @classmethod
+    def mix_refusal_reason(cls) -> str:
+        """Why this learner cannot mix ('' when it can): its class's declarations say."""
+        if cls.mixable:
             return ""
-        if self.mix_refusal:
-            return self.mix_refusal
-        if self.merge_semantics == "none":
+        if cls.mix_refusal:
+            return cls.mix_refusal
+        if cls.merge_semantics == "none":
             return "its states cannot be merged, so there is no merged model to mix in"
-        if self.merge_semantics == "sum":
+        if cls.merge_semantics == "sum":
             return "its merge sums sufficient statistics, so mixing a merged model into a shard would count examples twice"
         return "it does not declare mixing (mixable = False)"
 
@@ -554,8 +581,8 @@ class Learner(Generic[StateT]):
         if not self.mixable:
             raise NotMergeableError(f"{self.name} cannot mix a merged model into a shard: {self.mix_refusal_reason()}")
         weight = mixing_weight(weight)
-        self.check_combinable(local, "local state")
-        self.check_combinable(merged, "merged state")
+        self._check_combinable(local, "local state")
+        self._check_combinable(merged, "merged state")
         if weight == 0.0:
             return local
         fields = {}
@@ -588,7 +615,7 @@ class Learner(Generic[StateT]):
         return f"{type(self).__name__}({params})"
 
 
-for _name in Learner.pinned_methods:  # the base class's own defaults (e.g. a default mix) too
+for _name in Learner._pinned_methods:  # the base class's own defaults (e.g. a default mix) too
     if isinstance(Learner.__dict__.get(_name), types.FunctionType):
         setattr(Learner, _name, pinned(Learner.__dict__[_name]))
 del _name

@@ -45,7 +45,7 @@ Where the paper's numbers come from its authors' Matlab code (the LSOKL toolbox 
 spec/fogd_nogd.md) rather than the published rules, the code's reading is an option:
 ``phi_root='code'`` (Forgetron), ``gamma`` and ``removal='oldest'`` (BOGD),
 ``margin_test='code'`` (Projectron++); see :func:`forgetron_shrink`, :class:`BOGD` and
-:meth:`Projectron._margin_update`. README "Reproducing the papers" gives the numbers.
+:meth:`Projectron._margin_update`. docs/papers.md gives the numbers.
 
 Regression: ``norma_r``, and ``rbp_r`` / ``forgetron_r`` / ``projectron_r`` / ``bogd_r`` with
 the FOGD-R rule of :class:`~okl_core.learners.rules.RegressionRule` (add ``x`` with

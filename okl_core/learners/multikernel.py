@@ -11,7 +11,7 @@ One config field, ``kernels``, a string of comma-separated ``KERNEL:SIGMA`` entr
     "gaussian:0.25, laplacian:3.5"
 
 ``KERNEL`` is one of :data:`okl_core.features.KERNELS` (gaussian, laplacian, cauchy, with
-the bandwidth conventions of spec/README.md) and ``SIGMA`` a number > 0, written as a
+the papers' bandwidth conventions) and ``SIGMA`` a number > 0, written as a
 float literal or as a power of two ``2^K`` (integer ``K``). Entries must be distinct. Kernel
 ``j`` is the ``j``-th entry (0-based). :func:`kernel_dictionary` builds the string for a
 range of powers of two; :data:`OMKL_DICTIONARY` (17 Gaussians, sigma = 2^-8 .. 2^8) and

@@ -34,7 +34,8 @@ Learners (registry names)
                experiments' value; G1 = 1 for absolute and logistic, 4 for square);
                ``lambda_{t,i} = U / (sqrt 2 sqrt(1 + sum_{tau<=t} ||grad~_tau,i||^2))`` and
                a projected step; ``c = min(l / l_max, 1)`` (clipped to the [0, 1] range the
-               analysis assumes, which keeps the mirror step well defined);
+               analysis assumes, which keeps the mirror step well defined; ``loss_cap =
+               False`` gives the spec's ``c = l / l_max`` without the cap);
                ``c~ = c / p_I`` if ``p_I >= max_i eta_i`` else ``c / (p_I + max_i eta_i)``;
                Tsallis mirror step :func:`tsallis_step`
                ``q_i = (q_i^{-7/8} + eta_i (c~_i - mu))^{-8/7}`` with ``mu`` found by
@@ -120,6 +121,7 @@ from okl_core.learners.base import (
     CheckedConfig,
     NotMergeableError,
     State,
+    check_bool,
     check_choice,
     check_int,
     check_positive,
@@ -367,10 +369,16 @@ class _IOKSFields(CheckedConfig):
     loss_max : float
         ``l_max`` (> 0): losses are scaled to ``c = min(l / l_max, 1)``; the paper's
         experiments use 1.
+    loss_cap : bool
+        True (default): cap the scaled loss at 1 (``c = min(l / l_max, 1)``), the [0, 1]
+        range the analysis assumes. False: ``c = l / l_max`` as the paper's algorithm
+        writes it, so a logistic loss above ``l_max`` moves the weights further (the
+        reading that decides how far IOKS's kernel weights move on a badly wrong guess).
     """
 
     horizon: int
     loss_max: float = 1.0
+    loss_cap: bool = True
 
     data_defaults: ClassVar[dict] = {"horizon": "n"}
 
@@ -378,6 +386,12 @@ class _IOKSFields(CheckedConfig):
         super().__post_init__()
         check_int("horizon", self.horizon, 2)
         check_positive("loss_max", self.loss_max)
+        check_bool("loss_cap", self.loss_cap)
+
+    @property
+    def loss_ceiling(self) -> float:
+        """The largest scaled loss ``c`` the rule uses: 1 with :attr:`loss_cap`, else infinity."""
+        return 1.0 if self.loss_cap else math.inf
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -976,6 +990,7 @@ class IOKSRule(SelectionRule[IOKSStats]):
         self.eta0 = 8.0 * config.loss_max * K ** (3.0 / 8.0) / (U * _LIPSCHITZ[config.loss] * math.sqrt(T * math.log(T)))
         self.radius = U
         self.loss_max = config.loss_max
+        self.loss_ceiling = config.loss_ceiling
 
     def init(self) -> IOKSStats:
         K = self.K
@@ -997,7 +1012,7 @@ class IOKSRule(SelectionRule[IOKSStats]):
         if grad != 0.0:
             lam = U / (math.sqrt(2.0) * math.sqrt(1.0 + grad_sq_sum[i]))
             hyp.step(i, x, f, -lam * grad / p[i], U)
-        c = min(loss / self.loss_max, 1.0)
+        c = min(loss / self.loss_max, self.loss_ceiling)
         max_eta = float(np.max(eta))
         c_tilde = np.zeros(self.K)
         c_tilde[i] = c / p[i] if p[i] >= max_eta else c / (p[i] + max_eta)
@@ -1011,14 +1026,14 @@ class IOKSRule(SelectionRule[IOKSStats]):
         """:meth:`step` over a feature block in compiled code (``_jit_folds.fold_rf_ioks``)."""
         return jit.fold_rf_ioks(
             *fold[:6], stats.q, stats.eta, stats.rho, stats.grad_sq_sum, *fold[6:8], LOSS_CODES[self.loss],
-            self.delta, self.upsilon, self.radius, self.loss_max, fold.clip, ALPHA,
+            self.delta, self.upsilon, self.radius, self.loss_max, self.loss_ceiling, fold.clip, ALPHA,
         )
 
     def support_fold(self, jit, fold: _SupportFoldArgs, stats: IOKSStats) -> tuple[int, int]:
         """:meth:`step` over rows on support sets in compiled code (``_jit_folds.fold_ioks``)."""
         return jit.fold_ioks(
             *fold, stats.q, stats.eta, stats.rho, stats.grad_sq_sum, LOSS_CODES[self.loss], self.delta, self.upsilon,
-            self.radius, self.loss_max, ALPHA,
+            self.radius, self.loss_max, self.loss_ceiling, ALPHA,
         )
 
 

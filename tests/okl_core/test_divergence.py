@@ -9,8 +9,9 @@ import pytest
 
 import okl_core
 from okl_core import testing
-from okl_core.divergence import diverged, non_finite_fields
+from okl_core.divergence import diverged, exploded, non_finite_fields
 from okl_core.evaluation import run_online
+from okl_core.metrics import Prequential
 
 from .learner_data import tiny_problem
 
@@ -111,3 +112,92 @@ def test_merging_a_diverged_state_never_raises(name):
     with pytest.raises(okl_core.ModelFileError, match="holds NaN or inf values"):
         okl_core.model_from_bytes(data, source="merged")
     okl_core.model_from_bytes(data, source="merged", allow_non_finite=True)
+
+
+# -- finite divergence: a loss that explodes without overflowing --------------------------
+STEP_PARAMETER = {
+    "bogd": "eta", "bogd_r": "eta", "mbogd": "eta", "norma_r": "eta", "omkl_gf": "eta", "raker": "eta",
+    "fogd": "eta", "fogd_r": "eta", "mfogd": "eta", "kernel_ogd": "eta", "kernel_ogd_r": "eta", "mkernel_ogd": "eta",
+    "nogd": "eta", "nogd_r": "eta", "mnogd": "eta", "forgetron_r": "eta", "projectron_r": "eta", "rbp_r": "eta",
+    "dsg": "theta", "oks": "step_scale",
+}
+"""The step size of each learner that has one (a huge value must be flagged)."""
+
+CANNOT_EXPLODE = {
+    # Coefficients of size at most 1 per row (perceptron, RBP, Forgetron, Projectron: their
+    # eta is a margin threshold, not a step) or capped by construction (PA: min(C, loss / k(x, x))):
+    "kernel_perceptron", "rbp", "mrbp", "forgetron", "mforgetron", "projectron", "projectron_pp", "mprojectron",
+    "mprojectron_pp", "bpa_s", "mbpa_s",
+    # Step sizes fixed by the paper's theory from the horizon and the loss (no free step):
+    "ioks", "rf_ioks", "oks_pp", "rf_oks_pp",
+    # Exact (kernel) ridge solutions, no step:
+    "krr", "kernel_awv", "pkawv_nystrom", "pkawv_taylor",
+}
+"""Learners without a free step size, whose scores stay bounded by their construction."""
+
+
+def test_every_registered_learner_is_classified_for_the_explosion_tests():
+    assert set(STEP_PARAMETER) | CANNOT_EXPLODE == set(okl_core.learner_names())
+    assert not set(STEP_PARAMETER) & CANNOT_EXPLODE
+
+
+def _conformance_run(name, n=400, **changes):
+    learner = testing.conformance_learner(name, **changes)
+    X, y = tiny_problem(learner.task, learner.config.n_inputs, n=n, n_classes=getattr(learner.config, "n_classes", None) or 3)
+    return run_online(learner, X, y, batch_rows=50)
+
+
+@pytest.mark.parametrize("name", okl_core.learner_names())
+def test_a_healthy_run_of_every_learner_is_not_flagged(name):
+    run = _conformance_run(name)
+    assert run.diverged_at is None and not exploded(run.metrics)
+    assert run.metrics.beats_baseline  # healthy indeed: better than the constant answer
+
+
+@pytest.mark.parametrize("name", sorted(STEP_PARAMETER))
+def test_a_huge_step_is_flagged_for_every_learner_that_has_one(name):
+    config = dataclasses.asdict(testing.conformance_learner(name).config)
+    changes = {STEP_PARAMETER[name]: 1e12}
+    if "lam" in config and "eta" in changes:  # the decay 1 - eta lam must stay positive (checked by their configs)
+        changes["lam"] = min(config["lam"], 0.5 / changes["eta"])
+    run = _conformance_run(name, **changes)
+    assert run.diverged_at == 0
+
+
+def test_a_finite_explosion_is_divergence():
+    """BOGD-R with a small budget and little decay: an MSE ~1e5 times the targets' scale, every number finite."""
+    learner = okl_core.make_learner("bogd_r", n_inputs=4, sigma=0.5, budget=10, eta=0.5, lam=0.001)
+    X, y = tiny_problem("regression", 4, n=2000)
+    run = run_online(learner, X, y, batch_rows=100)
+    assert np.isfinite(run.metrics.mse) and not non_finite_fields(run.state) and run.metrics.mse > 1e4
+    assert run.diverged_at == 800
+    # The first 800 rows were not yet past the rule; the first 900 are.
+    head = run_online(learner, X[:800], y[:800], batch_rows=100).metrics
+    assert not exploded(head) and exploded(run_online(learner, X[:900], y[:900], batch_rows=100).metrics)
+
+
+def _regression_metrics(scores, y):
+    return Prequential("regression").add(np.asarray(scores, dtype=np.float64), np.asarray(y, dtype=np.float64))
+
+
+def test_the_regression_rule_is_1000_times_the_mse_of_answering_zero():
+    y = np.array([1.0, -1.0, 2.0, 0.0])  # E[y^2] = 1.5
+    error = np.sqrt(1e3 * 1.5)
+    assert not exploded(_regression_metrics(y + error * 0.999, y))
+    assert exploded(_regression_metrics(y + error * 1.001, y))
+    assert not exploded(_regression_metrics([5.0, 5.0], [0.0, 0.0]))  # no scale to measure against
+    assert not exploded(Prequential("regression"))
+
+
+def test_a_slow_learner_on_targets_far_from_zero_is_not_flagged():
+    """Targets 1e4 +- 1: a learner still near 0 is 1e8 variances off, but no worse than answering 0."""
+    rng = np.random.default_rng(0)
+    y = 1e4 + rng.normal(size=500)
+    assert not exploded(_regression_metrics(np.linspace(0, 5e3, 500), y))
+
+
+def test_the_classification_rule_is_on_the_scores_magnitude_per_row_scored():
+    y = np.array([1, -1] * 50)
+    assert not exploded(Prequential("binary").add(np.full(100, 0.999e5), y))  # 1e3 * 100 rows
+    assert exploded(Prequential("binary").add(np.full(100, 1.001e5), y))
+    assert exploded(Prequential("multiclass").add(np.tile([[0.0, -2e5, 1.0]], (100, 1)), np.zeros(100, dtype=int)))

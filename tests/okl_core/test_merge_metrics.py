@@ -1,11 +1,13 @@
 """Merging by seed and prequential metrics that merge across shards."""
 
+import math
 import warnings
 
 import numpy as np
 import pytest
 
 import okl_core
+from okl_core.evaluation import beats_baseline, constant_baseline
 from okl_core.merge import check_mergeable
 from okl_core.metrics import Prequential
 
@@ -190,3 +192,64 @@ def test_regression_errors_that_overflow_give_inf_sums_without_a_warning():
         warnings.simplefilter("error")
         metrics = Prequential("regression").add(np.array([1e200, -1e200]), np.zeros(2))
     assert metrics.sum_squared_error == np.inf and metrics.sum_absolute_error == 2e200
+
+
+def _shards(task, y, scores, cuts):
+    """Accumulators of consecutive pieces of (scores, y) cut at ``cuts``, merged in order."""
+    bounds = [0, *cuts, len(y)]
+    total = Prequential(task)
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        total = total.merge(Prequential(task).add(scores[lo:hi], y[lo:hi]))
+    return total
+
+
+@pytest.mark.parametrize("task", ["binary", "multiclass"])
+def test_merged_shards_know_the_majority_class_baseline_of_the_concatenated_rows(task):
+    rng = np.random.default_rng(1)
+    n = 301
+    y = rng.choice([-1, 1], n, p=[0.7, 0.3]) if task == "binary" else rng.choice(5, n, p=[0.1, 0.2, 0.4, 0.2, 0.1])
+    scores = rng.normal(size=n) if task == "binary" else rng.normal(size=(n, 5))
+    merged = _shards(task, y, scores, [17, 150, 151, 290])
+    assert merged.baseline == constant_baseline(task, y)  # exactly: counts
+    labels = np.where(scores >= 0, 1, -1) if task == "binary" else scores.argmax(1)
+    values = [-1, 1] if task == "binary" else range(5)
+    assert merged.class_counts == [int((y == v).sum()) for v in values]
+    assert merged.predicted_counts == [int((labels == v).sum()) for v in values]
+    summary = merged.summary()
+    assert summary["baseline"] == constant_baseline(task, y) and summary["one_class"] is False
+    assert summary["beats_baseline"] is beats_baseline(merged.mistake_rate, constant_baseline(task, y)["mistake_rate"]) is False
+
+
+def test_merged_shards_know_the_mean_predictor_baseline_without_cancellation():
+    """Targets of mean 1e6 and spread 1: a sum of squares would lose every digit of the variance."""
+    rng = np.random.default_rng(2)
+    y = 1e6 + rng.normal(size=400)
+    merged = _shards("regression", y, np.zeros(400), [1, 99, 250, 251])
+    reference = np.mean((y - y.mean()) ** 2)  # the closed form, two-pass
+    assert merged.baseline["mse"] == pytest.approx(reference, rel=1e-9)
+    assert merged.baseline["mse"] == pytest.approx(constant_baseline("regression", y)["mse"], rel=1e-9)
+    assert merged.sum_y == pytest.approx(y.sum(), rel=1e-14)
+    # Answering 0 is ~1e12 times worse than the mean: not better than the baseline.
+    assert merged.summary()["beats_baseline"] is False
+
+
+def test_a_model_better_than_the_baseline_and_one_that_answers_one_class():
+    y = np.array([1, 1, -1, -1, -1, 1, -1, -1])
+    good = Prequential("binary").add(y * 2.0, y)  # every row right
+    assert good.summary()["beats_baseline"] is True and good.summary()["one_class"] is False
+    constant = Prequential("binary").add(-np.ones(8), y)  # always -1: the majority class itself
+    assert constant.one_class and not constant.beats_baseline
+    assert constant.mistake_rate == constant.baseline["mistake_rate"] == 3 / 8
+    # Rows of one class only: answering it is right, not a warning.
+    assert not Prequential("binary").add(np.ones(3), np.ones(3, dtype=int)).one_class
+    reg = Prequential("regression").add(np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 3.0]))
+    assert reg.summary() == {"n": 3, "mse": 0.0, "mae": 0.0, "baseline": {"mse": pytest.approx(2 / 3)}, "beats_baseline": True}
+
+
+def test_metrics_serialized_before_the_baseline_load_with_an_unknown_baseline():
+    old = {"task": "binary", "n": 10, "mistakes": 3, "sum_squared_error": 0.0, "sum_absolute_error": 0.0,
+           "class_counts": [], "class_mistakes": []}
+    loaded = Prequential(**old)
+    assert loaded.mistake_rate == 0.3 and math.isnan(loaded.baseline["mistake_rate"]) and not loaded.beats_baseline
+    more = loaded.merge(Prequential("binary").add(np.ones(2), np.array([1, -1])))
+    assert more.n == 12 and math.isnan(more.baseline["mistake_rate"])  # 2 rows of 12 counted: still unknown

@@ -96,11 +96,38 @@ def test_run_setting_tunes_then_runs_permutations_exactly(tiny_real):
         tuned[eta] = metric_value(run_online(learner, *permuted(data.X, data.y, 0, 0)).metrics, "error")
     eta = min(tuned, key=lambda e: (tuned[e], e))
     assert outcome.params == {"n_components": 16, "sigma": sigma, "eta": eta}
-    learner = okl_core.make_learner("fogd", n_inputs=3, n_components=16, sigma=sigma, eta=eta)
-    values = [metric_value(run_online(learner, *permuted(data.X, data.y, 0, r)).metrics, "error") for r in range(3)]
+    assert outcome.seeds == [0, 1, 2]  # run r: permutation r and its own random features (seed 0 + r)
+    values = [metric_value(run_online(okl_core.make_learner("fogd", n_inputs=3, n_components=16, sigma=sigma, eta=eta, seed=r),
+                                      *permuted(data.X, data.y, 0, r)).metrics, "error") for r in range(3)]
     assert (outcome.mean, outcome.std) == mean_std(values)
     text = reproduction.table([outcome])
     assert f"{100 * outcome.mean:.2f} ± {100 * outcome.std:.2f}" in text and f"{100 * (outcome.mean - 0.2):+.2f}" in text
+
+
+def test_a_setting_no_better_than_the_majority_class_is_flagged_in_the_table_and_the_summary(tiny_real, tmp_path):
+    """A bandwidth so wide (sigma = 1e6) that the model is nearly constant, at most linear, in x,
+    on labels sign(x0 x1) that no such function separates: its online mistake rate is no better
+    than always answering the majority class of the same rows. A huge step is reported as diverged."""
+    data = experiment_data.load_real("tiny", tiny_real)
+    majority = okl_core.evaluation.constant_baseline("binary", data.y)["mistake_rate"]
+    nothing = Setting("fogd-nothing", "fogd", "tiny", {"n_components": 16, "sigma": 1e6, "eta": 1e-12}, "online_mistake_rate", 0.2, "t", runs=2)
+    learns = Setting("fogd-learns", "fogd", "tiny", {"n_components": 64, "sigma": 1.0, "eta": 0.5}, "online_mistake_rate", 0.2, "t", runs=2)
+    explodes = Setting("fogd-explodes", "fogd", "tiny", {"n_components": 16, "sigma": 1.0, "eta": 1e12}, "online_mistake_rate", 0.2, "t", runs=1)
+    outcomes = [run_setting(s, tiny_real) for s in (nothing, learns, explodes)]
+    flat, good, diverged = outcomes
+    assert flat.status == good.status == "ok" and flat.baseline == good.baseline == majority
+    assert flat.beats_baseline is False and flat.flag.startswith("no better than the majority class")
+    assert good.beats_baseline is True and good.flag == ""
+    assert diverged.status == "diverged" and diverged.reason.startswith("run 0 diverged at row 0 (the loss exploded")
+    text = reproduction.table(outcomes)
+    row = next(line for line in text.splitlines() if line.startswith("| fogd-nothing |"))
+    assert f"{100 * flat.mean:.2f} ± {100 * flat.std:.2f} **{flat.flag}** | {100 * majority:.2f} (majority class) |" in row
+    good_row = next(line for line in text.splitlines() if line.startswith("| fogd-learns |"))
+    assert "**" not in good_row and f"| {100 * good.mean:.2f} ± {100 * good.std:.2f} | {100 * majority:.2f} (majority class) |" in good_row
+    assert text.endswith(f"\n- fogd-nothing: {flat.flag}\n- fogd-explodes: diverged ({diverged.reason})")
+    saved = {o["key"]: o for o in json.loads(open(reproduction.write_outcomes(str(tmp_path), outcomes)[1]).read())}
+    assert saved["fogd-nothing"]["baseline"] == majority and saved["fogd-nothing"]["beats_baseline"] is False
+    assert saved["fogd-nothing"]["flag"] == flat.flag and saved["fogd-learns"]["flag"] == ""
 
 
 def test_missing_learners_and_data_are_skipped_with_a_reason(tiny_real, tmp_path):
@@ -229,6 +256,7 @@ def _write_libsvm(path, X, y):
 
 def test_data_flag_reads_a_users_raw_file_with_the_specs_conversion(tmp_path, capsys):
     from pipelines import reproduce as cli
+    from pipelines.cli import UsageError
 
     rng = np.random.default_rng(1)
     X = rng.uniform(-5, 20, size=(120, 13))
@@ -246,20 +274,23 @@ def test_data_flag_reads_a_users_raw_file_with_the_specs_conversion(tmp_path, ca
     X = X.astype(np.float64)
     Xs = (X - X.min(0)) / (X.max(0) - X.min(0))
     ys = (y - y.min()) / (y.max() - y.min())
-    learner = okl_core.make_learner("fogd_r", n_inputs=13, **outcome.params)
-    values = [metric_value(run_online(learner, *permuted(Xs.astype(np.float32), ys, 0, r)).metrics, "mse") for r in range(2)]
+    assert outcome.seeds == [0, 1]  # new random features per permutation
+    values = [metric_value(run_online(okl_core.make_learner("fogd_r", n_inputs=13, **{**outcome.params, "seed": seed}),
+                                      *permuted(Xs.astype(np.float32), ys, 0, r)).metrics, "mse")
+              for r, seed in enumerate(outcome.seeds)]
     assert outcome.mean == pytest.approx(np.mean(values), rel=1e-5)
     out = capsys.readouterr().out
     assert "fogd_r-housing" in out and "0.04009" in out  # the paper's number beside ours
-    with pytest.raises(SystemExit, match="unknown data set 'nope'"):
+    with pytest.raises(UsageError, match="unknown data set 'nope'"):
         cli.run(["--data", "nope=x", "--only", "fogd_r-housing", "--scheduler", "serial"])
-    with pytest.raises(SystemExit, match="expected NAME=PATH"):
+    with pytest.raises(UsageError, match="expected NAME=PATH"):
         cli.run(["--data", "housing", "--only", "fogd_r-housing", "--scheduler", "serial"])
     experiment_data.load_real.cache_clear()
 
 
 def test_missing_data_is_skipped_with_where_to_get_it(tmp_path, capsys):
     from pipelines import reproduce as cli
+    from pipelines.cli import UsageError
 
     outcomes = cli.run(["--only", "fogd-ijcnn1,raker-airquality", "--scheduler", "serial", "--quiet",
                         "--data_root", str(tmp_path)])
@@ -352,8 +383,8 @@ def test_data_flag_takes_a_prepared_okl_data_set_as_it_is(tmp_path):
     outcome = run_setting(dataclasses.replace(setting, runs=2), str(tmp_path / "nowhere"),
                           data_paths={"housing": str(tmp_path / "housing")})
     assert outcome.status == "ok", outcome.reason
-    learner = okl_core.make_learner("fogd_r", n_inputs=13, **outcome.params)
-    values = [metric_value(run_online(learner, *permuted(X, y, 0, r)).metrics, "mse") for r in range(2)]
+    values = [metric_value(run_online(okl_core.make_learner("fogd_r", n_inputs=13, **{**outcome.params, "seed": seed}),
+                                      *permuted(X, y, 0, r)).metrics, "mse") for r, seed in enumerate(outcome.seeds)]
     assert outcome.mean == pytest.approx(np.mean(values), rel=1e-6)  # no second conversion of a prepared set
     write_dataset(str(tmp_path / "narrow"), X[:, :5], y, "regression")
     wrong = run_setting(setting, str(tmp_path), data_paths={"housing": str(tmp_path / "narrow")})
@@ -387,6 +418,7 @@ def test_data_flags_the_run_would_ignore_or_skip_are_refused_and_the_copy_used_i
     """--data for a data set no selected setting uses, a path that does not exist, a --data_root that
     is not there: one line each, nothing run; a setting that used --data records its path and rows."""
     from pipelines import reproduce as cli
+    from pipelines.cli import UsageError
 
     args = ["--only", "fogd_r-housing", "--scheduler", "serial", "--runs", "1", "--quiet"]
     for extra, message in (
@@ -394,9 +426,9 @@ def test_data_flags_the_run_would_ignore_or_skip_are_refused_and_the_copy_used_i
         (["--data", f"housing={tmp_path / 'none.svm'}"], f"--data housing={tmp_path / 'none.svm'}: {tmp_path / 'none.svm'} does not exist"),
         (["--data_root", str(tmp_path / "nowhere")], f"--data_root {tmp_path / 'nowhere'} is not a directory (it should hold housing)"),
     ):
-        with pytest.raises(SystemExit) as done:
+        with pytest.raises(UsageError) as done:  # okl reproduce: error: MESSAGE, exit status 2 (pipelines.cli.main)
             cli.run(args + extra)
-        assert str(done.value) == f"python -m pipelines.reproduce: error: {message}"
+        assert str(done.value) == message
     rng = np.random.default_rng(1)
     X = rng.uniform(-5, 20, size=(120, 13))
     _write_libsvm(tmp_path / "housing.svm", X, 3 + X[:, 0] + rng.normal(size=120))

@@ -247,3 +247,43 @@ def test_a_test_set_whose_classes_differ_is_refused_as_train_refuses_it(tmp_path
         okl_sources(str(tmp_path / "train"), str(tmp_path / "test"))
     write_dataset(tmp_path / "test_like", X, y, "multiclass", classes=["a", "b", "c"])
     assert okl_sources(str(tmp_path / "train"), str(tmp_path / "test_like"))[1].n_classes == 3
+
+
+def test_points_carry_the_baseline_of_their_rows_and_a_flat_kernel_is_flagged(tmp_path):
+    """sigma = 1e6 makes the Gaussian kernel constant over the rows: a model no better than always
+    answering the majority class, which the table flags; the point that learns is not flagged,
+    and a huge step is 'diverged' though every number stays finite (the scores exploded)."""
+    import numpy as np
+
+    from okl_core.evaluation import constant_baseline
+    from okl_experiments.sweep import baseline_flag, markdown_table
+
+    def imbalanced(path, n, seed):  # about 30% of the rows +1
+        X = np.random.default_rng(seed).normal(size=(n, 3)).astype(np.float32)
+        y = np.where(X[:, 0] > 0.5, 1, -1)
+        write_dataset(path, X, y, "binary", n_shards=1, classes=[-1, 1])
+        return y
+
+    y, yt = imbalanced(tmp_path / "train", 2000, 0), imbalanced(tmp_path / "test", 600, 1)
+    train, test = okl_source(str(tmp_path / "train")), okl_source(str(tmp_path / "test"))
+    points = make_points("fogd", SearchSpace.from_tokens(["sigma=1,1e6", "eta=0.1,1e12", "n_components=16"]), train)
+    result = sweep(SweepSettings("fogd", train, test, repeats=2), points, out_dir=str(tmp_path / "out"), client=None)
+    rows = {(json.loads(r["params"])["sigma"], json.loads(r["params"])["eta"]): r for r in result.rows}
+    learned, flat, huge = rows[(1.0, 0.1)], rows[(1e6, 0.1)], rows[(1.0, 1e12)]
+    for r in (learned, flat):
+        assert r["online_mistake_rate_baseline"] == constant_baseline("binary", y)["mistake_rate"]
+        assert r["test_mistake_rate_baseline"] == constant_baseline("binary", yt)["mistake_rate"]
+    assert baseline_flag(learned, "online_mistake_rate") is None
+    flag = "no better than the majority class; one class for every row"  # on the test rows
+    assert flat["status"] == "ok" and flat["one_class"] is True and baseline_flag(flat, "online_mistake_rate") == flag
+    assert flat["online_mistake_rate_mean"] > 0.99 * flat["online_mistake_rate_baseline"]
+    assert huge["status"] == "diverged" and huge["error"].startswith("run 0 diverged at row 0 (the loss exploded; over the run: mean score magnitude")
+    assert np.isfinite(huge["online_mistake_rate_mean"])  # finite, and still divergence
+    table = markdown_table(result.rows, "online_mistake_rate", ["sigma", "eta"]).splitlines()
+    assert "majority class (baseline)" in table[0]
+    flat_line = next(line for line in table[2:] if line.split("|")[2].strip() == str(flat["point"]))
+    assert flat_line.endswith(f"| ok: {flag} |")
+    assert f"| {constant_baseline('binary', y)['mistake_rate']:.4f} |" in flat_line
+    # The flag survives the results file.
+    stored = {r["point"]: r for r in read_results(str(tmp_path / "out" / "results.parquet"))[0]}
+    assert baseline_flag(stored[flat["point"]], "online_mistake_rate") == flag

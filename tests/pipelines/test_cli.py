@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pipelines import engines, predict, prepare, report, reproduce, sweep, train
+from pipelines import engines, learners, predict, prepare, report, reproduce, sweep, train
 from pipelines.cli import Parser
 from tests.conftest import sweep_binary_data
 
@@ -22,6 +22,7 @@ PARSERS = {
     "report": (report.build_parser, {"curves": ["curves", "r.parquet"], "sweep": ["sweep", "r.parquet"], "run": ["run", "spec.json"]}),
     "reproduce": (reproduce.build_parser, {None: []}),
     "engines": (engines.build_parser, {None: ["install", "prism"]}),
+    "learners": (learners.build_parser, {None: []}),
 }
 
 
@@ -332,7 +333,7 @@ def test_what_beam_logs_while_validating_options_that_pass_still_shows(caplog):
     assert caplog.messages == ["Option --zone is deprecated"]
 
 
-_FLINK_JAR = "`make runners` builds one for apache-beam 2.62.0: README, 'Prism and a local Flink cluster'"
+_FLINK_JAR = "`make runners` builds one for apache-beam 2.62.0: docs/runners.md, 'Prism and a local Flink cluster'"
 
 
 @pytest.mark.parametrize("command", list(BEAM_COMMANDS))

@@ -48,9 +48,10 @@ def test_too_large_a_step_finishes_and_says_where_every_shard_diverged(tmp_path,
     X, y = _regression()
     result = _train(tmp_path, X, y, "regression", *FOGD_R, "--eta", "10", shards=2, rounds=2)
     d = result.metrics["diverged"]
-    assert d["per_shard"] == [{"shard": 0, "round": 0, "batch": 0, "row": 0}, {"shard": 1, "round": 0, "batch": 0, "row": 500},
-                              {"shard": 0, "round": 1, "batch": 0, "row": 250}, {"shard": 1, "round": 1, "batch": 0, "row": 750}]
-    assert d["merged"] == {"shard": 0, "round": 0, "batch": 0, "row": 0, "non_finite_arrays": ["w"]}
+    nan = {"reason": "not finite"}
+    assert d["per_shard"] == [{"shard": 0, "round": 0, "batch": 0, "row": 0, **nan}, {"shard": 1, "round": 0, "batch": 0, "row": 500, **nan},
+                              {"shard": 0, "round": 1, "batch": 0, "row": 250, **nan}, {"shard": 1, "round": 1, "batch": 0, "row": 750, **nan}]
+    assert d["merged"] == {"shard": 0, "round": 0, "batch": 0, "row": 0, "non_finite_arrays": ["w"], **nan}
     assert all(b["diverged"] for b in result.metrics["batches"]) and result.counters["batches_diverged"] == 4
     assert np.isnan(result.metrics["online"]["merged"]["mse"]) and result.metrics["rows"]["trained"] == 1000
     out = capsys.readouterr().out
@@ -108,8 +109,29 @@ def test_omkl_gf_with_a_huge_step_finishes(tmp_path):
     X, y = _regression()
     params = ["--learner", "omkl_gf", "--param", "n_components=8", "--eta", "1e6", "--batch_rows", "250"]
     result = _train(tmp_path, X, y, "regression", *params, shards=1)
-    assert result.metrics["diverged"] == {"per_shard": [{"shard": 0, "round": 0, "batch": 1, "row": 250}],
-                                          "merged": {"shard": 0, "round": 0, "batch": 1, "row": 250,
+    # The loss explodes in the first batch; the arrays overflow in the second.
+    assert result.metrics["diverged"] == {"per_shard": [{"shard": 0, "round": 0, "batch": 0, "row": 0, "reason": "exploded"}],
+                                          "merged": {"shard": 0, "round": 0, "batch": 0, "row": 0, "reason": "exploded",
                                                      "non_finite_arrays": ["theta", "log_w", "sq_error"]}}
-    assert [b["diverged"] for b in result.metrics["batches"]] == [False, True, True, True]
+    assert [b["diverged"] for b in result.metrics["batches"]] == [True, True, True, True]
+    assert [b.get("diverged_reason") for b in result.metrics["batches"]] == ["exploded", "not finite", "not finite", "not finite"]
     assert result.metrics["rows"]["trained"] == 1000
+
+
+def test_a_finite_explosion_is_reported_as_divergence(tmp_path, capsys):
+    """BOGD-R with a small budget and little decay: every number finite, the online MSE ~1e5
+    times the targets' scale from row 800 (okl_core.divergence.exploded, the same batch as in memory)."""
+    X, y = okl_core.testing.tiny_problem("regression", 4, n=2000)
+    params = ["--learner", "bogd_r", "--sigma", "0.5", "--eta", "0.5", "--param", "budget=10", "--param", "lam=0.001", "--batch_rows", "100"]
+    result = _train(tmp_path, X, y, "regression", *params, shards=1)
+    where = {"shard": 0, "round": 0, "batch": 8, "row": 800, "reason": "exploded"}
+    assert result.metrics["diverged"] == {"per_shard": [where], "merged": {**where, "non_finite_arrays": []}}
+    assert [b["diverged"] for b in result.metrics["batches"]] == [False] * 8 + [True] * 12
+    assert 1e4 < result.metrics["online"]["merged"]["mse"] < 1e300
+    learner = okl_core.make_learner("bogd_r", n_inputs=4, sigma=0.5, eta=0.5, budget=10, lam=0.001)
+    assert okl_core.evaluation.run_online(learner, X, y, batch_rows=100).diverged_at == 800
+    okl_core.load_model(result.model_path)  # finite, so loadable: the summary says why not to use it
+    lines = capsys.readouterr().out.splitlines()
+    assert ("DIVERGED from shard 0 round 0 batch 8 (row 800): the online loss exploded, over 1000 times the targets' scale "
+            "(shard 0 from round 0 batch 8); its predictions are meaningless, try a smaller step size or scaled targets") in lines
+    assert not [line for line in lines if line.startswith("WARNING")]  # the divergence says it all

@@ -297,8 +297,9 @@ def test_predict_refuses_data_of_other_classes_than_the_model_records(classes_01
 
 
 def test_predict_with_the_models_classes_writes_what_a_model_without_classes_writes(classes_01_run, tmp_path):
-    """The same classes pass, and the recorded classes change no prediction: the same model written
-    without them (as okl wrote models before) gives byte-identical predictions and metrics."""
+    """The same classes pass, and the recorded classes change no score: the same model written
+    without them (as okl wrote models before) gives the same scores and byte-identical metrics;
+    only ``label`` differs: the class name the model records (0/1) instead of the code (-1/+1)."""
     root, X, y, model_path = classes_01_run
     learner, state = okl_core.load_model(model_path)
     okl_core.save_model(tmp_path / "plain.npz", learner, state)  # no classes: as okl wrote model files before
@@ -306,6 +307,11 @@ def test_predict_with_the_models_classes_writes_what_a_model_without_classes_wri
     write_dataset(tmp_path / "same", X[:300], y[:300], "binary", classes=[0, 1])  # prepared --like: the same classes
     for name, model in (("with", model_path), ("without", str(tmp_path / "plain.npz"))):
         predict.run(["--model", model, "--input", str(tmp_path / "same"), "--output", str(tmp_path / name)])
-    assert _files(tmp_path / "with") == _files(tmp_path / "without")
-    table = pq.read_table(glob.glob(str(tmp_path / "with" / "predictions-*-of-*.parquet"))).sort_by("row")
-    np.testing.assert_array_equal(table.column("label").to_numpy(), learner.to_labels(learner.predict(state, X[:300])))
+    for name in ("metrics.json", "dead_letter.jsonl"):
+        assert (tmp_path / "with" / name).read_bytes() == (tmp_path / "without" / name).read_bytes()
+    named, coded = (pq.read_table(glob.glob(str(tmp_path / name / "predictions-*-of-*.parquet"))).sort_by("row") for name in ("with", "without"))
+    assert named.drop_columns(["label"]).equals(coded.drop_columns(["label"]))
+    codes = learner.to_labels(learner.predict(state, X[:300]))
+    np.testing.assert_array_equal(coded.column("label").to_numpy(), codes)
+    np.testing.assert_array_equal(named.column("label").to_numpy(), (codes + 1) // 2)  # classes [0, 1]: code -1 is 0, +1 is 1
+    assert named.schema.field("label").type == pa.int64() and coded.schema.field("label").type == pa.int32()

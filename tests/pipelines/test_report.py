@@ -82,11 +82,11 @@ def test_curve_from_a_training_pipeline_metrics_file(tmp_path):
     batches = [{"shard": s, "round": 0, "seq": q, "rows": 100, "mistakes": m}
                for s, q, m in [(0, 0, 30), (1, 0, 40), (0, 1, 10), (1, 1, 20)]]
     metrics = {"learner": {"learner": "fogd", "task": "binary", "config": {}}, "data": {"train": {"name": "a9a"}},
-               "batches": batches}
+               "batches": batches, "online": {"merged": {"baseline": {"mistake_rate": 0.4}}}}
     path = tmp_path / "metrics.json"
     path.write_text(json.dumps(metrics))
     [curve] = figures.read_curves([str(path)])
-    assert curve.label == "fogd on a9a"
+    assert curve.label == "fogd on a9a" and curve.baseline == 0.4  # drawn as a line by plot_curves
     # Rows learned by the whole job, both shards in step: halfway 70 mistakes in 200 rows.
     np.testing.assert_array_equal(curve.n, [200, 400])
     np.testing.assert_allclose(curve.value, [0.35, 0.25])
@@ -162,8 +162,13 @@ def test_curve_legend_hides_no_curve(grid_results, tmp_path, saved_figures):
     fig.canvas.draw()
     ax = fig.axes[0]
     legend = ax.get_legend().get_window_extent()
-    assert len(ax.get_legend().get_texts()) == 5 and legend.y1 <= ax.get_window_extent().y0  # below the axes
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(texts) == 6 and legend.y1 <= ax.get_window_extent().y0  # below the axes
     assert fig.get_window_extent().contains(legend.x0 + 1, legend.y0 + 1)  # inside the image
+    # Every point ran on the same rows: one line for their majority class, from the results table.
+    majority = grid_results.rows[0]["online_mistake_rate_baseline"]
+    assert majority == okl_core.evaluation.constant_baseline("binary", _data(tmp_path / "again")[1])["mistake_rate"]
+    assert texts[-1] == f"majority class ({majority:.4g})" and list(ax.get_lines()[-1].get_ydata()) == [majority, majority]
 
 
 def test_run_spec_reports_each_run_as_it_starts_and_ends(tmp_path):

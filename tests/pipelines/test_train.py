@@ -163,10 +163,14 @@ def test_online_error_figure_of_a_short_sharded_run(tmp_path, binary_set):
     fig.canvas.draw()
     ax = fig.axes[0]
     legend = ax.get_legend().get_window_extent()
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["shard 0", "shard 1", "shard 2", "all shards"]
+    majority = okl_core.evaluation.constant_baseline("binary", binary_set[2])["mistake_rate"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["shard 0", "shard 1", "shard 2", "all shards", f"majority class {majority:.4g}"]
     assert legend.x0 >= ax.get_window_extent().x1  # outside the axes, to the right
+    *curve_lines, baseline = ax.get_lines()
+    assert list(baseline.get_ydata()) == [majority, majority]  # the horizontal line of the constant answer
     for line in ax.get_lines():
         assert not line.get_window_extent(fig.canvas.get_renderer()).overlaps(legend)
+    for line in curve_lines:
         assert line.get_xdata()[-1] == 3000
     assert fig.get_window_extent().contains(legend.x1 - 1, legend.y0 + 1)  # and inside the image
 

@@ -147,7 +147,8 @@ def reference_ioks(learner, X, y, hyp):
         grads[i] += (grad / p[i]) ** 2 * hyp.sq_feature()
         if grad:
             hyp.step(i, x, -U / (math.sqrt(2) * math.sqrt(1 + grads[i])) * grad / p[i], U)
-        c = min(loss / cfg.loss_max, 1.0)
+        c = loss / cfg.loss_max
+        c = min(c, 1.0) if cfg.loss_cap else c  # loss_cap=False: the spec's c = l / l_max, uncapped
         c_tilde = np.zeros(K)
         c_tilde[i] = c / p[i] if p[i] >= eta.max() else c / (p[i] + eta.max())
         q, _ = tsallis_step(q, eta, c_tilde)
@@ -199,6 +200,9 @@ def test_oks_pp_matches_the_reference_fold(name, params):
         ("ioks", {"loss": "square"}),
         ("rf_ioks", {"loss": "logistic", "n_components": 16}),
         ("rf_ioks", {"loss": "absolute", "n_components": 16}),
+        ("ioks", {"loss": "logistic", "loss_cap": False}),
+        ("ioks", {"loss": "square", "loss_cap": False}),
+        ("rf_ioks", {"loss": "logistic", "n_components": 16, "loss_cap": False}),
     ],
 )
 def test_ioks_matches_the_reference_fold(name, params):
@@ -210,6 +214,22 @@ def test_ioks_matches_the_reference_fold(name, params):
     rtol = 1e-5 if name.startswith("rf") else 1e-9
     np.testing.assert_allclose(scores, expected, rtol=rtol, atol=rtol)
     np.testing.assert_allclose(state.q, q, rtol=rtol)
+
+
+@pytest.mark.parametrize("name, extra", [("ioks", {}), ("rf_ioks", {"n_components": 16})])
+def test_ioks_loss_cap_is_the_default_and_dropping_it_changes_the_weights(name, extra):
+    # A stream on which some logistic losses exceed l_max = 1 (y f < -0.54): the two readings
+    # of c = l / l_max part there, and only there.
+    X, y = stream("binary")
+    made = {cap: okl_core.make_learner(name, n_inputs=3, kernels=KERNELS, horizon=len(y), seed=7, loss_cap=cap, **extra)
+            for cap in (True, False)}
+    default = okl_core.make_learner(name, n_inputs=3, kernels=KERNELS, horizon=len(y), seed=7, **extra)
+    assert default.config.loss_cap is True
+    states = {cap: learner.update(learner.init(), X, y)[0] for cap, learner in made.items()}
+    np.testing.assert_array_equal(default.update(default.init(), X, y)[0].q, states[True].q)
+    assert not np.allclose(states[True].q, states[False].q)
+    with pytest.raises(ValueError, match="loss_cap"):
+        okl_core.make_learner(name, n_inputs=3, horizon=10, loss_cap="no", **extra)
 
 
 def test_tsallis_bisection_solves_the_normalisation_within_tolerance():
