@@ -49,6 +49,7 @@ __all__ = [
     "is_derived",
     "resolve_value",
     "data_defaults",
+    "config_data_defaults",
     "scaled_dictionary",
     "complete_params",
     "accepted_params",
@@ -152,8 +153,13 @@ def data_defaults(name: str) -> dict:
     """Learner ``name``'s defaults derived from the data (its config's ``data_defaults``)."""
     from okl_core.registry import learner_class
 
+    return config_data_defaults(learner_class(name).config_class)
+
+
+def config_data_defaults(config_class: type) -> dict:
+    """The ``data_defaults`` of a config class and its bases together (a subclass's entries win)."""
     defaults: dict = {}
-    for cls in reversed(learner_class(name).config_class.__mro__):  # a subclass's (or mixin's) entries win
+    for cls in reversed(config_class.__mro__):
         defaults.update(vars(cls).get("data_defaults", {}))
     return defaults
 
