@@ -104,3 +104,24 @@ def test_one_median_for_every_shard_and_rerun():
     X = _rows(n=3000)
     a, b = resolve_params("fogd", {}, X), resolve_params("fogd", {}, X.copy())
     assert a == b and a["sigma"] == okl_core.median_heuristic(X, n_samples=1000, seed=0)
+
+
+def test_the_scikit_learn_estimators_derive_their_defaults_from_the_first_rows():
+    pytest.importorskip("sklearn")
+    from okl_core.sklearn import OnlineKernelClassifier, OnlineKernelRegressor
+
+    X = _rows(n=120)
+    y = (X[:, 0] > 0).astype(int)
+    median = okl_core.median_heuristic(X, n_samples=1000)
+    assert OnlineKernelClassifier(learner="fogd").fit(X, y).learner_.config.sigma == median
+    assert OnlineKernelRegressor(learner="fogd", sigma="0.5*median").fit(X, X[:, 1]).learner_.config.sigma == 0.5 * median
+    first = X[:40]  # partial_fit: the first call's rows
+    model = OnlineKernelClassifier(learner="oks_pp", sigma="median").partial_fit(first, y[:40], classes=[0, 1])
+    model.partial_fit(X[40:], y[40:])
+    m40 = okl_core.median_heuristic(first, n_samples=1000)
+    assert [s for _, s in model.learner_.config.dictionary] == [s * m40 for _, s in parse_kernel_dictionary(OKS_DICTIONARY)]
+    assert OnlineKernelClassifier(learner="fogd", sigma=2.0).fit(X, y).learner_.config.sigma == 2.0
+    # one row: the default keeps its configured number; an explicit formula is refused in one line
+    assert OnlineKernelClassifier(learner="fogd").partial_fit(X[:1], y[:1], classes=[0, 1]).learner_.config.sigma == 8.0
+    with pytest.raises(ValueError, match="fogd: sigma='median' is derived from the data and needs at least 2 rows"):
+        OnlineKernelClassifier(learner="fogd", sigma="median").partial_fit(X[:1], y[:1], classes=[0, 1])
