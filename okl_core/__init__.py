@@ -3,6 +3,7 @@
 Public interface::
 
     learner = okl_core.make_learner("fogd", n_inputs=123, sigma=8.0)
+    learner = okl_core.make_learner("fogd", data=X)          # defaults derived from X (sigma: the median heuristic)
     state = learner.init()
     state, online_scores = learner.update(state, X, y)   # predict, score, then learn
     scores = learner.predict(state, X_test)
@@ -23,6 +24,7 @@ from okl_core.merge import check_mixable, merge_states, mix_states
 from okl_core.metrics import Prequential
 from okl_core.random import GENERATOR_VERSION
 from okl_core.registry import learner_class, learner_names, make_learner, register
+from okl_core.derived import resolve_params
 from okl_core.state import ModelFileError, check_classes, load_model, model_bytes, model_classes, model_from_bytes, model_versions, save_model
 
 from okl_core import testing  # noqa: E402  (after the modules it checks)
@@ -53,6 +55,7 @@ __all__ = [
     "model_classes",
     "model_from_bytes",
     "register",
+    "resolve_params",
     "save_model",
     "model_versions",
     "testing",

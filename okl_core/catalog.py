@@ -15,6 +15,7 @@ import re
 import sys
 from typing import Any
 
+from okl_core.derived import config_data_defaults
 from okl_core.labels import TASKS
 from okl_core.learners.base import Learner
 from okl_core.parameters import Options, declaration, relations
@@ -64,6 +65,8 @@ class ParameterDescription:
     def default_text(self) -> str:
         """The default as the tables show it (``required``, ``0.002``, ``gaussian``, ``median from the data (8.0 without)``)."""
         fixed = "required" if self.required else str(self.default)
+        if self.name == "kernels" and self.data_default is not None:  # the dictionary in units of the median
+            return f"{fixed}, times the median from the data (as written without)"
         return fixed if self.data_default is None else f"{self.data_default} from the data ({fixed} without)"
 
 
@@ -173,7 +176,7 @@ def _parameter(learner: str, field: dataclasses.Field, cls: type[Learner]) -> Pa
         range=range_text,
         meaning=declared.meaning if declared else "",
         runtime=field.name in cls.runtime_fields,
-        data_default=getattr(cls.config_class, "data_defaults", {}).get(field.name),
+        data_default=config_data_defaults(cls.config_class).get(field.name),
     )
 
 

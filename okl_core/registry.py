@@ -88,6 +88,32 @@ def learner_class(name: str) -> type[Learner]:
     return getattr(importlib.import_module(module), cls_name)
 
 
-def make_learner(name: str, **params) -> Learner:
-    """Build learner ``name`` from its parameters (see each learner's config class)."""
+def make_learner(name: str, data=None, **params) -> Learner:
+    """Build learner ``name`` from its parameters (see each learner's config class).
+
+    Parameters
+    ----------
+    name : str
+    data : array-like (n, d), optional
+        Rows like those the learner will learn. Given, the parameters are completed and
+        resolved on them (:func:`okl_core.derived.resolve_params`): ``n_inputs``, the
+        learner's data-derived defaults (the median heuristic for ``sigma``...) and values
+        such as ``sigma="median"``. Without it, a parameter left out takes its config's
+        number and a ``"median"`` / ``"n"`` value is refused.
+    **params
+        The config's fields.
+
+    Raises
+    ------
+    ValueError
+        Invalid parameters, or a value derived from data with no ``data`` given.
+    """
+    from okl_core.derived import resolve_params, unresolved
+
+    if data is not None:
+        params = resolve_params(name, params, data)
+    elif unresolved(params):
+        names = ", ".join(f"{key}={params[key]!r}" for key in unresolved(params))
+        raise ValueError(f"{name}: {names} is derived from the data: pass make_learner({name!r}, data=X, ...) "
+                         f"or resolve it with okl_core.resolve_params({name!r}, params, X)")
     return learner_class(name).from_params(**params)

@@ -14,7 +14,10 @@ scikit-learn reads an estimator's parameters from its ``__init__`` signature (no
 ``get_params``, ``clone`` and ``GridSearchCV`` would not see them). Each estimator's signature is
 therefore ``learner`` followed by every parameter of every learner of its task (the union of the
 learners' config fields, read from the registry when this module is imported), all keyword-only
-and defaulting to ``None`` = "the learner's own default". So ``OnlineKernelClassifier(
+and defaulting to ``None`` = "the learner's own default" -- for a bandwidth (``sigma``, a
+multi-kernel dictionary) the median heuristic on the rows of the first ``fit`` / ``partial_fit``
+call, which also resolve a given ``sigma="median"`` or ``"0.5*median"`` (:mod:`okl_core.derived`;
+a multi-kernel learner takes ``sigma`` as its dictionary's unit). So ``OnlineKernelClassifier(
 learner="fogd", sigma=1.0, eta=0.2)`` is a plain scikit-learn estimator: ``clone`` copies it,
 ``GridSearchCV`` grids over ``sigma`` or ``eta`` (or ``learner``), and the fitted learner with its
 full configuration is ``learner_`` (``learner_.config``). This was chosen over a
@@ -71,6 +74,7 @@ try:
 except ImportError:  # one line, naming the extra (scikit-learn >= 1.6 has validate_data)
     raise ImportError("okl_core.sklearn needs scikit-learn >= 1.6: pip install 'okl[sklearn]'") from None
 
+from okl_core.derived import accepted_params, data_defaults, resolve_params, scaled_dictionary, unresolved
 from okl_core.labels import TASKS
 from okl_core.learners.base import Learner
 from okl_core.losses import loss_names, make_loss
@@ -253,10 +257,18 @@ def _loss_for(name: str, loss: str | None, task: str) -> str | None:
     return default if default is not None and make_loss(default).task == task else _TASK_LOSS[task]
 
 
-def _build(name: str, task: str, params: Mapping[str, Any], n_inputs: int, n_classes: int | None) -> Learner:
-    """Learner ``name`` for ``task`` from the estimator's parameters (None: the learner's default)."""
+def _build(name: str, task: str, params: Mapping[str, Any], n_inputs: int, n_classes: int | None,
+           rows: np.ndarray | None = None) -> Learner:
+    """Learner ``name`` for ``task`` from the estimator's parameters (None: the learner's default).
+
+    ``rows`` (the first rows learned) resolve the learner's data-derived defaults and values
+    such as ``sigma="median"`` (:mod:`okl_core.derived`); with fewer than 2 rows a default
+    keeps its configured number.
+    """
     fields = _fields(name)
-    given = {k: v for k, v in params.items() if v is not None and k in fields}  # the others are other learners'
+    accepted = accepted_params(name)
+    given = {k: v for k, v in params.items() if v is not None and k in accepted}  # the others are other learners'
+    given = _derived(name, given, rows)
     given["n_inputs"] = n_inputs
     if "task" in fields:
         given["task"] = task
@@ -274,6 +286,29 @@ def _build(name: str, task: str, params: Mapping[str, Any], n_inputs: int, n_cla
     if learner.task != task and not (learner.task == "multiclass" and task == "binary"):
         raise ValueError(f"{name} with loss {loss!r} learns {learner.task}, not {task}")
     return learner
+
+
+def _derived(name: str, given: dict, rows: np.ndarray | None) -> dict:
+    """``given`` with ``sigma`` as a dictionary's unit, the data defaults (not the horizon: fit
+    sets it) and the derived values (``"median"``...) resolved on ``rows`` (okl_core.derived)."""
+    fields = _fields(name)
+    given = dict(given)
+    if "sigma" in given and "sigma" not in fields:  # a multi-kernel learner: sigma is its dictionary's unit
+        if "kernels" in given:
+            raise ValueError(f"{name}: give sigma (the unit of the default dictionary) or kernels, not both")
+        given["kernels"] = scaled_dictionary(str(fields["kernels"].default), given.pop("sigma"))
+    enough = rows is not None and len(rows) >= 2
+    if enough:
+        for key, value in data_defaults(name).items():
+            if key != "horizon":
+                given.setdefault(key, value)
+    if unresolved(given):
+        if not enough:
+            raise ValueError(f"{name}: {', '.join(f'{k}={given[k]!r}' for k in unresolved(given))} is derived from the "
+                             "data and needs at least 2 rows in the first call")
+        resolved = resolve_params(name, given, rows)
+        given = {key: resolved[key] for key in given}
+    return given
 
 
 def expected_failed_checks(estimator: BaseEstimator) -> dict[str, str]:
@@ -338,11 +373,11 @@ class _OnlineKernelEstimator(BaseEstimator):
         X = self._check_X(X, reset=False)
         return np.asarray(self.learner_.predict(self.state_, X))
 
-    def _start(self, name: str, task: str, n_inputs: int, n_classes: int | None, n_rows: int | None) -> None:
+    def _start(self, name: str, task: str, X: np.ndarray, n_classes: int | None, n_rows: int | None) -> None:
         params = self._learner_params()
         if n_rows is not None and "horizon" in _fields(name) and params.get("horizon") is None:
             params["horizon"] = max(n_rows, 2)  # the pipelines' rule: the rows of the data set
-        self.learner_ = _build(name, task, params, n_inputs, n_classes)
+        self.learner_ = _build(name, task, params, X.shape[1], n_classes, rows=X)
         self.state_ = self.learner_.init()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -435,7 +470,7 @@ class OnlineKernelClassifier(ClassifierMixin, _OnlineKernelEstimator):
         """
         X, y = self._check_Xy(X, y, reset=True)
         check_classification_targets(y)
-        self._begin(np.unique(y), X.shape[1], len(X))
+        self._begin(np.unique(y), X, len(X))
         self._learn(X, self._codes(y))
         return self
 
@@ -460,17 +495,17 @@ class OnlineKernelClassifier(ClassifierMixin, _OnlineKernelEstimator):
         if first:
             if classes is None:
                 raise ValueError("partial_fit: the first call needs classes=, every label the stream holds")
-            self._begin(np.unique(np.asarray(classes)), X.shape[1], None)
+            self._begin(np.unique(np.asarray(classes)), X, None)
         elif classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
             raise ValueError(f"partial_fit: classes {np.unique(np.asarray(classes)).tolist()} differ from classes_ {self.classes_.tolist()} of the first call")
         self._learn(X, self._codes(y))
         return self
 
-    def _begin(self, classes: np.ndarray, n_inputs: int, n_rows: int | None) -> None:
+    def _begin(self, classes: np.ndarray, X: np.ndarray, n_rows: int | None) -> None:
         name = classifier_learner(self.learner, len(classes))
         task = "binary" if len(classes) == 2 else "multiclass"
         self.classes_ = classes
-        self._start(name, task, n_inputs, len(classes), n_rows)
+        self._start(name, task, X, len(classes), n_rows)
 
     def _multiclass_codes(self) -> bool:
         return self.learner_.task == "multiclass"
@@ -584,7 +619,7 @@ class OnlineKernelRegressor(RegressorMixin, _OnlineKernelEstimator):
         self
         """
         X, y = self._check_Xy(X, y, reset=True)
-        self._start(regressor_learner(self.learner), "regression", X.shape[1], None, len(X))
+        self._start(regressor_learner(self.learner), "regression", X, None, len(X))
         self._learn(X, y.astype(np.float64))
         return self
 
@@ -598,7 +633,7 @@ class OnlineKernelRegressor(RegressorMixin, _OnlineKernelEstimator):
         first = not hasattr(self, "state_")
         X, y = self._check_Xy(X, y, reset=first)
         if first:
-            self._start(regressor_learner(self.learner), "regression", X.shape[1], None, None)
+            self._start(regressor_learner(self.learner), "regression", X, None, None)
         self._learn(X, y.astype(np.float64))
         return self
 

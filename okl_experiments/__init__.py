@@ -13,6 +13,8 @@ what an experiment needs besides the learners, importable and without Apache Bea
 * :mod:`~okl_experiments.grid`, :mod:`~okl_experiments.runs`, :mod:`~okl_experiments.sweep`
   -- search spaces, runs as Dask tasks, the sweep engine and its results table;
 * :mod:`~okl_experiments.reproduction` -- the papers' settings and their table;
+* :mod:`~okl_experiments.defaults` -- every learner with its defaults against the
+  majority class / the mean on a9a, MNIST, the demo and a generated CSV (``okl report defaults``);
 * :mod:`~okl_experiments.figures` -- curves and sweep figures (matplotlib);
 * :mod:`~okl_experiments.text`, :mod:`~okl_experiments.progress` -- Markdown tables, files
   written whole, progress displays.

@@ -31,9 +31,9 @@ _SHARDS = 2
 _PIPELINE = ("--num_shards", str(_SHARDS), "--direct_num_workers=2", "--direct_running_mode=multi_processing")
 _MNIST = ("--images", "{mnist}/t10k-images-idx3-ubyte.gz", "--labels", "{mnist}/t10k-labels-idx1-ubyte.gz")
 _DSG_8V6 = ("--learner", "dsg", "--param", 'loss="hinge"', "--sigma", "median", "--param", 'nu="1/n"',
-            "--param", "batch_size=1024", "--param", "block_size=256", "--param", "theta=10")
+            "--param", "batch_size=1024", "--param", "block_size=256", "--param", "theta=10", "--param", "step_offset=0")
 _DSG_10 = ("--learner", "dsg", "--param", 'loss="softmax"', "--sigma", "0.35*median", "--param", "nu=0.0001",
-           "--param", "batch_size=1024", "--param", "block_size={block_2p16}", "--param", "theta=10000")
+           "--param", "batch_size=1024", "--param", "block_size={block_2p16}", "--param", "theta=10000", "--param", "step_offset=0")
 _MOLECULES = ("{cep}/cep-processed.csv", "--num_workers", "2", "--quiet")
 
 

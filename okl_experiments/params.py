@@ -6,20 +6,12 @@ the reproductions, ``pipelines.report run`` -- goes through :func:`learner_param
 
 * ``n_inputs`` (and ``n_classes`` for multiclass data) come from the data; a value given
   for them must agree;
-* ``horizon`` (the ``T`` of the OKS family), when the learner has one and no value is
-  given, is the number of training rows (as ``"n"``);
-* a string value in the mini-language below is replaced by a number computed on the data
+* a learner's defaults derived from the data (its config's ``data_defaults``: the median
+  heuristic for a bandwidth, ``horizon = "n"``) apply where no value is given
+  (:func:`okl_core.derived.complete_params`);
+* a string value in the mini-language of :mod:`okl_core.derived` (``"median"``,
+  ``"<k>*median"``, ``"n"``, ``"<c>/n"``) is replaced by a number computed on the data
   (:func:`resolve_value`); any other string (a loss, a kernel) is left as it is.
-
-============================  ==========================================================
-value                         resolved to
-============================  ==========================================================
-``"median"``                  the median heuristic (:func:`okl_core.median_heuristic`: the
-                              median distance between rows, L1 for ``kernel="laplacian"``)
-``"<k>*median"``              ``k`` times it (``"0.2*median"``)
-``"n"``                       the number of training rows (e.g. a horizon ``T``)
-``"<c>/n"``                   ``c`` divided by it (``"1/n"``, DSG's ``nu = "0.01/n"``)
-============================  ==========================================================
 
 The median is taken over the rows :class:`DataFacts` provides: an experiment's data set in
 memory (subsampled to :data:`MEDIAN_ROWS` rows with :func:`okl_core.median_heuristic`'s
@@ -37,13 +29,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from typing import Any, Callable
 
 import numpy as np
 
 import okl_core
+from okl_core.derived import MEDIAN_ROWS, accepted_params, complete_params
+from okl_core.derived import resolve_value as resolve_derived
 from okl_core.evaluation import effective_batch_rows
+from okl_core.learners.multikernel import parse_kernel_dictionary
 from okl_experiments.text import read_json
 
 __all__ = [
@@ -69,12 +63,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH_ROWS = 4096
 """Rows per ``update`` call unless told otherwise (okl's writer uses row groups of 4096 too)."""
-MEDIAN_ROWS = 1000
-"""Rows the median heuristic is taken over."""
-
-_MEDIAN = re.compile(r"\s*(?:([0-9.eE+-]+)\s*\*\s*)?median\s*")
-_PER_N = re.compile(r"\s*([0-9.eE+-]+)\s*/\s*n\s*")
-_SYNTAX = 'expected a number, "median", "<k>*median", "n" or "<c>/n"'
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -109,38 +97,15 @@ class DataFacts:
         return self._medians[metric]
 
 
-def _number(text: str | None, default: float, name: str, value: str) -> float:
-    try:
-        number = float(text) if text else default
-    except ValueError:
-        number = None
-    if number is None or not number > 0:
-        raise ValueError(f"{name}={value!r}: {_SYNTAX}")
-    return number
-
-
 def resolve_value(name: str, value: Any, facts: DataFacts, kernel: str | None = None) -> Any:
-    """``value`` with the mini-language of the module docstring resolved on ``facts``.
+    """``value`` with the mini-language (:mod:`okl_core.derived`) resolved on ``facts``.
 
     Raises
     ------
     ValueError
         A string that mentions ``median`` or ``n`` but is not one of the forms.
     """
-    if not isinstance(value, str):
-        return value
-    median = _MEDIAN.fullmatch(value)
-    if median:
-        factor = _number(median.group(1), 1.0, name, value)
-        return factor * facts.median("l1" if kernel == "laplacian" else "euclidean")
-    per_n = _PER_N.fullmatch(value)
-    if value.strip() == "n" or per_n:
-        if not facts.n_rows:
-            raise ValueError(f"{name}={value!r}: the number of rows of {facts.name} is not known")
-        return facts.n_rows if not per_n else _number(per_n.group(1), 1.0, name, value) / facts.n_rows
-    if "median" in value or re.search(r"/\s*n\s*$", value):
-        raise ValueError(f"{name}={value!r}: {_SYNTAX}")
-    return value
+    return resolve_derived(name, value, facts.median, facts.n_rows, kernel, facts.name)
 
 
 def resolve_values(values: dict, facts: DataFacts) -> dict:
@@ -152,9 +117,9 @@ def resolve_values(values: dict, facts: DataFacts) -> dict:
 def learner_params(learner: str, values: dict, facts: DataFacts) -> dict:
     """Parameters of ``learner`` for ``values`` on the data ``facts`` describes.
 
-    Adds ``n_inputs`` (and ``n_classes`` for multiclass data, when the learner has one), a
-    ``horizon`` of the number of rows when the learner needs one and none is given, and
-    resolves data-derived values. Nothing is validated beyond that: :func:`build_learner`
+    Adds ``n_inputs`` (and ``n_classes`` for multiclass data, when the learner has one) and
+    the learner's data defaults where no value is given (a ``horizon`` of the number of
+    rows, a ``sigma`` of the median heuristic...), and resolves data-derived values. Nothing is validated beyond that: :func:`build_learner`
     (or ``okl_core.make_learner``) does.
 
     Raises
@@ -170,9 +135,7 @@ def learner_params(learner: str, values: dict, facts: DataFacts) -> dict:
     for name, value in derived.items():
         if name in values and values[name] != value:
             raise ValueError(f"{name}={values[name]!r} contradicts {facts.name} ({name} = {value})")
-    if "horizon" in fields and "horizon" not in values:
-        values = {**values, "horizon": "n"}
-    return {**resolve_values(values, facts), **derived}
+    return {**resolve_values(complete_params(learner, values), facts), **derived}
 
 
 def derived_values(given: dict, resolved: dict) -> dict:
@@ -187,10 +150,19 @@ def derived_values(given: dict, resolved: dict) -> dict:
     return out
 
 
+def _derived_part(name: str, given, value) -> str:
+    if name == "kernels":
+        widths = [sigma for _, sigma in parse_kernel_dictionary(value)]
+        return f"kernels={len(widths)} bandwidths {min(widths):.4g}..{max(widths):.4g} (median-scaled)"
+    return f"{name}={value:.4g} ({given})" if isinstance(value, float) else f"{name}={value} ({given})"
+
+
 def derived_line(derived: dict, n_rows: int | None = None) -> str:
-    """``sigma=4.21 (median), nu=3.1e-07 (0.01/n), n=32,561 rows``: what the data decided."""
-    parts = [f"{name}={value:.4g} ({given})" if isinstance(value, float) else f"{name}={value} ({given})"
-             for name, (given, value) in sorted(derived.items())]
+    """``sigma=4.21 (median), nu=3.1e-07 (0.01/n), n=32,561 rows``: what the data decided.
+
+    A kernel dictionary reads ``kernels=6 bandwidths 0.98..31.4 (median-scaled)``.
+    """
+    parts = [_derived_part(name, given, value) for name, (given, value) in sorted(derived.items())]
     if n_rows is not None:
         parts.append(f"n={n_rows:,} rows")
     return ", ".join(parts)
@@ -212,7 +184,7 @@ def check_fit(name: str, values: dict, facts: DataFacts) -> None:
     ValueError
     """
     cls = okl_core.learner_class(name)
-    fields = {f.name for f in dataclasses.fields(cls.config_class)}
+    fields = accepted_params(name)
     unknown = sorted(set(values) - fields)
     if unknown:
         raise ValueError(f"{name}: unknown parameter(s) {unknown}; valid: {sorted(fields)}")

@@ -32,6 +32,8 @@ from okl_core.data.preparation import PREPARATION_FILE, preparation_record
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import write_synthetic
 from okl_core.publish import StagedDirectory, remove_made_dirs
+from okl_experiments.defaults import demo_params
+from okl_core.derived import complete_params
 from okl_experiments.params import MEDIAN_ROWS, DataFacts, batch_rows_for, build_learner, derived_values, minibatch_rows, read_learner_config
 from okl_experiments.text import read_json
 from pipelines.cli import make_output_dir, output_error
@@ -150,7 +152,7 @@ def _learner_choice(args) -> tuple[str, dict]:
     if name not in okl_core.learner_names():
         raise UsageError(f"unknown learner {name!r}; choose one of {', '.join(okl_core.learner_names())}")
     if args.input is None and not args.config:
-        params = {**DEMO_PARAMS.get(name, {}), **params}
+        params = {**demo_params(name), **DEMO_PARAMS.get(name, {}), **params}
     for item in args.param:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -484,7 +486,7 @@ def _resolve_learning(args, source: DatasetSource, name: str, params: dict, outp
         _check_mergeable(learner)
     config = learner.describe()["config"]
     return TrainJob(source, test_source, learner, config, plan, output, files, args.read_order_seed, args.shuffle_rows,
-                    derived=derived_values(params, config))
+                    derived=derived_values(complete_params(name, params), config))
 
 
 def build_graph(pipeline: beam.Pipeline, job: TrainJob, launched_at: float) -> None:

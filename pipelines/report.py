@@ -1,6 +1,6 @@
 """Figures of online learning runs and sweeps, saved as PNG (matplotlib, Agg backend).
 
-Four commands::
+Five commands::
 
     # online error vs examples seen, one curve per run (the papers' figure style)
     python -m pipelines.report curves sweep/results.parquet reproduce/reproduce.json run.json --output figures
@@ -14,6 +14,9 @@ Four commands::
 
     # run learners directly from a small JSON spec, then plot their online curves
     python -m pipelines.report run docs/specs/online_error.json --data_root data --output figures/a9a
+
+    # every learner with its default parameters against the majority class / mean
+    python -m pipelines.report defaults --output defaults
 
 ``--output`` is a directory (``curves`` and ``run`` write ``online_error.png`` into it); the
 old ``-o``/``--out FILE.png`` of ``curves`` and ``run`` still writes that file, with a warning.
@@ -29,6 +32,9 @@ import argparse
 import os
 import sys
 
+from okl_core.registry import learner_names
+from okl_experiments.defaults import QUICK_ROWS, defaults_table, result_line, write_table
+from okl_experiments.reproduction import DEFAULT_DATA_ROOT
 from okl_experiments.figures import plot_curves, plot_sweep, read_curves, reproduce_figures, run_spec, write_curves
 from okl_experiments.progress import progress_wanted
 from pipelines.cli import Parser, deprecate, main, output_dir, prog, warn
@@ -71,6 +77,12 @@ def build_parser() -> Parser:
     r.add_argument("--data_root", help="directory of the real data sets (default ../shared/data)")
     r.add_argument("--log_x", action="store_true", help="logarithmic examples axis")
     r.add_argument("--curves_out", help="also write the curves as JSON (a 'curves' input)")
+    f = sub.add_parser("defaults", help="every learner with its defaults against the majority class / mean (defaults.md, defaults.json)")
+    f.add_argument("--output", default="defaults", help="directory for defaults.md and defaults.json (default defaults/)")
+    f.add_argument("--data_root", help="directory of a9a/ and mnist/ (default ../shared/data, or $OKL_SHARED_DATA); "
+                                       "left out, with the reason, when missing")
+    f.add_argument("--learner", action="append", choices=learner_names(), metavar="NAME", help="only this learner (repeatable)")
+    f.add_argument("--quick", action="store_true", help="the first few thousand rows of each data set (the test suite's table)")
     return p
 
 
@@ -95,6 +107,11 @@ def _figures(args) -> list[str]:
         return [plot_curves(read_curves(args.inputs, args.top, args.metric), _png_path(args), args.title, args.log_x)]
     if args.command == "reproduce":
         return reproduce_figures(args.inputs, args.output)
+    if args.command == "defaults":
+        results, skipped = defaults_table(args.learner, data_root=args.data_root or os.environ.get("OKL_SHARED_DATA", DEFAULT_DATA_ROOT),
+                                          rows=QUICK_ROWS if args.quick else None,
+                                          on_result=(lambda r: print(result_line(r), file=sys.stderr, flush=True)) if progress_wanted() else None)
+        return write_table(results, skipped, args.output)
     if args.command == "sweep":
         pair = tuple(x.strip() for x in args.heatmap.split(",")) if args.heatmap else None  # checked by plot_sweep, before any figure
         return plot_sweep(args.results, args.output, args.metric, pair)

@@ -70,7 +70,7 @@ def build_parser() -> Parser:
     model.add_argument("--config", help='JSON file {"learner": name, "params": {...}} (e.g. written by the sweep); flags override it')
     model.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                        help='learner parameter, value parsed as JSON; "median", "<k>*median", "n", "<c>/n" are derived from the data (repeatable)')
-    model.add_argument("--sigma", help='kernel bandwidth: a number, "median" or "<factor>*median"')
+    model.add_argument("--sigma", help='kernel bandwidth: a number, "median" or "<factor>*median" (default: the median heuristic; a multi-kernel learner: the unit of its dictionary)')
     model.add_argument("--eta", type=float, help="step size")
     model.add_argument("--n_components", type=int, help="random Fourier frequencies D")
     model.add_argument("--seed", type=int, help="model seed (random features are regenerated from it)")

@@ -212,8 +212,15 @@ class _SeededConfig(SupportBudgetConfig):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RBPConfig(_SeededConfig):
-    """Randomized Budget Perceptron: kernel, ``budget`` and ``seed`` (the rule has no step)."""
+    """Randomized Budget Perceptron: kernel, ``budget`` and ``seed`` (the rule has no step).
 
+    ``budget`` defaults to 1,000, not the FOGD paper's comparison point of 100: a perceptron
+    adds a vector on every mistake, a quarter of a9a's rows, so 100 vectors hold only the last
+    few hundred rows and the final model labels a9a's test set worse than the majority class
+    (25.3% against 23.6%; the paper's own online rate at B = 100, 27.1%, is also above the
+    majority's 24.1%). ``budget=100`` keeps the paper's setting."""
+
+    budget: int = 1000
     task = "binary"
 
 
@@ -225,8 +232,14 @@ class ForgetronConfig(SupportBudgetConfig):
     """Forgetron: kernel, ``budget`` (the paper's mistake bound needs B >= 84) and ``shrinking``:
     the self-tuned shrinking of the published algorithm (True, default) or none (False: the
     oldest vector is simply removed, "the Forgetron that discards the oldest SV" as the FOGD
-    paper's related work describes it)."""
+    paper's related work describes it).
 
+    ``budget`` defaults to 1,000 (the FOGD paper compares budgets at 100): like RBP, the
+    Forgetron adds a vector on every mistake, and at B = 100 its final model labels a9a's
+    test set worse than the majority class (41.7% against 23.6%). ``budget=100`` keeps the
+    paper's setting."""
+
+    budget: int = 1000
     shrinking: bool = True
     phi_root: str = "feasible"
     task = "binary"
@@ -397,9 +410,14 @@ class RBPRConfig(RegressionRuleConfig, _SeededConfig):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BOGDRConfig(RegressionRuleConfig, BOGDConfig):
     """BOGD regression: the FOGD-R rule (``eta`` 0.1, ``eps``, ``threshold``) and BOGD's ``lam``,
-    ``decay``, ``budget``, ``seed``."""
+    ``decay``, ``budget``, ``seed``. ``removal`` defaults to ``'oldest'`` (the authors' code):
+    the paper's uniform sampling with the ``B / (B - 1)`` rescaling lets the coefficients grow
+    on targets far from 0 (a mean squared error of 5e16 on CASP at ``B = 30``), while
+    ``'oldest'`` gives the paper's numbers on abalone and CASP; ``removal='random'`` keeps the
+    published rule."""
 
     eta: float = 0.1
+    removal: str = "oldest"
     task = "regression"
 
 
@@ -1245,7 +1263,7 @@ class BOGDRegressor(BOGD):
 
     name = "bogd_r"
     config_class = BOGDRConfig
-    conformance_params = {"sigma": 0.5, "budget": 40, "eta": 0.3, "lam": 0.05, "eps": 0.05}
+    conformance_params = {"sigma": 0.5, "budget": 40, "eta": 0.3, "lam": 0.05, "eps": 0.05, "removal": "random"}  # the seeded rule
 
     def __init__(self, config: Any):
         super().__init__(config)

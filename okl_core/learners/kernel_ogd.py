@@ -94,12 +94,17 @@ class KernelConfig(CheckedConfig):
     kernel : {'gaussian', 'laplacian', 'cauchy'}
         See :mod:`okl_core.kernels`.
     sigma : float
-        Kernel bandwidth (the paper's 8 by default).
+        Kernel bandwidth; default the median heuristic on the data (``"median"``, see
+        :mod:`okl_core.derived`). The papers' 8 (Lu et al.'s, for features in [0, 1]) is
+        the fallback of a learner built with no data, and stays reachable as ``sigma=8``:
+        a fixed bandwidth suits only data of the scale it was chosen for.
     """
 
     n_inputs: int
     kernel: str = "gaussian"
     sigma: float = 8.0
+
+    data_defaults: ClassVar[dict] = {"sigma": "median"}
 
     def __post_init__(self) -> None:
         super().__post_init__()

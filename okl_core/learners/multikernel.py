@@ -192,8 +192,11 @@ class MultiKernelConfig(CheckedConfig):
     n_inputs : int
         Input dimension ``d``.
     kernels : str
-        The kernel dictionary, ``"KERNEL:SIGMA,..."`` (module docstring); each learner
-        defaults to its paper's dictionary.
+        The kernel dictionary, ``"KERNEL:SIGMA,..."`` (module docstring). Each learner's
+        default is its paper's dictionary with the median heuristic on the data as unit
+        (``data_defaults``, :func:`okl_core.derived.scaled_dictionary`): the papers chose
+        their bandwidths for features scaled to [0, 1] or [-1, 1]. The paper's own
+        dictionary (a learner built with no data) stays reachable as ``sigma=1``.
     seed : int
         Model seed: per-example draws and every kernel's random features derive from it.
     """

@@ -114,6 +114,7 @@ from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar, cast
 import numpy as np
 from numpy.typing import ArrayLike
 
+from okl_core.derived import scaled_dictionary
 from okl_core.features import FeatureSpec
 from okl_core.kernels import SELF_SIMILARITY, Kernel
 from okl_core.learners.base import (
@@ -275,6 +276,8 @@ class _KernelSelectionConfig(SupportCapConfig, _SelectionFields, MultiKernelConf
 
     kernels: str = OKS_DICTIONARY
 
+    data_defaults: ClassVar[dict] = {"kernels": scaled_dictionary(OKS_DICTIONARY, "median")}
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _RFSelectionConfig(_SelectionFields, RandomFeatureMultiKernelConfig):
@@ -282,6 +285,8 @@ class _RFSelectionConfig(_SelectionFields, RandomFeatureMultiKernelConfig):
 
     kernels: str = OKS_DICTIONARY
     n_components: int = 400
+
+    data_defaults: ClassVar[dict] = {"kernels": scaled_dictionary(OKS_DICTIONARY, "median")}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -308,6 +313,8 @@ class OKSConfig(_KernelSelectionConfig):
 
     horizon: int
     step_scale: float | None = None
+
+    data_defaults: ClassVar[dict] = {"horizon": "n"}
 
     def __post_init__(self):
         super().__post_init__()
@@ -372,6 +379,8 @@ class _IOKSFields(CheckedConfig):
     horizon: int
     loss_max: float = 1.0
     loss_cap: bool = True
+
+    data_defaults: ClassVar[dict] = {"horizon": "n"}
 
     def __post_init__(self) -> None:
         super().__post_init__()

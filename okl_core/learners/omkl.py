@@ -80,11 +80,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple, Protocol, TypeVar
+from typing import ClassVar, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from okl_core.derived import scaled_dictionary
 from okl_core.learners.base import (
     State,
     check_choice,
@@ -138,7 +139,10 @@ class RakerConfig(RandomFeatureMultiKernelConfig):
     ----------
     n_inputs, kernels, seed, n_components, block_size, feature_cache_mb
         See :class:`~okl_core.learners.multikernel.RandomFeatureMultiKernelConfig`;
-        defaults: the 17 Gaussians ``2^-8 .. 2^8`` and ``D = 50`` (the paper's).
+        defaults: the 17 Gaussians ``2^-8 .. 2^8`` times the median heuristic on the data
+        (the paper's bandwidths were chosen for data scaled to [0, 1]; the median makes
+        them a unit-free range around the data's own scale; ``kernels=OMKL_DICTIONARY``
+        or ``sigma=1`` keeps the paper's) and ``D = 50`` (the paper's).
     eta : float
         Step size scale (> 0), for both ``theta`` and the weights.
     schedule : {'inv_sqrt_t', 'constant'}
@@ -153,6 +157,8 @@ class RakerConfig(RandomFeatureMultiKernelConfig):
     schedule: str = "inv_sqrt_t"
     lam: float = 1e-3
     task = "regression"
+
+    data_defaults: ClassVar[dict] = {"kernels": scaled_dictionary(OMKL_DICTIONARY, "median")}
 
     def __post_init__(self):
         super().__post_init__()

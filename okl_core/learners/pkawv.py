@@ -55,7 +55,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 import scipy.linalg as sla
@@ -108,7 +108,9 @@ class RidgeConfig(CheckedConfig):
     n_inputs : int
         Input dimension ``d``.
     sigma : float
-        Gaussian bandwidth (the paper's 1 by default, inputs scaled to ``[-1, 1]^d``).
+        Gaussian bandwidth; default the median heuristic on the data (``"median"``, see
+        :mod:`okl_core.derived`). The paper's 1, for inputs scaled to ``[-1, 1]^d``, is
+        the fallback of a learner built with no data (``sigma=1`` keeps it).
     lam : float
         Ridge parameter ``lambda`` (> 0).
     task : {'regression', 'binary'}
@@ -119,6 +121,8 @@ class RidgeConfig(CheckedConfig):
     sigma: float = 1.0
     lam: float = 1.0
     task: str = "regression"
+
+    data_defaults: ClassVar[dict] = {"sigma": "median"}
 
     def __post_init__(self):
         super().__post_init__()

@@ -41,7 +41,7 @@ def _naive_dsg(X, y, loss, r, B, theta, nu, sigma=1.0, seed=0, n_out=1, step_off
 @pytest.mark.parametrize("loss, task", [("hinge", "binary"), ("logistic", "binary"), ("square", "regression"), ("quantile", "regression")])
 def test_matches_naive_algorithm(loss, task):
     X, y = tiny_problem(task, 3, n=100)
-    learner = okl_core.make_learner("dsg", n_inputs=3, loss=loss, block_size=8, batch_size=10, theta=3.0, nu=0.05)
+    learner = okl_core.make_learner("dsg", n_inputs=3, loss=loss, block_size=8, batch_size=10, theta=3.0, step_offset=0.0, nu=0.05)
     state, scores = learner.update(learner.init(), X, y)
     A, ref_scores, _ = _naive_dsg(X, y, make_loss(loss), 8, 10, 3.0, 0.05)
     np.testing.assert_allclose(scores, ref_scores[:, 0], rtol=1e-5, atol=1e-6)
@@ -51,7 +51,7 @@ def test_matches_naive_algorithm(loss, task):
 
 def test_preconditioned_blocks_match_reference():
     X, y = tiny_problem("regression", 3, n=80)
-    learner = okl_core.make_learner("dsg", n_inputs=3, loss="square", block_size=6, batch_size=20, theta=1.0,
+    learner = okl_core.make_learner("dsg", n_inputs=3, loss="square", block_size=6, batch_size=20, theta=1.0, step_offset=0.0,
                                     nu=0.01, precondition=True, precondition_eps=1e-3)
     state, scores = learner.update(learner.init(), X, y)
     A, ref, _ = _naive_dsg(X, y, make_loss("square"), 6, 20, 1.0, 0.01, precondition_eps=1e-3)
@@ -73,7 +73,7 @@ def test_softmax_multiclass_and_step_offset():
 def test_factor_exactly_zero_at_the_first_iteration_matches_reference():
     # gamma_1 nu = theta nu = 1: the decay factor is exactly 0 while there is no past yet.
     X, y = tiny_problem("binary", 3, n=40)
-    learner = okl_core.make_learner("dsg", n_inputs=3, block_size=4, batch_size=10, theta=4.0, nu=0.25)
+    learner = okl_core.make_learner("dsg", n_inputs=3, block_size=4, batch_size=10, theta=4.0, step_offset=0.0, nu=0.25)
     state, _ = learner.update(learner.init(), X, y)
     A, _, _ = _naive_dsg(X, y, make_loss("hinge"), 4, 10, 4.0, 0.25)
     assert np.all(np.isfinite(state.coef))
@@ -83,7 +83,7 @@ def test_factor_exactly_zero_at_the_first_iteration_matches_reference():
 def test_zero_factor_with_history_zeroes_every_earlier_block():
     X, y = tiny_problem("binary", 3, n=30)
     # theta / (offset + i) * nu == 1 exactly at i = 2: theta = 2, offset = 0, nu = 1.
-    learner = okl_core.make_learner("dsg", n_inputs=3, block_size=4, batch_size=10, theta=2.0, nu=1.0)
+    learner = okl_core.make_learner("dsg", n_inputs=3, block_size=4, batch_size=10, theta=2.0, step_offset=0.0, nu=1.0)
     state, _ = learner.update(learner.init(), X[:20], y[:20])
     true = state.coef * state.scale
     assert np.all(true[0] == 0.0) and np.any(true[1] != 0.0)
@@ -98,7 +98,7 @@ def test_lazy_scale_renormalises_before_underflow():
 
 def test_averaged_iterate_equals_the_explicit_average():
     X, y = tiny_problem("regression", 3, n=50)
-    learner = okl_core.make_learner("dsg", n_inputs=3, loss="square", block_size=4, batch_size=10, theta=2.0,
+    learner = okl_core.make_learner("dsg", n_inputs=3, loss="square", block_size=4, batch_size=10, theta=2.0, step_offset=0.0,
                                     nu=0.1, averaged=True)
     state, _ = learner.update(learner.init(), X, y)
     _, _, history = _naive_dsg(X, y, make_loss("square"), 4, 10, 2.0, 0.1)
@@ -107,14 +107,14 @@ def test_averaged_iterate_equals_the_explicit_average():
     for snapshot in history:
         average[: len(snapshot)] += np.stack(snapshot)
     np.testing.assert_allclose(state.avg_coef, average / t, rtol=1e-5, atol=1e-7)
-    plain = okl_core.make_learner("dsg", n_inputs=3, loss="square", block_size=4, batch_size=10, theta=2.0, nu=0.1)
+    plain = okl_core.make_learner("dsg", n_inputs=3, loss="square", block_size=4, batch_size=10, theta=2.0, step_offset=0.0, nu=0.1)
     np.testing.assert_allclose(learner.predict(state, X), plain.predict(state._replace(coef=state.avg_coef, scale=np.asarray(1.0)), X))
 
 
 @pytest.mark.parametrize("precision, tol", [("float64", 1e-12), ("float32", 2e-6)])
 def test_prediction_in_chunks_matches_one_shot(monkeypatch, precision, tol):
     X, y = tiny_problem("binary", 3, n=200)
-    learner = okl_core.make_learner("dsg", n_inputs=3, block_size=8, batch_size=5, theta=5.0, precision=precision)
+    learner = okl_core.make_learner("dsg", n_inputs=3, block_size=8, batch_size=5, theta=5.0, step_offset=0.0, precision=precision)
     state, _ = learner.update(learner.init(), X, y)
     whole = learner.predict(state, X)
     import okl_core.learners.dsg as dsg_module
@@ -127,7 +127,7 @@ def _golden_case(**params):
     rng = np.random.default_rng(7)
     X = rng.random((640, 20), dtype=np.float32)
     y = np.where(X[:, :10].sum(1) > X[:, 10:].sum(1), 1, -1)
-    learner = okl_core.make_learner("dsg", n_inputs=20, loss="hinge", block_size=16, batch_size=32, theta=4.0,
+    learner = okl_core.make_learner("dsg", n_inputs=20, loss="hinge", block_size=16, batch_size=32, theta=4.0, step_offset=0.0,
                                     nu=1e-3, sigma=1.5, seed=3, **params)
     state, scores = learner.update(learner.init(), X[:512], y[:512])
     return learner, state, scores, X[512:]
@@ -176,7 +176,7 @@ def test_precision_is_validated():
 
 def test_merge_is_blockwise_weighted_average():
     X, y = tiny_problem("binary", 3, n=90)
-    learner = okl_core.make_learner("dsg", n_inputs=3, block_size=4, batch_size=10, theta=2.0, precision="float64")
+    learner = okl_core.make_learner("dsg", n_inputs=3, block_size=4, batch_size=10, theta=2.0, step_offset=0.0, precision="float64")
     a, _ = learner.update(learner.init(), X[:60], y[:60])  # 6 blocks
     b, _ = learner.update(learner.init(), X[60:], y[60:])  # 3 blocks
     merged = okl_core.merge_states(learner, [a, b])

@@ -39,9 +39,13 @@ def test_the_mini_language():
 
 
 def test_learner_params_add_what_the_data_determines():
-    facts, _, calls = _facts(task="multiclass", n_classes=3)
-    assert learner_params("mfogd", {"eta": 0.1}, facts) == {"eta": 0.1, "n_inputs": 4, "n_classes": 3}
+    facts, X, calls = _facts(task="multiclass", n_classes=3)
+    assert learner_params("mfogd", {"eta": 0.1, "sigma": 2.0}, facts) == {"eta": 0.1, "sigma": 2.0, "n_inputs": 4, "n_classes": 3}
     assert calls == []
+    # sigma left out: its data default, the median heuristic on the rows
+    median = okl_core.median_heuristic(X, n_samples=1000)
+    assert learner_params("mfogd", {"eta": 0.1}, facts) == {"eta": 0.1, "sigma": median, "n_inputs": 4, "n_classes": 3}
+    assert calls == [1]
     with pytest.raises(ValueError, match="n_inputs=5 contradicts toy"):
         learner_params("mfogd", {"n_inputs": 5}, facts)
     with pytest.raises(ValueError, match="learner fogd is set up for binary data but toy holds multiclass data"):
@@ -53,7 +57,8 @@ def test_the_horizon_is_the_row_count_unless_given(name):
     facts, _, calls = _facts(n=300)
     assert learner_params(name, {}, facts)["horizon"] == 300
     assert learner_params(name, {"horizon": 50}, facts)["horizon"] == 50
-    assert build_learner(name, {}, facts).config.horizon == 300 and calls == []
+    assert build_learner(name, {"kernels": "gaussian:1"}, facts).config.horizon == 300
+    assert len(calls) == 1  # the rows, read once for the default dictionary's median
     assert "horizon" not in learner_params("oks_pp", {}, facts)  # no horizon field: nothing added
 
 

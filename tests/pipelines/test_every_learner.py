@@ -29,8 +29,8 @@ def _data(task):
 @pytest.mark.parametrize("name", okl_core.learner_names())
 def test_pipeline_equals_the_fold(name, tmp_path):
     params = dict(okl_core.learner_class(name).conformance_params)
-    learner = okl_core.make_learner(name, n_inputs=D, **params)
-    X, y = _data(learner.task)
+    X, y = _data(_task_of(name))
+    learner = okl_core.make_learner(name, data=X, **params)  # what the pipeline builds: its data defaults resolved on these rows
     classes = {"classes": [0, 1, 2]} if learner.task == "multiclass" else {}
     write_dataset(tmp_path / "data", X, y, learner.task, n_shards=2, row_group_rows=96, **classes)
     try:

@@ -13,6 +13,7 @@ import okl_core
 from okl_core.data.layout import write_dataset
 from okl_core.data.plan import StreamPlan
 from okl_core.data.synthetic import gaussian_blobs
+from okl_core.learners.multikernel import parse_kernel_dictionary
 from okl_experiments.params import DEFAULT_BATCH_ROWS, MEDIAN_ROWS
 from pipelines import train
 from tests.pipelines.reference import binary_data, reference_model
@@ -266,3 +267,20 @@ def test_a_glob_of_a_prepared_set_trains_with_its_test_set(tmp_path):
     result = train.run(["--input", str(tmp_path / "train" / "*.parquet"), "--test", str(tmp_path / "test"), "--learner", "mfogd",
                         "--param", "n_components=16", "--sigma", "1.5", "--output", str(tmp_path / "out")])
     assert result.metrics["test"]["n"] == 30
+
+
+@pytest.mark.parametrize("learner, extra", [("fogd", []), ("oks_pp", ["--sigma", "median"]), ("oks_pp", [])])
+def test_defaults_and_sigma_median_are_derived_from_the_first_rows(tmp_path, binary_set, capsys, learner, extra):
+    """A bandwidth left at its default is the median heuristic, said on the summary; OKS's dictionary is in its units."""
+    root, X, _, _, _ = binary_set
+    args = ["--param", "n_components=8"] if learner == "fogd" else ["--param", "max_support=10000"]
+    result, _ = _run(tmp_path, "med", "--input", str(root / "train"), "--learner", learner, *args, *extra)
+    median = okl_core.median_heuristic(X[:MEDIAN_ROWS], n_samples=MEDIAN_ROWS)
+    config = result.metrics["learner"]["config"]
+    if learner == "fogd":
+        assert config["sigma"] == pytest.approx(median, rel=1e-12)
+        assert f"sigma={median:.4g} (median)" in capsys.readouterr().out
+    else:
+        widths = [s for _, s in parse_kernel_dictionary(config["kernels"])]
+        assert widths == pytest.approx([median * 2.0**k for k in range(-2, 4)], rel=1e-12)
+        assert f"kernels=6 bandwidths {widths[0]:.4g}..{widths[-1]:.4g} (median-scaled)" in capsys.readouterr().out
