@@ -133,14 +133,35 @@ def _golden_case(**params):
     return learner, state, scores, X[512:]
 
 
-def test_float64_precision_keeps_the_bytes_of_okl_0_1():
-    """Coefficients, online scores and predictions hashed with okl 0.1 (before ``precision``)."""
+def _golden_digest() -> str:
+    """sha256 of the golden case's coefficients, scale, online scores and predictions (float64)."""
     import hashlib
 
     learner, state, scores, X_test = _golden_case(precision="float64")
     parts = [state.coef, np.asarray(state.scale), scores, learner.predict(state, X_test)]
-    digest = hashlib.sha256(b"".join(np.ascontiguousarray(p).tobytes() for p in parts)).hexdigest()
-    assert digest == "2c241bb2259ef8b6ec6af5c31bfaa0661873a15e022c3c8215f2cf1fd7f7092d"
+    return hashlib.sha256(b"".join(np.ascontiguousarray(p).tobytes() for p in parts)).hexdigest()
+
+
+def test_float64_precision_keeps_the_bytes_of_okl_0_1():
+    """Coefficients, online scores and predictions hashed with okl 0.1 (before ``precision``).
+
+    The hash was recorded with OpenBLAS's Haswell kernels: OpenBLAS picks its kernels by
+    processor, and its SkylakeX (AVX-512) kernels sum a product in another order, so the same
+    okl code gives other last bits there. The case runs in a subprocess pinned to the Haswell
+    kernels (any x86-64 processor with AVX2 runs them), so the test checks okl's arithmetic,
+    not the machine's.
+    """
+    import os
+    import subprocess
+    import sys
+
+    if os.uname().machine not in ("x86_64", "AMD64"):
+        pytest.skip("the golden hash was recorded with OpenBLAS's x86-64 Haswell kernels")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, OPENBLAS_CORETYPE="Haswell", PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    code = "from tests.okl_core.test_dsg import _golden_digest; print(_golden_digest())"
+    got = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert got == "2c241bb2259ef8b6ec6af5c31bfaa0661873a15e022c3c8215f2cf1fd7f7092d"
 
 
 def test_float32_precision_is_within_float32_rounding_of_float64():

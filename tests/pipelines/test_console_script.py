@@ -56,10 +56,10 @@ def test_okl_lists_its_commands_and_refuses_unknown_ones(tmp_path):
     okl = _okl_script()
     listed = _run([okl, "--help"], tmp_path)
     assert listed.returncode == 0
-    assert all(f"  {c} " in listed.stdout for c in ("train", "prepare", "predict", "sweep", "report", "reproduce", "engines"))
+    assert all(f"  {c} " in listed.stdout for c in ("train", "prepare", "predict", "sweep", "report", "reproduce", "engines", "learners"))
     unknown = _run([okl, "trian"], tmp_path)
     assert unknown.returncode == 2 and unknown.stderr.strip().splitlines() == [
-        "okl: error: unknown command 'trian'; choose one of train, prepare, predict, sweep, report, reproduce, engines"]
+        "okl: error: unknown command 'trian'; choose one of train, prepare, predict, sweep, report, reproduce, engines, learners"]
 
 
 def test_every_command_is_declared_and_answers_help():
