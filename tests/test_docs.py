@@ -55,8 +55,15 @@ def _check_outputs(block: str, cwd: pathlib.Path) -> None:
         assert metrics["rows"]["trained"] == 2000
         assert (cwd / "runs/churn/model.npz").stat().st_size > 0
     if "okl predict" in block:
-        table = pq.read_table(sorted((cwd / "runs/churn/predictions").glob("predictions-*.parquet")))
-        assert table.num_rows == 500
+        prepared, raw = (
+            pq.read_table(sorted((cwd / "runs/churn" / name).glob("predictions-*.parquet"))).sort_by("row")
+            for name in ("predictions", "predictions-raw")
+        )
+        assert prepared.num_rows == 500
+        # each prediction carries its customer id and class name, raw records score as prepared ones
+        assert prepared.column("customer").to_pylist()[:3] == ["c2001", "c2002", "c2003"]
+        assert set(prepared.column("label").to_pylist()) == {"no", "yes"}
+        assert raw.to_pylist() == prepared.to_pylist()
     if "okl sweep" in block:
         best = json.loads((cwd / "sweeps/churn/best.json").read_text())
         assert best["learner"] == "fogd"
