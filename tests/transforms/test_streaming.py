@@ -500,7 +500,8 @@ def test_a_merge_of_shards_that_started_from_one_version_counts_its_examples_onc
     shards = [_fold_batches_from(learner, base_state, X[a:b], y[a:b]) for a, b in ((0, 165), (165, 330))]
     assert open(path, "rb").read() == okl_core.model_bytes(learner, okl_core.merge_states(learner, shards, base=base_state))
     expected = {**before, files[0]: {"rows": 165, "done": True}, files[1]: {"rows": 165, "done": True}}
-    assert record["files"] == expected and learned_files(path) == expected
+    # the first version of a chain (a base from elsewhere: no files_since) records the base's files too
+    assert record["files_since"] is None and record["new_files"] == expected and learned_files(path) == expected
     assert learned_files(str(tmp_path / "nowhere" / "model-v000001.npz")) == {}
 
 
@@ -600,6 +601,22 @@ class _Cell:
         self.value, self.items = None, []
 
 
+class _Bag:
+    """A Beam bag state for direct DoFn calls (reads an iterable, empty or not)."""
+
+    def __init__(self):
+        self.items = []
+
+    def read(self):
+        return list(self.items)
+
+    def add(self, item):
+        self.items.append(item)
+
+    def clear(self):
+        self.items = []
+
+
 class _Timer:
     def __init__(self):
         self.calls = []
@@ -631,7 +648,8 @@ def test_the_end_of_the_stream_clears_the_armed_snapshot_and_window_timers():
     merger = _MergeWindows(SPEC, 1e9, 1, _zero)
     merger.setup()
     newest, merge_meta, window_timer, merge_end = _Cell(), _Cell(), _Timer(), _Timer()
-    assert merger.process((0, last), newest, merge_meta, window_timer, merge_end) == []
+    new_files = _Bag()
+    assert merger.process((0, last), newest, merge_meta, window_timer, merge_end, new_files) == []
     assert window_timer.calls == [("set", 1e9)]
-    ((version, data, _),) = merger.on_end_of_stream(newest, merge_meta, window_timer)
+    ((version, data, _),) = merger.on_end_of_stream(newest, merge_meta, window_timer, new_files)
     assert window_timer.calls[-1] == ("clear",) and version == 1 and data == last[2]
