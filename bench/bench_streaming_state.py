@@ -111,17 +111,20 @@ def drive(files: list[str], output: str, manifest_every: int | None = None):
     merger.setup()
     writer = streaming._WriteVersion(output, manifest_every) if typed and manifest_every else streaming._WriteVersion(output)
     model, meta, timer, end = Cell(), Cell(), Cell(), Cell()
+    shard_bags = [Bag(), Bag()] if "learned" in inspect.signature(streaming._StreamShard.process).parameters else []
     newest, merge_meta, window, merge_end, new_files = Bag(), Cell(), Cell(), Cell(), Bag()
     last, carry = Cell(), Bag()
     for seen, path in enumerate(files, 1):
         began = time.perf_counter()
-        snapshots = [s for s in shard.process((0, StreamEvent(path, whole_file=True)), model, meta, timer, end) if isinstance(s, tuple)]
+        snapshots = [s for s in shard.process((0, StreamEvent(path, whole_file=True)), model, meta, timer, end, *shard_bags) if isinstance(s, tuple)]
         for snapshot in snapshots:
             merger.process((0, snapshot), newest, merge_meta, window, merge_end, *([new_files] if typed else []))
         versions = list(merger.on_window_end(newest, merge_meta, *([new_files] if typed else [])))
         written = [w for v in versions for w in writer.process((0, v), last, *([carry] if typed else []))]
         seconds = time.perf_counter() - began
         shard_bytes = len(model.value or b"") + _text_bytes(meta)
+        if shard_bags:
+            shard_bytes += _bag_bytes(streaming._StreamShard.LEARNED, shard_bags[0].items) + _bag_bytes(streaming._StreamShard.FILES, shard_bags[1].items)
         merger_bytes = _bag_bytes(streaming._MergeWindows.NEWEST, newest.items) + _text_bytes(merge_meta)
         if typed:
             merger_bytes += _bag_bytes(streaming._MergeWindows.NEW_FILES, new_files.items) + _bag_bytes(streaming._WriteVersion.CARRY, carry.items)

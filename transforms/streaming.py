@@ -284,6 +284,11 @@ def _now() -> float:
     return time.time()
 
 
+def _in_order(numbered) -> list:
+    """The items of JSON ``[n, item]`` strings, by ``n``."""
+    return [item for _, item in sorted((json.loads(text) for text in numbered), key=lambda pair: pair[0])]
+
+
 class _StreamShard(beam.DoFn):
     """Per-shard learner state, decoded in the DoFn and written to Beam state as raw arrays; snapshots
     every N batches, T seconds and at the end.
@@ -296,6 +301,11 @@ class _StreamShard(beam.DoFn):
 
     MODEL = ReadModifyWriteStateSpec("model", BytesCoder())
     META = ReadModifyWriteStateSpec("meta", StrUtf8Coder())
+    # What the interval learned, appended batch by batch and read once per snapshot: the JSON
+    # record of each batch, and (file, rows, done) of whole files (how far each got). In the
+    # small META record they were parsed and rewritten with every element of the interval.
+    LEARNED = BagStateSpec("learned", StrUtf8Coder())
+    FILES = BagStateSpec("files", TupleCoder((StrUtf8Coder(), VarIntCoder(), BooleanCoder())))
     SNAPSHOT = TimerSpec("snapshot", TimeDomain.REAL_TIME)
     END = TimerSpec("end", TimeDomain.WATERMARK)
 
@@ -324,7 +334,7 @@ class _StreamShard(beam.DoFn):
     def _meta(self, meta_state) -> dict:
         meta = json.loads(meta_state.read() or "null")
         if meta is None:
-            meta = {"interval": 0, "mixed_version": 0, "newest": None, "timer": False, "end_timer": False, "learned": [],
+            meta = {"interval": 0, "mixed_version": 0, "newest": None, "timer": False, "end_timer": False, "batches": 0,
                     "metrics": Prequential(self.learner.task).to_dict()}
         return meta
 
@@ -350,7 +360,8 @@ class _StreamShard(beam.DoFn):
 
     def process(
         self, element, model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META),
-        timer=beam.DoFn.TimerParam(SNAPSHOT), end=beam.DoFn.TimerParam(END),
+        timer=beam.DoFn.TimerParam(SNAPSHOT), end=beam.DoFn.TimerParam(END), learned=beam.DoFn.StateParam(LEARNED),
+        files=beam.DoFn.StateParam(FILES),
     ):
         shard, event = element
         meta = self._meta(meta_state)
@@ -371,15 +382,15 @@ class _StreamShard(beam.DoFn):
         state = self._state(shard, model_state, meta)
         key = self.read.identity(event.path) if self.read is not None and event.whole_file else None  # what a restart from a version holding this snapshot may skip
         for k, batch in enumerate(batches):
-            state = self._learn(state, batch, meta, timer, end)
+            state = self._learn(state, batch, meta, timer, end, learned)
             if key is not None:
-                meta.setdefault("files", {})[key] = {"rows": int(batch.piece.stop), "done": k == len(batches) - 1}
-            if self.snapshot_batches and len(meta["learned"]) >= self.snapshot_batches:
-                yield self._snapshot(shard, state, meta)
+                files.add((key, int(batch.piece.stop), k == len(batches) - 1))
+            if self.snapshot_batches and meta["batches"] >= self.snapshot_batches:
+                yield self._snapshot(shard, state, meta, learned, files)
         self._keep(shard, state, model_state, meta)  # once per element: Beam commits state per bundle anyway
         meta_state.write(json.dumps(meta, sort_keys=True))
 
-    def _learn(self, state, event, meta: dict, timer, end):
+    def _learn(self, state, event, meta: dict, timer, end, learned):
         """Learn one batch (after mixing in the newest version told of); records it in ``meta``, arms the timers."""
         state = self._mix_newest(state, meta)
         piece = event.piece
@@ -392,7 +403,10 @@ class _StreamShard(beam.DoFn):
             self.rows.inc(len(piece.y))
             if meta.get("diverged_at") is None and is_diverged(state, scores, batch):  # reported, never raised
                 meta["diverged_at"] = {"file": event.path, "seq": event.seq, "row": piece.start}
-        meta["learned"].append({"file": event.path, "seq": event.seq, "start": piece.start, "stop": piece.stop, "rows": len(piece.y), "mixed_version": meta["mixed_version"]})
+        # numbered: a bag's read order is not its order of writes on every runner
+        learned.add(json.dumps([meta["batches"], {"file": event.path, "seq": event.seq, "start": piece.start, "stop": piece.stop, "rows": len(piece.y),
+                                                  "mixed_version": meta["mixed_version"]}], sort_keys=True))
+        meta["batches"] += 1
         if not meta["end_timer"]:
             end.set(_SHARDS_END)  # fires once the input ends: the last snapshot
             meta["end_timer"] = True
@@ -402,38 +416,44 @@ class _StreamShard(beam.DoFn):
         return state
 
     @on_timer(SNAPSHOT)
-    def on_snapshot_timer(self, key=beam.DoFn.KeyParam, model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META)):
+    def on_snapshot_timer(self, key=beam.DoFn.KeyParam, model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META),
+                          learned=beam.DoFn.StateParam(LEARNED), files=beam.DoFn.StateParam(FILES)):
         meta = self._meta(meta_state)
         meta["timer"] = False  # re-armed by the next batch: an idle shard sends nothing new
-        if meta["learned"]:
-            yield self._snapshot(key, self._state(key, model_state, meta), meta)
+        if meta["batches"]:
+            yield self._snapshot(key, self._state(key, model_state, meta), meta, learned, files)
         meta_state.write(json.dumps(meta, sort_keys=True))
 
     @on_timer(END)
     def on_end_of_stream(self, key=beam.DoFn.KeyParam, model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META),
-                         timer=beam.DoFn.TimerParam(SNAPSHOT)):
+                         timer=beam.DoFn.TimerParam(SNAPSHOT), learned=beam.DoFn.StateParam(LEARNED), files=beam.DoFn.StateParam(FILES)):
         meta = self._meta(meta_state)
         if meta["timer"]:
             # The last snapshot is sent now: an armed processing-time timer (--snapshot_seconds 1e9)
             # would otherwise hold the job open until it fired.
             timer.clear()
             meta["timer"] = False
-        if meta["learned"]:
-            yield self._snapshot(key, self._state(key, model_state, meta), meta)
+        if meta["batches"]:
+            yield self._snapshot(key, self._state(key, model_state, meta), meta, learned, files)
         meta_state.write(json.dumps(meta, sort_keys=True))
 
-    def _snapshot(self, shard: int, state, meta: dict) -> Snapshot:
-        """The snapshot of the current interval; starts the next interval (updates ``meta``)."""
+    def _snapshot(self, shard: int, state, meta: dict, learned, files) -> Snapshot:
+        """The snapshot of the current interval; starts the next interval (updates ``meta``, empties ``learned`` and ``files``)."""
         began = time.perf_counter()
         record = {
             "shard": int(shard), "interval": meta["interval"], "n_seen": int(state.n_seen), "mixed_version": meta["mixed_version"],
-            "online": Prequential(**meta["metrics"]).summary(), "batches": meta["learned"], "time": _now(),
+            "online": Prequential(**meta["metrics"]).summary(), "batches": _in_order(learned.read()), "time": _now(),
             "diverged_at": meta.get("diverged_at"),  # the shard's first batch whose numbers turned NaN or inf
         }
-        if meta.get("files"):  # whole files read in this interval: how far each got (MergeSnapshots adds them up)
-            record["files"] = meta["files"]
+        progress: dict[str, dict] = {}
+        for key, rows, done in files.read():
+            add_learned(progress, {key: {"rows": rows, "done": done}})
+        if progress:  # whole files read in this interval: how far each got (MergeSnapshots adds them up)
+            record["files"] = dict(sorted(progress.items()))
         out = (int(shard), meta["interval"], okl_core.model_bytes(self.learner, state), strict_json(record, sort_keys=True))
-        meta.update(interval=meta["interval"] + 1, learned=[], files={}, metrics=Prequential(self.learner.task).to_dict())
+        learned.clear()
+        files.clear()
+        meta.update(interval=meta["interval"] + 1, batches=0, metrics=Prequential(self.learner.task).to_dict())
         self.snapshots.inc()
         self.snapshot_micros.inc(int((time.perf_counter() - began) * 1e6))
         return out

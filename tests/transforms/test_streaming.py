@@ -639,9 +639,10 @@ def test_the_end_of_the_stream_clears_the_armed_snapshot_and_window_timers():
     fn = _StreamShard(SPEC, okl_core.model_bytes(learner, learner.init()), None, 1e9, 0.0, _zero)
     fn.setup()
     model, meta, snapshot, end = _Cell(), _Cell(), _Timer(), _Timer()
-    assert list(fn.process(_pieces(X, y, 0, 0, 1)[0], model, meta, snapshot, end)) == []
+    learned, files = _Bag(), _Bag()
+    assert list(fn.process(_pieces(X, y, 0, 0, 1)[0], model, meta, snapshot, end, learned, files)) == []
     assert snapshot.calls == [("set", 1e9)]
-    (last,) = fn.on_end_of_stream(0, model, meta, snapshot)
+    (last,) = fn.on_end_of_stream(0, model, meta, snapshot, learned, files)
     assert snapshot.calls[-1] == ("clear",) and json.loads(meta.read())["timer"] is False
     assert last[2] == okl_core.model_bytes(learner, _fold(learner, X, y, 0, 1))
 
