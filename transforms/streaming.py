@@ -167,7 +167,8 @@ def learned_files(model_path: str, root: str | None = None) -> dict[str, dict]:
     since the version it names (``files_since``): the chain of records is followed back to
     a compacted manifest (:func:`manifest_file`) or to its start, at most
     :data:`MANIFEST_EVERY` records. A record written by okl before versions held only what
-    was new lists every file by absolute path (``files``): those under ``root`` (the watched
+    was new lists every file by absolute path (``files``): those under the folder watched
+    then (the ``root`` of the newer record that continues it, else ``root``: the watched
     folder, :func:`watch_root`) are named relative to it.
 
     Raises
@@ -183,11 +184,14 @@ def learned_files(model_path: str, root: str | None = None) -> dict[str, dict]:
         return {}
     directory = model_path.rsplit("/", 1)[0] if "/" in model_path else "."
     learned: dict[str, dict] = {}
+    recorded_root = None  # the folder watched by the job that continued the record read next
     while True:
         record = _read_json(record_path, "version record")
         try:
             if not (isinstance(record, dict) and "files_since" in record):  # a record of every file, by absolute path
-                return add_learned(learned, {relative_identity(k, root): v for k, v in _record_files(record).items()})
+                old_root = recorded_root or root  # the folder it watched, as the job that continued it knew it
+                return add_learned(learned, {relative_identity(k, old_root): v for k, v in _record_files(record).items()})
+            recorded_root = record.get("root") if isinstance(record.get("root"), str) else recorded_root
             add_learned(learned, _record_files(record, "new_files"))
             since = record["files_since"]
             if not (since is None or (isinstance(since, int) and not isinstance(since, bool) and 0 < since < int(record.get("version", since + 1)))):

@@ -108,6 +108,9 @@ def test_a_record_in_the_old_format_reads_as_before_and_continues_a_chain(tmp_pa
     _write(tmp_path / "model-v000004.json", {"version": 4, "files_since": 3, "new_files": {"b.parquet": {"rows": 30, "done": True},
                                                                                             "d.parquet": {"rows": 7, "done": True}}})
     assert learned_files(str(tmp_path / version_file_name(4)), root) == {**old, "b.parquet": {"rows": 30, "done": True}, "d.parquet": {"rows": 7, "done": True}}
+    # the job that continued it recorded the folder it watched: the old names are relative to that one, wherever it is now
+    _write(tmp_path / "model-v000004.json", {"version": 4, "files_since": 3, "root": root, "new_files": {"d.parquet": {"rows": 7, "done": True}}})
+    assert learned_files(str(tmp_path / version_file_name(4)), "/moved/since") == {**old, "d.parquet": {"rows": 7, "done": True}}
 
 
 @pytest.mark.parametrize("record, why", [
