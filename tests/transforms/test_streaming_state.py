@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from bench.bench_streaming_state import ROWS_PER_FILE, drive, write_files
+from bench.bench_streaming_state import ROWS_PER_FILE, Bag, Cell, drive, write_files
 from okl_core.state import model_versions, version_file_name
 from transforms.streaming import (
     MANIFEST_EVERY, ReadParquetFiles, _WriteVersion, file_identity, learned_files, manifest_file, relative_identity, watch_root,
@@ -126,23 +126,6 @@ def test_a_broken_chain_of_records_is_one_line_naming_the_file(tmp_path, record,
     assert why in str(err.value) and "\n" not in str(err.value)
 
 
-class _Cell:
-    def __init__(self):
-        self.value, self.items = None, []
-
-    def read(self):
-        return self.value if self.value is not None else list(self.items)
-
-    def write(self, value):
-        self.value = value
-
-    def add(self, item):
-        self.items.append(item)
-
-    def clear(self):
-        self.value, self.items = None, []
-
-
 def _version(v: int, new: dict, data: bytes) -> tuple:
     record = {"version": v, "files_since": v - 1 if v > 1 else None, "new_files": new, "root": "/in", "n_seen": v, "snapshots": {}, "time": 0.0}
     return 0, (v, data, json.dumps(record, sort_keys=True))
@@ -154,12 +137,12 @@ def test_a_version_written_again_is_skipped_and_what_it_learned_reaches_the_next
     next version written, so the chain loses no file. Other bytes under a written number: refused."""
     out = str(tmp_path)
     writer = _WriteVersion(out, manifest_every=2)
-    last, carry = _Cell(), _Cell()
+    last, carry = Cell(), Bag()
     assert list(writer.process(_version(1, {"a": {"rows": 4, "done": True}}, b"model-1"), last, carry)) == [(1, f"{out}/{version_file_name(1)}")]
-    replayed_last = _Cell()  # the writer's state as a checkpoint before version 1 left it
+    replayed_last = Cell()  # the writer's state as a checkpoint before version 1 left it
     assert list(writer.process(_version(1, {"a": {"rows": 4, "done": True}, "b": {"rows": 2, "done": False}}, b"model-1"), replayed_last, carry)) == []
     with pytest.raises(FileExistsError, match="never overwritten"):
-        list(writer.process(_version(1, {}, b"another model"), _Cell(), _Cell()))
+        list(writer.process(_version(1, {}, b"another model"), Cell(), Bag()))
     assert list(writer.process(_version(2, {"c": {"rows": 4, "done": True}}, b"model-2"), replayed_last, carry)) == [(2, f"{out}/{version_file_name(2)}")]
     record = json.load(open(f"{out}/model-v000002.json"))
     assert record["new_files"] == {"a": {"rows": 4, "done": True}, "b": {"rows": 2, "done": False}, "c": {"rows": 4, "done": True}}
@@ -174,13 +157,13 @@ def test_a_crash_before_a_version_is_committed_leaves_the_versions_before_it_as_
     them; the version written again then replaces them."""
     out = str(tmp_path)
     writer = _WriteVersion(out, manifest_every=2)
-    last, carry = _Cell(), _Cell()
+    last, carry = Cell(), Bag()
     for v, name in ((1, "a"), (2, "b"), (3, "c"), (4, "d")):
         list(writer.process(_version(v, {name: {"rows": 1, "done": True}}, f"model-{v}".encode()), last, carry))
     os.remove(f"{out}/{version_file_name(4)}")  # the crash: record and manifest of version 4 written, its model not
     assert os.path.exists(manifest_file(out, 4)) and model_versions(out)[-1][0] == 3
     assert learned_files(f"{out}/{version_file_name(3)}") == {k: {"rows": 1, "done": True} for k in "abc"}
     restarted = _WriteVersion(out, manifest_every=2)
-    list(restarted.process(_version(4, {"e": {"rows": 1, "done": True}}, b"model-4 again"), _Cell(), _Cell()))
+    list(restarted.process(_version(4, {"e": {"rows": 1, "done": True}}, b"model-4 again"), Cell(), Bag()))
     assert learned_files(f"{out}/{version_file_name(4)}") == {k: {"rows": 1, "done": True} for k in "abce"}
     assert json.load(open(manifest_file(out, 4)))["files"] == {k: {"rows": 1, "done": True} for k in "abce"}
