@@ -35,8 +35,9 @@ def _env() -> dict:
 
 
 def _dask(*args) -> list[str]:
+    """The ``dask`` command of this environment (``python -m dask`` where its script is not beside python)."""
     exe = os.path.join(BIN, "dask")
-    return [exe, *args] if os.path.exists(exe) else [sys.executable, "-m", "distributed.cli.dask_spec", *args]
+    return [exe, *args] if os.path.exists(exe) else [sys.executable, "-m", "dask", *args]
 
 
 @pytest.fixture
