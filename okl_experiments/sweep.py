@@ -25,6 +25,10 @@ How it runs
   goes to stderr. When all runs of a point are in, the point's mean +- std (sample std,
   ddof = 1) lands in ``OUTPUT/results.parquet`` (rewritten atomically after every point, so an
   interrupted sweep keeps what it finished) and a Markdown table is printed at the end.
+* A worker lost mid-sweep (killed, its machine gone) costs time, not results: the scheduler
+  runs its tasks again on the workers left (each task may be lost this way a few times,
+  Dask's ``allowed-failures``), and the client records each run once, when its future
+  completes, so no point is missing or counted twice.
 * A run that raises (invalid parameters, a learner/task mismatch, a dead worker) marks its
   point ``error`` with the message; the sweep goes on. A run whose scores, model or metrics
   turn NaN or inf (a step size too large) finishes and marks its point ``diverged``, with

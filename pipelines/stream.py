@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 
 import apache_beam as beam
@@ -38,12 +39,12 @@ from pipelines.common import DIRECT_NAMES, PRISM_NAMES, UsageError, make_pipelin
 from pipelines.job import TrainJob, TrainResult, check_model_classes, counters, data_classes, start_refused, write_preparation
 from transforms.streaming import (
     MergeSnapshots, ReadParquetFiles, StreamTrainOnline, VersionNotices, WatchParquet, WriteDeadLetterFiles, WriteModelVersions,
-    WriteSnapshotRecords, continued_from, newest_version,
+    WriteSnapshotRecords, continued_from, newest_version, relative_identity, watch_root,
 )
-from transforms.read import DatasetSource, read_bytes
+from transforms.read import DatasetSource, is_remote, read_bytes
 from transforms.train import LearnerSpec
 
-__all__ = ["watch_pattern", "initial_model", "check_streaming_args", "build_streaming_graph", "streaming_pipeline",
+__all__ = ["watch_pattern", "version_in", "initial_model", "check_streaming_args", "build_streaming_graph", "streaming_pipeline",
            "run_streaming", "add_streaming_flags"]
 
 
@@ -82,6 +83,16 @@ def initial_model(args, learner: okl_core.Learner, output: str, source: DatasetS
     done = newest_version(output)
     next_version = max(parse_version(path) or 0, done[0] if done else 0) + 1
     return okl_core.model_bytes(learner, state, classes if classes is not None else okl_core.model_classes(data)), next_version, path
+
+
+def version_in(output: str, path: str | None) -> int | None:
+    """The version number of ``path`` when it is a version in ``output`` (a restart from it: the
+    new versions' records continue its chain of files learned), else None."""
+    version = None if path is None else parse_version(path)
+    if version is None:
+        return None
+    norm = (lambda p: p.rstrip("/")) if is_remote(output) else (lambda p: os.path.abspath(p))
+    return version if norm(path.rsplit("/", 1)[0] if "/" in path else ".") == norm(output) else None
 
 
 DEFAULT_POLL_SECONDS = 5.0
@@ -140,12 +151,17 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     # The files the model continued from has learned (read again, they would count twice), and
     # those an earlier job on this output dead-lettered (reported once): read at launch.
     learned, dead_lettered = job.restart
+    # Files are named relative to the watched folder: a restart after it moved (or on a worker that
+    # mounts it elsewhere) knows them. Records okl wrote before name them by absolute path.
+    root = watch_root(watch_pattern(args.input))
+    learned = {relative_identity(key, root): got for key, got in learned.items()}
+    dead_lettered = frozenset(relative_identity(key, root) for key in dead_lettered)
     spec = LearnerSpec(learner.name, job.params)
     start = time.time()
     stop = None if args.stop_after is None else start + args.stop_after
     num_shards = job.plan.num_shards
     read = ReadParquetFiles(learner.config.n_inputs, learner.task, getattr(learner.config, "n_classes", None), num_shards, job.plan.batch_rows, learned,
-                            dead_lettered)
+                            dead_lettered, root)
     files = pipeline | "WatchParquet" >> WatchParquet(watch_pattern(args.input), num_shards, args.poll_seconds, start, stop)
     notices = pipeline | "VersionNotices" >> VersionNotices(job.output, args.poll_seconds, num_shards, start, stop)
     snapshot_batches = args.snapshot_batches or (None if args.snapshot_seconds else 10)
@@ -158,7 +174,8 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     merge_seconds = args.merge_seconds or args.poll_seconds
     versions = (
         snapshots
-        | "MergeSnapshots" >> MergeSnapshots(spec, merge_seconds, first_version, base=data, learned=learned)
+        | "MergeSnapshots" >> MergeSnapshots(spec, merge_seconds, first_version, base=data, learned=learned,
+                                             since=version_in(job.output, started_from), root=root)
         | "WriteModelVersions" >> WriteModelVersions(job.output)
     )
     versions | "LogVersions" >> beam.Map(lambda v: print(f"model version {v[0]}: {v[1]}", flush=True))

@@ -53,7 +53,7 @@ import zlib
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.coders import BytesCoder, StrUtf8Coder, TupleCoder, VarIntCoder
+from apache_beam.coders import BooleanCoder, BytesCoder, StrUtf8Coder, TupleCoder, VarIntCoder
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import window
@@ -80,7 +80,7 @@ __all__ = [
     "StreamTrainOnline", "MergeSnapshots", "WriteModelVersions", "VersionNotices", "WatchParquet", "ReadParquetFiles",
     "WriteDeadLetterFiles", "WriteSnapshotRecords", "Snapshot", "MergedVersion", "newest_version", "file_shard",
     "learned_key", "learned_files", "add_learned", "continued_from", "dead_lettered_files",
-    "dead_letter_file", "snapshot_record_file",
+    "dead_letter_file", "snapshot_record_file", "watch_root", "file_identity", "relative_identity", "manifest_file", "MANIFEST_EVERY",
 ]
 
 Snapshot = typing.Tuple[int, int, bytes, str]
@@ -106,42 +106,122 @@ def learned_key(path: str) -> str:
     return path if is_remote(path) else os.path.abspath(path)
 
 
-def learned_files(model_path: str) -> dict[str, dict]:
+def watch_root(pattern: str) -> str:
+    """The folder whose files a watched ``pattern`` matches: its leading folders without glob
+    characters (absolute where local). Streamed files are named relative to it (:func:`file_identity`)."""
+    fixed = []
+    for part in pattern.split("/")[:-1]:
+        if any(c in part for c in "*?["):
+            break
+        fixed.append(part)
+    root = "/".join(fixed) or ("/" if pattern.startswith("/") else ".")
+    return root if is_remote(root) else os.path.abspath(root)
+
+
+def file_identity(path: str, root: str | None) -> str:
+    """How a streamed file is named in the records of what was learned: its path relative to
+    ``root`` (:func:`watch_root`; ``/``-separated), so that a restart after the watched folder
+    moved, or on a worker that mounts it elsewhere, still knows it; outside ``root`` (or
+    without one), :func:`learned_key`."""
+    return relative_identity(learned_key(path), root)
+
+
+def relative_identity(key: str, root: str | None) -> str:
+    """``key`` (a :func:`learned_key` or an identity already relative) relative to ``root`` when it lies under it."""
+    prefix = None if root is None else root.rstrip("/") + "/"
+    return key[len(prefix):] if prefix is not None and key.startswith(prefix) else key
+
+
+MANIFEST_EVERY = 64
+"""Every this many versions, the whole set of files learned is written as a manifest (:func:`manifest_file`)."""
+
+
+def manifest_file(directory: str, version: int) -> str:
+    """The compacted manifest of what version ``version`` has learned: ``directory/manifests/learned-vNNNNNN.json``."""
+    return f"{directory.rstrip('/')}/manifests/learned-v{version:06d}.json"
+
+
+def _exists(path: str) -> bool:
+    return FileSystems.exists(path) if is_remote(path) else os.path.isfile(path)
+
+
+def _record_path(model_path: str) -> str | None:
+    return model_path[: -len(".npz")] + ".json" if model_path.endswith(".npz") else None
+
+
+def _read_json(path: str, what: str):
+    """A JSON file okl wrote (ValueError, one line naming it, when it cannot be read or parsed)."""
+    try:
+        return json.loads(read_bytes(path))
+    except OSError as err:
+        raise ValueError(f"{path}: the {what} cannot be read ({one_line(err)})") from None
+    except (ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError: ValueErrors; RecursionError: nested too deeply
+        raise ValueError(f"{path}: not a {what} okl wrote ({one_line(err)})") from None
+
+
+def learned_files(model_path: str, root: str | None = None) -> dict[str, dict]:
     """What the model version ``model_path`` has learned, from its record (``model-vNNNNNN.json``).
 
-    ``{file: {"rows": good rows learned, "done": whole file learned}}``; empty for a model
-    without a record (``--init_model`` of another file, a version written by an older okl).
+    ``{file identity: {"rows": good rows learned, "done": whole file learned}}``; empty for a
+    model without a record (``--init_model`` of another file). A record holds the files new
+    since the version it names (``files_since``): the chain of records is followed back to
+    a compacted manifest (:func:`manifest_file`) or to its start, at most
+    :data:`MANIFEST_EVERY` records. A record written by okl before versions held only what
+    was new lists every file by absolute path (``files``): those under the folder watched
+    then (the ``root`` of the newer record that continues it, else ``root``: the watched
+    folder, :func:`watch_root`) are named relative to it.
 
     Raises
     ------
     ValueError
-        A record that cannot be read or is not one okl writes (truncated, not JSON, ``files``
-        of another shape): one line naming the record. A restart must not guess which files
-        a version holds: skipping too many loses rows, too few learns rows twice.
+        A record or manifest that cannot be read or is not one okl writes (truncated, not
+        JSON, ``files`` of another shape, a chain that names a missing record): one line
+        naming the file. A restart must not guess which files a version holds: skipping
+        too many loses rows, too few learns rows twice.
     """
-    record = model_path[: -len(".npz")] + ".json" if model_path.endswith(".npz") else None
-    if record is None or not (FileSystems.exists(record) if is_remote(record) else os.path.isfile(record)):
+    record_path = _record_path(model_path)
+    if record_path is None or not _exists(record_path):
         return {}
-    try:
-        files = _record_files(json.loads(read_bytes(record)))
-    except OSError as err:
-        raise ValueError(f"{record}: the version record cannot be read ({one_line(err)})") from None
-    except (ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError: ValueErrors; RecursionError: nested too deeply
-        raise ValueError(f"{record}: not a version record okl wrote ({one_line(err)})") from None
-    return files
+    directory = model_path.rsplit("/", 1)[0] if "/" in model_path else "."
+    learned: dict[str, dict] = {}
+    recorded_root = None  # the folder watched by the job that continued the record read next
+    while True:
+        record = _read_json(record_path, "version record")
+        try:
+            if not (isinstance(record, dict) and "files_since" in record):  # a record of every file, by absolute path
+                old_root = recorded_root or root  # the folder it watched, as the job that continued it knew it
+                return add_learned(learned, {relative_identity(k, old_root): v for k, v in _record_files(record).items()})
+            recorded_root = record.get("root") if isinstance(record.get("root"), str) else recorded_root
+            add_learned(learned, _record_files(record, "new_files"))
+            since = record["files_since"]
+            if not (since is None or (isinstance(since, int) and not isinstance(since, bool) and 0 < since < int(record.get("version", since + 1)))):
+                raise ValueError(f"'files_since' is {json.dumps(since)[:40]}, not an earlier version number or null")
+        except ValueError as err:
+            raise ValueError(f"{record_path}: not a version record okl wrote ({err})") from None
+        manifest = manifest_file(directory, int(record["version"]))
+        if _exists(manifest):
+            try:
+                return add_learned(learned, _record_files(_read_json(manifest, "manifest of learned files")))
+            except ValueError as err:
+                raise ValueError(f"{manifest}: not a manifest of learned files okl wrote ({one_line(err)})") from None
+        if since is None:
+            return learned
+        record_path = f"{directory}/{version_file_name(since)[: -len('.npz')]}.json"
+        if not _exists(record_path):
+            raise ValueError(f"{record_path}: missing, and a later version's record names it as the one it continues (files_since)")
 
 
-def _record_files(record) -> dict[str, dict]:
+def _record_files(record, key: str = "files") -> dict[str, dict]:
     """The ``files`` of a parsed version record, checked: ``{path: {"rows": int >= 0, "done": bool}}`` (ValueError saying what is wrong)."""
     if not isinstance(record, dict):
         raise ValueError(f"a JSON {type(record).__name__}, not an object")
-    files = record.get("files") or {}
+    files = record.get(key) or {}
     if not isinstance(files, dict):
-        raise ValueError(f"'files' is a JSON {type(files).__name__}, not an object of file -> progress")
+        raise ValueError(f"'{key}' is a JSON {type(files).__name__}, not an object of file -> progress")
     for path, got in files.items():
         rows = got.get("rows") if isinstance(got, dict) else None
         if not (isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0 and isinstance(got.get("done"), bool)):
-            raise ValueError(f"'files' entry {path!r} is {json.dumps(got)[:80]}, not an object of rows (an integer >= 0) and done (true or false)")
+            raise ValueError(f"'{key}' entry {path!r} is {json.dumps(got)[:80]}, not an object of rows (an integer >= 0) and done (true or false)")
     return dict(files)
 
 
@@ -208,6 +288,11 @@ def _now() -> float:
     return time.time()
 
 
+def _in_order(numbered) -> list:
+    """The items of JSON ``[n, item]`` strings, by ``n``."""
+    return [item for _, item in sorted((json.loads(text) for text in numbered), key=lambda pair: pair[0])]
+
+
 class _StreamShard(beam.DoFn):
     """Per-shard learner state, decoded in the DoFn and written to Beam state as raw arrays; snapshots
     every N batches, T seconds and at the end.
@@ -220,6 +305,11 @@ class _StreamShard(beam.DoFn):
 
     MODEL = ReadModifyWriteStateSpec("model", BytesCoder())
     META = ReadModifyWriteStateSpec("meta", StrUtf8Coder())
+    # What the interval learned, appended batch by batch and read once per snapshot: the JSON
+    # record of each batch, and (file, rows, done) of whole files (how far each got). In the
+    # small META record they were parsed and rewritten with every element of the interval.
+    LEARNED = BagStateSpec("learned", StrUtf8Coder())
+    FILES = BagStateSpec("files", TupleCoder((StrUtf8Coder(), VarIntCoder(), BooleanCoder())))
     SNAPSHOT = TimerSpec("snapshot", TimeDomain.REAL_TIME)
     END = TimerSpec("end", TimeDomain.WATERMARK)
 
@@ -248,7 +338,7 @@ class _StreamShard(beam.DoFn):
     def _meta(self, meta_state) -> dict:
         meta = json.loads(meta_state.read() or "null")
         if meta is None:
-            meta = {"interval": 0, "mixed_version": 0, "newest": None, "timer": False, "end_timer": False, "learned": [],
+            meta = {"interval": 0, "mixed_version": 0, "newest": None, "timer": False, "end_timer": False, "batches": 0,
                     "metrics": Prequential(self.learner.task).to_dict()}
         return meta
 
@@ -274,7 +364,8 @@ class _StreamShard(beam.DoFn):
 
     def process(
         self, element, model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META),
-        timer=beam.DoFn.TimerParam(SNAPSHOT), end=beam.DoFn.TimerParam(END),
+        timer=beam.DoFn.TimerParam(SNAPSHOT), end=beam.DoFn.TimerParam(END), learned=beam.DoFn.StateParam(LEARNED),
+        files=beam.DoFn.StateParam(FILES),
     ):
         shard, event = element
         meta = self._meta(meta_state)
@@ -293,17 +384,17 @@ class _StreamShard(beam.DoFn):
             if not batches:
                 return
         state = self._state(shard, model_state, meta)
-        key = learned_key(event.path) if event.whole_file else None  # what a restart from a version holding this snapshot may skip
+        key = self.read.identity(event.path) if self.read is not None and event.whole_file else None  # what a restart from a version holding this snapshot may skip
         for k, batch in enumerate(batches):
-            state = self._learn(state, batch, meta, timer, end)
+            state = self._learn(state, batch, meta, timer, end, learned)
             if key is not None:
-                meta.setdefault("files", {})[key] = {"rows": int(batch.piece.stop), "done": k == len(batches) - 1}
-            if self.snapshot_batches and len(meta["learned"]) >= self.snapshot_batches:
-                yield self._snapshot(shard, state, meta)
+                files.add((key, int(batch.piece.stop), k == len(batches) - 1))
+            if self.snapshot_batches and meta["batches"] >= self.snapshot_batches:
+                yield self._snapshot(shard, state, meta, learned, files)
         self._keep(shard, state, model_state, meta)  # once per element: Beam commits state per bundle anyway
         meta_state.write(json.dumps(meta, sort_keys=True))
 
-    def _learn(self, state, event, meta: dict, timer, end):
+    def _learn(self, state, event, meta: dict, timer, end, learned):
         """Learn one batch (after mixing in the newest version told of); records it in ``meta``, arms the timers."""
         state = self._mix_newest(state, meta)
         piece = event.piece
@@ -318,7 +409,10 @@ class _StreamShard(beam.DoFn):
             # Judged on the interval's cumulative metrics: an exploding loss is only measurable over many rows.
             if meta.get("diverged_at") is None and is_diverged(state, scores, interval):  # reported, never raised
                 meta["diverged_at"] = {"file": event.path, "seq": event.seq, "row": piece.start}
-        meta["learned"].append({"file": event.path, "seq": event.seq, "start": piece.start, "stop": piece.stop, "rows": len(piece.y), "mixed_version": meta["mixed_version"]})
+        # numbered: a bag's read order is not its order of writes on every runner
+        learned.add(json.dumps([meta["batches"], {"file": event.path, "seq": event.seq, "start": piece.start, "stop": piece.stop, "rows": len(piece.y),
+                                                  "mixed_version": meta["mixed_version"]}], sort_keys=True))
+        meta["batches"] += 1
         if not meta["end_timer"]:
             end.set(_SHARDS_END)  # fires once the input ends: the last snapshot
             meta["end_timer"] = True
@@ -328,38 +422,44 @@ class _StreamShard(beam.DoFn):
         return state
 
     @on_timer(SNAPSHOT)
-    def on_snapshot_timer(self, key=beam.DoFn.KeyParam, model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META)):
+    def on_snapshot_timer(self, key=beam.DoFn.KeyParam, model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META),
+                          learned=beam.DoFn.StateParam(LEARNED), files=beam.DoFn.StateParam(FILES)):
         meta = self._meta(meta_state)
         meta["timer"] = False  # re-armed by the next batch: an idle shard sends nothing new
-        if meta["learned"]:
-            yield self._snapshot(key, self._state(key, model_state, meta), meta)
+        if meta["batches"]:
+            yield self._snapshot(key, self._state(key, model_state, meta), meta, learned, files)
         meta_state.write(json.dumps(meta, sort_keys=True))
 
     @on_timer(END)
     def on_end_of_stream(self, key=beam.DoFn.KeyParam, model_state=beam.DoFn.StateParam(MODEL), meta_state=beam.DoFn.StateParam(META),
-                         timer=beam.DoFn.TimerParam(SNAPSHOT)):
+                         timer=beam.DoFn.TimerParam(SNAPSHOT), learned=beam.DoFn.StateParam(LEARNED), files=beam.DoFn.StateParam(FILES)):
         meta = self._meta(meta_state)
         if meta["timer"]:
             # The last snapshot is sent now: an armed processing-time timer (--snapshot_seconds 1e9)
             # would otherwise hold the job open until it fired.
             timer.clear()
             meta["timer"] = False
-        if meta["learned"]:
-            yield self._snapshot(key, self._state(key, model_state, meta), meta)
+        if meta["batches"]:
+            yield self._snapshot(key, self._state(key, model_state, meta), meta, learned, files)
         meta_state.write(json.dumps(meta, sort_keys=True))
 
-    def _snapshot(self, shard: int, state, meta: dict) -> Snapshot:
-        """The snapshot of the current interval; starts the next interval (updates ``meta``)."""
+    def _snapshot(self, shard: int, state, meta: dict, learned, files) -> Snapshot:
+        """The snapshot of the current interval; starts the next interval (updates ``meta``, empties ``learned`` and ``files``)."""
         began = time.perf_counter()
         record = {
             "shard": int(shard), "interval": meta["interval"], "n_seen": int(state.n_seen), "mixed_version": meta["mixed_version"],
-            "online": Prequential(**meta["metrics"]).summary(), "batches": meta["learned"], "time": _now(),
+            "online": Prequential(**meta["metrics"]).summary(), "batches": _in_order(learned.read()), "time": _now(),
             "diverged_at": meta.get("diverged_at"),  # the shard's first batch whose numbers turned NaN or inf
         }
-        if meta.get("files"):  # whole files read in this interval: how far each got (MergeSnapshots adds them up)
-            record["files"] = meta["files"]
+        progress: dict[str, dict] = {}
+        for key, rows, done in files.read():
+            add_learned(progress, {key: {"rows": rows, "done": done}})
+        if progress:  # whole files read in this interval: how far each got (MergeSnapshots adds them up)
+            record["files"] = dict(sorted(progress.items()))
         out = (int(shard), meta["interval"], okl_core.model_bytes(self.learner, state), strict_json(record, sort_keys=True))
-        meta.update(interval=meta["interval"] + 1, learned=[], files={}, metrics=Prequential(self.learner.task).to_dict())
+        learned.clear()
+        files.clear()
+        meta.update(interval=meta["interval"] + 1, batches=0, metrics=Prequential(self.learner.task).to_dict())
         self.snapshots.inc()
         self.snapshot_micros.inc(int((time.perf_counter() - began) * 1e6))
         return out
@@ -439,13 +539,17 @@ class _MergeWindows(beam.DoFn):
     """One key: the newest snapshot of every shard; a merge per processing-time window that got one."""
 
     NEWEST = BagStateSpec("newest", TupleCoder((VarIntCoder(), VarIntCoder(), BytesCoder())))
+    # (file, rows, done) of the snapshots since the last version: appended per snapshot, read
+    # and cleared once per version, so a snapshot costs what it learned, not the stream's age
+    NEW_FILES = BagStateSpec("new_files", TupleCoder((StrUtf8Coder(), VarIntCoder(), BooleanCoder())))
     META = ReadModifyWriteStateSpec("meta", StrUtf8Coder())
     WINDOW = TimerSpec("window", TimeDomain.REAL_TIME)
     END = TimerSpec("end", TimeDomain.WATERMARK)
 
-    def __init__(self, spec: LearnerSpec, merge_seconds: float, first_version: int, clock=None, base: bytes | None = None, learned: dict | None = None):
+    def __init__(self, spec: LearnerSpec, merge_seconds: float, first_version: int, clock=None, base: bytes | None = None, learned: dict | None = None,
+                 since: int | None = None, root: str | None = None):
         self.spec, self.merge_seconds, self.first_version, self.clock = spec, float(merge_seconds), int(first_version), clock or _now
-        self.base, self.learned = base, dict(learned or {})
+        self.base, self.learned, self.since, self.root = base, dict(learned or {}), since, root
         self.merges = Metrics.counter(METRICS_NAMESPACE, "merges")
 
     def setup(self):
@@ -458,15 +562,18 @@ class _MergeWindows(beam.DoFn):
             self.classes = okl_core.model_classes(self.base)  # the training data's: every version records them
 
     def _meta(self, meta_state) -> dict:
-        return json.loads(meta_state.read() or "null") or {"version": self.first_version - 1, "dirty": False, "end_timer": False, "files": dict(self.learned)}
+        # "since": the version the next one's record continues (its files_since); None: the first
+        # version records the base's files itself (a fresh model, or --init_model from elsewhere)
+        return json.loads(meta_state.read() or "null") or {"version": self.first_version - 1, "dirty": False, "end_timer": False, "since": self.since}
 
     def process(self, element, newest=beam.DoFn.StateParam(NEWEST), meta_state=beam.DoFn.StateParam(META),
-                timer=beam.DoFn.TimerParam(WINDOW), end=beam.DoFn.TimerParam(END)):
+                timer=beam.DoFn.TimerParam(WINDOW), end=beam.DoFn.TimerParam(END), new_files=beam.DoFn.StateParam(NEW_FILES)):
         _, (shard, interval, data, record) = element
         newest.add((int(shard), int(interval), data))
         meta = self._meta(meta_state)
-        # The files learned so far (the base's and every snapshot's): a restart from the version skips them.
-        add_learned(meta["files"], json.loads(record).get("files") or {})
+        # The files this snapshot learned (how far): the next version records them, a restart from it skips them.
+        for key, got in (json.loads(record).get("files") or {}).items():
+            new_files.add((key, int(got["rows"]), bool(got["done"])))
         if not meta["dirty"]:
             # The window of processing time this snapshot arrived in ends at the next multiple of merge_seconds.
             timer.set(Timestamp.of(math.floor(self.clock() / self.merge_seconds + 1) * self.merge_seconds))
@@ -478,15 +585,24 @@ class _MergeWindows(beam.DoFn):
         return []  # nothing until a window ends
 
     @on_timer(WINDOW)
-    def on_window_end(self, newest=beam.DoFn.StateParam(NEWEST), meta_state=beam.DoFn.StateParam(META)):
-        yield from self._merge(newest, meta_state)
+    def on_window_end(self, newest=beam.DoFn.StateParam(NEWEST), meta_state=beam.DoFn.StateParam(META), new_files=beam.DoFn.StateParam(NEW_FILES)):
+        yield from self._merge(newest, meta_state, new_files)
 
     @on_timer(END)
-    def on_end_of_stream(self, newest=beam.DoFn.StateParam(NEWEST), meta_state=beam.DoFn.StateParam(META), timer=beam.DoFn.TimerParam(WINDOW)):
+    def on_end_of_stream(self, newest=beam.DoFn.StateParam(NEWEST), meta_state=beam.DoFn.StateParam(META), timer=beam.DoFn.TimerParam(WINDOW),
+                         new_files=beam.DoFn.StateParam(NEW_FILES)):
         timer.clear()  # this merge takes what the window would have: its timer must not hold the job open
-        yield from self._merge(newest, meta_state)
+        yield from self._merge(newest, meta_state, new_files)
 
-    def _merge(self, newest, meta_state):
+    def _new_files(self, new_files, meta: dict) -> dict:
+        """The files learned since the last version (read and cleared), with the base's in a chain's first version."""
+        files = dict(self.learned) if meta["since"] is None and meta["version"] == self.first_version - 1 else {}
+        for key, rows, done in new_files.read():
+            add_learned(files, {key: {"rows": rows, "done": done}})
+        new_files.clear()
+        return dict(sorted(files.items()))
+
+    def _merge(self, newest, meta_state, new_files):
         meta = self._meta(meta_state)
         if not meta["dirty"]:
             return
@@ -500,11 +616,13 @@ class _MergeWindows(beam.DoFn):
         parsed = [okl_core.model_from_bytes(data, source=f"snapshot {interval} of shard {shard}", allow_non_finite=True) for shard, (interval, data) in sorted(latest.items())]
         # Every shard started from the base: its examples count once (as in the batch merge of a round).
         merged = okl_core.merge_states(self.learner, [state for _, state in parsed], [lrn for lrn, _ in parsed], base=self.base_state)
-        meta.update(version=meta["version"] + 1, dirty=False)
+        files, since = self._new_files(new_files, meta), meta["since"]
+        meta.update(version=meta["version"] + 1, dirty=False, since=meta["version"] + 1)
         meta_state.write(json.dumps(meta, sort_keys=True))
         self.merges.inc()
+        # What is new since the version "files_since" (the chain a restart follows back, learned_files), not every file learned.
         record = {"version": meta["version"], "snapshots": {str(s): i for s, (i, _) in sorted(latest.items())}, "n_seen": int(merged.n_seen), "time": _now(),
-                  "files": dict(sorted(meta["files"].items()))}
+                  "files_since": since, "new_files": files, "root": self.root}
         yield meta["version"], okl_core.model_bytes(self.learner, merged, self.classes), strict_json(record, sort_keys=True)
 
 
@@ -520,26 +638,34 @@ class MergeSnapshots(beam.PTransform):
     ``base`` (model bytes) is the model every shard started from: the merge is then
     ``merge_states(..., base=base)``, so its examples count once in ``n_seen`` and shards
     are weighted by what they added since, and every version records the classes it
-    records (:func:`okl_core.model_classes`). ``learned`` (:func:`learned_files` of that
-    model) starts the version records' ``files``: every file learned so far and how far,
-    the base's and each snapshot's (a restart skips them).
+    records (:func:`okl_core.model_classes`).
+
+    A version's record holds the files learned since the version before it (``new_files``:
+    how far each got) and names that version (``files_since``), not every file learned:
+    its size and the merger's state grow with what is new, not with the stream's age
+    (:func:`learned_files` follows the chain back; :class:`WriteModelVersions` compacts it
+    into a manifest every :data:`MANIFEST_EVERY` versions). ``since`` is the version of the
+    same output the first version continues (a restart from it); without one (a fresh
+    model, ``--init_model`` from elsewhere) the first version also records ``learned``
+    (:func:`learned_files` of the base). ``root`` (:func:`watch_root`) is recorded.
 
     Returns ``PCollection[MergedVersion]``: ``(version, model bytes, JSON record)``.
     ``clock`` (default ``time.time``) is for tests driven by a TestStream.
     """
 
-    def __init__(self, spec: LearnerSpec, merge_seconds: float, first_version: int = 1, clock=None, base: bytes | None = None, learned: dict | None = None):
+    def __init__(self, spec: LearnerSpec, merge_seconds: float, first_version: int = 1, clock=None, base: bytes | None = None, learned: dict | None = None,
+                 since: int | None = None, root: str | None = None):
         super().__init__()
         if not merge_seconds > 0:
             raise ValueError(f"merge_seconds must be > 0, got {merge_seconds}")
         self.spec, self.merge_seconds, self.first_version, self.clock = spec, float(merge_seconds), int(first_version), clock
-        self.base, self.learned = base, learned
+        self.base, self.learned, self.since, self.root = base, learned, since, root
 
     def expand(self, snapshots):
         return (
             snapshots
             | "OneMerger" >> beam.Map(lambda s: (0, s)).with_output_types(typing.Tuple[int, Snapshot])
-            | "MergeWindows" >> beam.ParDo(_MergeWindows(self.spec, self.merge_seconds, self.first_version, self.clock, self.base, self.learned))
+            | "MergeWindows" >> beam.ParDo(_MergeWindows(self.spec, self.merge_seconds, self.first_version, self.clock, self.base, self.learned, self.since, self.root))
             .with_output_types(MergedVersion)
         )
 
@@ -556,43 +682,75 @@ def _write_new(path: str, data: bytes) -> None:
 
 
 class _WriteVersion(beam.DoFn):
-    """One writer (single key): a version is written only if newer than the last written."""
+    """One writer (single key): a version is written only if newer than the last written.
+
+    A version not written (a stale merge, or one replayed after it was written) still
+    passes its ``new_files`` on to the next version written (``CARRY``): they are learned
+    by the models that follow, and a record adds files up by taking the most rows, so
+    recording a file twice is harmless and dropping it is not.
+    """
 
     LAST = ReadModifyWriteStateSpec("last", StrUtf8Coder())
+    CARRY = BagStateSpec("carry", TupleCoder((StrUtf8Coder(), VarIntCoder(), BooleanCoder())))
 
-    def __init__(self, directory: str):
-        self.directory = directory
+    def __init__(self, directory: str, manifest_every: int = MANIFEST_EVERY):
+        self.directory, self.manifest_every = directory.rstrip("/"), int(manifest_every)
         self.stale = Metrics.counter(METRICS_NAMESPACE, "stale_merges_skipped")
 
-    def process(self, element, last_state=beam.DoFn.StateParam(LAST)):
+    def process(self, element, last_state=beam.DoFn.StateParam(LAST), carry=beam.DoFn.StateParam(CARRY)):
         _, (version, data, record) = element
-        if version <= int(last_state.read() or 0):
+        path = f"{self.directory}/{version_file_name(version)}"
+        parsed = json.loads(record)
+        if version <= int(last_state.read() or 0) or self._written_before(path, data):
             self.stale.inc()
+            for key, got in (parsed.get("new_files") or {}).items():
+                carry.add((key, int(got["rows"]), bool(got["done"])))
             return
-        path = f"{self.directory.rstrip('/')}/{version_file_name(version)}"
+        carried = list(carry.read())
+        if carried and "new_files" in parsed:
+            parsed["new_files"] = dict(sorted(add_learned(parsed["new_files"], {k: {"rows": r, "done": d} for k, r, d in carried}).items()))
+            record = strict_json(parsed, sort_keys=True)
         write_bytes(path[: -len(".npz")] + ".json", (record + "\n").encode())  # what the version merges; before the model
-        _write_new(path, data)
+        if self.manifest_every and version % self.manifest_every == 0 and "new_files" in parsed:
+            self._write_manifest(version, parsed)
+        _write_new(path, data)  # the version exists from here on: its record and manifest are in place
         last_state.write(str(version))
+        carry.clear()
         yield version, path
+
+    @staticmethod
+    def _written_before(path: str, data: bytes) -> bool:
+        """The version exists with these very bytes: a replay of its write (a different one is refused by ``_write_new``)."""
+        return _exists(path) and read_bytes(path) == data
+
+    def _write_manifest(self, version: int, record: dict) -> None:
+        """Every file the version has learned, so that a restart reads this instead of the records before it."""
+        since = record.get("files_since")
+        learned = {} if since is None else learned_files(f"{self.directory}/{version_file_name(since)}", record.get("root"))
+        add_learned(learned, record["new_files"])
+        manifest = {"version": version, "root": record.get("root"), "files": dict(sorted(learned.items()))}
+        write_bytes(manifest_file(self.directory, version), (strict_json(manifest, sort_keys=True) + "\n").encode())
 
 
 class WriteModelVersions(beam.PTransform):
     """Write merged versions as ``model-vNNNNNN.npz`` and ``model-vNNNNNN.json`` (what it merges).
 
     The model file is written last, atomically and never over an existing one: a reader
-    that sees the model sees its record. Returns ``PCollection[(version, path)]``,
+    that sees the model sees its record, and every ``manifest_every``-th version's
+    manifest of every file learned (:func:`manifest_file`). A version written again with
+    the same bytes (a replay) is skipped. Returns ``PCollection[(version, path)]``,
     strictly increasing versions.
     """
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, manifest_every: int = MANIFEST_EVERY):
         super().__init__()
-        self.directory = directory
+        self.directory, self.manifest_every = directory, manifest_every
 
     def expand(self, merged):
         return (
             merged
             | "OneWriter" >> beam.Map(lambda m: (0, m)).with_output_types(typing.Tuple[int, MergedVersion])
-            | "WriteVersion" >> beam.ParDo(_WriteVersion(self.directory)).with_output_types(typing.Tuple[int, str])
+            | "WriteVersion" >> beam.ParDo(_WriteVersion(self.directory, self.manifest_every)).with_output_types(typing.Tuple[int, str])
         )
 
 
@@ -642,12 +800,14 @@ class ReadParquetFiles(beam.DoFn):
     :func:`dead_lettered_files`) names the files an earlier job dead-lettered: one that
     still holds nothing to learn is skipped, its dead letter left as that job wrote it.
     :class:`StreamTrainOnline` reads whole-file events with the same :meth:`read`.
+    Files are named in ``learned`` and ``dead_lettered`` by :func:`file_identity`: relative
+    to ``root`` (the watched folder, :func:`watch_root`) when given.
     """
 
     def __init__(self, n_features: int, task: str, n_classes: int | None, num_shards: int, batch_rows: int, learned: dict | None = None,
-                 dead_lettered: frozenset[str] = frozenset()):
+                 dead_lettered: frozenset[str] = frozenset(), root: str | None = None):
         self.n_features, self.task, self.n_classes = n_features, task, n_classes
-        self.num_shards, self.batch_rows = num_shards, batch_rows
+        self.num_shards, self.batch_rows, self.root = num_shards, batch_rows, root
         self.learned, self.dead_lettered = dict(learned or {}), frozenset(dead_lettered)
         self.files = Metrics.counter(METRICS_NAMESPACE, "train_files_read")
         self.skipped = Metrics.counter(METRICS_NAMESPACE, "train_files_skipped")  # learned by the version continued from
@@ -666,9 +826,13 @@ class ReadParquetFiles(beam.DoFn):
         joined = {k: np.concatenate([getattr(c, k) for c in parts]) for k in ("X", "y", "row", "good", "bad_row")}
         return CheckedRows(**joined, reasons=[r for c in parts for r in c.reasons])
 
+    def identity(self, path: str) -> str:
+        """How ``path`` is named in the records of what was learned (:func:`file_identity` under ``root``)."""
+        return file_identity(path, self.root)
+
     def read(self, path: str, shard: int) -> tuple[list[StreamEvent], list[str]]:
         """The file's batches in file order, and its dead-letter records (JSON lines: every bad row, or the unreadable file)."""
-        key = learned_key(path)
+        key = self.identity(path)
         done = self.learned.get(key)
         if done is not None and done["done"]:
             self.skipped.inc()

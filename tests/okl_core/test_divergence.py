@@ -166,7 +166,7 @@ def test_a_huge_step_is_flagged_for_every_learner_that_has_one(name):
 
 def test_a_finite_explosion_is_divergence():
     """BOGD-R with a small budget and little decay: an MSE ~1e5 times the targets' scale, every number finite."""
-    learner = okl_core.make_learner("bogd_r", n_inputs=4, sigma=0.5, budget=10, eta=0.5, lam=0.001)
+    learner = okl_core.make_learner("bogd_r", n_inputs=4, sigma=0.5, budget=10, eta=0.5, lam=0.001, removal="random")
     X, y = tiny_problem("regression", 4, n=2000)
     run = run_online(learner, X, y, batch_rows=100)
     assert np.isfinite(run.metrics.mse) and not non_finite_fields(run.state) and run.metrics.mse > 1e4

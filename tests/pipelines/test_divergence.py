@@ -122,13 +122,13 @@ def test_a_finite_explosion_is_reported_as_divergence(tmp_path, capsys):
     """BOGD-R with a small budget and little decay: every number finite, the online MSE ~1e5
     times the targets' scale from row 800 (okl_core.divergence.exploded, the same batch as in memory)."""
     X, y = okl_core.testing.tiny_problem("regression", 4, n=2000)
-    params = ["--learner", "bogd_r", "--sigma", "0.5", "--eta", "0.5", "--param", "budget=10", "--param", "lam=0.001", "--batch_rows", "100"]
+    params = ["--learner", "bogd_r", "--sigma", "0.5", "--eta", "0.5", "--param", "budget=10", "--param", "lam=0.001", "--param", "removal=random", "--batch_rows", "100"]
     result = _train(tmp_path, X, y, "regression", *params, shards=1)
     where = {"shard": 0, "round": 0, "batch": 8, "row": 800, "reason": "exploded"}
     assert result.metrics["diverged"] == {"per_shard": [where], "merged": {**where, "non_finite_arrays": []}}
     assert [b["diverged"] for b in result.metrics["batches"]] == [False] * 8 + [True] * 12
     assert 1e4 < result.metrics["online"]["merged"]["mse"] < 1e300
-    learner = okl_core.make_learner("bogd_r", n_inputs=4, sigma=0.5, eta=0.5, budget=10, lam=0.001)
+    learner = okl_core.make_learner("bogd_r", n_inputs=4, sigma=0.5, eta=0.5, budget=10, lam=0.001, removal="random")
     assert okl_core.evaluation.run_online(learner, X, y, batch_rows=100).diverged_at == 800
     okl_core.load_model(result.model_path)  # finite, so loadable: the summary says why not to use it
     lines = capsys.readouterr().out.splitlines()

@@ -30,7 +30,7 @@ from pipelines.job import resolve_job
 from pipelines.stream import build_streaming_graph, streaming_pipeline
 from tests.pipelines.reference import binary_data
 from transforms.inference import OklModelHandler, WatchModelVersions
-from transforms.streaming import dead_letter_file, file_shard
+from transforms.streaming import dead_letter_file, file_shard, learned_files
 
 pytestmark = pytest.mark.prism
 
@@ -109,6 +109,11 @@ def _versions(output) -> list[tuple[int, dict, bytes]]:
         with open(path, "rb") as f:
             found.append((version, json.loads(open(path[: -len(".npz")] + ".json").read()), f.read()))
     return found
+
+
+def _learned_whole(output) -> list[str]:
+    """The names of the files the newest version in ``output`` has learned whole (its chain of records read back)."""
+    return sorted(os.path.basename(f) for f, d in learned_files(okl_core.model_versions(output)[-1][1]).items() if d["done"])
 
 
 def _roundtrip(learner, state):
@@ -297,8 +302,9 @@ def test_restart_continues_from_the_newest_version_while_an_idle_shard_blocks_no
 def test_a_restart_learns_only_new_files_counts_rows_once_and_a_pending_snapshot_timer_ends_nothing(tmp_path, prism_location):
     """Issues: a restart learned every file again (n_seen 4,000 for 2,000 rows) and, with several
     shards, summed the version's n_seen once per shard; with --snapshot_seconds 1e9 the job never
-    ended. Two short jobs on one --output and one directory: the second learns only the two new
-    files (one per shard), and each ends soon after --stop_after."""
+    ended; a restart after the watched folder moved learned every file again (records named
+    files by absolute path). Two short jobs on one --output, the folder moved between them:
+    the second learns only the two new files (one per shard), and each ends soon after --stop_after."""
     watched, output = tmp_path / "in", str(tmp_path / "out")
     watched.mkdir()
     X, y = binary_data(1500, seed=7)
@@ -314,17 +320,21 @@ def test_a_restart_learns_only_new_files_counts_rows_once_and_a_pending_snapshot
     train.run(argv)
     assert time.time() - began < 4 + 30  # it once waited for the 1e9 s snapshot timer
     first = _versions(output)[-1][1]
-    assert first["n_seen"] == 1000 and sorted(os.path.basename(f) for f, d in first["files"].items() if d["done"]) == sorted(names)
+    assert first["n_seen"] == 1000 and _learned_whole(output) == sorted(names)
+    assert all(not os.path.isabs(f) for f in learned_files(okl_core.model_versions(output)[-1][1]))  # relative to the watched folder
+    moved = tmp_path / "moved" / "in"
+    os.renames(watched, moved)
     for part, name in zip(parts[4:], new):
-        os.rename(part, watched / name)
+        os.rename(part, moved / name)
     restart_from = okl_core.model_versions(output)[-1][0]
+    argv[argv.index("--input") + 1] = str(moved)
     train.run(argv)
     records = _records(output, restart_from + 1)
     learned = sorted({os.path.basename(b["file"]) for rs in records.values() for r in rs for b in r["batches"]})
     assert learned == sorted(new)  # not the four files the first job learned
     last = _versions(output)[-1][1]
     assert last["n_seen"] == 1000 + 500  # (was 2 x 1,000 + 500: each shard's copy of the base counted)
-    assert sorted(os.path.basename(f) for f, d in last["files"].items() if d["done"]) == sorted(names + new)
+    assert _learned_whole(output) == sorted(names + new)
 
 
 def test_the_versions_of_a_data_set_record_its_classes_and_data_of_other_classes_cannot_continue_them(tmp_path, prism_location, capsys):
@@ -435,6 +445,12 @@ def test_a_restart_skips_the_files_the_previous_job_dead_lettered(tmp_path, pris
     first = _versions(output)[-1]
     assert first[1]["n_seen"] == 250
     capsys.readouterr()
+    # The restart reads a record as okl wrote them before records held only what was new: every
+    # file learned, by absolute path (backward compatibility).
+    old_record = {k: v for k, v in first[1].items() if k not in ("files_since", "new_files", "root")}
+    old_record["files"] = {str(watched / "a.parquet"): {"rows": 250, "done": True}}
+    with open(os.path.join(output, version_file_name(first[0])[: -len(".npz")] + ".json"), "w") as f:
+        f.write(json.dumps(old_record, sort_keys=True) + "\n")
 
     os.rename(parts[1], watched / "b.parquet")
     argv[argv.index("--stop_after") + 1] = "3"
@@ -447,7 +463,7 @@ def test_a_restart_skips_the_files_the_previous_job_dead_lettered(tmp_path, pris
     records = _records(output, first[0] + 1)
     assert sorted({os.path.basename(b["file"]) for rs in records.values() for r in rs for b in r["batches"]}) == ["b.parquet"]
     last = _versions(output)[-1][1]
-    assert last["n_seen"] == 500 and sorted(os.path.basename(f) for f, d in last["files"].items() if d["done"]) == ["a.parquet", "b.parquet"]
+    assert last["n_seen"] == 500 and _learned_whole(output) == ["a.parquet", "b.parquet"]
 
 
 FIRST_JOB_CHECKS = (

@@ -18,6 +18,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.test_stream import TestStream as BeamTestStream
 
 import okl_core
+from bench.bench_streaming_state import Bag, Cell
 from okl_core.merge import mix_states
 from okl_core.state import model_versions, version_file_name
 from tests.pipelines.reference import binary_data
@@ -500,7 +501,8 @@ def test_a_merge_of_shards_that_started_from_one_version_counts_its_examples_onc
     shards = [_fold_batches_from(learner, base_state, X[a:b], y[a:b]) for a, b in ((0, 165), (165, 330))]
     assert open(path, "rb").read() == okl_core.model_bytes(learner, okl_core.merge_states(learner, shards, base=base_state))
     expected = {**before, files[0]: {"rows": 165, "done": True}, files[1]: {"rows": 165, "done": True}}
-    assert record["files"] == expected and learned_files(path) == expected
+    # the first version of a chain (a base from elsewhere: no files_since) records the base's files too
+    assert record["files_since"] is None and record["new_files"] == expected and learned_files(path) == expected
     assert learned_files(str(tmp_path / "nowhere" / "model-v000001.npz")) == {}
 
 
@@ -581,25 +583,6 @@ def test_an_unreadable_file_says_it_is_not_retried(tmp_path):
     assert reason.endswith("; not retried: write files elsewhere and rename them into the watched directory")
 
 
-class _Cell:
-    """A Beam state cell or bag for direct DoFn calls."""
-
-    def __init__(self):
-        self.value, self.items = None, []
-
-    def read(self):
-        return self.items if self.value is None and self.items else self.value
-
-    def write(self, value):
-        self.value = value
-
-    def add(self, item):
-        self.items.append(item)
-
-    def clear(self):
-        self.value, self.items = None, []
-
-
 class _Timer:
     def __init__(self):
         self.calls = []
@@ -621,17 +604,19 @@ def test_the_end_of_the_stream_clears_the_armed_snapshot_and_window_timers():
     learner = SPEC.build()
     fn = _StreamShard(SPEC, okl_core.model_bytes(learner, learner.init()), None, 1e9, 0.0, _zero)
     fn.setup()
-    model, meta, snapshot, end = _Cell(), _Cell(), _Timer(), _Timer()
-    assert list(fn.process(_pieces(X, y, 0, 0, 1)[0], model, meta, snapshot, end)) == []
+    model, meta, snapshot, end = Cell(), Cell(), _Timer(), _Timer()
+    learned, files = Bag(), Bag()
+    assert list(fn.process(_pieces(X, y, 0, 0, 1)[0], model, meta, snapshot, end, learned, files)) == []
     assert snapshot.calls == [("set", 1e9)]
-    (last,) = fn.on_end_of_stream(0, model, meta, snapshot)
+    (last,) = fn.on_end_of_stream(0, model, meta, snapshot, learned, files)
     assert snapshot.calls[-1] == ("clear",) and json.loads(meta.read())["timer"] is False
     assert last[2] == okl_core.model_bytes(learner, _fold(learner, X, y, 0, 1))
 
     merger = _MergeWindows(SPEC, 1e9, 1, _zero)
     merger.setup()
-    newest, merge_meta, window_timer, merge_end = _Cell(), _Cell(), _Timer(), _Timer()
-    assert merger.process((0, last), newest, merge_meta, window_timer, merge_end) == []
+    newest, merge_meta, window_timer, merge_end = Bag(), Cell(), _Timer(), _Timer()
+    new_files = Bag()
+    assert merger.process((0, last), newest, merge_meta, window_timer, merge_end, new_files) == []
     assert window_timer.calls == [("set", 1e9)]
-    ((version, data, _),) = merger.on_end_of_stream(newest, merge_meta, window_timer)
+    ((version, data, _),) = merger.on_end_of_stream(newest, merge_meta, window_timer, new_files)
     assert window_timer.calls[-1] == ("clear",) and version == 1 and data == last[2]
