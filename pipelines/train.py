@@ -155,7 +155,7 @@ def baseline_warning(metrics: dict) -> str | None:
         problems.append(f"it predicts {label} for every {split} row")
     if not problems:
         return None
-    return "WARNING: " + "; ".join(problems) + ": try --sigma median, or okl sweep to choose its parameters"
+    return "WARNING: " + "; ".join(problems) + ": try scaled features (okl prepare --feature_scaling standard), another bandwidth (--sigma 0.5*median), or okl sweep to choose its parameters"
 
 
 def diverged_line(diverged: dict) -> str:

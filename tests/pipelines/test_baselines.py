@@ -58,7 +58,7 @@ def test_a_model_that_learns_nothing_is_flagged_beside_its_baseline(tmp_path, im
     warnings = [line for line in lines if line.startswith("WARNING")]
     assert warnings == [f"WARNING: the model is no better than the majority class (test mistake_rate {test['mistake_rate']:.5g}, "
                         f"majority class {test_majority:.5g}); it predicts -1 for every test row: "
-                        "try --sigma median, or okl sweep to choose its parameters"]
+                        "try scaled features (okl prepare --feature_scaling standard), another bandwidth (--sigma 0.5*median), or okl sweep to choose its parameters"]
 
 
 def test_the_at_scale_table_reads_the_baseline_and_flags_of_a_runs_metrics(tmp_path, imbalanced):
@@ -125,7 +125,7 @@ def test_the_command_prints_one_warning_line_under_its_summary(tmp_path, imbalan
     assert len(warnings) == 1 and warnings[0] == len(lines) - 1  # one line, the last
     assert lines[-1].startswith("WARNING: the model is no better than the majority class (test mistake_rate ")
     assert lines[-1].endswith(f", majority class {constant_baseline('binary', yt)['mistake_rate']:.5g}); it predicts -1 for every test row: "
-                              "try --sigma median, or okl sweep to choose its parameters")
+                              "try scaled features (okl prepare --feature_scaling standard), another bandwidth (--sigma 0.5*median), or okl sweep to choose its parameters")
 
 
 def test_okl_sweep_warns_when_even_its_best_point_is_no_better_than_the_majority_class(tmp_path, imbalanced, capsys):
