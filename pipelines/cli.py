@@ -83,12 +83,15 @@ class BeamNoise(logging.Filter):
     "apitools not found ..." is logged when Beam is first imported without its optional GCP
     extras (by ``logging.warning``, which also gives the root logger a handler of its own);
     "Resource module is not available ..." by RunInference on every model load when torch is
-    not installed. Prism's two ERROR lines about a failed bundle ("Prism received bundle error
+    not installed. "No semi_persistent_directory found ..." is logged at WARNING by the SDK
+    workers of older Beam releases (2.62, okl's lower bound) before they read the job's log
+    level; okl's pipelines define no functions in ``__main__``, which is what it warns about.
+    Prism's two ERROR lines about a failed bundle ("Prism received bundle error
     ...", "stage.Execute aborting due to bundle error ...") repeat what the job's error says,
     which the command reports (in one line when it is the user's to fix).
     """
 
-    PREFIXES = ("apitools not found", "Resource module is not available")
+    PREFIXES = ("apitools not found", "Resource module is not available", "No semi_persistent_directory found")
     PRISM_PREFIXES = ("Prism received bundle error from worker response", "stage.Execute aborting due to bundle error")
 
     def filter(self, record: logging.LogRecord) -> bool:
