@@ -365,6 +365,7 @@ SETTINGS += _fogd_nogd_rows() + _oks_rows() + _omkl_rows() + _pkawv_dsg_rows() +
 
 PAPER_VALUES = {
     "dsg": {"theta": 1.0, "step_offset": 0.0},
+    "mbogd": {"lam": 0.05},
     **{name: {"kernels": OKS_DICTIONARY} for name in ("oks", "oks_pp", "ioks", "rf_oks_pp", "rf_ioks")},
     **{name: {"kernels": OMKL_DICTIONARY} for name in ("raker", "omkl_gf")},
 }
