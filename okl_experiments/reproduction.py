@@ -371,7 +371,8 @@ PAPER_VALUES = {
 }
 """What the settings above took from okl's defaults when they were written and the defaults
 since changed to values that learn on any data (the median-scaled dictionaries, DSG's
-decaying step, BOGD's ``lam`` of 1 / (eta B) at its larger budget): given explicitly, so that the reproductions run the papers' settings."""
+decaying step, BOGD's ``lam`` of 1 / (eta B) at its larger budget): given explicitly, so that
+the reproductions run the papers' settings."""
 
 
 def _with_paper_values(setting: Setting) -> Setting:
