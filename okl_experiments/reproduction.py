@@ -365,12 +365,14 @@ SETTINGS += _fogd_nogd_rows() + _oks_rows() + _omkl_rows() + _pkawv_dsg_rows() +
 
 PAPER_VALUES = {
     "dsg": {"theta": 1.0, "step_offset": 0.0},
+    "mbogd": {"lam": 0.05},
     **{name: {"kernels": OKS_DICTIONARY} for name in ("oks", "oks_pp", "ioks", "rf_oks_pp", "rf_ioks")},
     **{name: {"kernels": OMKL_DICTIONARY} for name in ("raker", "omkl_gf")},
 }
 """What the settings above took from okl's defaults when they were written and the defaults
 since changed to values that learn on any data (the median-scaled dictionaries, DSG's
-decaying step): given explicitly, so that the reproductions run the papers' settings."""
+decaying step, BOGD's ``lam`` of 1 / (eta B) at its larger budget): given explicitly, so that
+the reproductions run the papers' settings."""
 
 
 def _with_paper_values(setting: Setting) -> Setting:

@@ -23,34 +23,15 @@ from okl_experiments import defaults as D
 from okl_experiments.reproduction import SETTINGS
 from tests.conftest import SHARED_DATA
 
-_BOGD_A9A = ("BOGD's paper settings (eta = 0.2, lam = 0.05) forget a row within about a hundred rows: one pass over a9a's "
-             "noisy labels ends at the majority class, as the paper's own online rate (27.9% against 24.1%) does")
-_UNSCALED_BUDGET = ("a few hundred support vectors on the generated CSV's unscaled features (the median distance is the "
-                    "income's scale): okl prepare --feature_scaling standard makes it learn")
 _SHORT = "one pass over the first 3,000 rows; the full set learns (the slow table)"
 KNOWN = {
-    ("bogd", "a9a"): _BOGD_A9A,
     ("rf_ioks", "a9a"): _SHORT,
-    ("bogd", "csv"): _UNSCALED_BUDGET,
     ("rf_oks_pp", "csv"): _SHORT,
-    ("mbogd", "csv"): _UNSCALED_BUDGET,
-    ("mrbp", "csv"): _UNSCALED_BUDGET,
-    ("bogd_r", "csv"): _UNSCALED_BUDGET,
     ("forgetron_r", "csv"): _SHORT,
-    ("norma_r", "csv"): _UNSCALED_BUDGET,
-    ("rbp_r", "csv"): _UNSCALED_BUDGET,
 }
 """(learner, data set) -> why its defaults do not beat the baseline on the quick table."""
 
-KNOWN_FULL = {
-    ("bogd", "a9a"): _BOGD_A9A,
-    ("bpa_s", "a9a"): "BPA-S learns a9a online, but its final model (100 support vectors) labels a9a.t worse than the majority class",
-    ("mbogd", "csv"): _UNSCALED_BUDGET,
-    ("mrbp", "csv"): _UNSCALED_BUDGET,
-    ("bogd_r", "csv"): _UNSCALED_BUDGET,
-    ("norma_r", "csv"): _UNSCALED_BUDGET,
-    ("rbp_r", "csv"): _UNSCALED_BUDGET,
-}
+KNOWN_FULL: dict = {}
 """The same for the full table (:data:`okl_experiments.defaults.FULL_ROWS`)."""
 
 _TASKS = {name: D.learner_task(name) for name in okl_core.learner_names()}
@@ -98,7 +79,8 @@ def test_every_learner_is_measured_on_data_of_its_task():
         assert {"synthetic", "csv"} <= set(sets) and (task == "regression" or len(sets) == 3), (name, sets)
 
 
-CHANGED = {"dsg": ("theta", "step_offset"), "bogd_r": ("removal",),
+CHANGED = {"dsg": ("theta", "step_offset"), "bogd_r": ("removal", "lam"), "bogd": ("budget", "lam"), "mbogd": ("budget", "lam"),
+           "norma_r": ("budget", "lam"), **{name: ("budget",) for name in ("bpa_s", "mbpa_s", "mrbp", "rbp_r")},
            **{name: ("budget",) for name in ("rbp", "forgetron", "mforgetron", "forgetron_r")}}
 """Defaults changed from the papers' values (besides the data defaults), by learner."""
 
