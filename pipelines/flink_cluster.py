@@ -1,0 +1,537 @@
+"""A local Flink session cluster of separate processes, for jobs on the layout of a real cluster.
+
+The embedded ``[local]`` mini-cluster of :func:`pipelines.local_runners.flink_runner_options`
+runs the whole job in the job server's JVM. This module starts what a real deployment runs
+(Flink on Kubernetes, say), on one machine::
+
+    JobManager      java ... StandaloneSessionClusterEntrypoint --configDir <state>/conf/jobmanager
+    TaskManager i   java ... TaskManagerRunner --configDir <state>/conf/taskmanager-<i>
+    worker pool     <python> -m apache_beam.runners.worker.worker_pool_main --service_port P
+
+each a process group of its own, with its own config folder and log under the state folder
+(``<cache>/clusters/flink`` unless told otherwise). The JVMs run on the Flink job server's
+classpath (:func:`pipelines.local_runners.flink_job_server_jar`: its Maven jars hold
+``flink-runtime``'s entry points and the Beam operators the TaskManagers execute). Every
+port is a free port of 127.0.0.1 chosen at start; ``cluster.json`` in the state folder
+records them and the process ids, so that another process can stop the cluster.
+
+Jobs are submitted through the job server, with :meth:`FlinkCluster.runner_options`::
+
+    --runner=FlinkRunner --flink_job_server_jar=JAR --flink_master=127.0.0.1:<rest port>
+    --environment_type=EXTERNAL --environment_config=127.0.0.1:<worker pool port>
+
+The TaskManagers start Beam's Python SDK workers through the worker pool (the EXTERNAL
+environment): on Kubernetes each TaskManager pod has its own pool as a sidecar at
+``localhost:50000``; here the TaskManagers share one host, and the EXTERNAL environment
+names one address, so the pools are started one per TaskManager and the job uses the
+first (:attr:`FlinkCluster.environment_config`), the others stand by for a job given
+their address. A pool starts SDK workers as ``python`` from the PATH, so the pool's
+environment has the submitting Python's ``bin`` first (otherwise the workers miss
+``apache_beam`` and the job hangs).
+
+A TaskManager started without Flink's shell scripts needs its memory and CPU given
+explicitly (:data:`TASKMANAGER_MEMORY`); okl's graph needs 256 MB of network memory
+(64 MB fails with "Insufficient number of network buffers"). A failed task is restarted
+(fixed-delay restart strategy), from the last checkpoint when the job checkpoints
+(Beam's ``--checkpointing_interval``), into ``<state>/checkpoints``.
+
+From the command line (:mod:`pipelines.engines`)::
+
+    okl engines start flink-cluster --taskmanagers 2
+    okl engines status flink-cluster
+    okl engines stop flink-cluster
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from okl_core.data.download import default_cache_dir
+from pipelines.local_runners import FLINK_BEAM_VERSION, FLINK_JVM_EXPORTS, FLINK_JVM_OPENS, EngineUnavailable, flink_job_server_jar
+
+__all__ = [
+    "JOBMANAGER_CLASS",
+    "TASKMANAGER_CLASS",
+    "TASKMANAGER_MEMORY",
+    "CLUSTER_ENV",
+    "FlinkCluster",
+    "ClusterProcess",
+    "default_state_dir",
+    "flink_python",
+    "start_cluster",
+    "stop_cluster",
+    "load_cluster",
+    "cluster_processes",
+    "process_alive",
+]
+
+_LOG = logging.getLogger(__name__)
+
+JOBMANAGER_CLASS = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
+"""Main class of a Flink session cluster's JobManager (what ``bin/jobmanager.sh`` starts)."""
+TASKMANAGER_CLASS = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
+"""Main class of a Flink TaskManager (what ``bin/taskmanager.sh`` starts)."""
+CLUSTER_ENV = "OKL_FLINK_CLUSTER"
+"""Environment variable set to the state folder in every process of a cluster (and their children)."""
+
+TASKMANAGER_MEMORY = {
+    "taskmanager.cpu.cores": "1",
+    "taskmanager.memory.framework.heap.size": "128m",
+    "taskmanager.memory.task.heap.size": "256m",
+    "taskmanager.memory.framework.off-heap.size": "128m",
+    "taskmanager.memory.task.off-heap.size": "0m",
+    "taskmanager.memory.managed.size": "64m",
+    "taskmanager.memory.network.min": "256m",
+    "taskmanager.memory.network.max": "256m",
+    "taskmanager.memory.jvm-metaspace.size": "192m",
+    "taskmanager.memory.jvm-overhead.min": "128m",
+    "taskmanager.memory.jvm-overhead.max": "128m",
+    "external-resources": "none",
+}
+"""A TaskManager's memory and CPU (about 1 GB a process): Flink's scripts derive these; without them it refuses to start."""
+# The JVM flags that Flink's scripts derive from TASKMANAGER_MEMORY (heap = framework + task heap;
+# direct memory = framework + task off-heap + network).
+_TASKMANAGER_JVM = ["-Xms384m", "-Xmx384m", "-XX:MaxDirectMemorySize=384m", "-XX:MaxMetaspaceSize=192m"]
+_JOBMANAGER_JVM = ["-Xms256m", "-Xmx512m", "-XX:MaxMetaspaceSize=256m"]
+_STATE_FILE = "cluster.json"
+_START_TIMEOUT = 240.0  # seconds: JVM start-up on a small, busy machine
+
+
+def default_state_dir() -> str:
+    """``<cache>/clusters/flink``: the cluster's config, logs and ``cluster.json`` (``$OKL_CACHE`` or ``~/.cache/okl``)."""
+    return os.path.join(default_cache_dir(), "clusters", "flink")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterProcess:
+    """One process of a cluster: its role (``jobmanager``, ``taskmanager-1``, ``worker-pool-1``), id and log."""
+
+    role: str
+    pid: int
+    log: str
+
+
+@dataclasses.dataclass(frozen=True)
+class FlinkCluster:
+    """A running local Flink session cluster (what ``cluster.json`` records).
+
+    Attributes
+    ----------
+    state_dir : str
+        Config folders, logs, checkpoints and ``cluster.json``.
+    rest_port : int
+        The JobManager's REST port: ``--flink_master=127.0.0.1:<rest_port>``.
+    worker_pool_ports : list of int
+        One Beam SDK worker pool per TaskManager.
+    processes : list of ClusterProcess
+        Every process started, each the leader of its own process group.
+    job_server_jar : str
+        The Flink job server that submits jobs to the cluster.
+    python : str
+        The Python of the worker pools (apache-beam at the job server's version).
+    """
+
+    state_dir: str
+    rest_port: int
+    worker_pool_ports: list
+    processes: list
+    job_server_jar: str
+    python: str
+
+    @property
+    def flink_master(self) -> str:
+        """``127.0.0.1:<rest port>``, Beam's ``--flink_master``."""
+        return f"127.0.0.1:{self.rest_port}"
+
+    @property
+    def environment_config(self) -> str:
+        """``127.0.0.1:<port>`` of the first worker pool, Beam's ``--environment_config``."""
+        return f"127.0.0.1:{self.worker_pool_ports[0]}"
+
+    def runner_options(self, parallelism: int | None = None) -> list[str]:
+        """Beam flags that run a pipeline on this cluster (module docstring).
+
+        Parameters
+        ----------
+        parallelism : int, optional
+            Flink's ``--parallelism`` (default: the number of TaskManagers).
+        """
+        taskmanagers = sum(p.role.startswith("taskmanager-") for p in self.processes)
+        return [
+            "--runner=FlinkRunner",
+            f"--flink_job_server_jar={self.job_server_jar}",
+            f"--flink_master={self.flink_master}",
+            "--environment_type=EXTERNAL",
+            f"--environment_config={self.environment_config}",
+            f"--parallelism={parallelism or taskmanagers}",
+        ]
+
+    def process(self, role: str) -> ClusterProcess:
+        """The process named ``role`` (``jobmanager``, ``taskmanager-2``, ``worker-pool-1``)."""
+        for p in self.processes:
+            if p.role == role:
+                return p
+        raise KeyError(role)
+
+    def taskmanagers_registered(self) -> int:
+        """How many TaskManagers the JobManager counts now (its REST ``/overview``)."""
+        return int(self._rest("/overview")["taskmanagers"])
+
+    def jobs(self) -> list[dict]:
+        """The JobManager's jobs: ``[{"id": ..., "status": "RUNNING"}, ...]`` (REST ``/jobs``)."""
+        return list(self._rest("/jobs")["jobs"])
+
+    def _rest(self, path: str) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.rest_port}{path}", timeout=10) as response:
+            return json.loads(response.read())
+
+
+def flink_python() -> str:
+    """The Python whose ``apache-beam`` is the job server's version: this one, or the repository's ``.venv-flink``.
+
+    Raises
+    ------
+    EngineUnavailable
+        Neither is (``make runners`` builds ``.venv-flink``).
+    """
+    try:
+        import importlib.metadata
+
+        if importlib.metadata.version("apache-beam") == FLINK_BEAM_VERSION:
+            return sys.executable
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    python = os.path.join(root, ".venv-flink", "bin", "python")
+    if not os.path.exists(python):
+        raise EngineUnavailable(f"{python} is missing: the worker pools need apache-beam=={FLINK_BEAM_VERSION} (`make runners` creates .venv-flink; --python names another)")
+    return python
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports of 127.0.0.1 (held together while chosen, so they differ)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def load_cluster(state_dir: str | None = None) -> FlinkCluster | None:
+    """The cluster that ``cluster.json`` in ``state_dir`` records, or None when there is none."""
+    path = os.path.join(state_dir or default_state_dir(), _STATE_FILE)
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except FileNotFoundError:
+        return None
+    record["processes"] = [ClusterProcess(**p) for p in record["processes"]]
+    return FlinkCluster(**record)
+
+
+def cluster_processes(state_dir: str) -> list[int]:
+    """Ids of the live processes started for the cluster of ``state_dir`` and their children.
+
+    Found by :data:`CLUSTER_ENV` in each process's environment (``/proc``), so an SDK worker
+    a worker pool started is found too, whatever became of the pool.
+    """
+    marker = f"{CLUSTER_ENV}={os.path.abspath(state_dir)}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker in f.read().split(b"\0") and process_alive(int(entry)):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _config_lines(settings: dict) -> str:
+    return "".join(f"{key}: {value}\n" for key, value in settings.items())
+
+
+def _common_settings(state_dir: str, ports: dict) -> dict:
+    """The settings every process of the cluster shares (addresses, restart strategy, folders)."""
+    return {
+        "jobmanager.rpc.address": "127.0.0.1",
+        "jobmanager.rpc.port": ports["rpc"],
+        "jobmanager.bind-host": "127.0.0.1",
+        "rest.address": "127.0.0.1",
+        "rest.bind-address": "127.0.0.1",
+        "rest.port": ports["rest"],
+        "blob.server.port": ports["blob"],
+        "taskmanager.host": "127.0.0.1",
+        "taskmanager.bind-host": "127.0.0.1",
+        "jobmanager.memory.process.size": "1024m",
+        "parallelism.default": 1,
+        # Spread a job's slots over the TaskManagers (Flink fills one TaskManager first otherwise),
+        # so that a job with parallelism 2 on 2 TaskManagers runs in both.
+        "cluster.evenly-spread-out-slots": "true",
+        # A lost TaskManager or SDK worker fails its tasks; Flink restarts them (from the last
+        # checkpoint of a checkpointing job) rather than failing the job.
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": 20,
+        "restart-strategy.fixed-delay.delay": "2 s",
+        "state.checkpoints.dir": "file://" + os.path.join(state_dir, "checkpoints"),
+        "execution.checkpointing.dir": "file://" + os.path.join(state_dir, "checkpoints"),
+        # A TaskManager killed with SIGKILL is noticed when its connection drops; the heartbeat
+        # timeout only bounds the case where it hangs.
+        "heartbeat.timeout": 30000,
+        "io.tmp.dirs": os.path.join(state_dir, "tmp"),
+        "web.tmpdir": os.path.join(state_dir, "tmp", "web"),
+        "classloader.check-leaked-classloader": "false",
+    }
+
+
+def _jvm_command(jar: str, jvm: list[str], main_class: str, conf: str, log: str) -> list[str]:
+    """``java`` with the job server's classpath, the JDK packages Flink needs opened, and a log file."""
+    # The pathing jar's manifest opens the JDK packages only under `java -jar`: with -cp they are flags.
+    opens = [f"--add-opens={p}=ALL-UNNAMED" for p in FLINK_JVM_OPENS]
+    exports = [f"--add-exports={p}=ALL-UNNAMED" for p in FLINK_JVM_EXPORTS]
+    logging_flags = ["-Dorg.slf4j.simpleLogger.defaultLogLevel=info", f"-Dorg.slf4j.simpleLogger.logFile={log}",
+                     "-Dorg.slf4j.simpleLogger.showDateTime=true"]
+    return ["java", *jvm, *opens, *exports, *logging_flags, "-cp", jar, main_class, "--configDir", conf]
+
+
+def _write_conf(state_dir: str, role: str, settings: dict) -> str:
+    conf = os.path.join(state_dir, "conf", role)
+    os.makedirs(conf, exist_ok=True)
+    with open(os.path.join(conf, "flink-conf.yaml"), "w") as f:
+        f.write(_config_lines(settings))
+    return conf
+
+
+def _spawn(command: list[str], output: str, env: dict) -> int:
+    """Start ``command`` as the leader of a new process group (so that stopping it stops its children), printing to ``output``."""
+    with open(output, "ab") as out:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    return proc.pid
+
+
+def _check_running(state_dir: str) -> None:
+    """Refuse to start over a live cluster of the same state folder; forget a dead one's record."""
+    running = load_cluster(state_dir)
+    if running is not None and any(process_alive(p.pid) for p in running.processes):
+        raise EngineUnavailable(f"a Flink cluster is already running from {state_dir} (REST 127.0.0.1:{running.rest_port}): "
+                                f"stop it first (okl engines stop flink-cluster --state_dir {state_dir})")
+    if cluster_processes(state_dir):
+        raise EngineUnavailable(f"processes of an earlier Flink cluster of {state_dir} are still running: "
+                                f"okl engines stop flink-cluster --state_dir {state_dir}")
+    if running is not None:
+        os.remove(os.path.join(state_dir, _STATE_FILE))
+
+
+def start_cluster(taskmanagers: int = 2, state_dir: str | None = None, slots: int = 2, python: str | None = None,
+                  timeout: float = _START_TIMEOUT) -> FlinkCluster:
+    """Start a JobManager, ``taskmanagers`` TaskManagers and a worker pool per TaskManager; wait until all serve.
+
+    Parameters
+    ----------
+    taskmanagers : int
+        Number of TaskManager processes (each about 1 GB, ``slots`` task slots).
+    state_dir : str, optional
+        Config folders, logs, checkpoints and ``cluster.json`` (default :func:`default_state_dir`).
+    slots : int
+        Task slots per TaskManager.
+    python : str, optional
+        The worker pools' Python (default :func:`flink_python`).
+    timeout : float
+        Seconds to wait for every TaskManager to register and every pool to listen.
+
+    Returns
+    -------
+    FlinkCluster
+        The running cluster (also recorded in ``<state_dir>/cluster.json``).
+
+    Raises
+    ------
+    EngineUnavailable
+        No ``java``, no job server, a cluster already running from ``state_dir``, or a process
+        that exits or does not serve in time (the message names it and its log's last line);
+        whatever was started is stopped again.
+    """
+    if taskmanagers < 1 or slots < 1:
+        raise EngineUnavailable(f"--taskmanagers and --slots must be at least 1, not {taskmanagers} and {slots}")
+    if shutil.which("java") is None:
+        raise EngineUnavailable("`java` is not on the PATH: the Flink cluster needs Java 11 or newer")
+    jar = flink_job_server_jar()
+    if jar is None:
+        raise EngineUnavailable("the Flink job server is not built: run `okl engines install flink` (or `make runners`)")
+    python = python or flink_python()
+    state_dir = os.path.abspath(state_dir or default_state_dir())
+    os.makedirs(os.path.join(state_dir, "logs"), exist_ok=True)
+    os.makedirs(os.path.join(state_dir, "tmp", "web"), exist_ok=True)
+    _check_running(state_dir)
+    free = _free_ports(3 + 3 * taskmanagers)
+    ports = {"rest": free[0], "rpc": free[1], "blob": free[2]}
+    common = _common_settings(state_dir, ports)
+    env = {**os.environ, CLUSTER_ENV: state_dir}
+    processes: list[ClusterProcess] = []
+
+    def start(role: str, command: list[str], process_env: dict) -> None:
+        # A JVM logs into <role>.log (slf4j) and prints to <role>.out; a pool prints to <role>.log.
+        log = os.path.join(state_dir, "logs", role + ".log")
+        output = log if role.startswith("worker-pool-") else os.path.join(state_dir, "logs", role + ".out")
+        processes.append(ClusterProcess(role, _spawn(command, output, process_env), log))
+
+    try:
+        conf = _write_conf(state_dir, "jobmanager", common)
+        start("jobmanager", _jvm_command(jar, _JOBMANAGER_JVM, JOBMANAGER_CLASS, conf, os.path.join(state_dir, "logs", "jobmanager.log")), env)
+        pool_ports = free[3 + 2 * taskmanagers:]
+        for i in range(1, taskmanagers + 1):
+            role = f"taskmanager-{i}"
+            settings = {**common, **TASKMANAGER_MEMORY, "taskmanager.numberOfTaskSlots": slots,
+                        "taskmanager.rpc.port": free[1 + 2 * i], "taskmanager.data.port": free[2 + 2 * i],
+                        "taskmanager.resource-id": role}
+            conf = _write_conf(state_dir, role, settings)
+            start(role, _jvm_command(jar, _TASKMANAGER_JVM, TASKMANAGER_CLASS, conf, os.path.join(state_dir, "logs", role + ".log")), env)
+        # SDK workers are started as `python` from the PATH: the pool's environment's bin comes first.
+        pool_env = {**env, "PATH": os.path.dirname(python) + os.pathsep + env.get("PATH", "")}
+        for i, port in enumerate(pool_ports, start=1):
+            start(f"worker-pool-{i}", [python, "-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={port}"], pool_env)
+        cluster = FlinkCluster(state_dir, ports["rest"], list(pool_ports), processes, jar, python)
+        _record(cluster)
+        _wait_serving(cluster, taskmanagers, timeout)
+    except BaseException:
+        _stop_processes(processes, state_dir)
+        _forget(state_dir)
+        raise
+    return cluster
+
+
+def _record(cluster: FlinkCluster) -> None:
+    """Write ``cluster.json`` atomically (temp file + rename)."""
+    path = os.path.join(cluster.state_dir, _STATE_FILE)
+    with open(path + ".tmp", "w") as f:
+        json.dump(dataclasses.asdict(cluster), f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def _forget(state_dir: str) -> None:
+    try:
+        os.remove(os.path.join(state_dir, _STATE_FILE))
+    except FileNotFoundError:
+        pass
+
+
+def _last_log_line(log: str) -> str:
+    lines = []
+    for path in (log, log[:-len(".log")] + ".out"):
+        try:
+            with open(path, errors="replace") as f:
+                lines += [line.strip() for line in f if line.strip()]
+        except FileNotFoundError:
+            continue
+    wanted = [line for line in lines if "Exception" in line or "ERROR" in line or "Error" in line]
+    return (wanted or lines or ["(empty log)"])[-1][:400]
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait_serving(cluster: FlinkCluster, taskmanagers: int, timeout: float) -> None:
+    """Until the JobManager counts every TaskManager and every pool accepts connections; raise on an exit or timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for p in cluster.processes:
+            if not process_alive(p.pid):
+                raise EngineUnavailable(f"the Flink cluster's {p.role} exited while starting: {_last_log_line(p.log)} (log: {p.log})")
+        try:
+            registered = cluster.taskmanagers_registered()
+        except (OSError, urllib.error.URLError, ValueError, KeyError):
+            registered = -1
+        if registered == taskmanagers and all(_port_open(port) for port in cluster.worker_pool_ports):
+            return
+        if time.monotonic() > deadline:
+            where = "the JobManager's REST port does not answer" if registered < 0 else f"{registered} of {taskmanagers} TaskManagers registered"
+            raise EngineUnavailable(f"the Flink cluster did not start in {timeout:.0f} s: {where} (logs in {cluster.state_dir}/logs)")
+        time.sleep(1)
+
+
+def _stop_processes(processes: list, state_dir: str, grace: float = 15.0) -> list[str]:
+    """SIGTERM each process group, SIGKILL what is left after ``grace`` seconds; returns the roles stopped."""
+    stopped = []
+    for p in processes:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+            stopped.append(p.role)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and (any(process_alive(p.pid) for p in processes) or cluster_processes(state_dir)):
+        time.sleep(0.3)
+    for p in processes:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    # Children that left their group (or whose group leader is gone) carry the cluster's marker.
+    for pid in cluster_processes(state_dir):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for p in processes:  # reap the ones this process started
+        try:
+            os.waitpid(p.pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+    return stopped
+
+
+def stop_cluster(state_dir: str | None = None) -> list[str]:
+    """Stop every process of the cluster of ``state_dir`` (and their children); returns the roles that were running.
+
+    An empty list: no cluster was running there. Nothing of the cluster is left running
+    afterwards (checked through :func:`cluster_processes`).
+    """
+    state_dir = os.path.abspath(state_dir or default_state_dir())
+    cluster = load_cluster(state_dir)
+    processes = cluster.processes if cluster is not None else []
+    running = [p.role for p in processes if process_alive(p.pid)]
+    strays = cluster_processes(state_dir)
+    if running or strays:
+        _stop_processes([p for p in processes if process_alive(p.pid)], state_dir)
+    _forget(state_dir)
+    left = cluster_processes(state_dir)
+    if left:
+        raise EngineUnavailable(f"processes {left} of the Flink cluster of {state_dir} are still running after SIGKILL")
+    return running or (["strays"] if strays else [])
