@@ -65,6 +65,7 @@ __all__ = [
     "TASKMANAGER_CLASS",
     "TASKMANAGER_MEMORY",
     "CLUSTER_ENV",
+    "FLINK_PYTHON_ENV",
     "FlinkCluster",
     "ClusterProcess",
     "default_state_dir",
@@ -82,6 +83,8 @@ JOBMANAGER_CLASS = "org.apache.flink.runtime.entrypoint.StandaloneSessionCluster
 """Main class of a Flink session cluster's JobManager (what ``bin/jobmanager.sh`` starts)."""
 TASKMANAGER_CLASS = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
 """Main class of a Flink TaskManager (what ``bin/taskmanager.sh`` starts)."""
+FLINK_PYTHON_ENV = "OKL_FLINK_PYTHON"
+"""Environment variable naming the Python of the worker pools (as for tests/pipelines/test_flink.py)."""
 CLUSTER_ENV = "OKL_FLINK_CLUSTER"
 """Environment variable set to the state folder in every process of a cluster (and their children)."""
 
@@ -198,7 +201,7 @@ class FlinkCluster:
 
 
 def flink_python() -> str:
-    """The Python whose ``apache-beam`` is the job server's version: this one, or the repository's ``.venv-flink``.
+    """The Python whose ``apache-beam`` is the job server's version: this one, ``$OKL_FLINK_PYTHON``, or the repository's ``.venv-flink``.
 
     Raises
     ------
@@ -213,9 +216,10 @@ def flink_python() -> str:
     except importlib.metadata.PackageNotFoundError:
         pass
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    python = os.path.join(root, ".venv-flink", "bin", "python")
+    python = os.environ.get(FLINK_PYTHON_ENV) or os.path.join(root, ".venv-flink", "bin", "python")
     if not os.path.exists(python):
-        raise EngineUnavailable(f"{python} is missing: the worker pools need apache-beam=={FLINK_BEAM_VERSION} (`make runners` creates .venv-flink; --python names another)")
+        raise EngineUnavailable(f"{python} is missing: the worker pools need apache-beam=={FLINK_BEAM_VERSION} "
+                                f"(`make runners` creates .venv-flink; --python or ${FLINK_PYTHON_ENV} names another Python)")
     return python
 
 
