@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import sys
 
+import pipelines.common  # noqa: F401  (imports Beam first, without its spurious warnings; flink_cluster imports Beam)
 from pipelines import flink_cluster
 from pipelines.cli import Parser, UsageError, main as command_main, prog
 from pipelines.local_runners import RUNNERS, EngineUnavailable

@@ -6,27 +6,30 @@ runs the whole job in the job server's JVM. This module starts what a real deplo
 
     JobManager      java ... StandaloneSessionClusterEntrypoint --configDir <state>/conf/jobmanager
     TaskManager i   java ... TaskManagerRunner --configDir <state>/conf/taskmanager-<i>
-    worker pool     <python> -m apache_beam.runners.worker.worker_pool_main --service_port P
+    worker pool i   <python> -m pipelines.flink_cluster worker-pool 127.0.2.<i>:P
 
 each a process group of its own, with its own config folder and log under the state folder
 (``<cache>/clusters/flink`` unless told otherwise). The JVMs run on the Flink job server's
 classpath (:func:`pipelines.local_runners.flink_job_server_jar`: its Maven jars hold
 ``flink-runtime``'s entry points and the Beam operators the TaskManagers execute). Every
-port is a free port of 127.0.0.1 chosen at start; ``cluster.json`` in the state folder
-records them and the process ids, so that another process can stop the cluster.
+port is a free port of the loopback interface chosen at start; ``cluster.json`` in the
+state folder records them and the process ids, so that another process can stop the cluster.
 
 Jobs are submitted through the job server, with :meth:`FlinkCluster.runner_options`::
 
     --runner=FlinkRunner --flink_job_server_jar=JAR --flink_master=127.0.0.1:<rest port>
-    --environment_type=EXTERNAL --environment_config=127.0.0.1:<worker pool port>
+    --environment_type=EXTERNAL --environment_config=okl-worker-pool:P --parallelism=<TaskManagers>
 
-The TaskManagers start Beam's Python SDK workers through the worker pool (the EXTERNAL
-environment): on Kubernetes each TaskManager pod has its own pool as a sidecar at
-``localhost:50000``; here the TaskManagers share one host, and the EXTERNAL environment
-names one address, so the pools are started one per TaskManager and the job uses the
-first (:attr:`FlinkCluster.environment_config`), the others stand by for a job given
-their address. A pool starts SDK workers as ``python`` from the PATH, so the pool's
-environment has the submitting Python's ``bin`` first (otherwise the workers miss
+The TaskManagers start Beam's Python SDK workers through a worker pool (the EXTERNAL
+environment), each through its own, as on Kubernetes, where each TaskManager pod has its
+pool as a sidecar at ``localhost:50000``. A shared pool does not work: every TaskManager
+numbers its workers from ``1-1``, so one TaskManager stopping its worker stops another's
+(whose task then waits for it forever). The EXTERNAL environment names one address for
+all TaskManagers; here each TaskManager's JVM resolves its host name ``okl-worker-pool``
+through a hosts file of its own (``-Djdk.net.hosts.file``) to its pool's loopback address
+``127.0.2.<i>``. A pool is Beam's ``worker_pool_main`` service bound to that address
+(:func:`serve_worker_pool`); it starts SDK workers as ``python`` from the PATH, so the
+pool's environment has its Python's ``bin`` first (otherwise the workers miss
 ``apache_beam`` and the job hangs).
 
 A TaskManager started without Flink's shell scripts needs its memory and CPU given
@@ -57,6 +60,8 @@ import time
 import urllib.error
 import urllib.request
 
+from apache_beam.options.pipeline_options import PipelineOptions
+
 from okl_core.data.download import default_cache_dir
 from pipelines.local_runners import FLINK_BEAM_VERSION, FLINK_JVM_EXPORTS, FLINK_JVM_OPENS, EngineUnavailable, flink_job_server_jar
 
@@ -65,8 +70,12 @@ __all__ = [
     "TASKMANAGER_CLASS",
     "TASKMANAGER_MEMORY",
     "CLUSTER_ENV",
+    "WORKER_POOL_HOST",
+    "pool_host",
+    "serve_worker_pool",
     "FLINK_PYTHON_ENV",
     "FlinkCluster",
+    "FlinkCheckpointOptions",
     "ClusterProcess",
     "default_state_dir",
     "flink_python",
@@ -75,6 +84,7 @@ __all__ = [
     "load_cluster",
     "cluster_processes",
     "process_alive",
+    "restart_process",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -85,6 +95,8 @@ TASKMANAGER_CLASS = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
 """Main class of a Flink TaskManager (what ``bin/taskmanager.sh`` starts)."""
 FLINK_PYTHON_ENV = "OKL_FLINK_PYTHON"
 """Environment variable naming the Python of the worker pools (as for tests/pipelines/test_flink.py)."""
+WORKER_POOL_HOST = "okl-worker-pool"
+"""The host name of the EXTERNAL environment: each TaskManager resolves it to its own worker pool."""
 CLUSTER_ENV = "OKL_FLINK_CLUSTER"
 """Environment variable set to the state folder in every process of a cluster (and their children)."""
 
@@ -111,6 +123,20 @@ _STATE_FILE = "cluster.json"
 _START_TIMEOUT = 240.0  # seconds: JVM start-up on a small, busy machine
 
 
+class FlinkCheckpointOptions(PipelineOptions):
+    """``--checkpointing_interval``: the Flink runner's checkpoint interval, which Beam's Python SDK does not declare.
+
+    Beam's Java ``FlinkPipelineOptions`` reads it from the pipeline options the job server
+    receives; declared here, the okl CLIs accept it and Beam sends it (unset: no checkpoints).
+    """
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--checkpointing_interval", type=int, default=None,
+                            help="Flink: milliseconds between checkpoints of a streaming job (default: none); "
+                                 "a failed task restarts from the last one")
+
+
 def default_state_dir() -> str:
     """``<cache>/clusters/flink``: the cluster's config, logs and ``cluster.json`` (``$OKL_CACHE`` or ``~/.cache/okl``)."""
     return os.path.join(default_cache_dir(), "clusters", "flink")
@@ -118,11 +144,12 @@ def default_state_dir() -> str:
 
 @dataclasses.dataclass(frozen=True)
 class ClusterProcess:
-    """One process of a cluster: its role (``jobmanager``, ``taskmanager-1``, ``worker-pool-1``), id and log."""
+    """One process of a cluster: its role (``jobmanager``, ``taskmanager-1``, ``worker-pool-1``), id, log and command line."""
 
     role: str
     pid: int
     log: str
+    command: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,8 +162,8 @@ class FlinkCluster:
         Config folders, logs, checkpoints and ``cluster.json``.
     rest_port : int
         The JobManager's REST port: ``--flink_master=127.0.0.1:<rest_port>``.
-    worker_pool_ports : list of int
-        One Beam SDK worker pool per TaskManager.
+    worker_pool_port : int
+        The port of every TaskManager's own Beam SDK worker pool (each at its own loopback address).
     processes : list of ClusterProcess
         Every process started, each the leader of its own process group.
     job_server_jar : str
@@ -147,7 +174,7 @@ class FlinkCluster:
 
     state_dir: str
     rest_port: int
-    worker_pool_ports: list
+    worker_pool_port: int
     processes: list
     job_server_jar: str
     python: str
@@ -159,8 +186,8 @@ class FlinkCluster:
 
     @property
     def environment_config(self) -> str:
-        """``127.0.0.1:<port>`` of the first worker pool, Beam's ``--environment_config``."""
-        return f"127.0.0.1:{self.worker_pool_ports[0]}"
+        """``okl-worker-pool:<port>``, Beam's ``--environment_config``: each TaskManager's own worker pool."""
+        return f"{WORKER_POOL_HOST}:{self.worker_pool_port}"
 
     def runner_options(self, parallelism: int | None = None) -> list[str]:
         """Beam flags that run a pipeline on this cluster (module docstring).
@@ -401,34 +428,33 @@ def start_cluster(taskmanagers: int = 2, state_dir: str | None = None, slots: in
     os.makedirs(os.path.join(state_dir, "logs"), exist_ok=True)
     os.makedirs(os.path.join(state_dir, "tmp", "web"), exist_ok=True)
     _check_running(state_dir)
-    free = _free_ports(3 + 3 * taskmanagers)
+    free = _free_ports(3 + 2 * taskmanagers)
+    pool_port = _free_pool_port(taskmanagers)
     ports = {"rest": free[0], "rpc": free[1], "blob": free[2]}
     common = _common_settings(state_dir, ports)
-    env = {**os.environ, CLUSTER_ENV: state_dir}
+    env = _cluster_env(state_dir, python)
     processes: list[ClusterProcess] = []
 
     def start(role: str, command: list[str], process_env: dict) -> None:
         # A JVM logs into <role>.log (slf4j) and prints to <role>.out; a pool prints to <role>.log.
         log = os.path.join(state_dir, "logs", role + ".log")
         output = log if role.startswith("worker-pool-") else os.path.join(state_dir, "logs", role + ".out")
-        processes.append(ClusterProcess(role, _spawn(command, output, process_env), log))
+        processes.append(ClusterProcess(role, _spawn(command, output, process_env), log, command))
 
     try:
         conf = _write_conf(state_dir, "jobmanager", common)
         start("jobmanager", _jvm_command(jar, _JOBMANAGER_JVM, JOBMANAGER_CLASS, conf, os.path.join(state_dir, "logs", "jobmanager.log")), env)
-        pool_ports = free[3 + 2 * taskmanagers:]
         for i in range(1, taskmanagers + 1):
             role = f"taskmanager-{i}"
             settings = {**common, **TASKMANAGER_MEMORY, "taskmanager.numberOfTaskSlots": slots,
                         "taskmanager.rpc.port": free[1 + 2 * i], "taskmanager.data.port": free[2 + 2 * i],
                         "taskmanager.resource-id": role}
             conf = _write_conf(state_dir, role, settings)
-            start(role, _jvm_command(jar, _TASKMANAGER_JVM, TASKMANAGER_CLASS, conf, os.path.join(state_dir, "logs", role + ".log")), env)
-        # SDK workers are started as `python` from the PATH: the pool's environment's bin comes first.
-        pool_env = {**env, "PATH": os.path.dirname(python) + os.pathsep + env.get("PATH", "")}
-        for i, port in enumerate(pool_ports, start=1):
-            start(f"worker-pool-{i}", [python, "-m", "apache_beam.runners.worker.worker_pool_main", f"--service_port={port}"], pool_env)
-        cluster = FlinkCluster(state_dir, ports["rest"], list(pool_ports), processes, jar, python)
+            hosts = _write_hosts(conf, pool_host(i))
+            jvm = [*_TASKMANAGER_JVM, f"-Djdk.net.hosts.file={hosts}"]
+            start(role, _jvm_command(jar, jvm, TASKMANAGER_CLASS, conf, os.path.join(state_dir, "logs", role + ".log")), env)
+            start(f"worker-pool-{i}", [python, "-m", "pipelines.flink_cluster", "worker-pool", f"{pool_host(i)}:{pool_port}"], env)
+        cluster = FlinkCluster(state_dir, ports["rest"], pool_port, processes, jar, python)
         _record(cluster)
         _wait_serving(cluster, taskmanagers, timeout)
     except BaseException:
@@ -436,6 +462,90 @@ def start_cluster(taskmanagers: int = 2, state_dir: str | None = None, slots: in
         _forget(state_dir)
         raise
     return cluster
+
+
+def pool_host(taskmanager: int) -> str:
+    """The loopback address of TaskManager ``taskmanager``'s worker pool (``127.0.2.<i>``), which it knows as ``okl-worker-pool``."""
+    return f"127.0.2.{taskmanager}"
+
+
+def _free_pool_port(taskmanagers: int) -> int:
+    """A port free at every worker pool's address (the EXTERNAL environment names one port for all)."""
+    for _ in range(50):
+        port = _free_ports(1)[0]
+        sockets = []
+        try:
+            for i in range(1, taskmanagers + 1):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(s)
+                s.bind((pool_host(i), port))
+            return port
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise EngineUnavailable(f"no port is free at every worker pool address 127.0.2.1-{taskmanagers}")
+
+
+def _write_hosts(conf: str, pool_address: str) -> str:
+    """A hosts file for one TaskManager's JVM (``-Djdk.net.hosts.file``): ``okl-worker-pool`` is its own pool.
+
+    With it the JVM resolves names from this file only, so it names this machine too.
+    """
+    path = os.path.join(conf, "hosts")
+    with open(path, "w") as f:
+        f.write(f"127.0.0.1 localhost {socket.gethostname()}\n{pool_address} {WORKER_POOL_HOST}\n")
+    return path
+
+
+def serve_worker_pool(address: str) -> None:
+    """Beam's SDK worker pool (``worker_pool_main``'s service) listening at ``host:port`` only, until stopped.
+
+    ``worker_pool_main`` listens on every address of the machine; one pool per TaskManager
+    on one machine needs each at its own address. The workers it starts are its children, in
+    its process group.
+    """
+    from concurrent import futures
+
+    import grpc
+    from apache_beam.portability.api import beam_fn_api_pb2_grpc
+    from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
+
+    pool = BeamFnExternalWorkerPoolServicer(use_process=True, state_cache_size=0, data_buffer_time_limit_ms=-1)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
+                         options=[("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)])
+    beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(pool, server)
+    if server.add_insecure_port(address) == 0:
+        raise EngineUnavailable(f"the worker pool cannot listen at {address}")
+    server.start()
+    print(f"worker pool listening at {address}", flush=True)
+    server.wait_for_termination()
+
+
+def _cluster_env(state_dir: str, python: str) -> dict:
+    """The environment of the cluster's processes: marked as this cluster's, the pools' Python's ``bin`` first on the PATH.
+
+    A worker pool starts SDK workers as ``python`` from the PATH, so that ``bin`` comes first
+    (the JVMs do not mind).
+    """
+    return {**os.environ, CLUSTER_ENV: state_dir, "PATH": os.path.dirname(python) + os.pathsep + os.environ.get("PATH", "")}
+
+
+def restart_process(cluster: FlinkCluster, role: str, timeout: float = _START_TIMEOUT) -> ClusterProcess:
+    """Start the process ``role`` of ``cluster`` again (after it was lost) with its command line; wait until it serves.
+
+    What a supervisor (Kubernetes restarting a pod) does; ``cluster.json`` records the new process id.
+    """
+    old = cluster.process(role)
+    if process_alive(old.pid):
+        raise EngineUnavailable(f"the Flink cluster's {role} is still running (pid {old.pid})")
+    output = old.log if role.startswith("worker-pool-") else old.log[: -len(".log")] + ".out"
+    new = ClusterProcess(role, _spawn(old.command, output, _cluster_env(cluster.state_dir, cluster.python)), old.log, old.command)
+    cluster.processes[cluster.processes.index(old)] = new
+    _record(cluster)
+    _wait_serving(cluster, sum(p.role.startswith("taskmanager-") for p in cluster.processes), timeout)
+    return new
 
 
 def _record(cluster: FlinkCluster) -> None:
@@ -465,10 +575,10 @@ def _last_log_line(log: str) -> str:
     return (wanted or lines or ["(empty log)"])[-1][:400]
 
 
-def _port_open(port: int) -> bool:
+def _port_open(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+        return s.connect_ex((host, port)) == 0
 
 
 def _wait_serving(cluster: FlinkCluster, taskmanagers: int, timeout: float) -> None:
@@ -482,7 +592,8 @@ def _wait_serving(cluster: FlinkCluster, taskmanagers: int, timeout: float) -> N
             registered = cluster.taskmanagers_registered()
         except (OSError, urllib.error.URLError, ValueError, KeyError):
             registered = -1
-        if registered == taskmanagers and all(_port_open(port) for port in cluster.worker_pool_ports):
+        pools = [pool_host(int(p.role.rsplit("-", 1)[1])) for p in cluster.processes if p.role.startswith("worker-pool-")]
+        if registered == taskmanagers and all(_port_open(host, cluster.worker_pool_port) for host in pools):
             return
         if time.monotonic() > deadline:
             where = "the JobManager's REST port does not answer" if registered < 0 else f"{registered} of {taskmanagers} TaskManagers registered"
@@ -539,3 +650,9 @@ def stop_cluster(state_dir: str | None = None) -> list[str]:
     if left:
         raise EngineUnavailable(f"processes {left} of the Flink cluster of {state_dir} are still running after SIGKILL")
     return running or (["strays"] if strays else [])
+
+
+if __name__ == "__main__":  # python -m pipelines.flink_cluster worker-pool HOST:PORT (what start_cluster runs)
+    if len(sys.argv) != 3 or sys.argv[1] != "worker-pool":
+        sys.exit("usage: python -m pipelines.flink_cluster worker-pool HOST:PORT")
+    serve_worker_pool(sys.argv[2])

@@ -76,7 +76,7 @@ def test_okl_engines_starts_and_stops_a_cluster_of_separate_processes(job_server
         record = flink_cluster.load_cluster(state)
         assert [p.role for p in record.processes] == ["jobmanager", "taskmanager-1", "worker-pool-1"]
         assert f"--flink_master=127.0.0.1:{record.rest_port}" in started.stdout
-        assert f"--environment_config=127.0.0.1:{record.worker_pool_ports[0]}" in started.stdout
+        assert f"--environment_config=okl-worker-pool:{record.worker_pool_port}" in started.stdout
         assert record.taskmanagers_registered() == 1
         # Separate processes, each in a process group of its own, all marked as this cluster's.
         pids = [p.pid for p in record.processes]
@@ -155,10 +155,10 @@ def prepare_real(python, kind, root) -> list[str]:
     if kind == "a9a":
         source = shared_data("a9a")
         for name, rows in (("a9a", A9A_ROWS), ("a9a.t", A9A_TEST_ROWS)):
-            with open(source / name) as f, open(os.path.join(str(root), name), "w") as cut:
+            with open(source / name) as f, open(os.path.join(str(root), name + ".head"), "w") as cut:
                 cut.writelines(line for _, line in zip(range(rows), f))
-        steps = [["libsvm", os.path.join(str(root), "a9a"), "--n_features", "123", "--output", out],
-                 ["libsvm", os.path.join(str(root), "a9a.t"), "--output", out + "-test", "--like", out]]
+        steps = [["libsvm", os.path.join(str(root), "a9a.head"), "--n_features", "123", "--output", out],
+                 ["libsvm", os.path.join(str(root), "a9a.t.head"), "--output", out + "-test", "--like", out]]
     else:
         source = shared_data("mnist")
         steps = [["mnist", "--images", str(source / "t10k-images-idx3-ubyte.gz"), "--labels", str(source / "t10k-labels-idx1-ubyte.gz"), "--output", out]]
