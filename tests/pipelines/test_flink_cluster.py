@@ -10,18 +10,27 @@ The tests skip only when Java is missing (or Maven, while the job server is not 
 where Java is present, a cluster that does not start is a failure.
 """
 
+import hashlib
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
 
+import numpy as np
 import pytest
 
+import okl_core
 from okl_core.data.layout import write_dataset
 from pipelines import flink_cluster, local_runners
 from tests.conftest import cached_runner, shared_data
 from tests.pipelines.reference import binary_data
 from tests.pipelines.test_flink import SMALL, comparable, train
+from transforms.streaming import dead_letter_file, learned_files
 
 pytestmark = pytest.mark.flink_cluster
 
@@ -181,3 +190,223 @@ def test_real_data_gives_the_direct_runner_bytes(case, cluster, flink_python, da
     """fogd, mfogd, dsg and rf_oks_pp on a9a and the MNIST digits, 2 TaskManagers: the DirectRunner's model bytes."""
     kind, args = REAL_CASES[case]
     same_model_on_cluster(flink_python, cluster, tmp_path, [*prepare_real(flink_python, kind, data_root), *args])
+
+
+# -- streaming with faults -------------------------------------------------------------
+STREAM_ROWS, STREAM_FILES, STREAM_EVERY = 250, 36, 1.5
+STREAM_ARGS = ["--learner", "fogd", "--param", "n_components=32", "--sigma", "1.5", "--eta", "0.1", "--num_shards", "2",
+               "--batch_rows", "100", "--snapshot_batches", "1", "--poll_seconds", "0.5", "--merge_seconds", "1"]
+
+
+class VersionWatch(threading.Thread):
+    """Records each model version's bytes (and its record less the time) when it first appears, and when."""
+
+    def __init__(self, output):
+        super().__init__(daemon=True)
+        self.output, self.seen, self.first_seen, self.stop = output, {}, {}, threading.Event()
+
+    def look(self):
+        for version, path in okl_core.model_versions(self.output):
+            if version not in self.seen:
+                with open(path, "rb") as f:
+                    self.seen[version] = (hashlib.sha256(f.read()).hexdigest(), version_record(path))
+                self.first_seen[version] = time.time()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.look()
+            time.sleep(0.2)
+
+
+def version_record(path) -> dict:
+    with open(path[: -len(".npz")] + ".json") as f:
+        return {k: v for k, v in json.load(f).items() if k != "time"}
+
+
+def stream(root, python, runner_args, fault=None, stop_after=STREAM_FILES * STREAM_EVERY + 25):
+    """A streaming job in its own process (``python -m pipelines.train --streaming``) while files arrive; ``fault(job)``
+    is called once a third of them have landed. Returns what happened; the job must end with exit status 0
+    (``fault`` may restart it and return the new process)."""
+    from tests.pipelines.test_streaming_prism import Dropper, _files, _write_file
+
+    root = str(root)
+    watched, staging, output = (os.path.join(root, d) for d in ("in", "staging", "out"))
+    os.makedirs(watched), os.makedirs(staging)
+    names = [f"f-{i:04d}.parquet" for i in range(STREAM_FILES)]
+    files = _files(names, seed=30, n_rows=STREAM_ROWS, bad=names[7])
+    os.rename(_write_file(staging, *files[0]), os.path.join(watched, names[0]))  # a file must exist at launch
+    dropper = Dropper(staging, watched, files[1:], every=STREAM_EVERY, started=os.path.join(output, "snapshots", "run-000001"))
+    command = [python, "-m", "pipelines.train", "--streaming", "--input", os.path.join(watched, "*.parquet"), *STREAM_ARGS,
+               "--stop_after", str(stop_after), "--output", output, *runner_args]
+    watch = VersionWatch(output)
+    began = time.time()
+    job = launch(command)
+    dropper.start(), watch.start()
+    fault_info = {}
+    if fault is not None:
+        while len(dropper.landed) < STREAM_FILES // 3 and job.poll() is None:
+            time.sleep(0.2)
+        fault_info["at"] = time.time()
+        job = fault(job, command) or job
+    try:
+        out, _ = job.communicate(timeout=stop_after + 400)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        pytest.fail(f"the streaming job did not end {stop_after + 400:.0f} s after its --stop_after")
+    dropper.join(), watch.stop.set(), watch.join()
+    watch.look()
+    assert job.returncode == 0, out[-4000:]
+    return {"output": output, "files": {n: (X, y) for n, X, y in files}, "bad": names[7], "watch": watch, "began": began,
+            "landed": dropper.landed, "fault": fault_info, "ended": time.time()}
+
+
+def launch(command):
+    """The job in a process group of its own (so that a machine loss can be played by killing the group)."""
+    return subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def check_exactly_once(run) -> dict:
+    """Every good row of every file in the final version once; versions 1..V, each written once; dead letters once."""
+    output, files, watch = run["output"], run["files"], run["watch"]
+    good = {name: int(np.isfinite(X).all(axis=1).sum()) for name, (X, _) in files.items()}
+    versions = okl_core.model_versions(output)
+    assert [v for v, _ in versions] == list(range(1, len(versions) + 1)), "a version is missing"
+    for version, path in versions:  # each loads, and is what was first written under its number
+        okl_core.load_model(path)
+        with open(path, "rb") as f:
+            assert (hashlib.sha256(f.read()).hexdigest(), version_record(path)) == watch.seen[version], f"version {version} was rewritten"
+    final = versions[-1][1]
+    learned = {os.path.basename(key): got for key, got in learned_files(final).items()}
+    assert learned == {name: {"rows": rows, "done": True} for name, rows in good.items()}
+    assert version_record(final)["n_seen"] == sum(good.values())
+    with open(dead_letter_file(output, run["bad"])) as f:
+        assert [json.loads(line)["row"] for line in f] == [3, 117]
+    assert sorted(os.listdir(os.path.join(output, "dead_letter"))) == [run["bad"] + ".jsonl"]
+    last_landed = max(run["landed"].values())
+    complete = min(t for v, t in watch.first_seen.items() if version_record(versions[v - 1][1])["n_seen"] == sum(good.values()))
+    rows_per_second = sum(good.values()) / (complete - run["began"])
+    return {"rows_per_second": rows_per_second, "lag_after_last_file": complete - last_landed, "versions": len(versions)}
+
+
+def recovery_seconds(run) -> float:
+    """Seconds from the fault to the first new version after it."""
+    after = [t for t in run["watch"].first_seen.values() if t > run["fault"]["at"]]
+    return min(after) - run["fault"]["at"]
+
+
+CHECKPOINT_MS = 2000
+MEASURED = {}
+"""Figures of the streaming runs (printed by each test; the fault-free run is the reference)."""
+
+
+def running_job(cluster, timeout=300) -> str:
+    """The id of the cluster's running job (waits for it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        running = [job["id"] for job in cluster.jobs() if job["status"] == "RUNNING"]
+        if running:
+            return running[-1]
+        time.sleep(0.5)
+    pytest.fail("no job is running on the cluster")
+
+
+def flink_figure(cluster, job_id, path, key):
+    with urllib.request.urlopen(f"http://{cluster.flink_master}/jobs/{job_id}{path}", timeout=10) as response:
+        return key(json.loads(response.read()))
+
+
+def wait_for_checkpoint(cluster, job_id, timeout=120):
+    """Until the job has completed a checkpoint (what a restart starts from)."""
+    deadline = time.monotonic() + timeout
+    while flink_figure(cluster, job_id, "/checkpoints", lambda r: r["counts"]["completed"]) < 1:
+        assert time.monotonic() < deadline, "the job completed no checkpoint"
+        time.sleep(0.5)
+
+
+def restarts(cluster, job_id) -> int:
+    return int(flink_figure(cluster, job_id, "/metrics?get=numRestarts", lambda r: r[0]["value"]))
+
+
+@pytest.fixture(scope="module")
+def streaming_flags(cluster):
+    return [*cluster.runner_options(), f"--checkpointing_interval={CHECKPOINT_MS}"]
+
+
+@pytest.mark.slow
+def test_streaming_on_the_cluster_learns_every_row_once(cluster, flink_python, streaming_flags, tmp_path):
+    """The reference run: no fault, checkpoints on."""
+    run = stream(tmp_path, flink_python, streaming_flags)
+    MEASURED["no fault"] = figures = check_exactly_once(run)
+    print(f"streaming on the Flink session cluster, no fault: {figures}")
+
+
+@pytest.mark.slow
+def test_a_killed_sdk_worker_costs_a_restart_not_a_row(cluster, flink_python, streaming_flags, tmp_path):
+    """kill -9 of a Python SDK worker (a child of a TaskManager's worker pool) while files arrive."""
+    state = {}
+
+    def kill_worker(job, command):
+        state["job"] = job_id = running_job(cluster)
+        wait_for_checkpoint(cluster, job_id)
+        pool = cluster.process("worker-pool-1").pid
+        workers = [pid for pid in flink_cluster.cluster_processes(cluster.state_dir) if parent(pid) == pool]
+        assert workers, "the worker pool runs no SDK worker"
+        os.kill(workers[0], signal.SIGKILL)
+
+    run = stream(tmp_path, flink_python, streaming_flags, fault=kill_worker)
+    assert restarts(cluster, state["job"]) >= 1, "Flink did not restart the job: the kill went unnoticed"
+    MEASURED["SDK worker killed"] = figures = {**check_exactly_once(run), "recovery_seconds": recovery_seconds(run),
+                                               "restarts": restarts(cluster, state["job"])}
+    print(f"streaming on the Flink session cluster, an SDK worker killed: {figures}")
+
+
+@pytest.mark.slow
+def test_a_killed_taskmanager_costs_a_restart_not_a_row(cluster, flink_python, streaming_flags, tmp_path):
+    """kill -9 of a TaskManager while files arrive: the job restarts from its last checkpoint on the one left."""
+    state = {}
+
+    def kill_taskmanager(job, command):
+        state["job"] = job_id = running_job(cluster)
+        wait_for_checkpoint(cluster, job_id)
+        os.killpg(cluster.process("taskmanager-2").pid, signal.SIGKILL)
+
+    try:
+        run = stream(tmp_path, flink_python, streaming_flags, fault=kill_taskmanager)
+        MEASURED["TaskManager killed"] = figures = {**check_exactly_once(run), "recovery_seconds": recovery_seconds(run),
+                                                    "restarts": restarts(cluster, state["job"])}
+        assert figures["restarts"] >= 1
+        print(f"streaming on the Flink session cluster, a TaskManager killed: {figures}")
+    finally:
+        flink_cluster.restart_process(cluster, "taskmanager-2")  # the next test gets 2 TaskManagers again
+    print(f"all streaming figures: {MEASURED}")
+
+
+def parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+@pytest.mark.slow
+@pytest.mark.prism
+def test_on_prism_a_killed_job_is_restarted_by_okl_and_learns_every_row_once(tmp_path):
+    """Prism keeps no checkpoints: the job (okl, Prism and its workers) killed with -9 and started again continues
+    from its newest version, and every row is learned once."""
+    from pipelines.local_runners import prism_binary
+
+    prism = prism_binary()
+    if prism is None:
+        pytest.skip("Prism is not built (`make runners`)")
+
+    def kill_and_restart(job, command):
+        time.sleep(3)
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+        return launch(command)
+
+    run = stream(tmp_path, sys.executable, ["--runner=PrismRunner", f"--prism_location={prism}"], fault=kill_and_restart)
+    figures = {**check_exactly_once(run), "recovery_seconds": recovery_seconds(run)}
+    print(f"streaming on Prism, the job killed and restarted: {figures}")
