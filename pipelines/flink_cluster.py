@@ -124,10 +124,11 @@ _START_TIMEOUT = 240.0  # seconds: JVM start-up on a small, busy machine
 
 
 class FlinkCheckpointOptions(PipelineOptions):
-    """``--checkpointing_interval``: the Flink runner's checkpoint interval, which Beam's Python SDK does not declare.
+    """``--checkpointing_interval`` and ``--shutdown_sources_after_idle_ms``: Flink runner options Beam's Python SDK does not declare.
 
-    Beam's Java ``FlinkPipelineOptions`` reads it from the pipeline options the job server
-    receives; declared here, the okl CLIs accept it and Beam sends it (unset: no checkpoints).
+    Beam's Java ``FlinkPipelineOptions`` reads them from the pipeline options the job server
+    receives; declared here, the okl CLIs accept them and Beam sends them (unset: no
+    checkpoints; sources that end are shut down unless checkpoints are on).
     """
 
     @classmethod
@@ -135,6 +136,9 @@ class FlinkCheckpointOptions(PipelineOptions):
         parser.add_argument("--checkpointing_interval", type=int, default=None,
                             help="Flink: milliseconds between checkpoints of a streaming job (default: none); "
                                  "a failed task restarts from the last one")
+        parser.add_argument("--shutdown_sources_after_idle_ms", type=int, default=None,
+                            help="Flink: end a source idle this many milliseconds (with checkpoints on, Beam keeps "
+                                 "finished sources open forever, so a job with --stop_after never ends without it)")
 
 
 def default_state_dir() -> str:
