@@ -650,7 +650,9 @@ def stop_cluster(state_dir: str | None = None) -> list[str]:
     if running or strays:
         _stop_processes([p for p in processes if process_alive(p.pid)], state_dir)
     _forget(state_dir)
-    left = cluster_processes(state_dir)
+    deadline = time.monotonic() + 10  # a process killed with SIGKILL takes a moment to go
+    while (left := cluster_processes(state_dir)) and time.monotonic() < deadline:
+        time.sleep(0.2)
     if left:
         raise EngineUnavailable(f"processes {left} of the Flink cluster of {state_dir} are still running after SIGKILL")
     return running or (["strays"] if strays else [])
