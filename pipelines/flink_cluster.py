@@ -6,7 +6,7 @@ runs the whole job in the job server's JVM. This module starts what a real deplo
 
     JobManager      java ... StandaloneSessionClusterEntrypoint --configDir <state>/conf/jobmanager
     TaskManager i   java ... TaskManagerRunner --configDir <state>/conf/taskmanager-<i>
-    worker pool i   <python> -m pipelines.flink_cluster worker-pool 127.0.2.<i>:P
+    worker pool i   <python> -m pipelines.worker_pool 127.0.2.<i>:P
 
 each a process group of its own, with its own config folder and log under the state folder
 (``<cache>/clusters/flink`` unless told otherwise). The JVMs run on the Flink job server's
@@ -28,7 +28,7 @@ numbers its workers from ``1-1``, so one TaskManager stopping its worker stops a
 all TaskManagers; here each TaskManager's JVM resolves its host name ``okl-worker-pool``
 through a hosts file of its own (``-Djdk.net.hosts.file``) to its pool's loopback address
 ``127.0.2.<i>``. A pool is Beam's ``worker_pool_main`` service bound to that address
-(:func:`serve_worker_pool`); it starts SDK workers as ``python`` from the PATH, so the
+(:func:`pipelines.worker_pool.serve_worker_pool`); it starts SDK workers as ``python`` from the PATH, so the
 pool's environment has its Python's ``bin`` first (otherwise the workers miss
 ``apache_beam`` and the job hangs).
 
@@ -72,7 +72,6 @@ __all__ = [
     "CLUSTER_ENV",
     "WORKER_POOL_HOST",
     "pool_host",
-    "serve_worker_pool",
     "FLINK_PYTHON_ENV",
     "FlinkCluster",
     "FlinkCheckpointOptions",
@@ -457,7 +456,7 @@ def start_cluster(taskmanagers: int = 2, state_dir: str | None = None, slots: in
             hosts = _write_hosts(conf, pool_host(i))
             jvm = [*_TASKMANAGER_JVM, f"-Djdk.net.hosts.file={hosts}"]
             start(role, _jvm_command(jar, jvm, TASKMANAGER_CLASS, conf, os.path.join(state_dir, "logs", role + ".log")), env)
-            start(f"worker-pool-{i}", [python, "-m", "pipelines.flink_cluster", "worker-pool", f"{pool_host(i)}:{pool_port}"], env)
+            start(f"worker-pool-{i}", [python, "-m", "pipelines.worker_pool", f"{pool_host(i)}:{pool_port}"], env)
         cluster = FlinkCluster(state_dir, ports["rest"], pool_port, processes, jar, python)
         _record(cluster)
         _wait_serving(cluster, taskmanagers, timeout)
@@ -501,30 +500,6 @@ def _write_hosts(conf: str, pool_address: str) -> str:
     with open(path, "w") as f:
         f.write(f"127.0.0.1 localhost {socket.gethostname()}\n{pool_address} {WORKER_POOL_HOST}\n")
     return path
-
-
-def serve_worker_pool(address: str) -> None:
-    """Beam's SDK worker pool (``worker_pool_main``'s service) listening at ``host:port`` only, until stopped.
-
-    ``worker_pool_main`` listens on every address of the machine; one pool per TaskManager
-    on one machine needs each at its own address. The workers it starts are its children, in
-    its process group.
-    """
-    from concurrent import futures
-
-    import grpc
-    from apache_beam.portability.api import beam_fn_api_pb2_grpc
-    from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer
-
-    pool = BeamFnExternalWorkerPoolServicer(use_process=True, state_cache_size=0, data_buffer_time_limit_ms=-1)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
-                         options=[("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)])
-    beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(pool, server)
-    if server.add_insecure_port(address) == 0:
-        raise EngineUnavailable(f"the worker pool cannot listen at {address}")
-    server.start()
-    print(f"worker pool listening at {address}", flush=True)
-    server.wait_for_termination()
 
 
 def _cluster_env(state_dir: str, python: str) -> dict:
@@ -657,8 +632,3 @@ def stop_cluster(state_dir: str | None = None) -> list[str]:
         raise EngineUnavailable(f"processes {left} of the Flink cluster of {state_dir} are still running after SIGKILL")
     return running or (["strays"] if strays else [])
 
-
-if __name__ == "__main__":  # python -m pipelines.flink_cluster worker-pool HOST:PORT (what start_cluster runs)
-    if len(sys.argv) != 3 or sys.argv[1] != "worker-pool":
-        sys.exit("usage: python -m pipelines.flink_cluster worker-pool HOST:PORT")
-    serve_worker_pool(sys.argv[2])
