@@ -29,6 +29,7 @@ from okl_core.data.layout import write_dataset
 from pipelines import flink_cluster, local_runners
 from tests.conftest import cached_runner, shared_data
 from tests.pipelines.reference import binary_data
+from tests.pipelines.runner_cases import CASES
 from tests.pipelines.test_flink import SMALL, comparable, train
 from transforms.streaming import dead_letter_file, learned_files
 
@@ -143,19 +144,7 @@ def test_small_binary_job_gives_the_direct_runner_bytes(cluster, flink_python, t
             assert "switched from DEPLOYING to INITIALIZING" in f.read(), role
 
 
-A9A_ROWS, A9A_TEST_ROWS = 8000, 2000
-REAL_CASES = {
-    "a9a-fogd": ("a9a", ["--learner", "fogd", "--sigma", "4", "--num_shards", "4", "--rounds", "2"]),
-    "a9a-dsg": ("a9a", ["--learner", "dsg", "--sigma", "4", "--param", "block_size=256", "--param", "batch_size=1024",
-                        "--param", "theta=1000", "--param", "step_offset=3000", "--num_shards", "2", "--rounds", "2"]),
-    "a9a-rf_oks_pp": ("a9a", ["--learner", "rf_oks_pp", "--num_shards", "2"]),
-    "mnist-mfogd": ("mnist", ["--learner", "mfogd", "--param", "n_components=800", "--sigma", "8", "--eta", "0.005",
-                              "--num_shards", "2", "--rounds", "2"]),
-    "mnist-dsg": ("mnist", ["--learner", "dsg", "--param", "loss=softmax", "--sigma", "8", "--param", "block_size=512",
-                            "--param", "batch_size=1024", "--param", "theta=10", "--num_shards", "2"]),
-}
-"""test_same_bytes.py's real-data cases (fogd, dsg and rf_oks_pp on the first 8,000 rows of a9a; mfogd and dsg on the
-MNIST test digits; mfogd is multiclass, fogd and rf_oks_pp binary)."""
+A9A_ROWS, A9A_TEST_ROWS = 8000, 2000  # test_same_bytes.py's cases (runner_cases.CASES) on the first rows of a9a
 
 
 def prepare_real(python, kind, root) -> list[str]:
@@ -185,10 +174,10 @@ def data_root(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", sorted(REAL_CASES))
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_real_data_gives_the_direct_runner_bytes(case, cluster, flink_python, data_root, tmp_path):
-    """fogd, mfogd, dsg and rf_oks_pp on a9a and the MNIST digits, 2 TaskManagers: the DirectRunner's model bytes."""
-    kind, args = REAL_CASES[case]
+    """fogd, dsg and rf_oks_pp on a9a, mfogd and dsg on the MNIST digits, 2 TaskManagers: the DirectRunner's model bytes."""
+    kind, args = CASES[case]
     same_model_on_cluster(flink_python, cluster, tmp_path, [*prepare_real(flink_python, kind, data_root), *args])
 
 
