@@ -102,7 +102,7 @@ CLUSTER_ENV = "OKL_FLINK_CLUSTER"
 TASKMANAGER_MEMORY = {
     "taskmanager.cpu.cores": "1",
     "taskmanager.memory.framework.heap.size": "128m",
-    "taskmanager.memory.task.heap.size": "512m",
+    "taskmanager.memory.task.heap.size": "1024m",
     "taskmanager.memory.framework.off-heap.size": "64m",
     "taskmanager.memory.task.off-heap.size": "0m",
     "taskmanager.memory.managed.size": "64m",
@@ -113,13 +113,14 @@ TASKMANAGER_MEMORY = {
     "taskmanager.memory.jvm-overhead.max": "128m",
     "external-resources": "none",
 }
-"""A TaskManager's memory and CPU (about 1.3 GB a process): Flink's scripts derive these; without them it refuses to start.
+"""A TaskManager's memory and CPU (about 1.8 GB a process): Flink's scripts derive these; without them it refuses to start.
 
-The streaming job's state lives on the TaskManagers' heap (Flink's default state backend):
-with 256 MB of task heap a TaskManager ran out of it in the middle of a stream."""
+The streaming job's state lives on the TaskManagers' heap (Flink's default state backend), and
+its use grows while the job runs: with 256 MB and 512 MB of task heap a TaskManager ran out of
+it a minute or two into a stream."""
 # The JVM flags that Flink's scripts derive from TASKMANAGER_MEMORY (heap = framework + task heap;
 # direct memory = framework + task off-heap + network).
-_TASKMANAGER_JVM = ["-Xms640m", "-Xmx640m", "-XX:MaxDirectMemorySize=320m", "-XX:MaxMetaspaceSize=192m"]
+_TASKMANAGER_JVM = ["-Xms1152m", "-Xmx1152m", "-XX:MaxDirectMemorySize=320m", "-XX:MaxMetaspaceSize=192m"]
 _JOBMANAGER_JVM = ["-Xms256m", "-Xmx512m", "-XX:MaxMetaspaceSize=256m"]
 _STATE_FILE = "cluster.json"
 _START_TIMEOUT = 240.0  # seconds: JVM start-up on a small, busy machine
