@@ -27,9 +27,9 @@ import pytest
 import okl_core
 from okl_core.data.layout import write_dataset
 from pipelines import flink_cluster, local_runners
-from tests.conftest import cached_runner, shared_data
+from tests.conftest import cached_runner
 from tests.pipelines.reference import binary_data
-from tests.pipelines.runner_cases import CASES
+from tests.pipelines.runner_cases import CASES, prepare
 from tests.pipelines.test_flink import SMALL, comparable, train
 from transforms.streaming import dead_letter_file, learned_files
 
@@ -147,27 +147,6 @@ def test_small_binary_job_gives_the_direct_runner_bytes(cluster, flink_python, t
 A9A_ROWS, A9A_TEST_ROWS = 8000, 2000  # test_same_bytes.py's cases (runner_cases.CASES) on the first rows of a9a
 
 
-def prepare_real(python, kind, root) -> list[str]:
-    """``okl prepare`` of the case's data under ``root`` (once); a9a cut to its first rows; returns the data flags."""
-    out = os.path.join(str(root), kind)
-    if kind == "a9a":
-        source = shared_data("a9a")
-        for name, rows in (("a9a", A9A_ROWS), ("a9a.t", A9A_TEST_ROWS)):
-            with open(source / name) as f, open(os.path.join(str(root), name + ".head"), "w") as cut:
-                cut.writelines(line for _, line in zip(range(rows), f))
-        steps = [["libsvm", os.path.join(str(root), "a9a.head"), "--n_features", "123", "--output", out],
-                 ["libsvm", os.path.join(str(root), "a9a.t.head"), "--output", out + "-test", "--like", out]]
-    else:
-        source = shared_data("mnist")
-        steps = [["mnist", "--images", str(source / "t10k-images-idx3-ubyte.gz"), "--labels", str(source / "t10k-labels-idx1-ubyte.gz"), "--output", out]]
-    if not os.path.exists(out):
-        for args in steps:
-            proc = subprocess.run([python, "-m", "pipelines.prepare", *args, "--quiet"], cwd=ROOT,
-                                  env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=300)
-            assert proc.returncode == 0, proc.stderr
-    return ["--input", out, *(["--test", out + "-test"] if kind == "a9a" else [])]
-
-
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory):
     return tmp_path_factory.mktemp("flink-cluster-data")
@@ -178,7 +157,7 @@ def data_root(tmp_path_factory):
 def test_real_data_gives_the_direct_runner_bytes(case, cluster, flink_python, data_root, tmp_path):
     """fogd, dsg and rf_oks_pp on a9a, mfogd and dsg on the MNIST digits, 2 TaskManagers: the DirectRunner's model bytes."""
     kind, args = CASES[case]
-    same_model_on_cluster(flink_python, cluster, tmp_path, [*prepare_real(flink_python, kind, data_root), *args])
+    same_model_on_cluster(flink_python, cluster, tmp_path, [*prepare(flink_python, kind, data_root, a9a_rows=(A9A_ROWS, A9A_TEST_ROWS)), *args])
 
 
 # -- streaming with faults -------------------------------------------------------------
