@@ -27,25 +27,15 @@ import pytest
 import okl_core
 from okl_core.data.layout import write_dataset
 from pipelines import flink_cluster, local_runners
-from tests.conftest import cached_runner
 from tests.pipelines.reference import binary_data
 from tests.pipelines.runner_cases import CASES, prepare
-from tests.pipelines.test_flink import SMALL, comparable, train
+from tests.pipelines.test_flink import SMALL, comparable, job_server, train  # noqa: F401  (job_server: a fixture)
 from transforms.streaming import dead_letter_file, learned_files
 
 pytestmark = pytest.mark.flink_cluster
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OKL = [sys.executable, "-m", "pipelines.okl"]
-
-
-@pytest.fixture(scope="module")
-def job_server() -> str:
-    """The cached job server jar (built here when Maven is present); skips without Java."""
-    if shutil.which("java") is None:
-        pytest.skip("Java is not installed: the Flink cluster tests need `java` on the PATH")
-    missing = "the Flink job server is not built and Maven is not installed to build it (`make runners` builds it)"
-    return cached_runner(local_runners.flink_job_server_jar, "mvn", missing, "Flink job server")
 
 
 @pytest.fixture(scope="module")
