@@ -347,8 +347,9 @@ def _common_settings(state_dir: str, ports: dict) -> dict:
         "state.checkpoints.dir": "file://" + os.path.join(state_dir, "checkpoints"),
         "execution.checkpointing.dir": "file://" + os.path.join(state_dir, "checkpoints"),
         # A TaskManager killed with SIGKILL is noticed when its connection drops; the heartbeat
-        # timeout only bounds the case where it hangs.
-        "heartbeat.timeout": 30000,
+        # timeout only bounds the case where it hangs. 30 s was too short on a busy small machine:
+        # a live TaskManager was declared lost in the middle of a stream, and the job restarted.
+        "heartbeat.timeout": 120000,
         "io.tmp.dirs": os.path.join(state_dir, "tmp"),
         "web.tmpdir": os.path.join(state_dir, "tmp", "web"),
         "classloader.check-leaked-classloader": "false",
