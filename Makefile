@@ -10,7 +10,7 @@ RUN_STAMP := $(VENV)/.installed-okl-run
 FLINK_VENV ?= .venv-flink
 FLINK_STAMP := $(FLINK_VENV)/.installed-okl
 
-.PHONY: setup run runners flink-venv typecheck docs test test-all bench clean
+.PHONY: setup run runners flink-venv flink-cluster flink-cluster-stop typecheck docs test test-all bench clean
 
 setup: $(STAMP)
 
@@ -43,6 +43,14 @@ $(FLINK_STAMP): pyproject.toml pipelines/local_runners.py
 	$(FLINK_VENV)/bin/python -m pip install -q -e ".[dev]" \
 	    "apache-beam==$$($(PY) -c 'from pipelines.local_runners import FLINK_BEAM_VERSION; print(FLINK_BEAM_VERSION)')"
 	touch $(FLINK_STAMP)
+
+## flink-cluster: a local Flink session cluster (a JobManager, 2 TaskManagers, their Beam worker pools; separate
+## processes) for jobs submitted from $(FLINK_VENV) with the flags it prints; flink-cluster-stop stops it
+flink-cluster: runners
+	$(VENV)/bin/okl engines start flink-cluster --taskmanagers 2
+
+flink-cluster-stop: setup
+	$(VENV)/bin/okl engines stop flink-cluster
 
 ## run: train the default model on the built-in synthetic data set (no download); installs only
 ## what the run needs (`make setup` / `make test` add the dev and molecules extras)

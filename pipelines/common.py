@@ -62,6 +62,7 @@ with _without_beam_noise():  # the CLIs import Beam here first (pipelines.common
 from okl_core.data.layout import one_line  # noqa: E402
 from pipelines.cli import UsageError  # noqa: E402  (the CLIs' one-line errors; here for the modules that raise them)
 from transforms.worker import SDK_WORKER_MAIN, quiet_capacity_traces  # noqa: E402  (after Beam: see above)
+from pipelines.flink_cluster import FlinkCheckpointOptions  # noqa: E402,F401  (declares Flink's --checkpointing_interval to Beam's parser)
 
 __all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "start_job", "run_pipeline", "configure_logging",
            "live_progress", "workers_are_local", "spare_core_per_shard", "runner_name", "DIRECT_NAMES", "PRISM_NAMES"]

@@ -26,7 +26,7 @@ COMMANDS = {
     "sweep": ("run", "hyperparameter sweep on Dask"),
     "report": ("run", "figures of runs and sweeps"),
     "reproduce": ("run", "the papers' reference numbers"),
-    "engines": ("main", "build the local Beam runners (Prism, Flink job server)"),
+    "engines": ("main", "build the local Beam runners (Prism, Flink job server); start or stop a local Flink cluster"),
     "learners": ("run", "list the learners, or describe one learner's parameters"),
 }
 """Sub-command -> (function of ``pipelines.<command>`` that runs it, one-line description)."""

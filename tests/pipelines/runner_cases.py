@@ -25,12 +25,18 @@ CASES = {
 }
 
 
-def prepare(python: str, kind: str, root) -> list[str]:
-    """Prepare the case's data set under ``root`` with ``python`` (once); returns ``--input``/``--test`` flags."""
+def prepare(python: str, kind: str, root, a9a_rows: tuple[int, int] | None = None) -> list[str]:
+    """Prepare the case's data set under ``root`` with ``python`` (once); returns ``--input``/``--test`` flags.
+
+    ``a9a_rows``: (training, test) rows, a9a's first ones, instead of all of them.
+    """
     out = os.path.join(str(root), kind)
     if kind == "a9a":
         source = shared_data("a9a")
-        steps = [["libsvm", str(source / "a9a"), "--output", out], ["libsvm", str(source / "a9a.t"), "--output", out + "-test", "--like", out]]
+        train, test, width = str(source / "a9a"), str(source / "a9a.t"), []
+        if a9a_rows is not None:  # the first rows may not reach the last feature
+            train, test, width = _head(train, a9a_rows[0], root), _head(test, a9a_rows[1], root), ["--n_features", "123"]
+        steps = [["libsvm", train, *width, "--output", out], ["libsvm", test, "--output", out + "-test", "--like", out]]
     else:
         source = shared_data("mnist")
         steps = [["mnist", "--images", str(source / "t10k-images-idx3-ubyte.gz"), "--labels", str(source / "t10k-labels-idx1-ubyte.gz"), "--output", out]]
@@ -40,3 +46,11 @@ def prepare(python: str, kind: str, root) -> list[str]:
                                   env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=300)
             assert proc.returncode == 0, proc.stderr
     return ["--input", out, *(["--test", out + "-test"] if kind == "a9a" else [])]
+
+
+def _head(path: str, rows: int, root) -> str:
+    """The first ``rows`` lines of the text file ``path``, copied under ``root``."""
+    cut = os.path.join(str(root), os.path.basename(path) + ".head")
+    with open(path) as f, open(cut, "w") as out:
+        out.writelines(line for _, line in zip(range(rows), f))
+    return cut
