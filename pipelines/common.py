@@ -62,10 +62,28 @@ with _without_beam_noise():  # the CLIs import Beam here first (pipelines.common
 from okl_core.data.layout import one_line  # noqa: E402
 from pipelines.cli import UsageError  # noqa: E402  (the CLIs' one-line errors; here for the modules that raise them)
 from transforms.worker import SDK_WORKER_MAIN, quiet_capacity_traces  # noqa: E402  (after Beam: see above)
-from pipelines.flink_cluster import FlinkCheckpointOptions  # noqa: E402,F401  (declares Flink's --checkpointing_interval to Beam's parser)
 
 __all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "start_job", "run_pipeline", "configure_logging",
-           "live_progress", "workers_are_local", "spare_core_per_shard", "runner_name", "DIRECT_NAMES", "PRISM_NAMES"]
+           "live_progress", "workers_are_local", "spare_core_per_shard", "runner_name", "DIRECT_NAMES", "PRISM_NAMES", "FlinkCheckpointOptions"]
+
+
+class FlinkCheckpointOptions(PipelineOptions):
+    """``--checkpointing_interval`` and ``--shutdown_sources_after_idle_ms``: Flink runner options Beam's Python SDK does not declare.
+
+    Beam's Java ``FlinkPipelineOptions`` reads them from the pipeline options the job server
+    receives; declared here, the okl CLIs accept them and Beam sends them (unset: no
+    checkpoints; sources that end are shut down unless checkpoints are on).
+    """
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--checkpointing_interval", type=int, default=None,
+                            help="Flink: milliseconds between checkpoints of a streaming job (default: none); "
+                                 "a failed task restarts from the last one")
+        parser.add_argument("--shutdown_sources_after_idle_ms", type=int, default=None,
+                            help="Flink: end a source idle this many milliseconds (with checkpoints on, Beam keeps "
+                                 "finished sources open forever, so a job with --stop_after never ends without it)")
+
 
 DIRECT_NAMES = {"directrunner", "direct"}
 """``--runner`` values (lower case) of the DirectRunner, which okl runs on the FnApiRunner (module docstring)."""

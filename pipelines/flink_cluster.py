@@ -60,8 +60,6 @@ import time
 import urllib.error
 import urllib.request
 
-from apache_beam.options.pipeline_options import PipelineOptions
-
 from okl_core.data.download import default_cache_dir
 from pipelines.local_runners import FLINK_BEAM_VERSION, FLINK_JVM_EXPORTS, FLINK_JVM_OPENS, EngineUnavailable, flink_job_server_jar
 
@@ -74,7 +72,6 @@ __all__ = [
     "pool_host",
     "FLINK_PYTHON_ENV",
     "FlinkCluster",
-    "FlinkCheckpointOptions",
     "ClusterProcess",
     "default_state_dir",
     "flink_python",
@@ -124,24 +121,6 @@ _TASKMANAGER_JVM = ["-Xms1152m", "-Xmx1152m", "-XX:MaxDirectMemorySize=320m", "-
 _JOBMANAGER_JVM = ["-Xms256m", "-Xmx512m", "-XX:MaxMetaspaceSize=256m"]
 _STATE_FILE = "cluster.json"
 _START_TIMEOUT = 240.0  # seconds: JVM start-up on a small, busy machine
-
-
-class FlinkCheckpointOptions(PipelineOptions):
-    """``--checkpointing_interval`` and ``--shutdown_sources_after_idle_ms``: Flink runner options Beam's Python SDK does not declare.
-
-    Beam's Java ``FlinkPipelineOptions`` reads them from the pipeline options the job server
-    receives; declared here, the okl CLIs accept them and Beam sends them (unset: no
-    checkpoints; sources that end are shut down unless checkpoints are on).
-    """
-
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        parser.add_argument("--checkpointing_interval", type=int, default=None,
-                            help="Flink: milliseconds between checkpoints of a streaming job (default: none); "
-                                 "a failed task restarts from the last one")
-        parser.add_argument("--shutdown_sources_after_idle_ms", type=int, default=None,
-                            help="Flink: end a source idle this many milliseconds (with checkpoints on, Beam keeps "
-                                 "finished sources open forever, so a job with --stop_after never ends without it)")
 
 
 def default_state_dir() -> str:
