@@ -54,9 +54,15 @@ from okl_core.numerics import pin_new_libraries
 if TYPE_CHECKING:
     from okl_core.learners.base import Learner
 
-__all__ = ["kernels", "jit_disabled", "warm_up", "cache_dir"]
+__all__ = ["kernels", "jit_disabled", "warm_up", "cache_dir", "njit", "folds", "FOLD_MODULES"]
 
 _loaded: list[ModuleType | None] = []  # [] until the first load, then [module or None]
+
+FOLD_MODULES: tuple[str, ...] = ("okl_core.learners._jit_folds",)
+"""Every module of numba folds (each learner family's folds live beside the family and are listed
+here). The compile cache folder is keyed by a hash of all their sources together
+(:func:`cache_dir`), because numba invalidates a function's cached code only when its own
+file changes, not when a fold it calls in another file does."""
 _ON_COMPILE: list[Callable[[], None]] = []  # called (and dropped) when numba next starts compiling in this process
 
 
@@ -66,6 +72,39 @@ def cache_dir() -> str:
     from okl_core.data.download import default_cache_dir
 
     return os.environ.get("NUMBA_CACHE_DIR") or os.path.join(default_cache_dir(), "numba")
+
+
+def fold_sources_digest() -> str:
+    """A short sha256 of the source files of :data:`FOLD_MODULES` together (the cache's key)."""
+    import hashlib
+    import importlib.util
+
+    digest = hashlib.sha256()
+    for name in FOLD_MODULES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            with open(spec.origin, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()[:16]
+
+
+def njit(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Compile ``fn`` with numba (``cache=True``, no fastmath, no parallel loops): the decorator of
+    every fold in :data:`FOLD_MODULES`. Fold modules are imported only through :func:`folds`,
+    which sets the cache folder first."""
+    import numba
+
+    return numba.njit(cache=True)(fn)
+
+
+def folds(module: str) -> ModuleType | None:
+    """The fold module ``module`` (one of :data:`FOLD_MODULES`), imported on first use with the
+    compile cache set up and scipy's BLAS pinned, as :func:`kernels`; None where :func:`kernels` is."""
+    import importlib
+
+    if kernels() is None:
+        return None
+    return importlib.import_module(module)
 
 
 def _use_cache_dir() -> None:
