@@ -1,26 +1,24 @@
-"""The numba kernels behind :mod:`okl_core.learners.compiled` (imported only through it).
+"""The numba helpers the learner families' folds share, and the folds not yet moved beside
+their families (imported only through :func:`okl_core.learners.compiled.folds`).
 
-Each kernel is :func:`okl_core.learners.rules.fold` for one model shape, with the rule
-passed as its code ``(kind, eta, eps)`` (:func:`okl_core.learners.rules.rule_code`). The
-arithmetic is the numpy fold's, operation for operation, so the bytes are the same:
+Shared: the rules' coefficients (:func:`scalar_coefficient`, :func:`rival`, coded as
+:func:`okl_core.learners.rules.rule_code` codes them), exact kernel rows
+(:func:`kernel_row_into`, the arithmetic of :func:`okl_core.kernels.row_against_buffer`),
+copies without numba's shape checks, and the multi-kernel weights' exp / log-sum-exp and
+inverse-CDF draws. The arithmetic is fixed so that every runner gives the same bytes:
 
-* scores are ``np.dot`` products, which numba hands to BLAS (``ddot``; ``dgemv`` for the
-  multiclass shapes) -- the same routines numpy's ``@`` calls, here through scipy's
-  OpenBLAS build (the compiled fold pins it to one thread, see
-  :func:`okl_core.numerics.pin_new_libraries`);
-* the learning step is elementwise (``w[j] += coef * z[j]``: one rounded product, one
-  rounded sum, as numpy's ``w += coef * z``); no fastmath, so no fused multiply-adds and no
-  reassociation, and no parallel loops, so nothing depends on threads;
+* dot products are ``np.dot``, which numba hands to BLAS (``ddot``; ``dgemv`` for matrix
+  shapes) -- here through scipy's OpenBLAS build, pinned to one thread
+  (:func:`okl_core.numerics.pin_new_libraries`);
+* elementwise steps are one rounded product and one rounded sum; no fastmath, so no fused
+  multiply-adds and no reassociation, and no parallel loops, so nothing depends on threads;
+* exp, log and pow are the C library's (``math``), sums sequential loops;
 * the rules' comparisons are written as in :mod:`~okl_core.learners.rules` (strict
   ``y f < 1``; the multiclass rival is the first maximum with NaN first, as ``argmax``).
 
-``cache=True`` keeps the machine code next to this file (``__pycache__``, or
-``NUMBA_CACHE_DIR``), so a fresh process loads it instead of compiling.
-
-One module, in sections per learner family, on purpose: numba invalidates a function's
-cached machine code when *its own* source file changes, not when a function it calls from
-another file does, so folds split across files could keep running a stale kernel row or
-rule after an edit. In one file every edit recompiles every fold.
+Every fold module's cache is keyed by all the fold sources together
+(:func:`okl_core.learners.compiled.fold_cache_dir`), so an edit here recompiles the folds
+that call these helpers from other files.
 """
 
 from __future__ import annotations
@@ -28,12 +26,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from okl_core.learners.compiled import njit
 from okl_core.learners.rules import HINGE, PERCEPTRON, SQUARED
 
 
-@njit(cache=True)
+@njit
 def scalar_coefficient(kind, eta, eps, f, y):
     """``(update, coefficient)`` of a scalar rule (hinge, perceptron, regression)."""
     if kind == HINGE:
@@ -50,7 +48,7 @@ def scalar_coefficient(kind, eta, eps, f, y):
     return False, 0.0
 
 
-@njit(cache=True)
+@njit
 def rival(f, y):
     """The multiclass rule's rival class of scores ``f`` and label ``y``, or -1 (no update)."""
     s = 0
@@ -68,7 +66,7 @@ def rival(f, y):
     return s
 
 
-@njit(cache=True)
+@njit
 def copy_into(dst, src):
     """``dst[:] = src`` for vectors of one length: an array assigned to a slice compiles numba's
     shape check, whose error message formats the shapes (~2.5 s of a first compilation, once
@@ -77,7 +75,7 @@ def copy_into(dst, src):
         dst[j] = src[j]
 
 
-@njit(cache=True)
+@njit
 def copy_matrix_into(dst, src):
     """``dst[:, :] = src`` for matrices of one shape (:func:`copy_into`'s reason)."""
     for r in range(src.shape[0]):
@@ -85,188 +83,21 @@ def copy_matrix_into(dst, src):
             dst[r, c] = src[r, c]
 
 
-@njit(cache=True)
+@njit
 def widen_row(Z, i, z):
     """``z[:] = Z[i]`` in float64 (exact from float32), without allocating per row."""
     for j in range(z.shape[0]):
         z[j] = Z[i, j]
 
 
-@njit(cache=True)
-def fold_weights(kind, eta, eps, Z, w, y, scores, start, G, step_eta, delta):
-    """Weights ``w`` (k,) on feature rows ``Z``: ``f = z . w``, then a scalar rule's step.
-
-    ``G`` empty: the constant step, ``w += coef z``. Otherwise AdaGrad (``AdaGradRows``): the
-    rule (coded with ``eta = 1``) gives ``u``, and :func:`adagrad_step` with ``step_eta``
-    updates ``G`` (k,) and ``w``.
-    """
-    k = Z.shape[1]
-    z = np.empty(k)
-    adagrad = G.shape[0] > 0
-    for i in range(start, y.shape[0]):
-        widen_row(Z, i, z)
-        f = np.dot(z, w)
-        scores[i] = f
-        update, coef = scalar_coefficient(kind, eta, eps, f, y[i])
-        if update:
-            if adagrad:
-                adagrad_step(step_eta, delta, coef, z, w, G)
-            else:
-                for j in range(k):
-                    w[j] += coef * z[j]
-    return y.shape[0]
-
-
-@njit(cache=True)
-def fold_multiclass(eta, Z, W, class_rows, y, scores, start):
-    """The multiclass rule on weights ``W``, as either model of it takes the decision.
-
-    ``class_rows``: ``W`` is (C, k), one row per class (MFOGD): ``f = W z``; an update adds
-    ``eta z`` to ``W[y]`` and subtracts it from ``W[rival]``. Otherwise ``W`` is (k, C)
-    (NOGD's linear phase): ``f = z W``; an update adds ``z (x) coef`` with the rule's dense
-    coefficient (``+eta`` at ``y``, ``-eta`` at the rival), zeros included, as numpy does.
-    """
-    k = W.shape[1] if class_rows else W.shape[0]
-    z = np.empty(k)
-    step = np.empty(k)
-    coef = np.empty(scores.shape[1])
-    for i in range(start, y.shape[0]):
-        widen_row(Z, i, z)
-        f = np.dot(W, z) if class_rows else np.dot(z, W)
-        copy_into(scores[i], f)
-        s = rival(f, y[i])
-        if s < 0:
-            continue
-        t = y[i]
-        if class_rows:
-            for j in range(k):
-                step[j] = eta * z[j]
-            for j in range(k):
-                W[t, j] += step[j]
-            for j in range(k):
-                W[s, j] -= step[j]
-        else:
-            coef[:] = 0.0
-            coef[t] = eta
-            coef[s] = -eta
-            for j in range(k):
-                for c in range(coef.shape[0]):
-                    W[j, c] += z[j] * coef[c]
-    return y.shape[0]
-
-
-@njit(cache=True)
-def adagrad_step(eta, delta, u, z, w, G):
-    """``G += (u z)^2``, ``w += eta (u z) / (delta + sqrt(G))`` elementwise, as numpy does."""
-    for j in range(z.shape[0]):
-        g = u * z[j]
-        G[j] += g * g
-        w[j] += (eta * g) / (delta + np.sqrt(G[j]))
-
-
-@njit(cache=True)
-def fold_multiclass_adagrad(eta, delta, Z, W, G, y, scores, start):
-    """MFOGD's multiclass rule (``W`` (C, k), one row per class) with AdaGrad steps: an
-    update adds ``eta z / (delta + sqrt(G[y]))`` to ``W[y]`` and subtracts
-    ``eta z / (delta + sqrt(G[s]))`` from ``W[s]``, each after adding ``z^2`` to its ``G`` row."""
-    k = W.shape[1]
-    z = np.empty(k)
-    for i in range(start, y.shape[0]):
-        widen_row(Z, i, z)
-        f = np.dot(W, z)
-        copy_into(scores[i], f)
-        s = rival(f, y[i])
-        if s < 0:
-            continue
-        adagrad_step(eta, delta, 1.0, z, W[y[i]], G[y[i]])
-        adagrad_step(eta, delta, -1.0, z, W[s], G[s])
-    return y.shape[0]
-
-
-@njit(cache=True)
-def normalize_row(z, s, W, q, N):
-    """NAG's steps before the prediction, as ``rules.normalize_row``: rescale ``W[:, j]`` by
-    ``s_j / |z_j|`` and set ``s_j = |z_j|`` where ``|z_j| > s_j``; ``N[0] += q . q`` with
-    ``q_j = z_j / s_j`` (0 where ``s_j = 0``), ``q`` (k,) scratch."""
-    for j in range(z.shape[0]):
-        a = abs(z[j])
-        if a > s[j]:
-            r = s[j] / a
-            for c in range(W.shape[0]):
-                W[c, j] *= r
-            s[j] = a
-        q[j] = z[j] / s[j] if s[j] > 0 else 0.0
-    N[0] += np.dot(q, q)
-
-
-@njit(cache=True)
-def normalized_rate(eta, t, N):
-    """``eta sqrt(t / N)``, 0 while ``N = 0`` (``rules.normalized_rate``)."""
-    return eta * np.sqrt(t / N[0]) if N[0] > 0 else 0.0
-
-
-@njit(cache=True)
-def normalized_step(rate, u, z, s, w, G):
-    """``G_j += (u z_j)^2``; where ``G_j > 0``, ``w_j += rate (u z_j) / (s_j sqrt(G_j))``."""
-    for j in range(z.shape[0]):
-        g = u * z[j]
-        G[j] += g * g
-        if G[j] > 0:
-            w[j] += (rate * g) / (s[j] * np.sqrt(G[j]))
-
-
-@njit(cache=True)
-def fold_weights_normalized(kind, eps, Z, w, s, G, N, t0, eta, y, scores, start):
-    """Weights ``w`` (k,) learned with NAG (``rules.NormalizedRows``): per row,
-    :func:`normalize_row`, ``f = z . w``, and on an update (the scalar rule coded with
-    ``eta = 1`` gives ``u``) :func:`normalized_step` at row ``t = t0 + i + 1``."""
-    k = Z.shape[1]
-    z = np.empty(k)
-    q = np.empty(k)
-    W = w.reshape((1, k))
-    for i in range(start, y.shape[0]):
-        widen_row(Z, i, z)
-        normalize_row(z, s, W, q, N)
-        f = np.dot(z, w)
-        scores[i] = f
-        update, u = scalar_coefficient(kind, 1.0, eps, f, y[i])
-        if update:
-            normalized_step(normalized_rate(eta, t0 + i + 1, N), u, z, s, w, G)
-    return y.shape[0]
-
-
-@njit(cache=True)
-def fold_multiclass_normalized(eta, Z, W, s, G, N, t0, y, scores, start):
-    """MFOGD's multiclass rule (``W`` (C, k)) with NAG: the scales ``s`` (k,) and ``N`` are
-    the features' (shared by the classes), ``G`` (C, k) per weight; an update steps
-    ``W[y]`` with ``u = +1`` and ``W[rival]`` with ``u = -1``."""
-    k = W.shape[1]
-    z = np.empty(k)
-    q = np.empty(k)
-    for i in range(start, y.shape[0]):
-        widen_row(Z, i, z)
-        normalize_row(z, s, W, q, N)
-        f = np.dot(W, z)
-        copy_into(scores[i], f)
-        r = rival(f, y[i])
-        if r < 0:
-            continue
-        rate = normalized_rate(eta, t0 + i + 1, N)
-        normalized_step(rate, 1.0, z, s, W[y[i]], G[y[i]])
-        normalized_step(rate, -1.0, z, s, W[r], G[r])
-    return y.shape[0]
-
-
-# -- the multi-kernel folds (okl_core.learners.omkl, okl_core.learners.oks) ---------------
-# Their numpy folds take exp and log from the C library, sum sequentially and take dot
-# products with ddot (okl_core.learners.multikernel, "the per-example arithmetic of the
-# folds"), which is what math.exp, math.log, a loop and np.dot are here. Features come
-# precomputed in numpy by KernelFeatureBank.row_blocks and multikernel.FeatureBlock (numpy's
-# float32 cos and sin are not the C library's: numba's float32 cos differed from numpy's on
-# 17% of 200,000 arguments).
-@njit(cache=True)
+# -- the multi-kernel weights and draws (okl_core.learners.omkl, okl_core.learners.oks) ----
+# exp and log from the C library (math.exp, math.log), sums in a sequential loop; the
+# features come precomputed in numpy (KernelFeatureBank.row_blocks, multikernel.FeatureBlock:
+# numpy's float32 cos and sin are not the C library's: numba's float32 cos differed from
+# numpy's on 17% of 200,000 arguments).
+@njit
 def fold_weights_into(log_w, out):
-    """``out = exp(log_w - max) / sum``: multikernel.fold_weights."""
+    """``out = exp(log_w - max) / sum`` (the normalized weights of log-weights ``log_w``)."""
     top = np.max(log_w)
     s = 0.0
     for n in range(log_w.shape[0]):
@@ -276,9 +107,9 @@ def fold_weights_into(log_w, out):
         out[n] = out[n] / s
 
 
-@njit(cache=True)
+@njit
 def log_normalize_in_place(log_w):
-    """multikernel.fold_log_normalize, in place."""
+    """``log_w -= log sum exp(log_w)`` in place (log-sum-exp after the maximum)."""
     top = np.max(log_w)
     s = 0.0
     for n in range(log_w.shape[0]):
@@ -288,158 +119,14 @@ def log_normalize_in_place(log_w):
         log_w[n] = log_w[n] - lse
 
 
-@njit(cache=True)
-def step_theta(theta, Zr, rows, m, f, y, eta_t, lam, losses):
-    """omkl._step_theta on the kernels ``rows[:m]`` of ``theta`` (N, 2D), features ``Zr``
-    (N, 2D) and scores ``f[:m]``; ``losses[:m]`` receives the losses before the step."""
-    for k in range(m):
-        n = rows[k]
-        r = f[k] - y
-        losses[k] = 2.0 * (0.5 * (r * r)) + lam * np.dot(theta[n], theta[n])
-        g = 2.0 * r
-        for j in range(theta.shape[1]):
-            theta[n, j] -= eta_t * (g * Zr[n, j] + (2.0 * lam) * theta[n, j])
-
-
-@njit(cache=True)
-def fold_raker(Z, y, theta, log_w, scores, counter, eta, constant, lam):
-    """omkl.Raker._fold: rows with features ``Z`` (n, N, 2D); ``theta``, ``log_w`` and
-    ``scores`` in place; ``counter`` examples seen before the first row."""
-    N = theta.shape[0]
-    rows = np.arange(N)
-    f = np.empty(N)
-    q = np.empty(N)
-    losses = np.empty(N)
-    for r in range(y.shape[0]):
-        eta_t = eta if constant else eta / math.sqrt(counter + r + 1)
-        for n in range(N):
-            f[n] = np.dot(Z[r, n], theta[n])
-        fold_weights_into(log_w, q)
-        scores[r] = np.dot(q, f)
-        step_theta(theta, Z[r], rows, N, f, y[r], eta_t, lam, losses)
-        for n in range(N):
-            log_w[n] = log_w[n] - eta_t * losses[n]
-        log_normalize_in_place(log_w)
-
-
-@njit(cache=True)
+@njit
 def draw_index(weights, u):
     """multikernel.draw_index: inverse CDF of ``u`` on the running sums of ``weights``."""
     cdf = np.cumsum(weights)
     return min(np.searchsorted(cdf, u * cdf[-1], side="right"), weights.shape[0] - 1)
 
 
-@njit(cache=True)
-def graph_draws(log_w, eta_e, U, M, P, A):
-    """omkl.graph_probabilities of ``fold_weights(log_w)`` into ``P`` (J, N) and, into ``A``
-    (N, J), omkl.draw_graph with the uniforms ``U``."""
-    J, N = P.shape
-    w = np.empty(N)
-    fold_weights_into(log_w, w)
-    s = 0.0
-    for n in range(N):
-        s += w[n]
-    for j in range(J):
-        e = math.pow(eta_e, float(j + 1))  # a float exponent: the C library pow, as math.pow in Python
-        for n in range(N):
-            P[j, n] = (1.0 - e) * (w[n] / s) + e / N
-    A[:, :] = False
-    for j in range(J):
-        for m in range(M):
-            A[draw_index(P[j], U[j * M + m]), j] = True
-
-
-@njit(cache=True)
-def selective_into(log_w, A, eta_e, p_sel):
-    """omkl.selective_probabilities into ``p_sel`` (J,)."""
-    N, J = A.shape
-    log_u = np.empty(J)
-    for j in range(J):
-        top = -np.inf
-        for n in range(N):
-            if A[n, j] and log_w[n] > top:
-                top = log_w[n]
-        s = 0.0
-        for n in range(N):
-            s += math.exp((log_w[n] if A[n, j] else -np.inf) - top)
-        log_u[j] = top + math.log(s)
-    fold_weights_into(log_u, p_sel)
-    for j in range(J):
-        p_sel[j] = (1.0 - eta_e) * p_sel[j] + eta_e / J
-
-
-@njit(cache=True)
-def observation_into(A, P, p_sel, M, given_graph, q):
-    """``q`` (N,): omkl._conditional_probabilities of ``A`` if ``given_graph``, else
-    omkl.observation_probabilities of ``P``."""
-    N, J = A.shape
-    for n in range(N):
-        s = 0.0
-        for j in range(J):
-            if given_graph:
-                s += (1.0 if A[n, j] else 0.0) * p_sel[j]
-            else:
-                s += p_sel[j] * (1.0 - math.pow(1.0 - P[j, n], float(M)))
-        q[n] = s
-
-
-@njit(cache=True)
-def fold_omkl_gf(Z, have, start, y, U, theta, log_w, graph, frozen, n_used, sq_error, scores, counter, eta, eta_e0,
-                 constant, lam, M, b_scale, freeze_below, freeze_mse, conditional):
-    """omkl.OMKLGF._draw and _step on rows ``start..`` of a feature block ``Z`` (n, N, 2D)
-    whose pairs ``have`` are computed; the state's arrays (and ``frozen``, ``sq_error`` of
-    shape (1,)) in place. Returns ``(rows done, -1)``, or ``(r, j)`` when row ``r`` needs
-    kernel ``j``'s features (row ``r`` not learned)."""
-    N, J = graph.shape
-    P = np.empty((J, N))
-    A = np.empty((N, J), dtype=np.bool_)
-    p_sel = np.ones(J)
-    chosen = np.empty(N, dtype=np.int64)
-    f = np.empty(N)
-    weights = np.empty(N)
-    picked = np.empty(N)
-    losses = np.empty(N)
-    q = np.empty(N)
-    for r in range(start, y.shape[0]):
-        t = counter + r + 1
-        eta_t = eta if constant else eta / math.sqrt(t)
-        eta_e = eta_e0 if constant else eta_e0 / math.sqrt(t)
-        graph_draws(log_w, eta_e, U[r, 1:], M, P, A)
-        if frozen[0]:
-            copy_matrix_into(A, graph)
-        if J > 1:
-            selective_into(log_w, A, eta_e, p_sel)
-        node = draw_index(p_sel, U[r, 0]) if J > 1 else 0
-        m = 0
-        for n in range(N):
-            if A[n, node]:
-                if not have[r, n]:
-                    return r, n
-                chosen[m] = n
-                m += 1
-        for k in range(m):
-            f[k] = np.dot(Z[r, chosen[k]], theta[chosen[k]])
-            picked[k] = log_w[chosen[k]]
-        fold_weights_into(picked[:m], weights[:m])
-        y_hat = np.dot(weights[:m], f[:m])
-        step_theta(theta, Z[r], chosen, m, f, y[r], eta_t, lam, losses)
-        observation_into(A, P, p_sel, M, frozen[0] and conditional, q)
-        for k in range(m):
-            n = chosen[k]
-            log_w[n] = log_w[n] - (eta_t / b_scale) * losses[k] / q[n]
-            n_used[n] += 1
-        error = y_hat - y[r]
-        sq_error[0] = sq_error[0] + error * error
-        if not frozen[0]:
-            loss = sq_error[0] / t if freeze_mse else error * error
-            copy_matrix_into(graph, A)
-            frozen[0] = loss < freeze_below
-        log_normalize_in_place(log_w)
-        scores[r] = y_hat
-    return y.shape[0], -1
-
-
-@njit(cache=True)
+@njit
 def paper_loss(kind, f, y):
     """``(value, derivative)`` of oks's paper loss ``kind`` (oks.LOSS_CODES), as oks computes them."""
     if kind == 0:  # logistic
@@ -462,7 +149,7 @@ def paper_loss(kind, f, y):
     return abs(r), (1.0 if r > 0.0 else (-1.0 if r < 0.0 else r))
 
 
-@njit(cache=True)
+@njit
 def clipped_step(w, z, coef, clip):
     """oks._FeatureWeights.step: ``w += coef z``, then every coordinate clipped to ``+-clip``."""
     for j in range(w.shape[0]):
@@ -470,7 +157,7 @@ def clipped_step(w, z, coef, clip):
         w[j] = min(max(v, -clip), clip)
 
 
-@njit(cache=True)
+@njit
 def fold_rf_oks_pp(Z, have, start, y, u, w, loss_sum, sq_loss_sum, delta_constant, n_used, scores, kind,
                    code_constant, eta_scale, lam_top, lam_bottom, radius, clip):
     """oks.OKSPlusPlusRule.step on random features: rows ``start..`` of a feature block (see
@@ -497,7 +184,7 @@ def fold_rf_oks_pp(Z, have, start, y, u, w, loss_sum, sq_loss_sum, delta_constan
     return y.shape[0], -1
 
 
-@njit(cache=True)
+@njit
 def tsallis_total(base, eta, mu, power):
     """oks.tsallis_step's ``total``: ``sum (base - eta mu)^power`` (inf if a term is <= 0)."""
     for k in range(base.shape[0]):
@@ -509,7 +196,7 @@ def tsallis_total(base, eta, mu, power):
     return s
 
 
-@njit(cache=True)
+@njit
 def tsallis_step(q, eta, c_tilde, out, tol, max_iter, alpha):
     """oks.tsallis_step, the new ``q`` into ``out``."""
     K = q.shape[0]
@@ -537,7 +224,7 @@ def tsallis_step(q, eta, c_tilde, out, tol, max_iter, alpha):
         out[k] = math.pow(base[k] - eta[k] * mu, power)
 
 
-@njit(cache=True)
+@njit
 def fold_rf_ioks(Z, have, start, y, u, w, q, eta, rho, grad_sq_sum, n_used, scores, kind, delta, upsilon, radius,
                  loss_max, loss_ceiling, clip, alpha):
     """oks.IOKSRule.step on random features (rows and return as fold_rf_oks_pp;
@@ -566,7 +253,7 @@ def fold_rf_ioks(Z, have, start, y, u, w, q, eta, rho, grad_sq_sum, n_used, scor
 GAUSSIAN, LAPLACIAN, CAUCHY = 0, 1, 2  # okl_core.kernels.KERNEL_CODES
 
 
-@njit(cache=True)
+@njit
 def kernel_row_into(kind, sigma, gauss_scale, x, columns, sq_norms, m, out):
     """``k(s_j, x)`` for the first ``m`` columns ``s_j`` of ``columns`` (d, capacity) into ``out[:m]``.
 
@@ -622,7 +309,7 @@ from okl_core.learners.rules import MULTICLASS  # noqa: E402  (kept in this sect
 MULTICLASS_PERCEPTRON = -1  # the multiclass Perceptron (budget.multiclass_mistake), not a rules.py code
 
 
-@njit(cache=True)
+@njit
 def budget_put(X, i, x, slot, rows, columns, sq_norms, stamp, t):
     """``BudgetSet.put`` of the vector: row ``i`` of ``X`` (float32) and its float64 copy ``x``
     into ``slot``, its squared norm summed in order (``budget.squared_norms``), stamp ``t``."""
@@ -635,7 +322,7 @@ def budget_put(X, i, x, slot, rows, columns, sq_norms, stamp, t):
     stamp[slot] = t
 
 
-@njit(cache=True)
+@njit
 def support_put(X, i, x, slot, rows, columns, sq_norms, A, coef, stamp, t):
     """:func:`budget_put` of the vector and ``A[slot] = coef`` (the whole ``BudgetSet.put``)."""
     budget_put(X, i, x, slot, rows, columns, sq_norms, stamp, t)
@@ -643,7 +330,7 @@ def support_put(X, i, x, slot, rows, columns, sq_norms, A, coef, stamp, t):
         A[slot, c] = coef[c]
 
 
-@njit(cache=True)
+@njit
 def support_scores(k, alpha, n, f):
     """``f = k . alpha[:n]`` into ``f`` (C,): BLAS ddot (binary) or gemv, numpy's ``k @ alpha``; 0 when empty."""
     if n == 0:
@@ -652,7 +339,7 @@ def support_scores(k, alpha, n, f):
         f[:] = np.dot(k[:n], alpha[:n])
 
 
-@njit(cache=True)
+@njit
 def score_row(X, i, x, columns, sq_norms, alpha, n, k, f, kernel, sigma, gauss_scale):
     """Row ``i`` of ``X`` widened into ``x``, its kernel row into ``k`` and its scores into ``f``
     (``BudgetSet.kernel_row`` and ``BudgetSet.score``)."""
@@ -661,7 +348,7 @@ def score_row(X, i, x, columns, sq_norms, alpha, n, k, f, kernel, sigma, gauss_s
     support_scores(k, alpha, n, f)
 
 
-@njit(cache=True)
+@njit
 def argmax_skipping(f, skip):
     """``np.argmax(f)`` with ``f[skip]`` read as -inf (``skip < 0``: none): the first maximum, or the first NaN."""
     best_i, best = 0, -np.inf if skip == 0 else f[0]
@@ -676,7 +363,7 @@ def argmax_skipping(f, skip):
     return best_i
 
 
-@njit(cache=True)
+@njit
 def oldest_slot(stamp, n):
     """``BudgetSet.oldest``: the first slot of the smallest stamp among the first ``n``."""
     r = 0
@@ -686,14 +373,14 @@ def oldest_slot(stamp, n):
     return r
 
 
-@njit(cache=True)
+@njit
 def uniform_slot(u, n):
     """``budget.random_slot``: ``min(floor(u n), n - 1)``."""
     s = int(u * n)
     return s if s < n - 1 else n - 1
 
 
-@njit(cache=True)
+@njit
 def budget_coefficient(kind, eta, eps, f, y, coef):
     """Whether the rule updates on scores ``f`` (C,) and label ``y``, its coefficient into ``coef``.
 
@@ -720,7 +407,7 @@ def budget_coefficient(kind, eta, eps, f, y, coef):
     return update
 
 
-@njit(cache=True)
+@njit
 def fold_rbp(kind, eta, eps, X, y, u, rows, columns, sq_norms, alpha, A, stamp, n, S, t0, kernel, sigma, gauss_scale):
     """RBP (``rbp``, ``mrbp``, ``rbp_r``) over the batch: on an update ``x`` goes to a free slot,
     or (set full) to slot ``floor(u B)``. ``S`` (N, C) the scores; returns the support set's size."""
@@ -740,7 +427,7 @@ def fold_rbp(kind, eta, eps, X, y, u, rows, columns, sq_norms, alpha, A, stamp, 
     return n
 
 
-@njit(cache=True)
+@njit
 def forgetron_phi(sigma, mu, damage, mistakes, ratio, code_root):
     """``budget.forgetron_shrink`` (Python's ``min``/``max`` as written there, NaN included)."""
     a = sigma * sigma - 2.0 * sigma * mu
@@ -756,7 +443,7 @@ def forgetron_phi(sigma, mu, damage, mistakes, ratio, code_root):
     return -2.0 * c / (b + disc)
 
 
-@njit(cache=True)
+@njit
 def forgetron_weight_margin(A, r, fr, class_score):
     """``_weight_and_margin`` of the oldest vector ``r`` with scores ``fr`` (C,) under ``f'``:
     binary / regression ``(|alpha_r|, sign(alpha_r) f'(x_r))``; multiclass (``MForgetron``) the
@@ -770,7 +457,7 @@ def forgetron_weight_margin(A, r, fr, class_score):
     return A[r, y_r], fr[y_r] - fr[argmax_skipping(fr, y_r)]
 
 
-@njit(cache=True)
+@njit
 def fold_forgetron(kind, eta, eps, shrinking, code_root, class_score, ratio, X, y, rows, columns, sq_norms, alpha, A,
                    stamp, n, mistakes, damage, S, t0, kernel, sigma, gauss_scale):
     """The Forgetron (``forgetron``, ``mforgetron``, ``forgetron_r``) over the batch
@@ -813,7 +500,7 @@ def fold_forgetron(kind, eta, eps, shrinking, code_root, class_score, ratio, X, 
     return n, mistakes, damage
 
 
-@njit(cache=True)
+@njit
 def scale_rows(A, n, factor):
     """``A[:n] *= factor`` elementwise."""
     for j in range(n):
@@ -821,7 +508,7 @@ def scale_rows(A, n, factor):
             A[j, c] *= factor
 
 
-@njit(cache=True)
+@njit
 def bound_coefficients(A, n, limit):
     """``BOGD._bound``: ``A[:n]`` scaled by ``limit / max |A|`` when the largest exceeds ``limit``
     (a NaN largest, as numpy's ``max``, scales nothing)."""
@@ -837,7 +524,7 @@ def bound_coefficients(A, n, limit):
         scale_rows(A, n, limit / largest)
 
 
-@njit(cache=True)
+@njit
 def fold_bogd(kind, eta, eps, decay_always, decay, oldest, rescale, limit, X, y, u, rows, columns, sq_norms, alpha, A,
               stamp, n, S, t0, kernel, sigma, gauss_scale):
     """BOGD (``bogd``, ``mbogd``, ``bogd_r``) over the batch (``BOGD._step``): ``decay`` the
@@ -870,7 +557,7 @@ def fold_bogd(kind, eta, eps, decay_always, decay, oldest, rescale, limit, X, y,
     return n
 
 
-@njit(cache=True)
+@njit
 def fold_norma(eta, decay, down, up, X, y, rows, columns, sq_norms, alpha, A, stamp, n, eps, S, t0, kernel, sigma,
                gauss_scale):
     """NORMA (``norma_r``) over the batch: decay by ``decay``; ``|y - f| <= eps``: ``eps -= down``
@@ -903,7 +590,7 @@ def fold_norma(eta, decay, down, up, X, y, rows, columns, sq_norms, alpha, A, st
 NO_MARGIN, MARGIN_ETA, MARGIN_CODE = 0, 1, 2  # Projectron++'s margin test (budget.MARGIN_CODES)
 
 
-@njit(cache=True)
+@njit
 def pack_inverse(G, n, H):
     """``H[:n*n] = G[:n, :n]`` (row stride ``n``)."""
     for a in range(n):
@@ -911,7 +598,7 @@ def pack_inverse(G, n, H):
             H[a * n + b] = G[a, b]
 
 
-@njit(cache=True)
+@njit
 def unpack_inverse(H, n, G):
     """``G[:n, :n] = H[:n*n]``, the inverse back in the state's layout."""
     for a in range(n):
@@ -919,7 +606,7 @@ def unpack_inverse(H, n, G):
             G[a, b] = H[a * n + b]
 
 
-@njit(cache=True)
+@njit
 def projection(H, k, n):
     """``d = K^{-1} k`` (BLAS gemv on the packed block, numpy's ``G[:n, :n] @ k``) and
     ``delta^2 = max(1 - k . d, 0)``."""
@@ -928,7 +615,7 @@ def projection(H, k, n):
     return d, (0.0 if 0.0 > v else v)
 
 
-@njit(cache=True)
+@njit
 def grow_inverse(H, spare, d, delta2, n):
     """``K^{-1}`` grown by one vector (the Schur complement block update of
     ``Projectron._mistake``), packed into ``spare`` with row stride ``n + 1``."""
@@ -941,7 +628,7 @@ def grow_inverse(H, spare, d, delta2, n):
     spare[n * m + n] = 1.0 / delta2
 
 
-@njit(cache=True)
+@njit
 def projectron_margin_tau(margin, eta, U, d, delta2, loss, coef_norm2):
     """Projectron++ on a margin error: ``(update, tau)`` of ``Projectron._margin_update``."""
     if margin == MARGIN_CODE:
@@ -963,7 +650,7 @@ def projectron_margin_tau(margin, eta, U, d, delta2, loss, coef_norm2):
     return True, (b if b < tau else tau)
 
 
-@njit(cache=True)
+@njit
 def fold_projectron(kind, rule_eta, eps, margin, eta, bound, U, X, y, rows, columns, sq_norms, alpha, stamp, G, n, scores,
                     t0, kernel, sigma, gauss_scale):
     """``_BudgetLearner.update`` of the scalar Projectrons (``projectron``, ``projectron_pp``,
@@ -1011,14 +698,14 @@ def fold_projectron(kind, rule_eta, eps, margin, eta, bound, U, X, y, rows, colu
     return n
 
 
-@njit(cache=True)
+@njit
 def pair_into(coef, y, s, value):
     """``coef = value (e_y - e_s)`` (``budget.pair``)."""
     coef[:] = 0.0
     coef[y], coef[s] = value, -value
 
 
-@njit(cache=True)
+@njit
 def add_outer(alpha, d, tau, coef, n):
     """``alpha[:n] += np.multiply.outer(tau d, coef)``, every class (zeros too, as numpy)."""
     for j in range(n):
@@ -1027,7 +714,7 @@ def add_outer(alpha, d, tau, coef, n):
             alpha[j, c] += step * coef[c]
 
 
-@njit(cache=True)
+@njit
 def fold_mprojectron(kind, rule_eta, eps, margin, eta, bound, U, X, y, rows, columns, sq_norms, alpha, stamp, G, n, scores,
                      t0, kernel, sigma, gauss_scale):
     """:func:`fold_projectron` of the multiclass Projectrons (``mprojectron``,
@@ -1077,7 +764,7 @@ def fold_mprojectron(kind, rule_eta, eps, margin, eta, bound, U, X, y, rows, col
     return n
 
 
-@njit(cache=True)
+@njit
 def bpa_s_slot(alpha, k, n):
     """BPA-S's removal: the first slot minimising ``|alpha_r|^2 (1 - k_r^2)`` (first NaN, as
     ``np.argmin``); ``|alpha_r|^2`` summed over the classes in order (``budget.squared_norms``)."""
@@ -1097,7 +784,7 @@ def bpa_s_slot(alpha, k, n):
     return best_r
 
 
-@njit(cache=True)
+@njit
 def fold_bpa_s(C, X, y, rows, columns, sq_norms, alpha, stamp, n, scores, t0, kernel, sigma, gauss_scale):
     """``_BudgetLearner.update`` of BPA-S (``bpa_s``; ``mbpa_s`` when ``alpha`` is (B, C)): PA-I
     on the (multiclass) hinge, and when full the replacement of :func:`bpa_s_slot`, the new
@@ -1144,83 +831,6 @@ def fold_bpa_s(C, X, y, rows, columns, sq_norms, alpha, stamp, n, scores, t0, ke
     return n
 
 
-# -- the exact-kernel expansions (okl_core.learners.kernel_ogd: kernel_ogd, mkernel_ogd,
-# kernel_ogd_r, kernel_perceptron; okl_core.learners.nogd's kernel phase: nogd, mnogd, nogd_r).
-# The rows learned so far are float64 columns with their squared norms (BLAS ddot, as the
-# numpy fold's x @ x); each row is scored by kernel_row_into and a ddot (dgemv for the
-# multiclass (m, C) coefficients), as Kernel.row_against_buffer and numpy's @ in the numpy
-# fold. An update at m == defer_at is left to Python (the support cap, a full buffer,
-# NOGD's transition): the fold returns (that row, m) with the row scored, not learned.
-@njit(cache=True)
-def store_row(X, i, x, columns, sq_norms, vectors, m):
-    """Row ``i`` of ``X`` (widened into ``x``) as column ``m`` with its squared norm, and as row ``m`` of ``vectors``."""
-    for j in range(x.shape[0]):
-        columns[j, m] = x[j]
-        vectors[m, j] = X[i, j]
-    sq_norms[m] = np.dot(x, x)
-
-
-@njit(cache=True)
-def fold_expansion(kind, eta, eps, kernel, sigma, gauss_scale, X, base, has_base, columns, sq_norms, alpha, vectors,
-                   m, defer_at, y, scores, start):
-    """A scalar rule on ``f = base[i] + sum_j alpha_j k(s_j, x_i)`` over the ``m`` stored rows
-    (no ``base`` unless ``has_base``); an update stores ``x_i`` with ``alpha_m = coef``.
-    Returns ``(rows done, m)``."""
-    x = np.empty(X.shape[1])
-    k = np.empty(columns.shape[1])
-    for i in range(start, y.shape[0]):
-        widen_row(X, i, x)
-        if m == 0:
-            f = base[i] if has_base else 0.0
-        else:
-            kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, m, k)
-            f = np.dot(k[:m], alpha[:m])
-            if has_base:
-                f = base[i] + f
-        scores[i] = f
-        update, coef = scalar_coefficient(kind, eta, eps, f, y[i])
-        if update:
-            if m == defer_at:
-                return i, m
-            store_row(X, i, x, columns, sq_norms, vectors, m)
-            alpha[m] = coef
-            m += 1
-    return y.shape[0], m
-
-
-@njit(cache=True)
-def fold_expansion_multiclass(eta, kernel, sigma, gauss_scale, X, base, has_base, columns, sq_norms, alpha, vectors,
-                              m, defer_at, y, scores, start):
-    """:func:`fold_expansion` for the multiclass rule: ``alpha`` (capacity, C), and an update
-    stores the rule's dense coefficient (``+eta`` at ``y``, ``-eta`` at the rival)."""
-    C = scores.shape[1]
-    x = np.empty(X.shape[1])
-    k = np.empty(columns.shape[1])
-    f = np.zeros(C)
-    for i in range(start, y.shape[0]):
-        widen_row(X, i, x)
-        if m == 0:
-            for c in range(C):
-                f[c] = base[i, c] if has_base else 0.0
-        else:
-            kernel_row_into(kernel, sigma, gauss_scale, x, columns, sq_norms, m, k)
-            g = np.dot(k[:m], alpha[:m])
-            for c in range(C):
-                f[c] = base[i, c] + g[c] if has_base else g[c]
-        copy_into(scores[i], f)
-        s = rival(f, y[i])
-        if s < 0:
-            continue
-        if m == defer_at:
-            return i, m
-        store_row(X, i, x, columns, sq_norms, vectors, m)
-        alpha[m, :] = 0.0
-        alpha[m, y[i]] = eta
-        alpha[m, s] = -eta
-        m += 1
-    return y.shape[0], m
-
-
 # -- online kernel selection: the rules (shared by both storages) and the kernel versions'
 # folds on growing support sets (okl_core.learners.oks: oks, oks_pp, ioks) -------------------
 # Each rule is split as its numpy step is: the distributions before the draw, then what the
@@ -1241,7 +851,7 @@ def fold_expansion_multiclass(eta, kernel, sigma, gauss_scale, X, base, has_base
 SUPPORT_CAP = -2  # a support fold's "kernel" when an append would exceed max_support
 
 
-@njit(cache=True)
+@njit
 def oks_probabilities(log_w, delta, q, p):
     """oks.OKSRule.distribution into ``q`` and ``p``."""
     K = log_w.shape[0]
@@ -1250,7 +860,7 @@ def oks_probabilities(log_w, delta, q, p):
         p[k] = (1.0 - delta) * q[k] + delta / K
 
 
-@njit(cache=True)
+@njit
 def oks_learn(i, f, y, kind, log_w, p, eta, lam):
     """oks.OKSRule.step after the draw: ``log_w`` (normalised); returns ``(grad, coef)``."""
     loss, grad = paper_loss(kind, f, y)
@@ -1259,7 +869,7 @@ def oks_learn(i, f, y, kind, log_w, p, eta, lam):
     return grad, -lam * grad / p[i]
 
 
-@njit(cache=True)
+@njit
 def oks_pp_probabilities(loss_sum, sq_loss_sum, delta_constant, eta_scale, v, q, p):
     """oks.oks_pp_distribution into ``q`` and ``p`` (``v`` (K,) scratch)."""
     K = loss_sum.shape[0]
@@ -1276,7 +886,7 @@ def oks_pp_probabilities(loss_sum, sq_loss_sum, delta_constant, eta_scale, v, q,
         p[k] = (1.0 - delta) * q[k] + delta / K
 
 
-@njit(cache=True)
+@njit
 def oks_pp_learn(i, f, y, kind, loss_sum, sq_loss_sum, delta_constant, q, p, code_constant, lam_top, lam_bottom):
     """oks.OKSPlusPlusRule.step after the draw: ``loss_sum``, ``sq_loss_sum`` and
     ``delta_constant`` (shape (1,)); returns ``(grad, coef)``."""
@@ -1294,7 +904,7 @@ def oks_pp_learn(i, f, y, kind, loss_sum, sq_loss_sum, delta_constant, q, p, cod
     return grad, -lam * grad / p[i]
 
 
-@njit(cache=True)
+@njit
 def ioks_probabilities(q, delta, p):
     """oks.IOKSRule._p into ``p``."""
     K = q.shape[0]
@@ -1302,7 +912,7 @@ def ioks_probabilities(q, delta, p):
         p[k] = (1.0 - delta) * q[k] + delta / K
 
 
-@njit(cache=True)
+@njit
 def ioks_learn(i, f, y, kind, feature_sq, q, eta, rho, grad_sq_sum, p, c_tilde, q_next, delta, upsilon, radius, loss_max,
                loss_ceiling, alpha):
     """oks.IOKSRule.step after the draw (``feature_sq``: ``||k(x, .)||^2``; ``loss_ceiling``: 1, or
@@ -1331,7 +941,7 @@ def ioks_learn(i, f, y, kind, feature_sq, q, eta, rho, grad_sq_sum, p, c_tilde, 
     return grad, coef
 
 
-@njit(cache=True)
+@njit
 def support_views(store, i, d):
     """Kernel ``i``'s buffers in ``store``: columns (d, capacity), squared norms, coefficients."""
     columns, sq_norms, alpha, offsets, capacities = store[:5]
@@ -1339,14 +949,14 @@ def support_views(store, i, d):
     return columns[d * o : d * (o + c)].reshape((d, c)), sq_norms[o : o + c], alpha[o : o + c]
 
 
-@njit(cache=True)
+@njit
 def support_full(store, i):
     """Whether kernel ``i``'s buffers have no room for one more support vector."""
     capacities, counts = store[4:6]
     return counts[i] >= capacities[i]
 
 
-@njit(cache=True)
+@njit
 def support_capped(store):
     """Whether one more support vector would exceed ``max_support`` (all kernels together)."""
     counts, limit = store[5], store[10]
@@ -1356,7 +966,7 @@ def support_capped(store):
     return total + 1 > limit
 
 
-@njit(cache=True)
+@njit
 def support_value(store, i, x, row):
     """oks._SupportSets.evaluate: ``f_i(x) = sum_j alpha_j k_i(s_j, x)`` summed in order
     (:func:`kernel_row_into` into the scratch ``row``); 0 for an empty set."""
@@ -1372,7 +982,7 @@ def support_value(store, i, x, row):
     return s
 
 
-@njit(cache=True)
+@njit
 def support_learn(store, i, x, f, grad, coef, bound, project):
     """The storage's part of a rule's step: if ``grad != 0``, :func:`support_step`. False
     (nothing done) when that would exceed ``max_support``."""
@@ -1384,7 +994,7 @@ def support_learn(store, i, x, f, grad, coef, bound, project):
     return True
 
 
-@njit(cache=True)
+@njit
 def support_step(store, i, x, f, coef, bound, project):
     """oks._SupportSets.step (room checked by the caller): append ``x`` with ``coef``, update
     ``||f_i||^2`` and, if ``project``, rescale onto ``||f_i|| <= bound``."""
@@ -1407,7 +1017,7 @@ def support_step(store, i, x, f, coef, bound, project):
     sq_norm[i] = sq
 
 
-@njit(cache=True)
+@njit
 def fold_oks(X, start, y, u, store, n_used, scores, log_w, kind, delta, eta, lam):
     """oks.OKSRule.step on support sets: rows ``start..`` of float64 rows ``X``; ``store``,
     ``log_w``, ``n_used`` and ``scores`` in place. Returns ``(rows done, -1)``; ``(r, i)`` when
@@ -1432,7 +1042,7 @@ def fold_oks(X, start, y, u, store, n_used, scores, log_w, kind, delta, eta, lam
     return y.shape[0], -1
 
 
-@njit(cache=True)
+@njit
 def fold_oks_pp(X, start, y, u, store, n_used, scores, loss_sum, sq_loss_sum, delta_constant, kind, code_constant,
                 eta_scale, lam_top, lam_bottom, radius):
     """oks.OKSPlusPlusRule.step on support sets (arguments and return as :func:`fold_oks`, the
@@ -1457,7 +1067,7 @@ def fold_oks_pp(X, start, y, u, store, n_used, scores, loss_sum, sq_loss_sum, de
     return y.shape[0], -1
 
 
-@njit(cache=True)
+@njit
 def fold_ioks(X, start, y, u, store, n_used, scores, q, eta, rho, grad_sq_sum, kind, delta, upsilon, radius, loss_max,
               loss_ceiling, alpha):
     """oks.IOKSRule.step on support sets (arguments and return as :func:`fold_oks`, the rule's

@@ -1,42 +1,32 @@
-"""Compiled per-row folds: :func:`okl_core.learners.rules.fold` without Python per row.
+"""Compiled per-row folds: the one implementation of every learner's row-by-row loop.
 
 The papers' protocol learns one row at a time (predict, score, learn before the next
-row), so a batch update is a Python loop of a few small numpy calls per row. At the
-papers' sizes that loop was a large part of the cost (MNIST digits, D = 400: the feature
-map was 0.62 of mfogd's update time with the numpy fold, 0.72 of fogd's; 0.85 and ~1.0
-compiled). The same loop compiled
-with numba (``okl_core.learners._jit_folds``) runs the same arithmetic -- the same BLAS
-products, the same elementwise steps -- so models keep their bytes
-(``bench/bench_folds.py`` has the figures; tests/okl_core/test_compiled_folds.py checks
-the bytes against the numpy fold).
+row). Each learner family writes that loop once, as numba functions in a fold module
+beside it (:data:`FOLD_MODULES`, decorated with :func:`njit`), and its ``update`` calls
+them through :func:`folds`. At the papers' sizes the loop in Python was a large part of the
+cost (MNIST digits, D = 400: the feature map was 0.62 of mfogd's update time with a numpy
+loop, 0.85 compiled; ``bench/bench_folds.py``). The numpy loops the folds replaced live
+in ``tests/okl_core/reference`` as the reference the folds are tested against.
 
-One mechanism for every learner: :func:`~okl_core.learners.rules.fold` asks its model for
-a ``compiled_fold`` and the rule for its code (:func:`~okl_core.learners.rules.rule_code`);
-when both exist and :func:`kernels` is available, the compiled loop runs, else the numpy
-one. The multi-kernel learners (Raker, OMKL-GF, RF-OKS++, RF-IOKS; OKS, OKS++ and IOKS on
-growing support sets) ask :func:`kernels` the same way for their own loops; the
-random-feature ones' features come in batches computed in numpy
-(:meth:`~okl_core.learners.multikernel.KernelFeatureBank.row_blocks`,
-:func:`~okl_core.learners.multikernel.fold_on_demand`) and all their numpy folds take exp,
-log and pow from the C library and sum sequentially, as the compiled ones do. The numpy
-fold is the reference and stays tested.
+Without numba (not installed, or failing to import on this platform) :func:`njit` leaves
+each fold a plain Python function: the same code runs, slower, after one
+``RuntimeWarning`` saying so. ``NUMBA_DISABLE_JIT=1`` (numba's own switch) runs the folds
+as Python too, to debug them.
 
-``OKL_NO_JIT=1`` forces the numpy fold. Without numba (or when it fails to import) the
-numpy fold runs after one warning.
-
-Compilation is lazy: importing the kernels compiles nothing; numba compiles a fold, with
-the functions it calls, the first time a learner runs it, for the argument types of that
-call. Compiled code is cached on disk (numba's ``cache=True``) in :func:`cache_dir`: okl's
-user cache (``$OKL_CACHE/numba`` or ``~/.cache/okl/numba``) unless ``NUMBA_CACHE_DIR`` names
-another folder, so that reinstalling okl keeps it (a cache beside ``_jit_folds.py`` goes
-with the installed files, and is not writable in a read-only ``site-packages``). numba
-keys each entry by the source file's path and content hash, the argument types, numba's
-version and the CPU, and recompiles when any differs. So a fresh process pays the import
-of numba and scipy's BLAS and the loading of cached code (about a second once per process,
-at its first compiled update), not the compilation (1-5 s per learner family on an idle
-2-core machine, 3-15 s on a busy one, on the first run after okl or numba changed:
-``python -m bench.compile``). :func:`warm_up` with
-``on_compile`` says when it compiles.
+Compilation is lazy: importing okl compiles nothing and does not import numba; the first
+update of a learner imports its fold module (:func:`folds`), and numba compiles a fold,
+with the functions it calls, the first time it runs, for the argument types of that call.
+Compiled code is cached on disk (numba's ``cache=True``) in :func:`fold_cache_dir`, a
+folder of :func:`cache_dir` (okl's user cache ``$OKL_CACHE/numba`` or
+``~/.cache/okl/numba``, or ``NUMBA_CACHE_DIR``) named by :func:`fold_sources_digest`, a
+hash of every fold module's source: numba invalidates a function's cached code when its
+own file changes, not when a function it calls from another file does, so a cache keyed
+by all the sources together never runs a stale helper. numba also keys each entry by the
+argument types, its version and the CPU. So a fresh process pays the import of numba and
+scipy's BLAS and the loading of cached code (about a second once per process, at its first
+compiled update), not the compilation (1-5 s per learner family on an idle 2-core
+machine, 3-15 s on a busy one, on the first run after okl or numba changed:
+``python -m bench.compile``). :func:`warm_up` with ``on_compile`` says when it compiles.
 """
 
 from __future__ import annotations
@@ -54,33 +44,43 @@ from okl_core.numerics import pin_new_libraries
 if TYPE_CHECKING:
     from okl_core.learners.base import Learner
 
-__all__ = ["kernels", "jit_disabled", "warm_up", "cache_dir", "njit", "folds", "FOLD_MODULES"]
+__all__ = ["folds", "njit", "FOLD_MODULES", "warm_up", "cache_dir", "fold_cache_dir", "fold_sources_digest", "kernels"]
 
-_loaded: list[ModuleType | None] = []  # [] until the first load, then [module or None]
-
-FOLD_MODULES: tuple[str, ...] = ("okl_core.learners._jit_folds",)
+FOLD_MODULES: tuple[str, ...] = (
+    "okl_core.learners._jit_folds",
+    "okl_core.learners._linear_folds",
+    "okl_core.learners._expansion_folds",
+    "okl_core.learners._multikernel_folds",
+)
 """Every module of numba folds (each learner family's folds live beside the family and are listed
 here). The compile cache folder is keyed by a hash of all their sources together
-(:func:`cache_dir`), because numba invalidates a function's cached code only when its own
+(:func:`fold_cache_dir`), because numba invalidates a function's cached code only when its own
 file changes, not when a fold it calls in another file does."""
+
+_FROZEN_SOURCES: tuple[str, ...] = ("okl_core.learners.rules",)
+"""Modules whose constants the folds read as globals (the rule codes): numba freezes them into
+the machine code, so their sources key the cache too."""
+
+_JIT: list[Callable[[Callable[..., Any]], Callable[..., Any]] | None] = []  # [] until the first fold, then [numba's njit or None]
 _ON_COMPILE: list[Callable[[], None]] = []  # called (and dropped) when numba next starts compiling in this process
 
 
 def cache_dir() -> str:
-    """Where compiled folds are cached: ``$NUMBA_CACHE_DIR`` when set, else okl's user cache
-    (``$OKL_CACHE/numba`` or ``~/.cache/okl/numba``)."""
+    """The folder holding okl's compile caches: ``$NUMBA_CACHE_DIR`` when set, else okl's user
+    cache (``$OKL_CACHE/numba`` or ``~/.cache/okl/numba``)."""
     from okl_core.data.download import default_cache_dir
 
     return os.environ.get("NUMBA_CACHE_DIR") or os.path.join(default_cache_dir(), "numba")
 
 
 def fold_sources_digest() -> str:
-    """A short sha256 of the source files of :data:`FOLD_MODULES` together (the cache's key)."""
+    """A short sha256 of the source files of :data:`FOLD_MODULES` (and of the modules whose
+    constants they freeze) together: the name of the compile cache's folder."""
     import hashlib
     import importlib.util
 
     digest = hashlib.sha256()
-    for name in FOLD_MODULES:
+    for name in FOLD_MODULES + _FROZEN_SOURCES:
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.origin:
             with open(spec.origin, "rb") as f:
@@ -88,33 +88,68 @@ def fold_sources_digest() -> str:
     return digest.hexdigest()[:16]
 
 
+def fold_cache_dir() -> str:
+    """Where the compiled folds of these sources are cached: :func:`cache_dir`'s folder named by
+    :func:`fold_sources_digest` (or :func:`cache_dir` itself when it is already that folder: the
+    okl process that started this one set it)."""
+    base, digest = cache_dir(), fold_sources_digest()
+    return base if os.path.basename(os.path.normpath(base)) == digest else os.path.join(base, digest)
+
+
 def njit(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Compile ``fn`` with numba (``cache=True``, no fastmath, no parallel loops): the decorator of
-    every fold in :data:`FOLD_MODULES`. Fold modules are imported only through :func:`folds`,
-    which sets the cache folder first."""
-    import numba
+    every fold in :data:`FOLD_MODULES`. Where numba cannot be imported, ``fn`` itself (the same
+    code, run by Python), after one warning for the process."""
+    if not _JIT:
+        _JIT.append(_numba_njit())
+    jit = _JIT[0]
+    return fn if jit is None else jit(fn)
 
-    return numba.njit(cache=True)(fn)
+
+def _numba_njit() -> Callable[[Callable[..., Any]], Callable[..., Any]] | None:
+    """numba's ``njit(cache=True)`` with the cache folder and the compile announcement set up, or
+    None (with one ``RuntimeWarning`` naming the cause) when numba cannot be imported."""
+    try:
+        import scipy.linalg.cython_blas  # noqa: F401  (numba's np.dot calls this BLAS)
+
+        _use_cache_dir()
+        import numba
+
+        _listen_for_compilation()
+    except Exception as exc:  # ImportError, or numba failing on this platform
+        warnings.warn(f"okl: numba unavailable ({type(exc).__name__}: {exc}): folds run as plain Python, same code, slower",
+                      RuntimeWarning, stacklevel=4)
+        return None
+    return numba.njit(cache=True)
 
 
-def folds(module: str) -> ModuleType | None:
-    """The fold module ``module`` (one of :data:`FOLD_MODULES`), imported on first use with the
-    compile cache set up and scipy's BLAS pinned, as :func:`kernels`; None where :func:`kernels` is."""
+def folds(module: str) -> ModuleType:
+    """The fold module ``module`` (one of :data:`FOLD_MODULES`), imported on first use (its folds
+    compiled lazily, cached in :func:`fold_cache_dir`), with scipy's BLAS pinned to one thread
+    when called inside a pinned learner method."""
     import importlib
 
-    if kernels() is None:
-        return None
-    return importlib.import_module(module)
+    if module not in FOLD_MODULES:
+        raise ValueError(f"{module} is not a fold module of okl_core.learners.compiled.FOLD_MODULES")
+    loaded = module in sys.modules
+    folds_module = importlib.import_module(module)
+    if not loaded:
+        pin_new_libraries()
+    return folds_module
+
+
+def kernels() -> ModuleType:
+    """The shared fold helpers (``okl_core.learners._jit_folds``: kernel rows, the rules' codes),
+    as :func:`folds` gives them."""
+    return folds("okl_core.learners._jit_folds")
 
 
 def _use_cache_dir() -> None:
-    """Point numba's cache at :func:`cache_dir`, before the kernels are decorated (numba picks a
+    """Point numba's cache at :func:`fold_cache_dir`, before the folds are decorated (numba picks a
     function's cache folder then). Set in the environment, so that the processes this one
     starts (Beam and Dask workers) share it; a folder that cannot be made or written is left
-    to numba's own choice (beside ``_jit_folds.py``, or its user-wide cache)."""
-    if "NUMBA_CACHE_DIR" in os.environ:
-        return
-    path = cache_dir()
+    to numba's own choice (beside the fold modules, or its user-wide cache)."""
+    path = fold_cache_dir()
     try:
         os.makedirs(path, exist_ok=True)
     except OSError:
@@ -122,47 +157,10 @@ def _use_cache_dir() -> None:
     if not os.access(path, os.W_OK | os.X_OK):
         return
     os.environ["NUMBA_CACHE_DIR"] = path
-    if "numba" in sys.modules:  # imported before okl asked for the kernels: its configuration is read again
+    if "numba" in sys.modules:  # imported before okl's first fold: its configuration is read again
         from numba.core import config
 
         config.reload_config()
-
-
-def jit_disabled() -> bool:
-    """True when the environment asks for the numpy folds (``OKL_NO_JIT`` set, not ``0``)."""
-    return os.environ.get("OKL_NO_JIT", "") not in ("", "0")
-
-
-def kernels() -> ModuleType | None:
-    """The compiled fold kernels, or None for the numpy fold (``OKL_NO_JIT``, or no numba).
-
-    The first call imports numba and scipy's BLAS (which the kernels' products call) and
-    pins that BLAS to one thread when called inside a pinned learner method.
-    """
-    if jit_disabled():
-        return None
-    if not _loaded:
-        _loaded.append(_load())
-        pin_new_libraries()
-    return _loaded[0]
-
-
-def _load() -> ModuleType | None:
-    try:
-        import scipy.linalg.cython_blas  # noqa: F401  (numba's np.dot calls this BLAS)
-
-        _use_cache_dir()
-        from okl_core.learners import _jit_folds
-
-        _listen_for_compilation()
-    except Exception as exc:  # ImportError, or numba failing on this platform
-        warnings.warn(
-            f"okl: compiled folds unavailable ({type(exc).__name__}: {exc}); using the numpy folds (same models, slower)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return None
-    return _jit_folds
 
 
 def _listen_for_compilation() -> None:
