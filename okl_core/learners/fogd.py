@@ -55,7 +55,6 @@ are the shared rules of :mod:`okl_core.learners.rules` (also used by kernel OGD 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any, ClassVar, NamedTuple
 
@@ -64,26 +63,19 @@ from numpy.typing import ArrayLike
 
 from okl_core.features import FourierFeatures
 from okl_core.learners.base import Learner, RandomFeatureConfig, validate_xy
+from okl_core.learners.compiled import folds
 from okl_core.learners.rules import (
-    MULTICLASS,
+    ADAGRAD_DELTA,
+    LINEAR_FOLDS,
     BinaryHingeRule,
     HingeRuleConfig,
-    LinearRows,
     MulticlassHingeRule,
     MulticlassRuleConfig,
-    ADAGRAD_DELTA,
-    AdaGradRows,
-    NormalizedRows,
     RegressionRule,
     RegressionRuleConfig,
     Rule,
-    RuleCode,
-    RowModel,
     StepConfig,
-    fold,
-    normalize_row,
-    normalized_rate,
-    normalized_step,
+    constant_step,
 )
 
 __all__ = [
@@ -221,22 +213,26 @@ class _FourierLinear(Learner[LinearState]):
         Z = self.features.transform(X)
         arrays = {f: np.array(getattr(state, f), copy=True) for f in self.state_class._fields if f != "n_seen"}
         scores = np.empty((len(y),) + arrays["w"].shape[:-1])
-        decide, model = self._fold_parts(arrays, Z, y, int(state.n_seen))
-        fold(decide, model, y, scores)
+        self._fold(folds(LINEAR_FOLDS), arrays, Z, y, scores, int(state.n_seen))
         n_seen = np.asarray(int(state.n_seen) + len(y), dtype=np.int64)
         return self.state_class(**arrays, n_seen=n_seen), scores
 
-    def _fold_parts(self, arrays: dict[str, np.ndarray], Z: np.ndarray, y: np.ndarray, t0: int) -> tuple[Callable[[Any, Any], Any], RowModel[Any]]:
-        """The rule and the model of :func:`~okl_core.learners.rules.fold` on the state's
-        ``arrays`` (updated in place; ``t0`` rows learned before): ``w += rule(f, y) z``, or the
-        adaptive step of :class:`~okl_core.learners.rules.AdaGradRows` /
-        :class:`~okl_core.learners.rules.NormalizedRows`."""
-        w = arrays["w"]
+    def _fold(self, jit: ModuleType, arrays: dict[str, np.ndarray], Z: np.ndarray, y: np.ndarray, scores: np.ndarray, t0: int) -> None:
+        """Learn the rows of features ``Z`` in order on the state's ``arrays`` (updated in place;
+        ``t0`` rows learned before) with the linear folds ``jit``: ``w += rule(f, y) z``, or
+        the rule's decision with AdaGrad's or NAG's step."""
+        batch, w = jit.Batch(Z, y, scores), arrays["w"]
         if self.normalized:
-            return self.rule, NormalizedRows(w, arrays["scale"], arrays["g2"], arrays["norm_sum"].reshape(1), Z, self.config.eta, t0)
-        if self.adagrad:
-            return self.rule, AdaGradRows(w, arrays["g2"], Z, self.config.eta)
-        return self.rule, LinearRows(w, Z)
+            jit.fold_weights_normalized(self.rule.code, batch, 0, w, _nag(jit, arrays, t0, self.config.eta))
+        elif self.adagrad:
+            jit.fold_weights(self.rule.code, batch, 0, w, jit.AdaGrad(arrays["g2"], float(self.config.eta), ADAGRAD_DELTA))
+        else:
+            jit.fold_weights(self.rule.code, batch, 0, w, constant_step(jit))
+
+
+def _nag(jit: ModuleType, arrays: dict[str, np.ndarray], t0: int, eta: float) -> Any:
+    """The linear folds' ``Normalized`` bundle on the state's arrays (``norm_sum`` as a (1,) view)."""
+    return jit.Normalized(arrays["scale"], arrays["g2"], arrays["norm_sum"].reshape(1), int(t0), float(eta))
 
 
 class FOGD(_FourierLinear):
@@ -259,98 +255,16 @@ class MFOGD(_FourierLinear):
     def _n_outputs(self):
         return self.config.n_classes
 
-    def _fold_parts(self, arrays: dict[str, np.ndarray], Z: np.ndarray, y: np.ndarray, t0: int) -> tuple[Callable[[Any, Any], Any], RowModel[Any]]:
-        # Only the true and the rival class change: update those two rows rather than
-        # adding the rule's dense (C,) coefficient vector times z (C times the traffic).
-        W = arrays["w"]
+    def _fold(self, jit: ModuleType, arrays: dict[str, np.ndarray], Z: np.ndarray, y: np.ndarray, scores: np.ndarray, t0: int) -> None:
+        # Only the true and the rival class change: the folds update those two rows of
+        # W (C, 2D) rather than adding the rule's dense (C,) coefficient vector times z.
+        batch, W = jit.Batch(Z, y, scores), arrays["w"]
         if self.normalized:
-            return self.rule.rival, _NormalizedClassRows(W, arrays["scale"], arrays["g2"], arrays["norm_sum"].reshape(1), Z, y, self.config.eta, t0)
-        if self.adagrad:
-            return self.rule.rival, _AdaGradClassRows(W, arrays["g2"], Z, y, self.config.eta)
-        return self.rule.rival, _ClassRows(W, Z, y, self.rule.eta)
-
-
-class _ClassRows:
-    """MFOGD's weights ``W`` (C, 2D) on feature rows ``Z``: scores ``W z``; learning a row
-    with rival class ``s`` adds ``eta z`` to ``W[y]`` and subtracts it from ``W[s]``."""
-
-    __slots__ = ("W", "Z", "y", "eta", "_z")
-
-    def __init__(self, W: np.ndarray, Z: np.ndarray, y: np.ndarray, eta: float):
-        self.W, self.Z, self.y, self.eta = W, Z, y, eta
-        self._z = np.zeros(0)
-
-    def score(self, i: int) -> np.ndarray:
-        self._z = z = self.Z[i].astype(np.float64)
-        return self.W @ z
-
-    def add(self, i: int, rival: int) -> bool:
-        step = self.eta * self._z
-        self.W[self.y[i]] += step
-        self.W[rival] -= step
-        return False
-
-    def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
-        """:func:`~okl_core.learners.rules.fold` of this model in compiled code (same bytes)."""
-        if code[0] != MULTICLASS or not all(a.dtype == np.float64 and a.flags.c_contiguous for a in (self.W, scores)):
-            return None
-        return int(jit.fold_multiclass(self.eta, self.Z, self.W, True, y, scores, start))
-
-
-class _AdaGradClassRows(_ClassRows):
-    """:class:`_ClassRows` with AdaGrad steps: ``G`` (C, 2D) sums the squared gradients;
-    learning a row adds ``z^2`` to ``G[y]`` and ``G[s]``, then ``eta z / (delta + sqrt(G[y]))``
-    to ``W[y]`` and ``-eta z / (delta + sqrt(G[s]))`` to ``W[s]`` (the gradient is ``-z`` on
-    the true class's row and ``+z`` on the rival's)."""
-
-    __slots__ = ("G",)
-
-    def __init__(self, W: np.ndarray, G: np.ndarray, Z: np.ndarray, y: np.ndarray, eta: float):
-        super().__init__(W, Z, y, float(eta))
-        self.G = G
-
-    def add(self, i: int, rival: int) -> bool:
-        for row, u in ((self.y[i], 1.0), (rival, -1.0)):
-            g = u * self._z
-            self.G[row] += g * g
-            self.W[row] += (self.eta * g) / (ADAGRAD_DELTA + np.sqrt(self.G[row]))
-        return False
-
-    def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
-        """:func:`~okl_core.learners.rules.fold` of this model in compiled code (same bytes)."""
-        if code[0] != MULTICLASS or not all(a.dtype == np.float64 and a.flags.c_contiguous for a in (self.W, self.G, scores)):
-            return None
-        return int(jit.fold_multiclass_adagrad(self.eta, ADAGRAD_DELTA, self.Z, self.W, self.G, y, scores, start))
-
-
-class _NormalizedClassRows(_ClassRows):
-    """:class:`_ClassRows` with NAG steps: the scales ``s`` (2D,) and ``N`` are the
-    features' (:func:`~okl_core.learners.rules.normalize_row` rescales every class's column),
-    ``G`` (C, 2D) per weight; learning a row steps ``W[y]`` with ``u = +1`` and ``W[s]`` with
-    ``u = -1`` at the row's rate (:func:`~okl_core.learners.rules.normalized_step`)."""
-
-    __slots__ = ("s", "G", "N", "t0")
-
-    def __init__(self, W: np.ndarray, s: np.ndarray, G: np.ndarray, N: np.ndarray, Z: np.ndarray, y: np.ndarray, eta: float, t0: int):
-        super().__init__(W, Z, y, float(eta))
-        self.s, self.G, self.N, self.t0 = s, G, N, int(t0)
-
-    def score(self, i: int) -> np.ndarray:
-        self._z = z = self.Z[i].astype(np.float64)
-        normalize_row(z, self.s, self.W, self.N)
-        return self.W @ z
-
-    def add(self, i: int, rival: int) -> bool:
-        rate = normalized_rate(self.eta, self.t0 + i + 1, self.N)
-        for row, u in ((self.y[i], 1.0), (rival, -1.0)):
-            normalized_step(rate, u, self._z, self.s, self.W[row], self.G[row])
-        return False
-
-    def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
-        """:func:`~okl_core.learners.rules.fold` of this model in compiled code (same bytes)."""
-        if code[0] != MULTICLASS or not all(a.dtype == np.float64 and a.flags.c_contiguous for a in (self.W, self.s, self.G, self.N, scores)):
-            return None
-        return int(jit.fold_multiclass_normalized(self.eta, self.Z, self.W, self.s, self.G, self.N, self.t0, y, scores, start))
+            jit.fold_multiclass_normalized(batch, 0, W, _nag(jit, arrays, t0, self.config.eta))
+        elif self.adagrad:
+            jit.fold_multiclass_adagrad(batch, 0, W, jit.AdaGrad(arrays["g2"], float(self.config.eta), ADAGRAD_DELTA))
+        else:
+            jit.fold_multiclass(self.rule.eta, batch, 0, W, True)
 
 
 class FOGDRegressor(_FourierLinear):

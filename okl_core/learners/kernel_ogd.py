@@ -17,13 +17,13 @@ with the same per-example rules as FOGD (no regularizer, constant step ``eta``):
   ``x`` with ``alpha = y``.
 
 Cost per example O(|S| d) and memory O(|S| d): these are references for small streams and
-for checking the budgeted and approximate learners (the rules and the per-row fold live in
+for checking the budgeted and approximate learners (the rules live in
 :mod:`okl_core.learners.rules`, shared with FOGD and NOGD). The per-row fold is compiled
-(:mod:`okl_core.learners.compiled`; ``_jit_folds.fold_expansion``): a batch's scores against
+(:mod:`okl_core.learners._expansion_folds`, shared with NOGD): a batch's scores against
 the support set from before it are one numpy product, the rows it adds are scored by the
-exact kernel row against a buffer (:func:`okl_core.kernels.row_against_buffer`), with the
-numpy fold's bytes (MNIST digits from 1,000 support vectors: 55 -> 36 us per row, the
-batch's product included). ``max_support`` caps the support set (default 100,000): an
+exact kernel row against a buffer (:func:`okl_core.kernels.row_against_buffer`'s
+arithmetic; MNIST digits from 1,000 support vectors: 55 us per row in a numpy loop, 36
+compiled, the batch's product included). ``max_support`` caps the support set (default 100,000): an
 update that would exceed it raises a ValueError naming the field
 (:mod:`okl_core.learners.support`).
 
@@ -40,15 +40,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from okl_core.kernels import KERNELS, Kernel
 from okl_core.learners.base import CheckedConfig, Learner, NotMergeableError, check_choice, check_bandwidth, check_int, check_positive, validate_xy
+from okl_core.learners.compiled import folds
 from okl_core.learners.rules import (
-    MULTICLASS,
     BinaryHingeRule,
     HingeRuleConfig,
     MulticlassHingeRule,
@@ -57,10 +57,6 @@ from okl_core.learners.rules import (
     RegressionRule,
     RegressionRuleConfig,
     Rule,
-    RowModel,
-    RuleCode,
-    compiled_writable,
-    fold,
     output_shape,
 )
 from okl_core.learners.support import GrowingArray, SupportBuffer, SupportCap, SupportCapConfig
@@ -218,7 +214,7 @@ class _KernelExpansion(Learner[SupportState]):
         # vectors added during the batch are added row by row.
         scores = self.kernel.gram(X, state.support) @ state.alpha
         support = SupportBuffer(state.support, state.alpha, self.cap, capacity=len(state.alpha) + len(y))
-        fold(self.rule, _GrowingExpansion(self.kernel, self.rule, X, scores, support), y, scores)
+        _GrowingExpansion(self.kernel, self.rule, X, scores, support).learn(y, scores)
         n_seen = np.asarray(int(state.n_seen) + len(y), dtype=np.int64)
         return SupportState(support=support.rows(), alpha=support.alpha.view(), n_seen=n_seen), scores
 
@@ -235,15 +231,18 @@ class _KernelExpansion(Learner[SupportState]):
         }
 
 
+EXPANSION_FOLDS = "okl_core.learners._expansion_folds"
+"""The fold module of the exact-kernel expansions (:func:`okl_core.learners.compiled.folds`)."""
+
+
 class _GrowingExpansion:
-    """A kernel expansion learning a batch, for :func:`~okl_core.learners.rules.fold`: row
-    ``i`` scores ``base[i]`` (the support set before the batch, in one product) plus the
-    support vectors the batch added so far; an update appends the row.
+    """A kernel expansion learning a batch: row ``i`` scores ``base[i]`` (the support set
+    before the batch, in one product) plus the support vectors the batch added so far; an
+    update appends the row.
 
     The added rows are kept as float64 columns with their squared norms, and a row is
-    scored against them by :meth:`~okl_core.kernels.Kernel.row_against_buffer` (fixed
-    summation orders and the C library's exp), which the compiled fold
-    (``_jit_folds.fold_expansion``) repeats bit for bit.
+    scored against them by the compiled kernel row (``_expansion_folds.fold_expansion``, the
+    arithmetic of :meth:`~okl_core.kernels.Kernel.row_against_buffer`).
     """
 
     def __init__(self, kernel: Kernel, rule: Rule, X: np.ndarray, base: np.ndarray, support: SupportBuffer):
@@ -252,70 +251,59 @@ class _GrowingExpansion:
         self.added = GrowingArray(np.zeros((X.shape[1], 0)), axis=1)
         self.added_sq = GrowingArray(np.zeros(0))
 
-    def score(self, i: int):
-        start, stop = self.start, len(self.support)
-        if stop == start:
-            return self.base[i]
-        k = self.kernel.row_against_buffer(self.X[i].astype(np.float64), self.added.view(), self.added_sq.view())
-        return self.base[i] + k @ self.support.alpha.view()[start:stop]
+    def learn(self, y: np.ndarray, scores: np.ndarray) -> None:
+        """Learn the batch's rows in order in compiled code, ``scores`` written; the buffers'
+        sizes follow the rows it learned, and :meth:`add` learns the rows it leaves to
+        Python (a full buffer, the support cap's error)."""
+        jit, support = folds(EXPANSION_FOLDS), self.support
+        vectors, alpha = support.vectors, support.alpha
+        rows = jit.Rows(self.X, self.base, True, y, scores)
+
+        def run(i: int) -> int:
+            offset, m = self.start, self.added.size
+            defer_at = min(support.cap.limit, vectors.capacity, alpha.capacity) - offset
+            defer_at = min(defer_at, self.added.capacity)
+            expansion = jit.Expansion(self.added.data, self.added_sq.data, alpha.data[offset:], vectors.data[offset:])
+            stop, m = run_expansion(jit, self.rule, self.kernel, rows, expansion, m, defer_at, i)
+            for array, size in ((vectors, offset + m), (alpha, offset + m), (self.added, m), (self.added_sq, m)):
+                array.set_size(size)
+            return stop
+
+        fold_deferring(run, self.add, self.rule, y, scores, 0)
 
     def add(self, i: int, coef) -> bool:
+        """Append row ``i`` with coefficient ``coef`` (growing the buffers; the cap's error)."""
         self.support.append(self.X[i], coef)
         x = self.X[i].astype(np.float64)
         self.added.append(x)
         self.added_sq.append(x @ x)
         return False
 
-    def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
-        """:func:`~okl_core.learners.rules.fold` of this model in compiled code (None: not
-        float64 coefficients, use the loop); the buffers' sizes follow the rows it learned."""
-        support = self.support
-        vectors, alpha = support.vectors, support.alpha
-        if not (compiled_writable(alpha.data) and compiled_writable(scores) and compiled_writable(self.base) and vectors.axis == 0):
-            return None
 
-        def run(i: int) -> int:
-            offset, m = self.start, self.added.size
-            defer_at = min(support.cap.limit, vectors.capacity, alpha.capacity) - offset
-            defer_at = min(defer_at, self.added.capacity)
-            stop, m = run_expansion(jit, code, self.kernel, self.X, self.base, self.added.data, self.added_sq.data,
-                                    alpha.data[offset:], vectors.data[offset:], m, defer_at, y, scores, i)
-            for array, size in ((vectors, offset + m), (alpha, offset + m), (self.added, m), (self.added_sq, m)):
-                array.set_size(size)
-            return stop
-
-        return fold_deferring(run, self, self.rule, y, scores, start)
-
-
-def run_expansion(jit: ModuleType, code: RuleCode, kernel: Kernel, X: np.ndarray, base: np.ndarray | None, columns: np.ndarray,
-                  sq_norms: np.ndarray, alpha: np.ndarray, vectors: np.ndarray, m: int, defer_at: int, y: np.ndarray,
-                  scores: np.ndarray, start: int) -> tuple[int, int]:
-    """``_jit_folds.fold_expansion`` (or its multiclass form) on rows ``start..`` of ``X``:
-    the expansion over ``columns`` / ``sq_norms`` / ``alpha`` (``m`` used; ``vectors``
-    receives the learned rows), plus ``base`` scores when given. Returns ``(stop, m)``:
-    ``stop < len(y)`` is a row scored whose update needs ``m == defer_at`` (Python's)."""
-    kind, eta, eps = code
-    has_base = base is not None
-    head = (*kernel.compiled, X, scores if base is None else base, has_base,
-            columns, sq_norms, alpha, vectors, m, defer_at, y, scores, start)
-    if kind == MULTICLASS:
-        stop, m = jit.fold_expansion_multiclass(eta, *head)
+def run_expansion(jit: ModuleType, rule: Rule, kernel: Kernel, rows: Any, expansion: Any, m: int, defer_at: int, start: int) -> tuple[int, int]:
+    """``_expansion_folds.fold_expansion`` (or its multiclass form) of ``rule`` on ``rows``
+    (``Rows``) from ``start``, over ``expansion`` (``Expansion``, ``m`` stored). Returns
+    ``(stop, m)``: ``stop < len(y)`` is a row scored whose update needs ``m == defer_at``
+    (Python's)."""
+    if isinstance(rule, MulticlassHingeRule):
+        stop, m = jit.fold_expansion_multiclass(rule.eta, kernel.compiled, rows, start, expansion, m, defer_at)
     else:
-        stop, m = jit.fold_expansion(kind, eta, eps, *head)
+        stop, m = jit.fold_expansion(rule.code, kernel.compiled, rows, start, expansion, m, defer_at)
     return int(stop), int(m)
 
 
-def fold_deferring(run: Callable[[int], int], model: RowModel, rule: Rule, y: np.ndarray, scores: np.ndarray, start: int) -> int:
+def fold_deferring(run: Callable[[int], int], add: Callable[[int, Any], bool], rule: Rule, y: np.ndarray, scores: np.ndarray, start: int) -> int:
     """The compiled fold ``run(i)`` (rows ``i..``; it returns the row it stopped at) with
     the updates it leaves to Python -- a full buffer, the support cap's error, NOGD's
-    transition -- done by ``model.add`` on the rule's coefficient for the row's score."""
+    transition -- done by ``add(i, coef)`` on the rule's coefficient for the row's score
+    (``add`` returns True to stop). Returns the row after the last one learned."""
     i = start
     while i < len(y):
         i = run(i)
         if i == len(y):
             break
         coef = rule(scores[i], y[i])
-        if coef is not None and model.add(i, coef):
+        if coef is not None and add(i, coef):
             return i + 1
         i += 1
     return len(y)

@@ -32,8 +32,9 @@ picks its own landmarks, so the linear models live in different feature spaces.
 
 Both phases' per-row folds are compiled (:mod:`okl_core.learners.compiled`): the kernel
 phase scores each row by the exact kernel row against the landmarks
-(``_jit_folds.fold_expansion``; MNIST digits, budget 2,000: 185 -> 12 us per row), the linear
-phase as FOGD (``LinearRows``); the transition (an eigendecomposition) stays numpy's.
+(``_expansion_folds.fold_expansion``; MNIST digits, budget 2,000: 185 us per row in a numpy
+loop, 12 compiled), the linear phase as FOGD (:func:`~okl_core.learners.rules.fold_linear`);
+the transition (an eigendecomposition) stays numpy's.
 
 Defaults are the paper's: sigma = 8, B = 100, k = 0.2 B = 20; eta from the authors' code
 (binary 0.2, multiclass 0.5, regression 0.1).
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from types import ModuleType
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -63,18 +63,17 @@ from okl_core.learners.kernel_ogd import (
     KernelHingeConfig,
     KernelMulticlassConfig,
     KernelRegressionConfig,
+    EXPANSION_FOLDS,
     fold_deferring,
     run_expansion,
 )
+from okl_core.learners.compiled import folds
 from okl_core.learners.rules import (
     BinaryHingeRule,
-    LinearRows,
     MulticlassHingeRule,
     RegressionRule,
     Rule,
-    RuleCode,
-    compiled_writable,
-    fold,
+    fold_linear,
     output_shape,
 )
 
@@ -228,13 +227,13 @@ class _NOGDBase(Learner[NOGDState]):
         start = 0
         if phase == 0:
             expansion = _BudgetedExpansion(self, X, landmarks, alpha, n_l)
-            start = fold(self.rule, expansion, y, scores)
+            start = expansion.learn(y, scores)
             n_l = expansion.n
             if expansion.linear is not None:
                 (projection, w), phase = expansion.linear, 1
         if start < len(y):  # the linear phase: the FOGD-style fold on z = M k_x
             Z = self.kernel.gram(X[start:], landmarks) @ projection.T
-            fold(self.rule, LinearRows(w, Z), y[start:], scores[start:])
+            fold_linear(self.rule, Z, w, y[start:], scores[start:])
         new_state = NOGDState(
             landmarks=landmarks,
             alpha=alpha,
@@ -254,7 +253,7 @@ class _NOGDBase(Learner[NOGDState]):
 
 
 class _BudgetedExpansion:
-    """NOGD's kernel phase for :func:`~okl_core.learners.rules.fold` (arrays updated in place).
+    """NOGD's kernel phase learning a batch (arrays updated in place).
 
     Scores against the first ``n`` landmarks; an update appends the row while the budget
     has room. The fold stops at the transition: when the ``B``-th landmark is added
@@ -262,9 +261,8 @@ class _BudgetedExpansion:
     which learns that row in the new linear model). ``linear`` is then ``(projection, w)``.
 
     The landmarks are also kept as float64 columns with their squared norms (``x . x``,
-    BLAS ddot): a row is scored by :meth:`~okl_core.kernels.Kernel.row_against_buffer`,
-    which the compiled fold (``_jit_folds.fold_expansion``) repeats bit for bit; the
-    transition, which the compiled fold leaves to :meth:`add`, is numpy's.
+    BLAS ddot), which the compiled fold (``_expansion_folds.fold_expansion``) scores rows
+    against; the transition, which it leaves to :meth:`add`, is numpy's.
     """
 
     def __init__(self, learner: _NOGDBase, X: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray, n: int):
@@ -275,14 +273,28 @@ class _BudgetedExpansion:
         self.columns = np.ascontiguousarray(rows.T)
         self.sq_norms = np.zeros(len(rows))
         for j in range(n):
-            self.sq_norms[j] = rows[j] @ rows[j]  # as add() computes it, so batch splits agree
+            self.sq_norms[j] = rows[j] @ rows[j]  # as the fold computes it, so batch splits agree
 
-    def score(self, i: int):
-        n = self.n
-        k = self.learner.kernel.row_against_buffer(self.X[i].astype(np.float64), self.columns[:, :n], self.sq_norms[:n])
-        return k @ self.alpha[:n]
+    def learn(self, y: np.ndarray, scores: np.ndarray) -> int:
+        """Learn rows in order in compiled code until the transition, with the update that
+        fills the budget (``'immediate'``) or comes after it (``'next_update'``) left to
+        :meth:`add`. Returns the row after the last one learned here."""
+        jit = folds(EXPANSION_FOLDS)
+        budget = self.config.budget
+        defer_at = budget - 1 if self.config.switch == "immediate" else budget
+        rows = jit.Rows(self.X, scores, False, y, scores)
+        expansion = jit.Expansion(self.columns, self.sq_norms, self.alpha, self.landmarks)
+
+        def run(i: int) -> int:
+            stop, self.n = run_expansion(jit, self.learner.rule, self.learner.kernel, rows, expansion, self.n, defer_at, i)
+            return stop
+
+        return fold_deferring(run, self.add, self.learner.rule, y, scores, 0)
 
     def add(self, i: int, coef) -> bool:
+        """Learn row ``i`` with ``coef``: append it while the budget has room, and make the
+        transition when the budget fills (``'immediate'``, True) or is full (``'next_update'``:
+        learn the row in the new linear model, True)."""
         if self.n < self.config.budget:
             x = self.X[i].astype(np.float64)
             self.landmarks[self.n], self.alpha[self.n] = self.X[i], coef
@@ -297,22 +309,6 @@ class _BudgetedExpansion:
         z = projection @ self.learner.kernel.gram(self.X[i : i + 1], self.landmarks)[0]
         w += np.multiply.outer(z, coef)
         return True
-
-    def compiled_fold(self, jit: ModuleType, code: RuleCode, y: np.ndarray, scores: np.ndarray, start: int) -> int | None:
-        """:func:`~okl_core.learners.rules.fold` of this model in compiled code (None: not
-        float64 arrays, use the loop), with the update that fills the budget
-        (``'immediate'``) or comes after it (``'next_update'``) left to :meth:`add`."""
-        if not (compiled_writable(self.alpha) and compiled_writable(scores) and self.landmarks.flags.c_contiguous):
-            return None
-        budget = self.config.budget
-        defer_at = budget - 1 if self.config.switch == "immediate" else budget
-
-        def run(i: int) -> int:
-            stop, self.n = run_expansion(jit, code, self.learner.kernel, self.X, None, self.columns, self.sq_norms,
-                                         self.alpha, self.landmarks, self.n, defer_at, y, scores, i)
-            return stop
-
-        return fold_deferring(run, self, self.learner.rule, y, scores, start)
 
 
 class NOGD(_NOGDBase):

@@ -80,7 +80,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import ClassVar, NamedTuple, Protocol, TypeVar
+from types import ModuleType
+from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -96,22 +97,17 @@ from okl_core.learners.base import (
     validate_xy,
     weighted_average,
 )
-from okl_core.learners.compiled import kernels
+from okl_core.learners.compiled import folds
 from okl_core.learners.multikernel import (
     OMKL_DICTIONARY,
     KernelFeatureBank,
     MultiKernelLearner,
     RandomFeatureMultiKernelConfig,
-    draw_index,
     example_uniform_rows,
-    fold_log_normalize,
     fold_on_demand,
-    fold_weights,
     log_normalize,
     normalized_weights,
-    row_dots,
 )
-from okl_core.losses import LOSSES
 
 __all__ = [
     "RakerConfig",
@@ -121,14 +117,12 @@ __all__ = [
     "Raker",
     "OMKLGF",
     "graph_probabilities",
-    "draw_graph",
-    "selective_probabilities",
-    "observation_probabilities",
 ]
 
-_SQUARE = LOSSES["square"]  # 0.5 (f - y)^2: the papers' (f - y)^2 is twice it
+MULTIKERNEL_FOLDS = "okl_core.learners._multikernel_folds"
+"""The fold module of Raker and OMKL-GF (:func:`okl_core.learners.compiled.folds`)."""
+
 SCHEDULES = ("inv_sqrt_t", "constant")
-_ONE = np.ones(1)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -241,49 +235,16 @@ class OMKLGFState(NamedTuple):
     n_seen: np.ndarray
 
 
-# -- the graph (Algorithm 1) and its probabilities, as pure functions (tested alone) --------
-# Written as the compiled fold (okl_core.learners._jit_folds.fold_omkl_gf) computes them,
-# so that both give the same bytes: powers and exponentials from the C library (math.pow,
-# math.exp), sums sequential (np.cumsum) -- see multikernel's "per-example arithmetic".
+# -- the graph's probabilities (Algorithm 1), as a pure function (tested alone) -------------
+# The fold computes them itself (_multikernel_folds.graph_draws); OMKLGF._fold uses this one to
+# guess which kernels a block's rows will draw, and powers come from the C library (math.pow)
+# and sums in order (np.cumsum), as the fold's.
 def graph_probabilities(weights: np.ndarray, eta_e: float, n_selective: int) -> np.ndarray:
     """``p_{t,j}(n) = (1 - eta_e^j) w_n / sum w + eta_e^j / N`` for ``j = 1..J``: ``(J, N)``."""
     w = np.asarray(weights, dtype=np.float64)
     w = w / np.cumsum(w)[-1]
     explore = np.array([math.pow(eta_e, j) for j in range(1, n_selective + 1)])[:, None]
     return (1.0 - explore) * w[None, :] + explore / len(w)
-
-
-def draw_graph(probabilities: np.ndarray, uniforms: np.ndarray, n_draws: int) -> np.ndarray:
-    """Adjacency ``A`` (N, J) bool: selective node ``j`` draws ``n_draws`` kernels from
-    row ``j`` of ``probabilities`` with ``uniforms[j M:(j + 1) M]`` (inverse CDF)."""
-    n_selective, n_kernels = probabilities.shape
-    A = np.zeros((n_kernels, n_selective), dtype=bool)
-    for j in range(n_selective):
-        cdf = np.cumsum(probabilities[j])
-        picks = np.searchsorted(cdf, uniforms[j * n_draws : (j + 1) * n_draws] * cdf[-1], side="right")
-        A[np.minimum(picks, n_kernels - 1), j] = True
-    return A
-
-
-def selective_probabilities(log_w: np.ndarray, A: np.ndarray, eta_e: float) -> np.ndarray:
-    """``p_j = (1 - eta_e) u_j / sum u + eta_e / J`` with ``u_j = sum_{A(n,j)=1} w_n`` (log domain)."""
-    masked = np.where(A, log_w[:, None], -np.inf)  # (N, J)
-    top = masked.max(axis=0)
-    e = np.fromiter(map(math.exp, (masked - top).ravel().tolist()), np.float64, masked.size).reshape(masked.shape)
-    log_u = top + np.fromiter(map(math.log, np.cumsum(e, axis=0)[-1].tolist()), np.float64, A.shape[1])
-    return (1.0 - eta_e) * fold_weights(log_u) + eta_e / A.shape[1]
-
-
-def observation_probabilities(probabilities: np.ndarray, p_selective: np.ndarray, n_draws: int) -> np.ndarray:
-    """``q_n = sum_j p_j [1 - (1 - p_{t,j}(n))^M]``: probability that kernel ``n`` is in ``S_t``."""
-    miss = 1.0 - probabilities
-    powers = np.fromiter((math.pow(v, n_draws) for v in miss.ravel().tolist()), np.float64, miss.size)
-    return np.cumsum(p_selective[:, None] * (1.0 - powers.reshape(miss.shape)), axis=0)[-1]
-
-
-def _conditional_probabilities(A: np.ndarray, p_selective: np.ndarray) -> np.ndarray:
-    """``q_n = sum_j p_j A(n, j)``: the probability that ``n`` is observed given the graph."""
-    return np.cumsum(A * p_selective[None, :], axis=1)[:, -1]
 
 
 class _WeightedKernelsState(State, Protocol):
@@ -317,17 +278,10 @@ class _RandomFeatureMultiKernel(MultiKernelLearner[WeightedStateT]):
     def kernel_distribution(self, state):
         return normalized_weights(state.log_w)
 
-    def _step_theta(self, theta: np.ndarray, Z: np.ndarray, f: np.ndarray, y: float, eta_t: float) -> np.ndarray:
-        """In place, for the kernels of the rows of ``theta``: ``theta_n -= eta_t grad L_n``.
-
-        ``Z`` holds the kernels' features of the example and ``f`` their predictions;
-        returns the losses ``L_n`` before the step.
-        """
-        lam = self.config.lam
-        losses = 2.0 * _SQUARE.value(f, y) + lam * row_dots(theta, theta)
-        grad = (2.0 * _SQUARE.grad(f, y))[:, None] * Z + (2.0 * lam) * theta
-        theta -= eta_t * grad
-        return losses
+    def _steps(self, jit: ModuleType) -> Any:
+        """The folds' ``Steps`` bundle of this config (``eta_e`` 0 where the learner has none)."""
+        cfg = self.config
+        return jit.Steps(float(cfg.eta), float(getattr(cfg, "eta_e", 0.0)), cfg.schedule == "constant", float(cfg.lam))
 
     def predict(self, state: WeightedStateT, X: ArrayLike) -> np.ndarray:
         """Mixture of all kernels with the normalised weights ``sum_n (w_n / sum w) f_n(X)``."""
@@ -381,28 +335,14 @@ class Raker(_RandomFeatureMultiKernel[RakerState]):
         X, y = validate_xy(self, X, y)
         theta, log_w, n_seen = state.theta.copy(), state.log_w.copy(), int(state.n_seen)
         scores = np.empty(len(y))
-        cfg, jit = self.config, kernels()
+        cfg, jit = self.config, folds(MULTIKERNEL_FOLDS)
+        state_arrays, steps = jit.Weighted(theta, log_w), self._steps(jit)
         omega = self.bank.stack() if len(y) else np.empty((0, 0, 0), np.float32)  # no rows: no frequencies
         for start, Z in self.bank.row_blocks(omega, X):  # (n, N, 2D): all kernels every step
             part = slice(start, start + len(Z))
-            if jit is not None:
-                jit.fold_raker(Z, y[part], theta, log_w, scores[part], n_seen + start, cfg.eta, cfg.schedule == "constant", cfg.lam)
-            else:
-                log_w = self._fold(Z, y[part], theta, log_w, scores[part], n_seen + start)
+            jit.fold_raker(Z, y[part], scores[part], state_arrays, n_seen + start, steps)
         new = RakerState(theta=theta, log_w=log_w, n_seen=np.asarray(n_seen + len(y), dtype=np.int64))
         return new, scores
-
-    def _fold(self, Z: np.ndarray, y: np.ndarray, theta: np.ndarray, log_w: np.ndarray, scores: np.ndarray, counter: int) -> np.ndarray:
-        """The numpy fold of rows with features ``Z`` (``theta`` and ``scores`` in place);
-        returns the new log-weights. ``_jit_folds.fold_raker`` is the same, compiled."""
-        for r in range(len(y)):
-            eta_t = self.config.rate(self.config.eta, counter + r + 1)
-            f = row_dots(Z[r], theta)
-            scores[r] = fold_weights(log_w) @ f
-            losses = self._step_theta(theta, Z[r], f, y[r], eta_t)
-            log_w = fold_log_normalize(log_w - eta_t * losses)
-        return log_w
-
 
 class OMKLGF(_RandomFeatureMultiKernel[OMKLGFState]):
     """OMKL-GF: online multi-kernel regression with graph-structured feedback (``omkl_gf``).
@@ -450,70 +390,24 @@ class OMKLGF(_RandomFeatureMultiKernel[OMKLGFState]):
         cfg = self.config
         uniforms = example_uniform_rows(cfg.seed, n_seen, n_seen + len(y), 1 + cfg.selective_nodes * cfg.draws_per_node)
         scores = np.empty(len(y))
-        jit = kernels() if len(y) else None
-        if jit is not None:
-            work = self._compiled_fold(jit, work, X, y, uniforms, scores)
-        elif len(y):
-            omega = self.bank.stack()
-            for i in range(len(y)):
-                chosen, A, p_sel, P = self._draw(work, n_seen + i, uniforms[i])
-                Z = self.bank.rows(omega, X[i], chosen)  # (|S|, 2D): only the chosen kernels' features
-                scores[i], work = self._step(work, Z, y[i], n_seen + i, chosen, A, p_sel, P)
+        if len(y):
+            work = self._fold(folds(MULTIKERNEL_FOLDS), work, X, y, uniforms, scores)
         return work._replace(n_seen=np.asarray(n_seen + len(y), dtype=np.int64)), scores
-
-    def _draw(self, work: OMKLGFState, counter: int, uniforms: np.ndarray):
-        """Algorithm 2 steps 1-3 for example ``counter`` (0-based): ``(S_t, A, p, P)``."""
-        cfg = self.config
-        J, M = cfg.selective_nodes, cfg.draws_per_node
-        eta_e = cfg.rate(cfg.eta_e, counter + 1)
-        P = graph_probabilities(fold_weights(work.log_w), eta_e, J)
-        A = work.graph if bool(work.frozen) else draw_graph(P, uniforms[1:], M)
-        # One selective node is chosen with probability (1 - eta_e) + eta_e = 1.
-        p_sel = selective_probabilities(work.log_w, A, eta_e) if J > 1 else _ONE
-        return np.flatnonzero(A[:, draw_index(p_sel, uniforms[0]) if J > 1 else 0]), A, p_sel, P
-
-    def _step(
-        self, work: OMKLGFState, Z: np.ndarray, y: float, counter: int, chosen: np.ndarray, A: np.ndarray, p_sel: np.ndarray, P: np.ndarray
-    ) -> tuple[float, OMKLGFState]:
-        """One example (0-based ``counter``) with the draws of :meth:`_draw` and the chosen
-        kernels' features ``Z``: Algorithm 2 steps 4-7; returns the prediction and the new
-        working state (``theta`` and ``n_used`` updated in place). ``_jit_folds.fold_omkl_gf``
-        is the same, compiled."""
-        cfg = self.config
-        t = counter + 1
-        eta_t = cfg.rate(cfg.eta, t)
-        log_w, theta, frozen = work.log_w, work.theta, bool(work.frozen)
-        sub = theta[chosen]
-        f = row_dots(Z, sub)
-        y_hat = float(fold_weights(log_w[chosen]) @ f)
-
-        losses = self._step_theta(sub, Z, f, y, eta_t)
-        theta[chosen] = sub
-        if frozen and cfg.frozen_q == "conditional":
-            q = _conditional_probabilities(A, p_sel)
-        else:
-            q = observation_probabilities(P, p_sel, cfg.draws_per_node)
-        log_w[chosen] -= (eta_t / self._b_scale) * losses / q[chosen]
-        work.n_used[chosen] += 1
-        error = y_hat - y
-        sq_error = float(work.sq_error) + error * error
-        work = work._replace(sq_error=np.asarray(sq_error))
-        if not frozen:
-            loss = sq_error / t if cfg.freeze_on == "mse" else error * error
-            work = work._replace(graph=A, frozen=np.asarray(loss < cfg.freeze_below))
-        return y_hat, work._replace(log_w=fold_log_normalize(log_w))
 
     @property
     def _b_scale(self) -> float:
         """``2^b``, ``b = floor(log2 J)``."""
         return float(2 ** int(math.floor(math.log2(self.config.selective_nodes))))
 
-    def _compiled_fold(self, jit, work: OMKLGFState, X: np.ndarray, y: np.ndarray, uniforms: np.ndarray, scores: np.ndarray) -> OMKLGFState:
-        """The fold in compiled code, features computed for the kernels the rows draw
-        (:func:`~okl_core.learners.multikernel.fold_on_demand`); the same bytes as :meth:`_step`."""
+    def _fold(self, jit: ModuleType, work: OMKLGFState, X: np.ndarray, y: np.ndarray, uniforms: np.ndarray, scores: np.ndarray) -> OMKLGFState:
+        """The rows in compiled code (``_multikernel_folds.fold_omkl_gf``), features computed for
+        the kernels the rows draw (:func:`~okl_core.learners.multikernel.fold_on_demand`)."""
         cfg, n_seen = self.config, int(work.n_seen)
         frozen, sq_error = np.array([bool(work.frozen)]), np.array([float(work.sq_error)])
         J, M = cfg.selective_nodes, cfg.draws_per_node
+        state_arrays, steps = jit.Weighted(work.theta, work.log_w), self._steps(jit)
+        graph_state = jit.Graph(work.graph, frozen, work.n_used, sq_error)
+        rule = jit.GraphRule(int(M), self._b_scale, float(cfg.freeze_below), cfg.freeze_on == "mse", cfg.frozen_q == "conditional")
 
         def guess(start, stop):
             # Every node's draws with the weights at the block's start (a superset for J > 1).
@@ -530,11 +424,7 @@ class OMKLGF(_RandomFeatureMultiKernel[OMKLGFState]):
 
         def run(start, Z, have, r):
             part = slice(start, start + len(Z))
-            return jit.fold_omkl_gf(
-                Z, have, r, y[part], uniforms[part], work.theta, work.log_w, work.graph, frozen, work.n_used, sq_error,
-                scores[part], n_seen + start, cfg.eta, cfg.eta_e, cfg.schedule == "constant", cfg.lam, M, self._b_scale,
-                cfg.freeze_below, cfg.freeze_on == "mse", cfg.frozen_q == "conditional",
-            )
+            return jit.fold_omkl_gf(Z, have, r, y[part], uniforms[part], scores[part], state_arrays, graph_state, n_seen + start, steps, rule)
 
         fold_on_demand(self.bank, self.bank.stack(), X, guess, run)
         return work._replace(frozen=np.asarray(bool(frozen[0])), sq_error=np.asarray(float(sq_error[0])))
