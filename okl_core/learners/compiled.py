@@ -157,7 +157,7 @@ def _use_cache_dir() -> None:
     if not os.access(path, os.W_OK | os.X_OK):
         return
     os.environ["NUMBA_CACHE_DIR"] = path
-    if "numba" in sys.modules:  # imported before okl's first fold: its configuration is read again
+    if sys.modules.get("numba") is not None:  # imported before okl's first fold: its configuration is read again
         from numba.core import config
 
         config.reload_config()

@@ -1,16 +1,17 @@
-"""The compiled per-row folds (okl_core.learners.compiled) give the numpy fold's bytes.
+"""The compiled per-row folds (okl_core.learners.compiled) give the numpy references' bytes.
 
-Every learner whose fold is compiled is trained with the compiled fold and with the numpy
-fold (``OKL_NO_JIT=1``) over several configurations and batch splits; states, online
-scores and predictions must be byte-identical. While the compiled fold runs, the numpy
-fold's per-row ``score`` raises, so a comparison cannot pass by running numpy twice.
+Every learner whose fold is compiled is trained with its compiled folds and with the numpy
+reference of them (tests/okl_core/reference; OKS: oks.py's numpy steps) over several
+configurations and batch splits; states, online scores and predictions must be
+byte-identical. Without numba, or with numba's ``NUMBA_DISABLE_JIT=1``, the same fold code
+runs as Python and gives the same bytes.
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
-import warnings
 
 import numpy as np
 import pytest
@@ -18,14 +19,10 @@ import pytest
 import okl_core
 import okl_core.learners.omkl
 import okl_core.learners.oks
-from okl_core.learners import compiled, multikernel, rules
-from okl_core.learners.fogd import _ClassRows, _NormalizedClassRows
-from okl_core.learners.rules import LinearRows, MulticlassHingeRule, NormalizedRows, RegressionRule, RegressionRuleConfig, rule_code
+from okl_core.learners import _jit_folds, compiled, multikernel, rules
+from okl_core.learners.rules import MulticlassHingeRule, RegressionRule
 from tests.okl_core.real_data import a9a
-
-numba = pytest.importorskip("numba", reason="numba is not installed: only the numpy folds run")
-
-from okl_core.learners import _jit_folds  # noqa: E402  (needs numba)
+from tests.okl_core.reference.folds import use_reference_folds
 
 # (learner, parameters): every learner with a compiled fold, over several configurations.
 CASES = [
@@ -77,36 +74,41 @@ def train_bytes(learner, X, y, splits):
     return out + [np.ascontiguousarray(learner.predict(state, X[:50])).tobytes()]
 
 
-def _forbid(monkeypatch):
-    """Make the numpy fold's per-row scoring fail (the compiled fold must do the work)."""
+OKS_LEARNERS = {"rf_oks_pp", "rf_ioks", "oks", "oks_pp", "ioks"}
 
-    def fail(self, i):
-        raise AssertionError("the numpy per-row fold ran where the compiled fold should have")
 
-    for model in (LinearRows, _ClassRows, NormalizedRows, _NormalizedClassRows):  # the NAG models score on their own
-        monkeypatch.setattr(model, "score", fail)
+def use_numpy(monkeypatch, name):
+    """Make learner ``name`` run its numpy reference: the reference folds of
+    tests/okl_core/reference, or (OKS, until its folds have one there) oks.py's numpy steps."""
+    if name in OKS_LEARNERS:
+        import okl_core.kernels
+
+        monkeypatch.setattr(okl_core.learners.oks, "kernels", lambda: None)
+        monkeypatch.setattr(okl_core.kernels, "kernels", lambda: None)
+    else:
+        use_reference_folds(monkeypatch)
 
 
 def both_folds(monkeypatch, name, params, n=600, splits=3, seed=0):
+    """The reference's bytes of ``train_bytes`` on pixel rows, the learner and its rows."""
     learner = okl_core.make_learner(name, n_inputs=D_IN, **params)
     X, digits = pixels(n, seed=seed)
     y = labels(learner, digits)
-    monkeypatch.setenv("OKL_NO_JIT", "1")
-    reference = train_bytes(learner, X, y, splits)
-    monkeypatch.delenv("OKL_NO_JIT")
+    with monkeypatch.context() as m:
+        use_numpy(m, name)
+        reference = train_bytes(learner, X, y, splits)
     return reference, learner, X, y
 
 
 @pytest.mark.parametrize(("name", "params"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 @pytest.mark.parametrize("splits", [1, 4])
-def test_compiled_fold_gives_the_numpy_folds_bytes(monkeypatch, name, params, splits):
+def test_compiled_fold_gives_the_references_bytes(monkeypatch, name, params, splits):
     reference, learner, X, y = both_folds(monkeypatch, name, params, splits=splits)
-    _forbid(monkeypatch)
     assert train_bytes(learner, X, y, splits) == reference
 
 
 # The multi-kernel learners (okl_core.learners.omkl, .oks): every loss, rule option and
-# graph shape, on the pixel rows; their numpy folds raise while the compiled ones run.
+# graph shape, on the pixel rows; OKS's numpy steps raise while the compiled folds run.
 TWO = "gaussian:0.5,gaussian:2"
 NINE = ",".join(f"gaussian:2^{k}" for k in range(-2, 7))
 MIXED = "gaussian:1,laplacian:8,cauchy:2"
@@ -138,20 +140,19 @@ MK_CASES = [
 
 
 def _forbid_multikernel(monkeypatch):
-    """Make the multi-kernel learners' numpy per-row steps fail."""
+    """Make OKS's numpy per-row steps fail (the compiled folds must do the work)."""
     from okl_core.learners.oks import IOKSRule, OKSPlusPlusRule, OKSRule
 
     def fail(*args, **kwargs):
         raise AssertionError("the numpy per-row fold ran where the compiled fold should have")
 
-    for cls, method in ((okl_core.learners.omkl.Raker, "_fold"), (okl_core.learners.omkl.OMKLGF, "_step"),
-                        (OKSPlusPlusRule, "step"), (IOKSRule, "step"), (OKSRule, "step")):
-        monkeypatch.setattr(cls, method, fail)
+    for cls in (OKSPlusPlusRule, IOKSRule, OKSRule):
+        monkeypatch.setattr(cls, "step", fail)
 
 
 @pytest.mark.parametrize(("name", "params"), MK_CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(MK_CASES)])
 @pytest.mark.parametrize("splits", [1, 4])
-def test_compiled_multikernel_folds_give_the_numpy_folds_bytes(monkeypatch, name, params, splits):
+def test_compiled_multikernel_folds_give_the_references_bytes(monkeypatch, name, params, splits):
     reference, learner, X, y = both_folds(monkeypatch, name, params, splits=splits)
     _forbid_multikernel(monkeypatch)
     assert train_bytes(learner, X, y, splits) == reference
@@ -172,9 +173,9 @@ def test_compiled_multikernel_folds_after_a_merge(monkeypatch, name):
     learner = okl_core.make_learner(name, n_inputs=D_IN, n_components=40, **params)
     X, digits = pixels(600, seed=2)
     y = labels(learner, digits)
-    monkeypatch.setenv("OKL_NO_JIT", "1")
-    reference = _merged_then_trained(learner, X, y)
-    monkeypatch.delenv("OKL_NO_JIT")
+    with monkeypatch.context() as m:
+        use_numpy(m, name)
+        reference = _merged_then_trained(learner, X, y)
     _forbid_multikernel(monkeypatch)
     assert _merged_then_trained(learner, X, y) == reference
 
@@ -221,9 +222,9 @@ def test_compiled_selection_folds_on_a9a_at_the_papers_size(monkeypatch, name, p
     X, y = a9a()
     X, y = X[:rows], y[:rows].astype(np.float64)
     learner = okl_core.make_learner(name, n_inputs=123, **params)
-    monkeypatch.setenv("OKL_NO_JIT", "1")
-    reference = train_bytes(learner, X, y, splits)
-    monkeypatch.delenv("OKL_NO_JIT")
+    with monkeypatch.context() as m:
+        use_numpy(m, name)
+        reference = train_bytes(learner, X, y, splits)
     _forbid_multikernel(monkeypatch)
     assert train_bytes(learner, X, y, splits) == reference
 
@@ -259,12 +260,14 @@ def test_compiled_support_folds_stop_at_the_cap_as_the_numpy_fold(monkeypatch, n
     X, digits = pixels(121, seed=5)
     y = labels(learner, digits)
     outcomes = []
-    for no_jit in ("1", "0"):
-        monkeypatch.setenv("OKL_NO_JIT", no_jit)
-        state, _ = learner.update(learner.init(), X[:60], y[:60])
-        full, _ = learner.update(state, X[60:120], y[60:120])
-        with pytest.raises(ValueError, match="max_support=120") as error:
-            learner.update(state, X[60:], y[60:])
+    for reference in (True, False):
+        with monkeypatch.context() as m:
+            if reference:
+                use_numpy(m, name)
+            state, _ = learner.update(learner.init(), X[:60], y[:60])
+            full, _ = learner.update(state, X[60:120], y[60:120])
+            with pytest.raises(ValueError, match="max_support=120") as error:
+                learner.update(state, X[60:], y[60:])
         outcomes.append((okl_core.model_bytes(learner, full), int(full.sv_count.sum()), str(error.value)))
     assert outcomes[0] == outcomes[1] and outcomes[0][1] == 120
 
@@ -282,45 +285,73 @@ def test_feature_blocks_are_the_per_row_features_bit_for_bit():
     assert np.array_equal(block.have, need) and block.Z[need].tobytes() == rows[need].tobytes()
 
 
-def test_numpy_fold_is_forced_by_okl_no_jit(monkeypatch):
-    monkeypatch.setenv("OKL_NO_JIT", "1")
-    assert compiled.kernels() is None
-    _forbid(monkeypatch)
-    learner = okl_core.make_learner("fogd", n_inputs=D_IN, n_components=20)
-    X, digits = pixels(20)
-    with pytest.raises(AssertionError, match="numpy per-row fold ran"):
-        learner.update(learner.init(), X, labels(learner, digits))
+AS_PYTHON = """
+import hashlib, json, sys, warnings
+if sys.argv[1] == "no-numba":
+    sys.modules["numba"] = None  # import numba fails
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import okl_core
+    from tests.okl_core.test_compiled_folds import D_IN, labels, pixels, train_bytes
+    out = {}
+    for name, params in json.loads(sys.argv[2]):
+        learner = okl_core.make_learner(name, n_inputs=D_IN, **params)
+        X, digits = pixels(150, seed=1)
+        out[name] = hashlib.sha256(b"".join(train_bytes(learner, X, labels(learner, digits), 2))).hexdigest()
+print(json.dumps([out, [str(w.message) for w in caught if w.category is RuntimeWarning]]))
+"""
+AS_PYTHON_CASES = [
+    ("fogd", dict(n_components=40, sigma=1.0, eta=0.3, step="normalized")),
+    ("mfogd", dict(n_components=40, sigma=1.0, eta=0.2, n_classes=3, step="adagrad")),
+    ("mkernel_ogd", dict(sigma=2.0, eta=0.5, n_classes=3)),
+    ("nogd_r", dict(sigma=2.0, budget=20, rank=10, eta=0.3, eps=0.01)),
+    ("omkl_gf", dict(n_components=20, selective_nodes=2)),
+    ("raker", dict(n_components=20)),
+]
 
 
-def test_without_numba_the_numpy_fold_runs_after_one_warning(monkeypatch):
-    learner = okl_core.make_learner("mfogd", n_inputs=D_IN, n_components=50, n_classes=10, eta=0.05)
-    X, digits = pixels(300)
-    monkeypatch.setenv("OKL_NO_JIT", "1")
-    reference = train_bytes(learner, X, digits, 2)
-    monkeypatch.delenv("OKL_NO_JIT")
-    monkeypatch.setattr(compiled, "_loaded", [])
-    monkeypatch.setitem(sys.modules, "okl_core.learners._jit_folds", None)  # import fails
-    monkeypatch.delattr(okl_core.learners, "_jit_folds")
-    with pytest.warns(RuntimeWarning, match="compiled folds unavailable.*numpy folds"):
-        first = train_bytes(learner, X, digits, 2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        again = train_bytes(learner, X, digits, 2)
-    assert first == again == reference
+def _as_python(mode, env=None):
+    """(learner -> sha256 of its bytes, RuntimeWarnings) of :data:`AS_PYTHON` in a fresh process."""
+    result = subprocess.run([sys.executable, "-c", AS_PYTHON, mode, json.dumps(AS_PYTHON_CASES)], capture_output=True, text=True,
+                            check=True, env={**os.environ, **(env or {})}, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_rule_codes_cover_the_rules_and_only_them():
-    rule = MulticlassHingeRule(type("C", (), {"eta": 0.5, "n_classes": 4})())
-    assert rule_code(rule) == rule_code(rule.rival) == (rules.MULTICLASS, 0.5, 0.0)
-    config = RegressionRuleConfig(eta=0.1, eps=0.2, threshold="squared")
-    assert rule_code(RegressionRule(config)) == (rules.SQUARED, 0.1, 0.2)
+def test_without_numba_the_same_folds_run_as_python_after_one_warning():
+    (python, warned), (compiled_bytes, quiet) = _as_python("no-numba"), _as_python("numba")
+    assert python == compiled_bytes and quiet == []
+    assert len(warned) == 1 and re.match(r"okl: numba unavailable \((ModuleNotFound|Import)Error: ", warned[0])
+    assert warned[0].endswith("): folds run as plain Python, same code, slower")
 
-    class Shifted(RegressionRule):  # changes the decision: must not be compiled as the parent
-        def __call__(self, f, y):
-            return super().__call__(f + 1.0, y)
 
-    assert rule_code(Shifted(config)) is None
-    assert rule_code(lambda f, y: None) is None
+def test_numbas_disable_jit_runs_the_folds_as_python_with_the_same_bytes():
+    (python, warned), (compiled_bytes, _) = _as_python("numba", {"NUMBA_DISABLE_JIT": "1"}), _as_python("numba")
+    assert python == compiled_bytes and warned == []
+
+
+def test_the_compile_cache_is_keyed_by_every_fold_source(tmp_path, monkeypatch):
+    # numba keys a fold's cache by its own file only: the folder is named by a hash over all
+    # the fold modules (and the rule codes they freeze), so an edit anywhere moves it.
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    digest = compiled.fold_sources_digest()
+    assert compiled.fold_cache_dir() == str(tmp_path / digest)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / digest))  # a child process of okl's
+    assert compiled.fold_cache_dir() == str(tmp_path / digest)
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    for name in compiled.FOLD_MODULES + compiled._FROZEN_SOURCES:
+        (sources / (name.rsplit(".", 1)[-1] + ".py")).write_text(f"# {name}\n")
+    monkeypatch.syspath_prepend(str(sources))
+    monkeypatch.setattr(compiled, "FOLD_MODULES", ("_linear_folds", "_expansion_folds"))
+    monkeypatch.setattr(compiled, "_FROZEN_SOURCES", ("rules",))
+    before = compiled.fold_sources_digest()
+    (sources / "_expansion_folds.py").write_text("# changed\n")
+    assert compiled.fold_sources_digest() != before and len(before) == 16
+
+
+def test_folds_refuses_a_module_that_is_not_a_fold_module():
+    with pytest.raises(ValueError, match="okl_core.learners.rules is not a fold module"):
+        compiled.folds("okl_core.learners.rules")
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -350,8 +381,9 @@ def test_compiled_scalar_rules_match_the_rules_at_the_thresholds(kind):
 
 
 FRESH_PROCESS = """
-import json, os, sys, numpy as np, okl_core
+import json, os, sys, numpy as np, okl_core, pytest
 from okl_core.learners import compiled
+from tests.okl_core.reference.folds import use_reference_folds
 if sys.argv[1] == "unpinned":
     compiled.pin_new_libraries = lambda: None
 rng = np.random.default_rng(0)
@@ -364,16 +396,19 @@ for name in ("fogd", "mfogd"):
     learner = okl_core.make_learner(name, n_inputs=784, n_components=8192, eta=0.5, **({"n_classes": 10} if name == "mfogd" else {}))
     y = digits if name == "mfogd" else np.where(digits % 2 == 0, 1.0, -1.0)
     for mode in ("compiled", "numpy"):  # the compiled fold first: it loads scipy's BLAS inside the pin
-        os.environ["OKL_NO_JIT"] = "1" if mode == "numpy" else "0"
-        state, scores = learner.update(learner.init(), X, y)
+        with pytest.MonkeyPatch.context() as m:
+            if mode == "numpy":
+                use_reference_folds(m)
+            state, scores = learner.update(learner.init(), X, y)
         out[name + "/" + mode] = okl_core.model_bytes(learner, state).hex()[-64:] + scores.tobytes().hex()[-64:]
 print(json.dumps(out))
 """
 
 
 def _fresh_process(mode):
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS") and k != "OKL_NO_JIT"}
-    result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, mode], env=env, capture_output=True, text=True, check=True)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, mode], env=env, capture_output=True, text=True, check=True,
+                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     out = json.loads(result.stdout.strip().splitlines()[-1])
     return {name: (out[name + "/compiled"], out[name + "/numpy"]) for name in ("fogd", "mfogd")}
 
@@ -399,9 +434,10 @@ WARM_UP = """
 import json, sys
 import numpy as np
 import okl_core
-from okl_core.learners import _jit_folds, compiled
+from okl_core.learners import compiled
 def loaded():
-    return {name: [str(s) for s in f.signatures] for name, f in vars(_jit_folds).items() if hasattr(f, "signatures") and f.signatures}
+    modules = [sys.modules[m] for m in compiled.FOLD_MODULES if m in sys.modules]
+    return {name: [str(s) for s in f.signatures] for m in modules for name, f in vars(m).items() if getattr(f, "signatures", None)}
 learner = okl_core.make_learner(sys.argv[1], n_inputs=64, n_components=50, n_classes=10, eta=0.05)
 before = loaded()
 compiled.warm_up(learner)
@@ -415,8 +451,7 @@ print(json.dumps([before, warmed, loaded()]))
 def test_warm_up_loads_the_compiled_fold_that_a_batch_then_uses():
     # A worker warms its learner at start: the first real batch must then find every compiled
     # kernel it calls already loaded (same signatures), and none may have been loaded before.
-    env = {k: v for k, v in os.environ.items() if k != "OKL_NO_JIT"}
-    result = subprocess.run([sys.executable, "-c", WARM_UP, "mfogd"], env=env, capture_output=True, text=True, check=True)
+    result = subprocess.run([sys.executable, "-c", WARM_UP, "mfogd"], capture_output=True, text=True, check=True)
     before, warmed, after = json.loads(result.stdout.strip().splitlines()[-1])
     assert before == {} and "fold_multiclass" in warmed
     assert after == warmed
@@ -431,14 +466,13 @@ NOT_ROW_BY_ROW = {"dsg", "kernel_awv", "krr", "pkawv_nystrom", "pkawv_taylor"}
 @pytest.mark.parametrize("name", sorted(set(okl_core.learner_names()) - NOT_ROW_BY_ROW))
 def test_every_row_by_row_learner_runs_a_compiled_fold(name, monkeypatch):
     """The registry's row-by-row learners (every one but NOT_ROW_BY_ROW) call a compiled fold
-    of ``_jit_folds`` in ``update``: a learner added later without one fails here."""
-    if compiled.kernels() is None:
-        pytest.skip("compiled folds disabled (OKL_NO_JIT)")
+    of a module of ``compiled.FOLD_MODULES`` in ``update``: a learner added later without one fails here."""
     called = []
-    for attribute in dir(_jit_folds):
-        function = getattr(_jit_folds, attribute)
-        if attribute.startswith("fold_") and isinstance(function, numba.core.registry.CPUDispatcher):
-            monkeypatch.setattr(_jit_folds, attribute, lambda *a, _f=function, _n=attribute: called.append(_n) or _f(*a))
+    for module in map(compiled.folds, compiled.FOLD_MODULES):
+        for attribute in dir(module):
+            function = getattr(module, attribute)
+            if attribute.startswith("fold_") and callable(function):
+                monkeypatch.setattr(module, attribute, lambda *a, _f=function, _n=attribute: called.append(_n) or _f(*a))
     params = dict(okl_core.learner_class(name).conformance_params)
     learner = okl_core.make_learner(name, n_inputs=6, **params)
     rng = np.random.default_rng(0)

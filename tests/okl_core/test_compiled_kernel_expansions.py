@@ -1,11 +1,11 @@
-"""Compiled folds of the exact-kernel expansions give the numpy folds' bytes.
+"""The compiled folds of the exact-kernel expansions give the numpy reference's bytes.
 
 kernel_ogd, mkernel_ogd, kernel_ogd_r, kernel_perceptron (``kernel_ogd._GrowingExpansion``)
 and NOGD's kernel phase (``nogd._BudgetedExpansion``: nogd, mnogd, nogd_r) are trained with
-the compiled fold and with the numpy fold (``OKL_NO_JIT=1``): states, online scores and
-predictions must be byte-identical, for every kernel, several batch splits, a support set
-growing past a batch and past its buffer, and NOGD's budget filling inside a batch. While
-the compiled fold runs, the numpy fold's per-row ``score`` raises.
+their compiled folds (``okl_core.learners._expansion_folds``) and with the numpy reference
+(tests/okl_core/reference/expansions.py): states, online scores and predictions must be
+byte-identical, for every kernel, several batch splits, a support set growing past a batch
+and past its buffer, and NOGD's budget filling inside a batch.
 """
 
 import pytest
@@ -13,11 +13,9 @@ import pytest
 import okl_core
 from okl_core.learners.kernel_ogd import _GrowingExpansion
 from okl_core.learners.nogd import _BudgetedExpansion
-from okl_core.learners.rules import LinearRows
 from tests.okl_core.real_data import mnist_test
+from tests.okl_core.reference.folds import use_reference_folds
 from tests.okl_core.test_compiled_folds import D_IN, labels, pixels, train_bytes
-
-pytest.importorskip("numba", reason="numba is not installed: only the numpy folds run")
 
 KERNELS = ("gaussian", "laplacian", "cauchy")
 SIGMA = {"gaussian": 2.0, "laplacian": 12.0, "cauchy": 2.0}  # on 64 pixel-like inputs: kernel values spread over (0, 1)
@@ -38,34 +36,20 @@ NOGDS = [  # budget 20 fills inside the first batch of every split below
 ]
 
 
-def forbid_numpy_scores(monkeypatch):
-    """Make the numpy folds' per-row scoring fail (their ``add`` stays: the compiled fold
-    leaves it the updates that grow a full buffer or start NOGD's linear phase)."""
-
-    def fail(self, i):
-        raise AssertionError("the numpy per-row fold ran where the compiled fold should have")
-
-    for model in (_GrowingExpansion, _BudgetedExpansion, LinearRows):
-        monkeypatch.setattr(model, "score", fail)
-
-
 def both(monkeypatch, name, params, X, digits, splits):
-    """(numpy fold's bytes, compiled fold's bytes, learner) of ``train_bytes``."""
+    """(the reference's bytes, the compiled folds' bytes, learner) of ``train_bytes``."""
     learner = okl_core.make_learner(name, n_inputs=X.shape[1], **params)
     y = labels(learner, digits)
     with monkeypatch.context() as m:
-        m.setenv("OKL_NO_JIT", "1")
+        use_reference_folds(m)
         reference = train_bytes(learner, X, y, splits)
-    with monkeypatch.context() as m:
-        m.delenv("OKL_NO_JIT", raising=False)
-        forbid_numpy_scores(m)
-        return reference, train_bytes(learner, X, y, splits), learner
+    return reference, train_bytes(learner, X, y, splits), learner
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize(("name", "params"), EXPANSIONS + NOGDS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(EXPANSIONS + NOGDS)])
 @pytest.mark.parametrize("splits", [1, 4])
-def test_compiled_expansion_folds_give_the_numpy_folds_bytes(monkeypatch, name, params, kernel, splits):
+def test_compiled_expansion_folds_give_the_references_bytes(monkeypatch, name, params, kernel, splits):
     X, digits = pixels(400, seed=1)
     reference, compiled, _ = both(monkeypatch, name, dict(params, kernel=kernel, sigma=SIGMA[kernel]), X, digits, splits)
     assert compiled == reference
@@ -79,7 +63,7 @@ def test_row_by_row(monkeypatch, name, params):
 
 
 def spy_on_add(monkeypatch, model):
-    """Record the rows whose update goes through ``model.add`` (the numpy fold's)."""
+    """Record the rows whose update goes through ``model.add`` (Python's)."""
     calls = []
     original = model.add
     monkeypatch.setattr(model, "add", lambda self, i, coef: calls.append(i) or original(self, i, coef))
@@ -91,7 +75,7 @@ def test_support_growing_past_batches_and_buffers(monkeypatch):
     reference, compiled, learner = both(monkeypatch, "kernel_ogd", dict(sigma=2.0, eta=0.3), X, digits, 3)
     assert compiled == reference
     # The added rows' buffer starts at 16 columns and doubles: the compiled fold hands the
-    # update that finds it full to the numpy add (a few rows) and learns the others itself.
+    # update that finds it full to Python's add (a few rows) and learns the others itself.
     calls = spy_on_add(monkeypatch, _GrowingExpansion)
     state, _ = learner.update(learner.init(), X, labels(learner, digits))
     assert len(state.support) > 300 and 0 < len(calls) <= 6
@@ -101,7 +85,7 @@ def test_support_growing_past_batches_and_buffers(monkeypatch):
 @pytest.mark.parametrize("name", ["nogd", "mnogd", "nogd_r"])
 def test_nogd_budget_filling_mid_batch_hands_over_exactly(monkeypatch, name, switch):
     # One batch of 300 rows: the transition happens at a row inside it and the linear phase
-    # learns the rest; the compiled fold leaves exactly that update to the numpy add.
+    # learns the rest; the compiled fold leaves exactly that update to Python's add.
     params = dict(sigma=2.0, budget=25, rank=10, switch=switch, **({"n_classes": 10} if name == "mnogd" else {}))
     X, digits = pixels(300, seed=4)
     reference, compiled, learner = both(monkeypatch, name, params, X, digits, 1)
@@ -122,15 +106,17 @@ def test_nogd_kernel_phase_is_the_same_for_every_batch_split():
 
 
 @pytest.mark.parametrize("name", ["kernel_ogd", "mkernel_ogd"])
-def test_the_support_cap_stops_the_compiled_fold_with_the_numpy_folds_error(monkeypatch, name):
+def test_the_support_cap_stops_the_compiled_fold_with_the_references_error(monkeypatch, name):
     learner = okl_core.make_learner(name, n_inputs=D_IN, sigma=2.0, max_support=37, **({"n_classes": 10} if name == "mkernel_ogd" else {}))
     X, digits = pixels(200, seed=6)
     y = labels(learner, digits)
     errors = []
-    for no_jit in ("1", "0"):
-        monkeypatch.setenv("OKL_NO_JIT", no_jit)
-        with pytest.raises(ValueError, match="max_support=37") as error:
-            learner.update(learner.update(learner.init(), X[:30], y[:30])[0], X[30:], y[30:])
+    for reference in (True, False):
+        with monkeypatch.context() as m:
+            if reference:
+                use_reference_folds(m)
+            with pytest.raises(ValueError, match="max_support=37") as error:
+                learner.update(learner.update(learner.init(), X[:30], y[:30])[0], X[30:], y[30:])
         errors.append(str(error.value))
     assert errors[0] == errors[1]
 
