@@ -1,7 +1,8 @@
-"""Compiled per-row folds against the numpy fold, in one process (okl_core.learners.compiled).
+"""Compiled per-row folds against their numpy references, in one process (okl_core.learners.compiled).
 
-For each learner, the same batches are learned with the numpy fold (``OKL_NO_JIT=1``) and
-with the compiled fold, and the benchmark prints
+For each learner, the same batches are learned with the numpy reference of its folds
+(tests/okl_core/reference, :func:`numpy_folds`) and with the compiled folds, and the
+benchmark prints
 
     feature map / update   the time of the batch's feature map alone over the update's
                            (the issue's target: >= 0.8 for fogd and mfogd at D = 400 and
@@ -32,7 +33,7 @@ used, on random kernels) -- computed in batches as the compiled fold's feature b
 The kernel versions OKS, OKS++ and IOKS on a9a rows (the six Gaussians, growing support
 sets: the time of a row grows with the rows before it, so their us/row is the average over
 the run's rows) have no feature map (``-``): most of their time is the compiled kernel row
-of the drawn kernel, which both folds call. ``speed-up`` is the numpy update's time over
+of the drawn kernel, which both call. ``speed-up`` is the numpy update's time over
 the compiled one's.
 
 The budget learners (third table, ``okl_core.learners.budget``) at B = 100 and 800: a9a rows
@@ -46,7 +47,8 @@ Run: ``python -m bench.bench_folds [--rows 10000] [--repeats 3] [--tables all|si
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
+import importlib
 import subprocess
 import sys
 import time
@@ -57,6 +59,34 @@ import okl_core
 from bench.common import a9a_shaped, best_of, mnist_shaped
 from okl_core.learners.multikernel import FeatureBlock
 from okl_core.numerics import single_threaded_blas
+from tests.okl_core.reference.folds import LEARNER_MODULES, reference_folds
+
+# Learner modules whose numpy fold still lives beside the compiled one, chosen when their
+# ``kernels()`` gives None (OKS, the budget learners, the kernel rows), until their folds
+# have a reference in tests/okl_core/reference too.
+_NUMPY_WHEN_NO_KERNELS = ("okl_core.learners.oks", "okl_core.learners.budget", "okl_core.kernels")
+
+
+@contextlib.contextmanager
+def numpy_folds(mode):
+    """Run the learners on the numpy references of their folds inside the block when ``mode``
+    is ``'numpy'`` (the compiled folds otherwise)."""
+    patched = []
+    if mode == "numpy":
+        for name in LEARNER_MODULES:
+            patched.append((importlib.import_module(name), "folds", reference_folds))
+        for name in _NUMPY_WHEN_NO_KERNELS:
+            module = importlib.import_module(name)
+            if hasattr(module, "kernels"):
+                patched.append((module, "kernels", lambda: None))
+    saved = [(module, attribute, getattr(module, attribute)) for module, attribute, _ in patched]
+    try:
+        for module, attribute, value in patched:
+            setattr(module, attribute, value)
+        yield
+    finally:
+        for module, attribute, value in saved:
+            setattr(module, attribute, value)
 
 BATCH = 1000
 MNIST = dict(n_inputs=784, sigma=8.0)
@@ -140,11 +170,10 @@ def measure(name, params, X, digits, repeats):
     feature_s = best_of(features_only, repeats, time.process_time) if transform else 0.0
     result = {}
     for mode in ("numpy", "compiled"):
-        os.environ["OKL_NO_JIT"] = "1" if mode == "numpy" else "0"
-        learn()  # warm (the compiled fold's first call loads numba and its code)
-        update_s = best_of(learn, repeats, time.process_time)
+        with numpy_folds(mode):
+            learn()  # warm (the compiled fold's first call loads numba and its code)
+            update_s = best_of(learn, repeats, time.process_time)
         result[mode] = (feature_s / update_s if transform else None, (update_s - feature_s) / len(y) * 1e6, out["bytes"])
-    os.environ.pop("OKL_NO_JIT")
     return learner, len(y), result
 
 
@@ -203,10 +232,9 @@ def measure_multi_kernel(name, params, kind, n, repeats):
 
     result = {}
     for mode in ("numpy", "compiled"):
-        os.environ["OKL_NO_JIT"] = "1" if mode == "numpy" else "0"
-        learn()
-        result[mode] = [best_of(learn, repeats, time.process_time), out["bytes"]]
-    os.environ.pop("OKL_NO_JIT")
+        with numpy_folds(mode):
+            learn()
+            result[mode] = [best_of(learn, repeats, time.process_time), out["bytes"]]
     if bank is None:
         return len(y), None, result
     need = used_pairs(learner, out["state"], len(y))
@@ -245,12 +273,11 @@ FIRST_USE_ARGS = {  # name: (extra parameters, labels)
 }
 
 
-def first_use(name, no_jit):
+def first_use(name):
     """Seconds of import, first update and second update in a fresh process."""
     extra, labels = FIRST_USE_ARGS[name]
-    env = dict(os.environ, OKL_NO_JIT="1" if no_jit else "0")
     code = FIRST_USE.format(name=name, extra=extra, labels=labels)
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return [float(v) for v in result.stdout.split()]
 
 
@@ -328,7 +355,6 @@ def measure_budget(name, params, B, rows, repeats):
     X, y = mnist_shaped(12 * B + rows) if learner.task == "multiclass" else a9a_shaped(12 * B + rows)
     if learner.task == "regression":
         y = y * 0.5 + 0.25 * (X[:, 0] - X[:, 1])  # targets that the eps threshold does not always fire on
-    os.environ["OKL_NO_JIT"] = "0"
     state0, _ = learner.update(learner.init(), X[: 12 * B], y[: 12 * B])
     assert int(state0.n_support) == B, f"{name}: the warm-up did not fill B = {B}"
     X, y, out = X[12 * B :], y[12 * B :], {}
@@ -341,10 +367,9 @@ def measure_budget(name, params, B, rows, repeats):
 
     result = {}
     for mode in ("numpy", "compiled"):
-        os.environ["OKL_NO_JIT"] = "1" if mode == "numpy" else "0"
-        learn()
-        result[mode] = (best_of(learn, repeats, time.process_time), out["bytes"])
-    os.environ.pop("OKL_NO_JIT")
+        with numpy_folds(mode):
+            learn()
+            result[mode] = (best_of(learn, repeats, time.process_time), out["bytes"])
     return len(y), result
 
 
@@ -367,10 +392,8 @@ def first_use_table(args):
         return
     print("\nfirst use in a fresh process (wall s): import okl_core, 1st update, 2nd update of 1,000 rows, D = 400")
     for name in names:
-        for no_jit in (True, False):
-            runs = [first_use(name, no_jit) for _ in range(2)]
-            label = f"{name} {'numpy' if no_jit else 'compiled'}"
-            print(f"  {label:<18}" + "   ".join(" / ".join(f"{v:.3f}" for v in run) for run in runs) + "   (two fresh processes)")
+        runs = [first_use(name) for _ in range(2)]
+        print(f"  {name:<18}" + "   ".join(" / ".join(f"{v:.3f}" for v in run) for run in runs) + "   (two fresh processes)")
 
 
 if __name__ == "__main__":

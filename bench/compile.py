@@ -65,7 +65,6 @@ print(json.dumps({"import_s": t1 - t0, "build_s": t2 - t1, "first_update_s": t3 
 def measure(name: str, rows: int, inputs: int, cache_dir: str) -> dict:
     """One fresh process's figures for learner ``name`` with the compile cache at ``cache_dir``."""
     env = {**os.environ, "NUMBA_CACHE_DIR": cache_dir}
-    env.pop("OKL_NO_JIT", None)
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", _CHILD, name, str(rows), str(inputs), json.dumps(_EXTRA.get(name, {}))],
                          env=env, capture_output=True, text=True, check=True)

@@ -15,6 +15,7 @@ from okl_core.learners.rules import ADAGRAD_DELTA
 
 from .learner_data import rule_updates, tiny_problem
 from .test_fogd import _reference_features
+from tests.okl_core.reference.folds import use_reference_folds
 
 D, SIGMA, SEED, BLOCK = 30, 1.0, 5, 16
 
@@ -48,9 +49,10 @@ def _reference(task, X, y, eta, n_classes=None, eps=0.0):
     ("name", "task", "params"),
     [("fogd", "binary", {"eta": 0.3}), ("mfogd", "multiclass", {"eta": 0.2, "n_classes": 4}), ("fogd_r", "regression", {"eta": 0.1, "eps": 0.05})],
 )
-@pytest.mark.parametrize("no_jit", ["1", "0"], ids=["numpy", "compiled"])
-def test_adagrad_fold_matches_the_hand_written_fold(monkeypatch, name, task, params, no_jit):
-    monkeypatch.setenv("OKL_NO_JIT", no_jit)
+@pytest.mark.parametrize("reference", [True, False], ids=["numpy", "compiled"])
+def test_adagrad_fold_matches_the_hand_written_fold(monkeypatch, name, task, params, reference):
+    if reference:
+        use_reference_folds(monkeypatch)
     X, y = tiny_problem(task, 4, n=200, n_classes=params.get("n_classes", 3))
     learner = _learner(name, **params)
     state, scores = learner.update(learner.init(), X, y)

@@ -19,7 +19,7 @@ import okl_core
 from okl_core import registry, testing
 from okl_core.learners.base import Learner, RandomFeatureConfig, validate_xy
 from okl_core.learners.fogd import LinearState
-from okl_core.learners.rules import LinearRows, PerceptronRule, fold
+from okl_core.learners.rules import PerceptronRule, fold_linear
 
 NAMES = okl_core.learner_names()
 build = testing.conformance_learner
@@ -90,7 +90,7 @@ class RandomFeaturePerceptron(Learner[LinearState]):
     def update(self, state, X, y):
         X, y = validate_xy(self, X, y)
         w, scores = state.w.copy(), np.empty(len(y))
-        fold(PerceptronRule(self.config), LinearRows(w, self.features.transform(X)), y, scores)
+        fold_linear(PerceptronRule(self.config), self.features.transform(X), w, y, scores)
         return LinearState(w=w, n_seen=np.asarray(int(state.n_seen) + len(y), dtype=np.int64)), scores
 
 

@@ -9,6 +9,7 @@ from okl_core.kernels import reference_row_against_buffer
 from okl_core.testing import conformance_learner
 
 from .learner_data import tiny_problem
+from tests.okl_core.reference.folds import use_reference_folds
 
 
 def _reference(X, y, rule, sigma, n_outputs=None):
@@ -151,13 +152,14 @@ def test_a_model_file_from_before_max_support_loads_with_the_default(monkeypatch
 
 @pytest.mark.parametrize("kernel", ["gaussian", "laplacian", "cauchy"])
 @pytest.mark.parametrize("n_inputs", [3, 37, 130])
-@pytest.mark.parametrize("no_jit", ["0", "1"])
-def test_batch_fold_scores_with_the_kernel_row_against_the_added_rows(monkeypatch, kernel, n_inputs, no_jit):
-    # Within a batch the fold (compiled, or numpy's with OKL_NO_JIT=1) scores each row
+@pytest.mark.parametrize("reference", [False, True], ids=["compiled", "numpy"])
+def test_batch_fold_scores_with_the_kernel_row_against_the_added_rows(monkeypatch, kernel, n_inputs, reference):
+    # Within a batch the fold (compiled, or the numpy reference) scores each row
     # against the rows it added, kept as float64 columns with their squared norms (x . x):
     # the bits of reference_row_against_buffer (fixed summation orders, the C library's
     # exp), and within rounding of exact_kernel.
-    monkeypatch.setenv("OKL_NO_JIT", no_jit)
+    if reference:
+        use_reference_folds(monkeypatch)
     rng = np.random.default_rng(n_inputs)
     X = (np.round(rng.random((160, n_inputs)) * 255) / 255).astype(np.float32)
     y = np.where(rng.random(160) < 0.5, 1.0, -1.0)
@@ -183,7 +185,7 @@ def test_a_support_set_over_max_support_is_refused_before_the_fold(monkeypatch, 
     with a larger cap are refused by update with the cap's message (the compiled fold once ran
     past the cap or crashed)."""
     if jit == "numpy":
-        monkeypatch.setenv("OKL_NO_JIT", "1")
+        use_reference_folds(monkeypatch)
     small = conformance_learner("kernel_ogd", max_support=50)
     X, y = tiny_problem("binary", 4, n=200)
     a, _ = small.update(small.init(), X[:40], y[:40])

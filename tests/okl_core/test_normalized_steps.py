@@ -10,7 +10,10 @@ import pytest
 
 import okl_core
 from okl_core.learners.fogd import NormalizedState
-from okl_core.learners.rules import BinaryHingeRule, HingeRuleConfig, NormalizedRows, fold
+from okl_core.learners.compiled import folds
+from okl_core.learners.rules import LINEAR_FOLDS, BinaryHingeRule, HingeRuleConfig
+from tests.okl_core.reference import linear
+from tests.okl_core.reference.folds import use_reference_folds
 
 from .learner_data import rule_updates, tiny_problem
 
@@ -48,9 +51,10 @@ def _reference(task, Z, y, eta, n_classes=None, eps=0.0):
 
 
 @pytest.mark.parametrize(("name", "task", "params"), CASES)
-@pytest.mark.parametrize("no_jit", ["1", "0"], ids=["numpy", "compiled"])
-def test_normalized_fold_matches_the_papers_algorithm(monkeypatch, name, task, params, no_jit):
-    monkeypatch.setenv("OKL_NO_JIT", no_jit)
+@pytest.mark.parametrize("reference", [True, False], ids=["numpy", "compiled"])
+def test_normalized_fold_matches_the_papers_algorithm(monkeypatch, name, task, params, reference):
+    if reference:
+        use_reference_folds(monkeypatch)
     X, y = tiny_problem(task, 4, n=200, n_classes=params.get("n_classes", 3))
     learner = _learner(name, **params)
     state, first = learner.update(learner.init(), X[:70], y[:70])
@@ -67,11 +71,11 @@ def test_normalized_fold_matches_the_papers_algorithm(monkeypatch, name, task, p
     assert np.count_nonzero(state.g2) > 0 and np.count_nonzero(state.w) > 0
 
 
-@pytest.mark.parametrize("no_jit", ["1", "0"], ids=["numpy", "compiled"])
-def test_scaling_a_feature_by_a_power_of_two_changes_no_prediction(monkeypatch, no_jit):
+@pytest.mark.parametrize("reference", [True, False], ids=["numpy", "compiled"])
+def test_scaling_a_feature_by_a_power_of_two_changes_no_prediction(reference):
     # The paper's point: the predictions do not depend on the features' scales. With powers of
     # two every rounding is the same, so the online scores are identical bytes.
-    monkeypatch.setenv("OKL_NO_JIT", no_jit)
+    jit = linear if reference else folds(LINEAR_FOLDS)
     rng = np.random.default_rng(0)
     Z = rng.standard_normal((300, 12))
     Z[rng.random(Z.shape) < 0.3] = 0.0  # features that start at zero and appear later
@@ -81,7 +85,7 @@ def test_scaling_a_feature_by_a_power_of_two_changes_no_prediction(monkeypatch, 
     runs = []
     for features in (Z, Z * column_scales):
         w, s, G, N, scores = np.zeros(12), np.zeros(12), np.zeros(12), np.zeros(1), np.empty(300)
-        fold(rule, NormalizedRows(w, s, G, N, features, 0.5, 0), y, scores)
+        jit.fold_weights_normalized(rule.code, jit.Batch(features, y, scores), 0, w, jit.Normalized(s, G, N, 0, 0.5))
         runs.append((scores, w, s, N))
     (scores, w, s, N), (scaled_scores, scaled_w, scaled_s, scaled_N) = runs
     np.testing.assert_array_equal(scaled_scores, scores)

@@ -8,12 +8,8 @@ import pytest
 import okl_core
 from okl_core.features import FourierFeatures
 from okl_core.learners.multikernel import example_uniforms, kernel_seed, normalized_weights
-from okl_core.learners.omkl import (
-    draw_graph,
-    graph_probabilities,
-    observation_probabilities,
-    selective_probabilities,
-)
+from okl_core.learners.omkl import graph_probabilities
+from tests.okl_core.reference.multikernel import draw_graph, observation_probabilities, selective_probabilities
 
 
 def regression_stream(n=150, d=3, seed=0):
