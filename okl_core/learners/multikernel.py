@@ -391,13 +391,13 @@ def normalized_weights(log_w: np.ndarray) -> np.ndarray:
     return softmax(np.asarray(log_w, dtype=np.float64)[None, :])[0]
 
 
-# -- the per-example arithmetic of the folds, in the form the compiled folds repeat -------
-# The compiled folds (okl_core.learners._jit_folds) give these bytes: numba's exp and log
-# are the C library's (numpy's SIMD exp differed from it on 4.6% of 200,000 arguments,
-# its log on 0.06%), and its sums are sequential (numpy's pairwise np.sum differed from a
-# sequential sum on 63% of 17-element arrays). So the folds exponentiate with math.exp
-# and math.log element by element, sum with np.cumsum (sequential) and take dot products
-# with BLAS ddot (matmul of (1, k) by (k, 1) stacks), as the compiled code does.
+# -- the per-example arithmetic of the folds in numpy (OKS's numpy steps, the tests' references)
+# The compiled folds (_jit_folds.fold_weights_into, log_normalize_in_place ...) give these
+# bytes: numba's exp and log are the C library's (numpy's SIMD exp differed from it on 4.6%
+# of 200,000 arguments, its log on 0.06%), and its sums are sequential (numpy's pairwise
+# np.sum differed from a sequential sum on 63% of 17-element arrays). So these exponentiate
+# with math.exp and math.log element by element, sum with np.cumsum (sequential) and take
+# dot products with BLAS ddot (matmul of (1, k) by (k, 1) stacks), as the compiled code does.
 def fold_weights(log_w: np.ndarray) -> np.ndarray:
     """:func:`normalized_weights` as the folds compute it (C-library exp, sequential sum)."""
     e = libm_exp(log_w - np.max(log_w))
