@@ -383,7 +383,6 @@ def test_compiled_scalar_rules_match_the_rules_at_the_thresholds(kind):
 FRESH_PROCESS = """
 import json, os, sys, numpy as np, okl_core, pytest
 from okl_core.learners import compiled
-from tests.okl_core.reference.folds import use_reference_folds
 if sys.argv[1] == "unpinned":
     compiled.pin_new_libraries = lambda: None
 rng = np.random.default_rng(0)
@@ -397,7 +396,8 @@ for name in ("fogd", "mfogd"):
     y = digits if name == "mfogd" else np.where(digits % 2 == 0, 1.0, -1.0)
     for mode in ("compiled", "numpy"):  # the compiled fold first: it loads scipy's BLAS inside the pin
         with pytest.MonkeyPatch.context() as m:
-            if mode == "numpy":
+            if mode == "numpy":  # imported here: the references' import loads the fold modules, and scipy's BLAS
+                from tests.okl_core.reference.folds import use_reference_folds
                 use_reference_folds(m)
             state, scores = learner.update(learner.init(), X, y)
         out[name + "/" + mode] = okl_core.model_bytes(learner, state).hex()[-64:] + scores.tobytes().hex()[-64:]
