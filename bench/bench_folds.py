@@ -41,7 +41,7 @@ The budget learners (third table, ``okl_core.learners.budget``) at B = 100 and 8
 multiclass ones; each starts from a full support set (learned on the rows before the timed
 ones), so every timed row pays the budget maintenance. ``us/row`` is the whole update.
 
-Run: ``python -m bench.bench_folds [--rows 10000] [--repeats 3] [--tables all|single|multi|budget] [--learners a,b]``.
+Run: ``python -m bench.bench_folds [--rows 10000] [--repeats 3] [--tables all|single,multi,budget] [--learners a,b]``.
 """
 
 from __future__ import annotations
@@ -285,17 +285,23 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--tables", choices=("all", "single", "multi", "budget"), default="all", help="which learners (default all)")
+    parser.add_argument("--tables", type=_tables, default="all", help="all, or comma-separated tables among single, multi, budget (default all)")
     parser.add_argument("--learners", default="", help="comma-separated names: only their rows (default all)")
     args = parser.parse_args()
-    if args.tables in ("all", "single"):
-        single_kernel_table(args)
-    if args.tables in ("all", "multi"):
-        multi_kernel_table(args)
-    if args.tables in ("all", "budget"):
-        budget_table(args)
-    if args.tables == "all":
-        first_use_table(args)
+    tables = {"single": single_kernel_table, "multi": multi_kernel_table, "budget": budget_table, "first": first_use_table}
+    for name, table in tables.items():
+        if name in args.tables:
+            table(args)
+
+
+def _tables(value):
+    """``--tables``: the set of tables asked for (``all``: every one, with the first-use figures)."""
+    names = set(value.split(","))
+    if names == {"all"}:
+        return {"single", "multi", "budget", "first"}
+    if not names or not names <= {"single", "multi", "budget"}:
+        raise argparse.ArgumentTypeError(f"{value!r}: give all, or comma-separated names among single, multi, budget")
+    return names
 
 
 def chosen(args, name):
