@@ -77,15 +77,28 @@ def fold_sources_digest() -> str:
     """A short sha256 of the source files of :data:`FOLD_MODULES` (and of the modules whose
     constants they freeze) together: the name of the compile cache's folder."""
     import hashlib
-    import importlib.util
 
     digest = hashlib.sha256()
     for name in FOLD_MODULES + _FROZEN_SOURCES:
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.origin:
-            with open(spec.origin, "rb") as f:
+        path = _source_path(name)
+        if path is not None and os.path.isfile(path):
+            with open(path, "rb") as f:
                 digest.update(f.read())
     return digest.hexdigest()[:16]
+
+
+def _source_path(module: str) -> str | None:
+    """The source file of ``module``, found without importing it or the packages above it (a fold
+    module's package may import learners, which import the folds: this runs while they load)."""
+    import importlib.util
+
+    top, *rest = module.split(".")
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.origin:
+        return None
+    if not rest:
+        return spec.origin
+    return os.path.join(os.path.dirname(spec.origin), *rest[:-1], rest[-1] + ".py")
 
 
 def fold_cache_dir() -> str:

@@ -332,6 +332,7 @@ def test_numbas_disable_jit_runs_the_folds_as_python_with_the_same_bytes():
 def test_the_compile_cache_is_keyed_by_every_fold_source(tmp_path, monkeypatch):
     # numba keys a fold's cache by its own file only: the folder is named by a hash over all
     # the fold modules (and the rule codes they freeze), so an edit anywhere moves it.
+    assert all(os.path.isfile(compiled._source_path(name)) for name in compiled.FOLD_MODULES + compiled._FROZEN_SOURCES)
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     digest = compiled.fold_sources_digest()
     assert compiled.fold_cache_dir() == str(tmp_path / digest)
