@@ -37,6 +37,7 @@ def _store(rows, i, x, expansion, m, coef):
 
 
 def _fold(decide, kernel, rows, start, expansion, m, defer_at):
+    """Rows ``start..`` scored against the expansion, learned by ``decide``; ``(stop, m)`` as the folds."""
     X, _, _, y, scores = rows
     for i in range(start, len(y)):
         x = X[i].astype(np.float64)
@@ -53,8 +54,10 @@ def _fold(decide, kernel, rows, start, expansion, m, defer_at):
 
 # -- the fold module's functions ---------------------------------------------------------
 def fold_expansion(rule, kernel, rows, start, expansion, m, defer_at):
+    """``_expansion_folds.fold_expansion``: a scalar rule."""
     return _fold(rule_of(rule), kernel, rows, start, expansion, m, defer_at)
 
 
 def fold_expansion_multiclass(eta, kernel, rows, start, expansion, m, defer_at):
+    """``_expansion_folds.fold_expansion_multiclass``: the multiclass rule's dense coefficients."""
     return _fold(multiclass_rule(eta, rows.scores.shape[1]), kernel, rows, start, expansion, m, defer_at)

@@ -178,12 +178,14 @@ def multiclass_rule(eta: float, n_classes: int) -> rules.MulticlassHingeRule:
 
 # -- the fold module's functions ---------------------------------------------------------
 def fold_weights(rule, batch, start, w, adagrad):
+    """``_linear_folds.fold_weights``: a scalar rule on ``w`` (k,), constant or AdaGrad step."""
     Z, y, scores = batch
     model = AdaGradRows(w, adagrad.G, Z, adagrad.eta) if adagrad.G.size else LinearRows(w, Z)
     return fold(rule_of(rule), model, y, scores, start)
 
 
 def fold_multiclass(eta, batch, start, W, class_rows):
+    """``_linear_folds.fold_multiclass``: MFOGD's class rows, or ``W`` (k, C) with dense coefficients."""
     Z, y, scores = batch
     rule = multiclass_rule(eta, scores.shape[1])
     if class_rows:
@@ -192,16 +194,19 @@ def fold_multiclass(eta, batch, start, W, class_rows):
 
 
 def fold_multiclass_adagrad(batch, start, W, adagrad):
+    """``_linear_folds.fold_multiclass_adagrad``: MFOGD with AdaGrad steps."""
     Z, y, scores = batch
     return fold(multiclass_rule(adagrad.eta, scores.shape[1]).rival, AdaGradClassRows(W, adagrad.G, Z, y, adagrad.eta), y, scores, start)
 
 
 def fold_weights_normalized(rule, batch, start, w, nag):
+    """``_linear_folds.fold_weights_normalized``: a scalar rule with NAG steps."""
     Z, y, scores = batch
     return fold(rule_of(rule), NormalizedRows(w, nag.s, nag.G, nag.N, Z, nag.eta, nag.t0), y, scores, start)
 
 
 def fold_multiclass_normalized(batch, start, W, nag):
+    """``_linear_folds.fold_multiclass_normalized``: MFOGD with NAG steps."""
     Z, y, scores = batch
     model = NormalizedClassRows(W, nag.s, nag.G, nag.N, Z, y, nag.eta, nag.t0)
     return fold(multiclass_rule(nag.eta, scores.shape[1]).rival, model, y, scores, start)

@@ -66,11 +66,13 @@ def step_theta(theta: np.ndarray, Z: np.ndarray, f: np.ndarray, y: float, eta_t:
 
 
 def _rate(value: float, t: int, constant: bool) -> float:
+    """``value``, or ``value / sqrt(t)`` unless ``constant``."""
     return value if constant else value / math.sqrt(t)
 
 
 # -- the fold module's functions ---------------------------------------------------------
 def fold_raker(Z, y, scores, state, counter, steps):
+    """``_multikernel_folds.fold_raker``: every kernel scores and steps, the log-weights follow the losses."""
     theta, log_w = state
     for r in range(len(y)):
         eta_t = _rate(steps.eta, counter + r + 1, steps.constant)
@@ -81,6 +83,7 @@ def fold_raker(Z, y, scores, state, counter, steps):
 
 
 def fold_omkl_gf(Z, have, start, y, U, scores, state, graph_state, counter, steps, rule):
+    """``_multikernel_folds.fold_omkl_gf``: Algorithm 2 per row; ``(r, j)`` when row ``r`` lacks kernel ``j``'s features."""
     theta, log_w = state
     graph, frozen, n_used, sq_error = graph_state
     J = graph.shape[1]
