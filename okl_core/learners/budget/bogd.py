@@ -1,4 +1,7 @@
-"""Bounded Online Gradient Descent, uniform sampling (Zhao, Wang, Wu, Jin & Hoi 2012): ``bogd``, ``mbogd``, ``bogd_r``."""
+"""Bounded Online Gradient Descent, uniform sampling (Zhao, Wang, Wu, Jin & Hoi 2012).
+
+Registry names ``bogd``, ``mbogd`` (multiclass) and ``bogd_r`` (regression).
+"""
 
 from __future__ import annotations
 

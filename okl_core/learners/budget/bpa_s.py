@@ -1,4 +1,7 @@
-"""Budget Passive-Aggressive with simple removal (Wang & Vucetic 2010): ``bpa_s``, ``mbpa_s``."""
+"""Budget Passive-Aggressive with simple removal (Wang & Vucetic 2010).
+
+Registry names ``bpa_s`` and ``mbpa_s`` (multiclass).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The Forgetron (Dekel, Shalev-Shwartz & Singer 2008): ``forgetron``, ``mforgetron``, ``forgetron_r``."""
+"""The Forgetron (Dekel, Shalev-Shwartz & Singer 2008).
+
+Registry names ``forgetron``, ``mforgetron`` (multiclass) and ``forgetron_r`` (regression).
+"""
 
 from __future__ import annotations
 

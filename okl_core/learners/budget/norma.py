@@ -1,4 +1,7 @@
-"""NORMA for regression (Kivinen, Smola & Williamson 2004): ``norma_r``."""
+"""NORMA, regularised online learning with kernels (Kivinen, Smola & Williamson 2004).
+
+Registry name ``norma_r`` (regression).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""The Projectron and Projectron++ (Orabona, Keshet & Caputo 2009): ``projectron``,
-``projectron_pp``, ``mprojectron``, ``mprojectron_pp``, ``projectron_r``."""
+"""The Projectron and Projectron++ (Orabona, Keshet & Caputo 2009).
+
+Registry names ``projectron``, ``projectron_pp``, ``mprojectron``, ``mprojectron_pp`` (multiclass)
+and ``projectron_r`` (regression).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The Randomized Budget Perceptron (Cavallanti, Cesa-Bianchi & Gentile 2007): ``rbp``, ``mrbp``, ``rbp_r``."""
+"""The Randomized Budget Perceptron (Cavallanti, Cesa-Bianchi & Gentile 2007).
+
+Registry names ``rbp``, ``mrbp`` (multiclass) and ``rbp_r`` (regression).
+"""
 
 from __future__ import annotations
 
