@@ -240,7 +240,7 @@ class SeededLearner(BudgetLearner):
 
 def scores_2d(scores: np.ndarray) -> np.ndarray:
     """The scores as the folds that write rows of ``C`` take them: (N, C), C = 1 unless multiclass."""
-    return scores.reshape(len(scores), -1)
+    return scores.reshape(len(scores), scores.shape[1] if scores.ndim == 2 else 1)
 
 
 def labels_f64(y: np.ndarray) -> np.ndarray:
