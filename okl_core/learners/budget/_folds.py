@@ -11,8 +11,8 @@ in as scalars and come back as the fold's result. ``rule`` is a rule's code
 ``(kind, eta, eps)`` (:mod:`okl_core.learners.rules`, or :data:`MULTICLASS_PERCEPTRON`),
 ``kernel`` the kernel's code ``(kind, sigma, gauss_scale)``
 (:func:`okl_core.kernels.compiled_kernel`), ``options`` the learner's own constants (a
-NamedTuple of its module). ``scores`` receives the online scores (N, C) (the Projectrons' and
-BPA-S's: (N,) binary, (N, C) multiclass).
+NamedTuple of its module). ``scores`` receives the online scores (N, C) (the scalar Projectrons':
+(N,)).
 
 The arithmetic is fixed (the model bytes depend on it): kernel rows by
 :func:`~okl_core.learners._jit_folds.kernel_row_into`, scores by BLAS, every update
@@ -141,6 +141,13 @@ def scale_rows(A, n, factor):
             A[j, c] *= factor
 
 
+@njit
+def row_buffers(X, A):
+    """A fold's per-row scratch: the widened row ``x`` (d,), its kernel row ``k`` (B,), its
+    scores ``f`` (C,) and the update's coefficient ``coef`` (C,)."""
+    return np.empty(X.shape[1]), np.empty(A.shape[0]), np.empty(A.shape[1]), np.empty(A.shape[1])
+
+
 # -- RBP (rbp, mrbp, rbp_r) -------------------------------------------------------------------
 @njit
 def fold_rbp(rule, X, y, u, support, n, scores, t0, kernel):
@@ -148,10 +155,7 @@ def fold_rbp(rule, X, y, u, support, n, scores, t0, kernel):
     ``floor(u B)``. Returns the support set's size."""
     A = support.A
     B = A.shape[0]
-    x = np.empty(X.shape[1])
-    k = np.empty(B)
-    f = np.empty(A.shape[1])
-    coef = np.empty(A.shape[1])
+    x, k, f, coef = row_buffers(X, A)
     for i in range(y.shape[0]):
         score_row(X, i, x, support, n, k, f, kernel)
         copy_into(scores[i], f)
@@ -201,13 +205,8 @@ def fold_forgetron(rule, options, X, y, support, n, mistakes, damage, scores, t0
     ``(n, mistakes, damage)``."""
     A = support.A
     B, C = A.shape
-    x = np.empty(X.shape[1])
-    xr = np.empty(X.shape[1])
-    k = np.empty(B)
-    kr = np.empty(B)
-    f = np.empty(C)
-    fr = np.empty(C)
-    coef = np.empty(C)
+    x, k, f, coef = row_buffers(X, A)
+    xr, kr, fr, _ = row_buffers(X, A)
     for i in range(y.shape[0]):
         score_row(X, i, x, support, n, k, f, kernel)
         copy_into(scores[i], f)
@@ -259,11 +258,8 @@ def fold_bogd(rule, options, X, y, u, support, n, scores, t0, kernel):
     ``1 - eta lam`` (at every example with ``decay_always``, else on updates), ``oldest`` the
     removal (else uniform, with ``rescale = B / (B - 1)``), ``limit = eta gamma``."""
     A = support.A
-    B, C = A.shape
-    x = np.empty(X.shape[1])
-    k = np.empty(B)
-    f = np.empty(C)
-    coef = np.empty(C)
+    B = A.shape[0]
+    x, k, f, coef = row_buffers(X, A)
     for i in range(y.shape[0]):
         score_row(X, i, x, support, n, k, f, kernel)
         copy_into(scores[i], f)
@@ -512,10 +508,7 @@ def fold_bpa_s(C, X, y, support, n, scores, t0, kernel):
     A = support.A
     B = A.shape[0]
     multiclass = A.shape[1] > 1
-    x = np.empty(X.shape[1])
-    k = np.empty(B)
-    f = np.empty(A.shape[1])
-    step = np.empty(A.shape[1])
+    x, k, f, step = row_buffers(X, A)
     for i in range(y.shape[0]):
         score_row(X, i, x, support, n, k, f, kernel)
         copy_into(scores[i], f)
