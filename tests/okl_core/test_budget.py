@@ -526,3 +526,21 @@ def test_forgetron_without_shrinking_removes_the_oldest_as_it_is():
     np.testing.assert_array_equal(state.alpha, [-1.0])
     np.testing.assert_array_equal(state.stamp, [2])
     assert float(state.damage) == pytest.approx(1.0 + 1.0)  # Psi(1, 1) = 1 per removal, recorded
+
+
+# -- one class per algorithm -----------------------------------------------------------------------
+PER_TASK = {"mrbp": "rbp", "rbp_r": "rbp", "mforgetron": "forgetron", "forgetron_r": "forgetron", "mprojectron": "projectron",
+            "mprojectron_pp": "projectron_pp", "projectron_r": "projectron", "mbpa_s": "bpa_s", "mbogd": "bogd", "bogd_r": "bogd"}
+
+
+@pytest.mark.parametrize(("name", "algorithm"), sorted(PER_TASK.items()))
+def test_a_per_task_name_is_its_algorithms_class_naming_another_config(name, algorithm):
+    cls, base = okl_core.learner_class(name), okl_core.learner_class(algorithm)
+    assert issubclass(cls, base) and cls.config_class is not base.config_class
+    assert {k for k in vars(cls) if not k.startswith("__")} == {"name", "config_class", "conformance_params"}  # no behaviour of its own: the algorithm's class learns every task
+    learner = make(name)
+    assert learner.task == learner.config.task != base.config_class.task
+    state, _ = learner.update(learner.init(), *stream_for(learner, 60, seed=3))
+    loaded, loaded_state = okl_core.model_from_bytes(okl_core.model_bytes(learner, state))
+    assert type(loaded) is cls and loaded.name == name and loaded.config == learner.config
+    assert okl_core.model_bytes(loaded, loaded_state) == okl_core.model_bytes(learner, state)

@@ -115,97 +115,14 @@ Readings chosen where the papers leave room (each documented at its learner):
 
 from __future__ import annotations
 
-from okl_core.learners.budget._support import (
-    BudgetLearner,
-    BudgetSet,
-    BudgetState,
-    ClassesConfig,
-    SeededConfig,
-    SupportArrays,
-    SupportBudgetConfig,
-    squared_norms,
-)
-from okl_core.learners.budget.bogd import BOGD, BOGD_REMOVALS, DECAYS, MBOGD, BOGDConfig, BOGDRConfig, BOGDRegressor, MBOGDConfig
-from okl_core.learners.budget.bpa_s import BPAS, MBPAS, BPASConfig, MBPASConfig
-from okl_core.learners.budget.forgetron import (
-    FORGETRON_MARGINS,
-    FORGETRON_RATIO,
-    PHI_ROOTS,
-    Forgetron,
-    ForgetronConfig,
-    ForgetronRConfig,
-    ForgetronRegressor,
-    ForgetronState,
-    MForgetron,
-    MForgetronConfig,
-    forgetron_shrink,
-)
-from okl_core.learners.budget.norma import NORMARConfig, NORMARegressor, NORMAState
-from okl_core.learners.budget.projectron import (
-    MARGIN_CODES,
-    MARGIN_TESTS,
-    MProjectron,
-    MProjectronConfig,
-    MProjectronPlusPlus,
-    Projectron,
-    ProjectronConfig,
-    ProjectronPlusPlus,
-    ProjectronRConfig,
-    ProjectronRegressor,
-    ProjectronState,
-)
-from okl_core.learners.budget.rbp import MRBP, RBP, MRBPConfig, RBPConfig, RBPRConfig, RBPRegressor
+from okl_core.learners.budget import _support, bogd, bpa_s, forgetron, norma, projectron, rbp
+from okl_core.learners.budget._support import *  # noqa: F403  (each module's __all__)
+from okl_core.learners.budget.bogd import *  # noqa: F403
+from okl_core.learners.budget.bpa_s import *  # noqa: F403
+from okl_core.learners.budget.forgetron import *  # noqa: F403
+from okl_core.learners.budget.norma import *  # noqa: F403
+from okl_core.learners.budget.projectron import *  # noqa: F403
+from okl_core.learners.budget.rbp import *  # noqa: F403
 
-__all__ = [
-    "SupportBudgetConfig",
-    "SeededConfig",
-    "ClassesConfig",
-    "BudgetState",
-    "BudgetSet",
-    "BudgetLearner",
-    "SupportArrays",
-    "squared_norms",
-    "RBPConfig",
-    "MRBPConfig",
-    "RBPRConfig",
-    "RBP",
-    "MRBP",
-    "RBPRegressor",
-    "ForgetronConfig",
-    "MForgetronConfig",
-    "ForgetronRConfig",
-    "ForgetronState",
-    "Forgetron",
-    "MForgetron",
-    "ForgetronRegressor",
-    "forgetron_shrink",
-    "FORGETRON_RATIO",
-    "PHI_ROOTS",
-    "FORGETRON_MARGINS",
-    "ProjectronConfig",
-    "MProjectronConfig",
-    "ProjectronRConfig",
-    "ProjectronState",
-    "Projectron",
-    "ProjectronPlusPlus",
-    "MProjectron",
-    "MProjectronPlusPlus",
-    "ProjectronRegressor",
-    "MARGIN_TESTS",
-    "MARGIN_CODES",
-    "BPASConfig",
-    "MBPASConfig",
-    "BPAS",
-    "MBPAS",
-    "BOGDConfig",
-    "MBOGDConfig",
-    "BOGDRConfig",
-    "BOGD",
-    "MBOGD",
-    "BOGDRegressor",
-    "DECAYS",
-    "BOGD_REMOVALS",
-    "NORMARConfig",
-    "NORMAState",
-    "NORMARegressor",
-]
+__all__ = [*_support.__all__, *rbp.__all__, *forgetron.__all__, *projectron.__all__, *bpa_s.__all__, *bogd.__all__,
+           *norma.__all__]

@@ -25,8 +25,8 @@ from okl_core.learners.kernel_ogd import KernelConfig
 from okl_core.learners.rules import PerceptronRule, RegressionRule, RuleCode
 from okl_core.random import row_uniforms
 
-__all__ = ["SupportBudgetConfig", "SeededConfig", "ClassesConfig", "BudgetState", "SupportArrays", "BudgetSet",
-           "BudgetLearner", "SeededLearner", "squared_norms", "fold_module"]
+__all__ = ["SupportBudgetConfig", "SeededConfig", "ClassesConfig", "BudgetState", "SupportArrays", "BudgetSet", "squared_norms"]
+# BudgetLearner, SeededLearner and fold_module are the algorithm modules' (not re-exported by the package)
 
 FOLDS = "okl_core.learners.budget._folds"
 
