@@ -118,8 +118,7 @@ class BudgetSet:
     fields (learner bookkeeping).
     """
 
-    def __init__(self, kernel: Kernel, state: Any):
-        self.kernel = kernel
+    def __init__(self, state: Any):
         self.rows = state.support.copy()
         self.alpha = state.alpha.copy()
         self.stamp = state.stamp.copy()
@@ -202,7 +201,7 @@ class BudgetLearner(Learner[Any]):
 
     def update(self, state: Any, X: ArrayLike, y: ArrayLike) -> tuple[Any, np.ndarray]:
         X, y = validate_xy(self, X, y)
-        work = BudgetSet(self.kernel, state)
+        work = BudgetSet(state)
         start = int(state.n_seen)
         scores = np.zeros((len(y),) + work.alpha.shape[1:])
         self._fold(fold_module(), work, np.ascontiguousarray(X), y, scores, start)

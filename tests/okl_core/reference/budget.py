@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from okl_core.kernels import Kernel
 from okl_core.learners.base import validate_xy
 from okl_core.learners.budget import (
     BOGD,
@@ -33,6 +34,10 @@ from okl_core.learners.rules import MulticlassHingeRule, PerceptronRule, Regress
 
 class ReferenceSet(BudgetSet):
     """:class:`~okl_core.learners.budget.BudgetSet` with the numpy fold's operations."""
+
+    def __init__(self, kernel: Kernel, state: Any):
+        super().__init__(state)
+        self.kernel = kernel
 
     def kernel_row(self, x: np.ndarray) -> np.ndarray:
         """``k(s_j, x)`` for the ``n`` support vectors (float64 ``x``)."""
