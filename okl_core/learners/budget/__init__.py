@@ -29,7 +29,7 @@ registry name      paper                           update / budget maintenance  
                    2004 (NORMA)                    loss; truncation: the oldest SV goes when full
 =================  ==============================  ==================================================  =======
 
-Multiclass versions (below): ``mrbp``, ``mforgetron``, ``mprojectron``, ``mprojectron_pp``,
+Multiclass versions (the same classes, by config): ``mrbp``, ``mforgetron``, ``mprojectron``, ``mprojectron_pp``,
 ``mbpa_s`` (O(B C)), ``mbogd``; regression: ``rbp_r``, ``forgetron_r``, ``projectron_r``,
 ``bogd_r``, ``norma_r``.
 
