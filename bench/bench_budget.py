@@ -27,8 +27,8 @@ outputs); Projectron ``eta`` = 1e-4 so that its support set fills up. Run: ``pyt
 bench.bench_budget [LEARNER ...]`` (about two minutes on one core for all); set
 ``OPENBLAS_NUM_THREADS=1`` on a shared machine.
 
-``python -m bench.bench_budget --folds [LEARNER ...]`` prints, instead, the numpy fold
-(``OKL_NO_JIT=1``) against the compiled one (okl_core.learners.compiled) at B = 100 and
+``python -m bench.bench_budget --folds [LEARNER ...]`` prints, instead, the numpy reference
+fold (tests/okl_core/reference/budget.py) against the compiled one (``update``) at B = 100 and
 800 from the same full state on the same rows: us per example of each, the speed-up and
 whether both gave the same model bytes and scores (learners with a compiled fold:
 ``FOLD_LEARNERS``).
@@ -36,7 +36,7 @@ whether both gave the same model bytes and scores (learners with a compiled fold
 
 from __future__ import annotations
 
-import os
+import functools
 import sys
 import time
 
@@ -44,6 +44,7 @@ import numpy as np
 
 import okl_core
 from bench.common import best_of
+from tests.okl_core.reference import budget as reference
 
 BUDGETS = [50, 100, 200, 400, 800]
 D, SIGMA, TIMED_ROWS, CLASSES = 128, 2.0, 3000, 10
@@ -114,14 +115,12 @@ def compare_folds(names: list[str], budgets=(100, 800), rows: int = 1000) -> Non
             state = full_state(learner, B)
             X, y = stream(rows, learner.task, 999)
             result = {}
-            for mode in ("numpy", "compiled"):
-                os.environ["OKL_NO_JIT"] = "1" if mode == "numpy" else "0"
-                new, scores = learner.update(state, X, y)  # warm; its bytes
-                seconds = best_of(lambda: learner.update(state, X, y), repeats=3, clock=time.process_time)
+            for mode, update in (("numpy", functools.partial(reference.fold, learner)), ("compiled", learner.update)):
+                new, scores = update(state, X, y)  # warm; its bytes
+                seconds = best_of(lambda: update(state, X, y), repeats=3, clock=time.process_time)
                 result[mode] = (seconds / rows, okl_core.model_bytes(learner, new) + scores.tobytes())
             (slow, ref), (fast, got) = result["numpy"], result["compiled"]
             print(f"{name:>14} {B:>5} {1e6 * slow:>9.1f} {1e6 * fast:>12.1f} {slow / fast:>9.1f} {str(ref == got):>11}", flush=True)
-    os.environ.pop("OKL_NO_JIT")
 
 
 def main(names: list[str]) -> None:

@@ -187,13 +187,13 @@ SLOW_UNPINNED = ("kernel_awv", "krr", "pkawv_nystrom", "pkawv_taylor")
 # are einsum sums over the non-zero coordinates in a fixed order (okl_core/kernels.py), and their
 # predictions are GEMMs, which OpenBLAS splits over blocks of the output, never over the summed
 # dimension. Before kernels.py (kernel rows as BLAS matrix-vector products) they did differ.
-# The budget learners (okl_core/learners/budget.py) score with the same einsum rows, and their
+# The budget learners (okl_core/learners/budget/) score with the same einsum rows, and their
 # small solves (Projectron's inverse kernel matrix, at most budget x budget) do not thread.
 # That holds for OpenBLAS's Haswell kernels; its SkylakeX (AVX-512) GEMM kernels also split the
 # summed dimension over threads (seen on this project's CI machine: kernel OGD's online scores,
 # the budget learners' predictions), so there the pin alone keeps their bytes.
 INVARIANT_KERNELS = ("Haswell",)
-BUDGET = tuple(n for n in sorted(CASES) if okl_core.learner_class(n).__module__ == "okl_core.learners.budget")
+BUDGET = tuple(n for n in sorted(CASES) if okl_core.learner_class(n).__module__.startswith("okl_core.learners.budget."))
 INVARIANT_UNPINNED = ("ioks", "kernel_ogd", "kernel_ogd_r", "kernel_perceptron", "mkernel_ogd", "oks", "oks_pp") + BUDGET
 
 

@@ -1,12 +1,11 @@
-"""The compiled folds of the Projectrons and BPA-S (okl_core.learners._jit_folds) give the
-numpy fold's bytes.
+"""The compiled folds of the Projectrons and BPA-S (okl_core.learners.budget._folds) give the
+numpy reference's bytes.
 
-Each learner is trained with the compiled fold and with the numpy fold (``OKL_NO_JIT=1``)
-over several configurations and batch splits, the budget filling and the projections,
-margin updates and removals happening inside batches; states, online scores and
-predictions must be byte-identical. While the compiled fold runs, the numpy fold's kernel
-row raises, so a comparison cannot pass by running numpy twice; the numpy run counts what
-its updates did, so each case is checked to exercise the maintenance it is there for.
+Each learner is trained with its compiled fold (``update``) and with the numpy per-row fold of
+tests/okl_core/reference/budget.py over several configurations and batch splits, the budget
+filling and the projections, margin updates and removals happening inside batches; states,
+online scores and predictions must be byte-identical. The reference counts what its updates
+did, so each case is checked to exercise the maintenance it is there for.
 """
 
 import collections
@@ -16,12 +15,12 @@ import pytest
 
 import okl_core
 from okl_core.learners import budget
+from okl_core.learners.budget._support import fold_module
 from tests.okl_core.real_data import a9a, mnist_test
+from tests.okl_core.reference import budget as reference
 from tests.okl_core.test_compiled_folds import labels, pixels
 
-pytest.importorskip("numba", reason="numba is not installed: only the numpy folds run")
-
-from okl_core.learners import _jit_folds  # noqa: E402  (needs numba)
+folds = fold_module()
 
 D_IN = 24
 # (learner, parameters, what the numpy run must do at least once; see `actions`)
@@ -46,97 +45,49 @@ CASES = [
 IDS = [f"{name}-{i}" for i, (name, _, _) in enumerate(CASES)]
 
 
-def train_bytes(learner, X, y, splits, resume=False):
+def train_bytes(learner, X, y, splits, resume=False, seen=None):
     """States after each batch (read back from model bytes before the next one when
-    ``resume``), online scores and final predictions, as bytes."""
+    ``resume``), online scores and final predictions, as bytes; by the reference's fold
+    (counting its actions into ``seen``) when ``seen`` is given, else by ``learner.update``."""
     state, out = learner.init(), []
     for part in np.array_split(np.arange(len(y)), splits):
         if resume:
             learner, state = okl_core.model_from_bytes(okl_core.model_bytes(learner, state))
-        state, scores = learner.update(state, X[part], y[part])
+        if seen is None:
+            state, scores = learner.update(state, X[part], y[part])
+        else:
+            state, scores = reference.fold(learner, state, X[part], y[part], seen)
         out += [okl_core.model_bytes(learner, state), scores.tobytes()]
     return out + [np.ascontiguousarray(learner.predict(state, X[:50])).tobytes()]
 
 
-def actions(monkeypatch):
-    """Count what the numpy fold's updates do: ``add`` (a new vector), ``project_room`` /
-    ``project_full`` (a mistake projected with room left / the set full), ``margin`` (a
-    Projectron++ margin update that changed a coefficient), ``replace`` (BPA-S removal)."""
+def both_folds(learner, X, y, splits, expected=(), resume=False):
+    """The compiled fold's bytes, then the reference's (checking it did each of ``expected``:
+    ``add`` a new vector, ``project_room`` / ``project_full`` a mistake projected with room
+    left / the set full, ``margin`` a Projectron++ margin update that changed a coefficient,
+    ``replace`` a BPA-S removal)."""
     seen = collections.Counter()
-    mistake, margin, insert = budget.Projectron._mistake, budget.Projectron._margin_update, budget.BPAS._insert
-
-    def counted_mistake(self, work, *args):
-        n, full = work.n, work.full
-        mistake(self, work, *args)
-        seen["add" if work.n > n or n == 0 else "project_full" if full else "project_room"] += 1
-
-    def counted_margin(self, work, *args):
-        before = work.alpha.copy()
-        margin(self, work, *args)
-        seen["margin"] += int(not np.array_equal(before, work.alpha))
-
-    def counted_insert(self, work, *args):
-        seen["replace" if work.full else "add"] += 1
-        insert(self, work, *args)
-
-    monkeypatch.setattr(budget.Projectron, "_mistake", counted_mistake)
-    monkeypatch.setattr(budget.Projectron, "_margin_update", counted_margin)
-    monkeypatch.setattr(budget.BPAS, "_insert", counted_insert)
-    return seen
-
-
-def forbid_numpy(monkeypatch):
-    """Make the numpy fold's per-row kernel row fail (the compiled fold must do the work)."""
-
-    def fail(self, x):
-        raise AssertionError("the numpy per-row fold ran where the compiled fold should have")
-
-    monkeypatch.setattr(budget.BudgetSet, "kernel_row", fail)
-
-
-def both_folds(monkeypatch, learner, X, y, splits, expected=(), resume=False):
-    """The numpy fold's bytes (checking it did each of ``expected``), then the compiled fold's."""
-    with monkeypatch.context() as m:
-        m.setenv("OKL_NO_JIT", "1")
-        seen = actions(m)
-        reference = train_bytes(learner, X, y, splits, resume)
+    want = train_bytes(learner, X, y, splits, resume, seen)
     assert set(expected) <= {k for k, v in seen.items() if v}, seen
-    with monkeypatch.context() as m:
-        m.delenv("OKL_NO_JIT", raising=False)
-        forbid_numpy(m)
-        got = train_bytes(learner, X, y, splits, resume)
-    return got, reference
+    return train_bytes(learner, X, y, splits, resume), want
 
 
 @pytest.mark.parametrize(("name", "params", "expected"), CASES, ids=IDS)
 @pytest.mark.parametrize("splits", [1, 3, 7])
-def test_compiled_budget_fold_gives_the_numpy_folds_bytes(monkeypatch, name, params, expected, splits):
+def test_compiled_budget_fold_gives_the_references_bytes(name, params, expected, splits):
     learner = okl_core.make_learner(name, n_inputs=D_IN, **params)
     X, digits = pixels(400, D_IN, seed=len(params))
-    got, reference = both_folds(monkeypatch, learner, X, labels(learner, digits), splits, expected)
-    assert got == reference
+    got, want = both_folds(learner, X, labels(learner, digits), splits, expected)
+    assert got == want
 
 
 @pytest.mark.parametrize(("name", "params", "expected"), CASES[::2], ids=IDS[::2])
-def test_compiled_budget_fold_stops_and_resumes_from_model_bytes(monkeypatch, name, params, expected):
+def test_compiled_budget_fold_stops_and_resumes_from_model_bytes(name, params, expected):
     learner = okl_core.make_learner(name, n_inputs=D_IN, **params)
     X, digits = pixels(300, D_IN, seed=1)
-    got, reference = both_folds(monkeypatch, learner, X, labels(learner, digits), 5, resume=True)
-    assert got == reference
+    got, want = both_folds(learner, X, labels(learner, digits), 5, resume=True)
+    assert got == want
     assert got[-1] == train_bytes(learner, X, labels(learner, digits), 1)[-1]  # batching does not change the model
-
-
-def test_a_subclass_runs_the_numpy_fold(monkeypatch):
-    class Shifted(budget.Projectron):  # changes the decision: must not be compiled as the parent
-        def _learn(self, work, x32, x64, y, k, f, t, u):
-            super()._learn(work, x32, x64, y, k, f + 0.5, t, u)
-
-    learner = Shifted(budget.ProjectronConfig(n_inputs=D_IN, sigma=0.5, budget=12))
-    X, digits = pixels(100, D_IN)
-    state, _ = learner.update(learner.init(), X, labels(learner, digits))
-    monkeypatch.setenv("OKL_NO_JIT", "1")
-    assert okl_core.model_bytes(learner, learner.update(learner.init(), X, labels(learner, digits))[0]) == \
-        okl_core.model_bytes(learner, state)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -148,19 +99,19 @@ def test_compiled_argmax_and_removal_match_numpy_with_ties_nan_and_inf(seed):
         hit = rng.random(5) < 0.15
         f[hit] = rng.choice(specials, hit.sum())
         label = int(rng.integers(0, 5))
-        assert _jit_folds.argmax_skipping(f, -1) == np.argmax(f), f
+        assert folds.argmax_skipping(f, -1) == np.argmax(f), f
         with np.errstate(invalid="ignore"):
-            rival = budget.best_wrong_class(f, label)[0]
-        assert _jit_folds.argmax_skipping(f, label) == rival, (f, label)
+            rival = reference.best_wrong_class(f, label)[0]
+        assert folds.argmax_skipping(f, label) == rival, (f, label)
         k = rng.integers(0, 3, 5) / 2.0
         for alpha in (f, np.stack([f, f[::-1]], 1)):
             weights = alpha * alpha if alpha.ndim == 1 else budget.squared_norms(alpha)
             with np.errstate(invalid="ignore"):
                 expected = int(np.argmin(weights * (1.0 - k * k)))
-            assert _jit_folds.bpa_s_slot(np.ascontiguousarray(alpha), k, 5) == expected, (alpha, k)
+            assert folds.bpa_s_slot(np.ascontiguousarray(alpha), k, 5) == expected, (alpha, k)
 
 
-def test_compiled_budget_folds_on_a9a(monkeypatch):
+def test_compiled_budget_folds_on_a9a():
     # a9a rows (d = 123, 14 non-zero), the FOGD paper's B = 100: the budget fills, then
     # every mistake projects / replaces a vector, within the 3,000 rows.
     X, y = a9a()
@@ -168,11 +119,11 @@ def test_compiled_budget_folds_on_a9a(monkeypatch):
     for name, params, expected in [("projectron_pp", dict(sigma=2.0, eta=0.1, margin_test="code"), {"add", "project_full", "margin"}),
                                    ("bpa_s", dict(sigma=8.0), {"add", "replace"})]:
         learner = okl_core.make_learner(name, n_inputs=123, budget=100, **params)
-        got, reference = both_folds(monkeypatch, learner, X, y, 2, expected)
-        assert got == reference, name
+        got, want = both_folds(learner, X, y, 2, expected)
+        assert got == want, name
 
 
-def test_compiled_budget_folds_on_mnist(monkeypatch):
+def test_compiled_budget_folds_on_mnist():
     # MNIST test digits (d = 784), B = 100, 10 classes: the multiclass learners' folds fill
     # the budget and maintain it over 2,000 rows.
     X, y = mnist_test()
@@ -180,5 +131,5 @@ def test_compiled_budget_folds_on_mnist(monkeypatch):
     for name, params, expected in [("mprojectron_pp", dict(eta=0.5), {"add", "project_full", "margin"}),
                                    ("mbpa_s", {}, {"add", "replace"})]:
         learner = okl_core.make_learner(name, n_inputs=784, sigma=4.0, budget=100, n_classes=10, **params)
-        got, reference = both_folds(monkeypatch, learner, X, y, 3, expected)
-        assert got == reference, name
+        got, want = both_folds(learner, X, y, 3, expected)
+        assert got == want, name
