@@ -58,7 +58,10 @@ __all__ = ["kernels", "jit_disabled", "warm_up", "cache_dir", "njit", "folds", "
 
 _loaded: list[ModuleType | None] = []  # [] until the first load, then [module or None]
 
-FOLD_MODULES: tuple[str, ...] = ("okl_core.learners._jit_folds",)
+FOLD_MODULES: tuple[str, ...] = (
+    "okl_core.learners._jit_folds",
+    "okl_core.learners.oks._folds",
+)
 """Every module of numba folds (each learner family's folds live beside the family and are listed
 here). The compile cache folder is keyed by a hash of all their sources together
 (:func:`cache_dir`), because numba invalidates a function's cached code only when its own
