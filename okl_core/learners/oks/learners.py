@@ -20,7 +20,7 @@ from okl_core.learners.base import NotMergeableError, State, validate_xy
 from okl_core.learners.multikernel import MultiKernelLearner, example_uniform_rows, fold_on_demand
 from okl_core.learners.oks.config import IOKSConfig, OKSConfig, OKSPlusPlusConfig, RFIOKSConfig, RFOKSPlusPlusConfig
 from okl_core.learners.oks.rules import IOKSRule, OKSPlusPlusRule, OKSRule, SelectionRule, fold_module
-from okl_core.learners.oks.storage import FeatureRows, FeatureStorage, SupportRows, SupportStorage
+from okl_core.learners.oks.storage import FeatureRows, FeatureStorage, SupportRows, SupportStateFields, SupportStorage
 
 __all__ = [
     "OKS",
@@ -192,7 +192,7 @@ class _SupportSelection(_KernelSelection[SelectionStateT]):
         X, y = validate_xy(self, X, y)
         jit = fold_module()
         storage = cast(SupportStorage, self.storage)
-        sets = storage.working(state)
+        sets = storage.working(cast(SupportStateFields, state))
         stats, n_used, uniforms, scores = self._begin(state, len(y))
         X64 = X.astype(np.float64)  # exact: the sets' columns are float64
         counts = sets.counts()  # the fold advances them
