@@ -43,6 +43,8 @@ CASES = [
     ("ioks", dict(horizon=2000, loss="absolute", kernels=MIXED)),
     ("ioks", dict(horizon=600, loss="square", kernels=NINE, loss_max=2.0, norm_bound=0.5)),
     ("ioks", dict(horizon=600, loss_cap=False, kernels=MIXED)),
+    ("oks", dict(horizon=600, predict_with="mixture")),
+    ("rf_oks_pp", dict(n_components=32, predict_with="mixture")),
 ]
 
 
@@ -60,12 +62,16 @@ def labels(learner, digits):
 
 
 def train_bytes(learner, update, X, y, splits):
-    """The state after each batch (its model file) and the online scores, as bytes."""
+    """The state after each batch (its model file), its ``(q, p)``, the online scores and the
+    final predictions, as bytes (``update``: the learner's, or :func:`by_reference`)."""
+    compiled_fold = update == learner.update
+    read = learner.distributions if compiled_fold else (lambda state: reference.distributions(learner, state))
     state, out = learner.init(), []
     for part in np.array_split(np.arange(len(y)), splits):
         state, scores = update(state, X[part], y[part])
-        out += [okl_core.model_bytes(learner, state), scores.tobytes()]
-    return out
+        out += [okl_core.model_bytes(learner, state), *(a.tobytes() for a in read(state)), scores.tobytes()]
+    predict = learner.predict if compiled_fold else (lambda state, X: reference.reference_predict(learner, state, X))
+    return out + [np.ascontiguousarray(predict(state, X[:50])).tobytes()]
 
 
 def by_reference(learner):

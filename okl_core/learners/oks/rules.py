@@ -17,7 +17,7 @@ from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 
-from okl_core.learners.compiled import folds
+from okl_core.learners.compiled import folds, jit_disabled
 from okl_core.learners.oks.config import (
     ALPHA,
     LIPSCHITZ,
@@ -63,7 +63,8 @@ def fold_module() -> ModuleType:
     """
     module = folds(FOLDS)
     if module is None:
-        raise RuntimeError(f"{FOLDS}: the compiled folds cannot run here (OKL_NO_JIT set, or numba missing)")
+        why = "OKL_NO_JIT is set (unset it)" if jit_disabled() else "numba cannot run here"
+        raise RuntimeError(f"the OKS learners run only compiled, and {why}")
     return module
 
 

@@ -9,7 +9,8 @@ features as :meth:`~okl_core.learners.multikernel.KernelFeatureBank.rows` -- so 
 states and scores are the compiled folds' bytes. It shares nothing with them but the
 learner's constants (``learner.rule``) and the draws (the config's seed).
 
-:func:`reference_update` is ``learner.update`` computed here, row by row.
+:func:`reference_update` is ``learner.update`` computed here, row by row; :func:`distributions`
+and :func:`reference_predict` read a state as the learner does.
 """
 
 from __future__ import annotations
@@ -250,6 +251,30 @@ def ioks_step(rule, stats: dict, hyp, x, y, u):
 
 
 STEPS = {"OKSRule": oks_step, "OKSPlusPlusRule": oks_pp_step, "IOKSRule": ioks_step}
+
+
+def distributions(learner, state) -> tuple[np.ndarray, np.ndarray]:
+    """``(q, p)`` of ``state``: the selection distribution and the sampling one."""
+    rule = learner.rule
+    name = type(rule).__name__
+    if name == "OKSPlusPlusRule":
+        stats = {f: getattr(state, f) for f in rule.stats_class._fields}
+        return oks_pp_distribution(rule, stats)
+    q = weights(state.log_w) if name == "OKSRule" else state.q
+    return q, (1.0 - rule.delta) * q + rule.delta / rule.K
+
+
+def reference_predict(learner, state, X) -> np.ndarray:
+    """``learner.predict(state, X)``: kernel ``argmax q``'s hypothesis, or the ``q`` mixture
+    (each kernel's hypothesis by ``learner.storage``)."""
+    X = np.asarray(X, dtype=np.float32)
+    q, _ = distributions(learner, state)
+    if learner.config.predict_with == "best":
+        return learner.storage.predict(state, int(np.argmax(q)), X)
+    out = np.zeros(len(X))
+    for i in range(len(q)):
+        out += q[i] * learner.storage.predict(state, i, X)
+    return out
 
 
 def reference_update(learner, state, X, y):
