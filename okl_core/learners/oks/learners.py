@@ -116,6 +116,7 @@ class SelectionState(State, Protocol):
 
 SelectionStateT = TypeVar("SelectionStateT", bound=SelectionState)
 
+
 # -- learners: a rule and a storage ---------------------------------------------------------
 class _KernelSelection(MultiKernelLearner[SelectionStateT]):
     """A selection rule (:class:`SelectionRule`) on a storage (:class:`SupportStorage` or
