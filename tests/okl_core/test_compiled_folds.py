@@ -108,7 +108,6 @@ def test_compiled_fold_gives_the_numpy_folds_bytes(monkeypatch, name, params, sp
 # compiled ones run.
 TWO = "gaussian:0.5,gaussian:2"
 NINE = ",".join(f"gaussian:2^{k}" for k in range(-2, 7))
-MIXED = "gaussian:1,laplacian:8,cauchy:2"
 MK_CASES = [
     ("raker", dict(n_components=50)),
     ("raker", dict(n_components=32, kernels=TWO, eta=0.3, schedule="constant", lam=0.0)),
