@@ -104,23 +104,31 @@ class SupportSets:
     """Per-kernel support sets as float64 columns with their squared norms (the state's rows
     first, then the rows an update adds), under the learner's ``max_support``."""
 
-    def __init__(self, learner, state, n: int):
+    def __init__(self, learner, state):
         self.kernels = [(k.name, k.sigma) for k in learner.storage.kernels]
         self.cap = learner.storage.cap
         self.cap.check_held(int(state.sv_count.sum()))
-        d = state.sv_x.shape[1]
         self.columns, self.sq_norms, self.alpha, self.count = [], [], [], []
         ends = np.cumsum(state.sv_count).tolist()
         for m, end in zip(state.sv_count.tolist(), ends):
             rows = state.sv_x[end - m : end].astype(np.float64)
-            columns = np.zeros((d, m + n))
-            columns[:, :m] = rows.T
-            sq = np.zeros(m + n)
-            sq[:m] = np.einsum("ij,ij->i", rows, rows)
-            alpha = np.zeros(m + n)
-            alpha[:m] = state.sv_alpha[end - m : end]
-            self.columns.append(columns), self.sq_norms.append(sq), self.alpha.append(alpha), self.count.append(m)
+            self.columns.append(rows.T.copy())
+            self.sq_norms.append(np.einsum("ij,ij->i", rows, rows))
+            self.alpha.append(state.sv_alpha[end - m : end].copy())
+            self.count.append(m)
         self.sq_norm = state.sq_norm.copy()
+
+    def _room(self, i: int) -> None:
+        """Double kernel ``i``'s buffers when they are full."""
+        m = self.count[i]
+        if m < len(self.alpha[i]):
+            return
+        grown = max(16, 2 * m)
+        columns = np.zeros((self.columns[i].shape[0], grown))
+        columns[:, :m] = self.columns[i]
+        self.columns[i] = columns
+        self.sq_norms[i] = np.concatenate([self.sq_norms[i], np.zeros(grown - m)])
+        self.alpha[i] = np.concatenate([self.alpha[i], np.zeros(grown - m)])
 
     def evaluate(self, i: int, x: np.ndarray) -> float:
         m = self.count[i]
@@ -134,6 +142,7 @@ class SupportSets:
 
     def step(self, i: int, x: np.ndarray, f: float, coef: float, bound: float | None) -> None:
         self.cap.check(sum(self.count) + 1)
+        self._room(i)
         m, x = self.count[i], x.astype(np.float64)
         self.columns[i][:, m], self.sq_norms[i][m], self.alpha[i][m] = x, x @ x, coef
         self.count[i] = m + 1
@@ -284,7 +293,7 @@ def reference_update(learner, state, X, y):
     n, n_seen = len(y), int(state.n_seen)
     rule = learner.rule
     step = STEPS[type(rule).__name__]
-    hyp = FeatureWeights(learner, state) if hasattr(state, "w") else SupportSets(learner, state, n)
+    hyp = FeatureWeights(learner, state) if hasattr(state, "w") else SupportSets(learner, state)
     stats = {name: np.array(getattr(state, name), copy=True) for name in rule.stats_class._fields}
     n_used, scores = state.n_used.copy(), np.empty(n)
     uniforms = example_uniform_rows(learner.config.seed, n_seen, n_seen + n, 1)[:, 0]
