@@ -21,6 +21,7 @@ import numpy as np
 
 from okl_core.kernels import reference_row_against_buffer
 from okl_core.learners.multikernel import example_uniform_rows
+from okl_core.numerics import single_threaded_blas
 
 ALPHA = 8.0  # IOKS's Tsallis exponent
 
@@ -273,9 +274,11 @@ def distributions(learner, state) -> tuple[np.ndarray, np.ndarray]:
     return q, (1.0 - rule.delta) * q + rule.delta / rule.K
 
 
+@single_threaded_blas()
 def reference_predict(learner, state, X) -> np.ndarray:
     """``learner.predict(state, X)``: kernel ``argmax q``'s hypothesis, or the ``q`` mixture
-    (each kernel's hypothesis by ``learner.storage``)."""
+    (each kernel's hypothesis by ``learner.storage``), with BLAS on one thread as a learner's
+    methods run (a threaded product rounds differently)."""
     X = np.asarray(X, dtype=np.float32)
     q, _ = distributions(learner, state)
     if learner.config.predict_with == "best":
@@ -286,6 +289,7 @@ def reference_predict(learner, state, X) -> np.ndarray:
     return out
 
 
+@single_threaded_blas()
 def reference_update(learner, state, X, y):
     """``learner.update(state, X, y)`` by the numpy per-row fold: ``(state, scores)``."""
     X = np.asarray(X, dtype=np.float32)
