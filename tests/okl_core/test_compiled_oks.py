@@ -3,8 +3,8 @@
 ``okl_core.learners.oks._folds`` is the one implementation of ``oks``, ``oks_pp``, ``ioks``,
 ``rf_oks_pp`` and ``rf_ioks``; ``tests/okl_core/reference/oks.py`` is the numpy per-row fold it
 replaced. Each learner is trained by ``update`` and by the reference over every loss, rule
-option, kernel kind and batch split: states (as model files) and online scores must be
-byte-identical.
+option, kernel kind and batch split: states (as model files), their distributions ``(q, p)``,
+online scores and predictions must be byte-identical.
 """
 
 import math
@@ -61,21 +61,30 @@ def labels(learner, digits):
     return np.where(digits % 2 == 0, 1.0, -1.0) if learner.task == "binary" else digits / 9.0
 
 
-def train_bytes(learner, update, X, y, splits):
-    """The state after each batch (its model file), its ``(q, p)``, the online scores and the
-    final predictions, as bytes (``update``: the learner's, or :func:`by_reference`)."""
-    compiled_fold = update == learner.update
-    read = learner.distributions if compiled_fold else (lambda state: reference.distributions(learner, state))
+class Reference:
+    """``learner``'s update, distributions and predict by the numpy reference fold."""
+
+    def __init__(self, learner):
+        self.learner = learner
+
+    def update(self, state, X, y):
+        return reference.reference_update(self.learner, state, X, y)
+
+    def distributions(self, state):
+        return reference.distributions(self.learner, state)
+
+    def predict(self, state, X):
+        return reference.reference_predict(self.learner, state, X)
+
+
+def train_bytes(learner, fold, X, y, splits):
+    """With ``fold`` (``learner`` itself, or its :class:`Reference`): the state after each batch
+    (its model file), its ``(q, p)``, the online scores and the final predictions, as bytes."""
     state, out = learner.init(), []
     for part in np.array_split(np.arange(len(y)), splits):
-        state, scores = update(state, X[part], y[part])
-        out += [okl_core.model_bytes(learner, state), *(a.tobytes() for a in read(state)), scores.tobytes()]
-    predict = learner.predict if compiled_fold else (lambda state, X: reference.reference_predict(learner, state, X))
-    return out + [np.ascontiguousarray(predict(state, X[:50])).tobytes()]
-
-
-def by_reference(learner):
-    return lambda state, X, y: reference.reference_update(learner, state, X, y)
+        state, scores = fold.update(state, X[part], y[part])
+        out += [okl_core.model_bytes(learner, state), *(a.tobytes() for a in fold.distributions(state)), scores.tobytes()]
+    return out + [np.ascontiguousarray(fold.predict(state, X[:50])).tobytes()]
 
 
 def both(name, params, n=600, splits=3, seed=0):
@@ -83,7 +92,7 @@ def both(name, params, n=600, splits=3, seed=0):
     learner = okl_core.make_learner(name, n_inputs=D_IN, **params)
     X, digits = pixels(n, seed=seed)
     y = labels(learner, digits)
-    return train_bytes(learner, learner.update, X, y, splits), train_bytes(learner, by_reference(learner), X, y, splits)
+    return train_bytes(learner, learner, X, y, splits), train_bytes(learner, Reference(learner), X, y, splits)
 
 
 @pytest.mark.parametrize(("name", "params"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
@@ -108,7 +117,7 @@ def test_compiled_folds_after_a_merge(name):
     learner = okl_core.make_learner(name, n_inputs=D_IN, n_components=40, **params)
     X, digits = pixels(600, seed=2)
     y = labels(learner, digits)
-    assert _merged_then_trained(learner, learner.update, X, y) == _merged_then_trained(learner, by_reference(learner), X, y)
+    assert _merged_then_trained(learner, learner.update, X, y) == _merged_then_trained(learner, Reference(learner).update, X, y)
 
 
 @pytest.mark.parametrize(("name", "params"), [("rf_oks_pp", dict(n_components=40)), ("rf_ioks", dict(n_components=40, horizon=600))])
@@ -148,7 +157,7 @@ def test_compiled_folds_on_a9a_at_the_papers_size(name, params, rows, splits):
     X, y = a9a()
     X, y = X[:rows], y[:rows].astype(np.float64)
     learner = okl_core.make_learner(name, n_inputs=123, **params)
-    assert train_bytes(learner, learner.update, X, y, splits) == train_bytes(learner, by_reference(learner), X, y, splits)
+    assert train_bytes(learner, learner, X, y, splits) == train_bytes(learner, Reference(learner), X, y, splits)
 
 
 SUPPORT_FOLDS = {"oks": "fold_oks", "oks_pp": "fold_oks_pp", "ioks": "fold_ioks"}
@@ -184,7 +193,7 @@ def test_compiled_support_folds_stop_at_the_cap_as_the_reference(name):
     X, digits = pixels(121, seed=5)
     y = labels(learner, digits)
     outcomes = []
-    for update in (learner.update, by_reference(learner)):
+    for update in (learner.update, Reference(learner).update):
         state, _ = update(learner.init(), X[:60], y[:60])
         full, _ = update(state, X[60:120], y[60:120])
         with pytest.raises(okl_core.CapacityError, match="max_support=120") as error:
