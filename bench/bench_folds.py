@@ -61,12 +61,6 @@ from okl_core.learners.multikernel import FeatureBlock
 from okl_core.numerics import single_threaded_blas
 from tests.okl_core.reference.folds import LEARNER_MODULES, reference_folds
 
-# Learner modules whose numpy fold still lives beside the compiled one, chosen when their
-# ``kernels()`` gives None (OKS, the budget learners, the kernel rows), until their folds
-# have a reference in tests/okl_core/reference too.
-_NUMPY_WHEN_NO_KERNELS = ("okl_core.learners.oks", "okl_core.learners.budget", "okl_core.kernels")
-
-
 @contextlib.contextmanager
 def numpy_folds(mode):
     """Run the learners on the numpy references of their folds inside the block when ``mode``
@@ -75,10 +69,6 @@ def numpy_folds(mode):
     if mode == "numpy":
         for name in LEARNER_MODULES:
             patched.append((importlib.import_module(name), "folds", reference_folds))
-        for name in _NUMPY_WHEN_NO_KERNELS:
-            module = importlib.import_module(name)
-            if hasattr(module, "kernels"):
-                patched.append((module, "kernels", lambda: None))
     saved = [(module, attribute, getattr(module, attribute)) for module, attribute, _ in patched]
     try:
         for module, attribute, value in patched:

@@ -147,9 +147,9 @@ def describe_learner(name: str | type[Learner]) -> LearnerDescription:
     return LearnerDescription(
         name=name,
         class_name=cls.__name__,
-        family=cls.__module__.rsplit(".", 1)[-1],
+        family=_family_module(cls).rsplit(".", 1)[-1],
         summary=_summary(cls.__doc__ or ""),
-        paper=_first_sentence(_summary(sys.modules[cls.__module__].__doc__ or "")),
+        paper=_first_sentence(_summary(sys.modules[_family_module(cls)].__doc__ or "")),
         tasks=tasks,
         task_by=task_by,
         merge=cls.merge_semantics,
@@ -157,6 +157,13 @@ def describe_learner(name: str | type[Learner]) -> LearnerDescription:
         mix=_mix_text(cls),
         parameters=tuple(_parameter(name, f, cls) for f in fields),
     )
+
+
+def _family_module(cls: type[Learner]) -> str:
+    """The module of ``cls``'s family: the module or package right under ``okl_core.learners``
+    (``okl_core.learners.oks`` for a class in ``okl_core.learners.oks.learners``), else its own."""
+    parts = cls.__module__.split(".")
+    return ".".join(parts[:3]) if parts[:2] == ["okl_core", "learners"] else cls.__module__
 
 
 def _parameter(learner: str, field: dataclasses.Field, cls: type[Learner]) -> ParameterDescription:

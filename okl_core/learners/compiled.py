@@ -52,6 +52,7 @@ FOLD_MODULES: tuple[str, ...] = (
     "okl_core.learners._expansion_folds",
     "okl_core.learners._multikernel_folds",
     "okl_core.learners.budget._folds",
+    "okl_core.learners.oks._folds",
 )
 """Every module of numba folds (each learner family's folds live beside the family and are listed
 here). The compile cache folder is keyed by a hash of all their sources together

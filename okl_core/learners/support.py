@@ -204,7 +204,7 @@ class SupportBuffer:
     out : tuple of ndarray, optional
         With ``columns``: the zero-filled buffers to fill instead of new ones -- columns
         ``(d, c)``, squared norms ``(c,)`` and coefficients ``(c,)`` for a capacity ``c >= m``
-        (views of the arenas of :meth:`okl_core.learners.oks._SupportSets.pack`).
+        (views of the arenas of :meth:`okl_core.learners.oks.storage._SupportSets.pack`).
     """
 
     def __init__(

@@ -75,19 +75,9 @@ def train_bytes(learner, X, y, splits):
     return out + [np.ascontiguousarray(learner.predict(state, X[:50])).tobytes()]
 
 
-OKS_LEARNERS = {"rf_oks_pp", "rf_ioks", "oks", "oks_pp", "ioks"}
-
-
 def use_numpy(monkeypatch, name):
-    """Make learner ``name`` run its numpy reference: the reference folds of
-    tests/okl_core/reference, or (OKS, until its folds have one there) oks.py's numpy steps."""
-    if name in OKS_LEARNERS:
-        import okl_core.kernels
-
-        monkeypatch.setattr(okl_core.learners.oks, "kernels", lambda: None)
-        monkeypatch.setattr(okl_core.kernels, "kernels", lambda: None)
-    else:
-        use_reference_folds(monkeypatch)
+    """Make learner ``name`` run the numpy reference folds of tests/okl_core/reference."""
+    use_reference_folds(monkeypatch)
 
 
 def both_folds(monkeypatch, name, params, n=600, splits=3, seed=0):
@@ -108,11 +98,10 @@ def test_compiled_fold_gives_the_references_bytes(monkeypatch, name, params, spl
     assert train_bytes(learner, X, y, splits) == reference
 
 
-# The multi-kernel learners (okl_core.learners.omkl, .oks): every loss, rule option and
-# graph shape, on the pixel rows; OKS's numpy steps raise while the compiled folds run.
+# The multi-kernel learners of okl_core.learners.omkl (the OKS family: test_compiled_oks.py):
+# every rule option and graph shape, on the pixel rows.
 TWO = "gaussian:0.5,gaussian:2"
 NINE = ",".join(f"gaussian:2^{k}" for k in range(-2, 7))
-MIXED = "gaussian:1,laplacian:8,cauchy:2"
 MK_CASES = [
     ("raker", dict(n_components=50)),
     ("raker", dict(n_components=32, kernels=TWO, eta=0.3, schedule="constant", lam=0.0)),
@@ -121,41 +110,13 @@ MK_CASES = [
     ("omkl_gf", dict(n_components=30, draws_per_node=2, freeze_below=0.05, freeze_on="example")),
     ("omkl_gf", dict(n_components=30, selective_nodes=2, freeze_below=0.05, freeze_on="example", frozen_q="marginal")),
     ("omkl_gf", dict(n_components=20, draws_per_node=1, schedule="constant", eta=0.2, eta_e=0.3)),
-    ("rf_oks_pp", dict(n_components=64)),
-    ("rf_oks_pp", dict(n_components=32, tuning="released_code")),
-    ("rf_oks_pp", dict(n_components=32, loss="square", kernels=NINE, norm_bound=2.0)),
-    ("rf_ioks", dict(n_components=64, horizon=600)),
-    ("rf_ioks", dict(n_components=32, loss="absolute", horizon=2000)),
-    ("rf_ioks", dict(n_components=32, loss="square", kernels=NINE, horizon=600, loss_max=2.0)),
-    # The kernel versions (growing support sets): every loss, kernel kind and projection.
-    ("oks", dict(horizon=600)),
-    ("oks", dict(horizon=2000, loss="absolute", kernels=MIXED)),
-    ("oks", dict(horizon=600, loss="square", kernels=TWO, step_scale=3.0)),
-    ("oks_pp", dict()),
-    ("oks_pp", dict(tuning="released_code", kernels=MIXED)),
-    ("oks_pp", dict(loss="square", kernels=NINE, norm_bound=0.5)),
-    ("ioks", dict(horizon=600)),
-    ("ioks", dict(horizon=2000, loss="absolute", kernels=MIXED)),
-    ("ioks", dict(horizon=600, loss="square", kernels=NINE, loss_max=2.0, norm_bound=0.5)),
 ]
-
-
-def _forbid_multikernel(monkeypatch):
-    """Make OKS's numpy per-row steps fail (the compiled folds must do the work)."""
-    from okl_core.learners.oks import IOKSRule, OKSPlusPlusRule, OKSRule
-
-    def fail(*args, **kwargs):
-        raise AssertionError("the numpy per-row fold ran where the compiled fold should have")
-
-    for cls in (OKSPlusPlusRule, IOKSRule, OKSRule):
-        monkeypatch.setattr(cls, "step", fail)
 
 
 @pytest.mark.parametrize(("name", "params"), MK_CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(MK_CASES)])
 @pytest.mark.parametrize("splits", [1, 4])
 def test_compiled_multikernel_folds_give_the_references_bytes(monkeypatch, name, params, splits):
     reference, learner, X, y = both_folds(monkeypatch, name, params, splits=splits)
-    _forbid_multikernel(monkeypatch)
     assert train_bytes(learner, X, y, splits) == reference
 
 
@@ -168,22 +129,18 @@ def _merged_then_trained(learner, X, y):
     return [okl_core.model_bytes(learner, s) for s in (shards[0][0], shards[1][0], merged, final)] + [scores.tobytes()]
 
 
-@pytest.mark.parametrize("name", ["raker", "omkl_gf", "rf_oks_pp", "rf_ioks"])
+@pytest.mark.parametrize("name", ["raker", "omkl_gf"])
 def test_compiled_multikernel_folds_after_a_merge(monkeypatch, name):
-    params = {"rf_ioks": dict(horizon=600)}.get(name, {})
-    learner = okl_core.make_learner(name, n_inputs=D_IN, n_components=40, **params)
+    learner = okl_core.make_learner(name, n_inputs=D_IN, n_components=40)
     X, digits = pixels(600, seed=2)
     y = labels(learner, digits)
     with monkeypatch.context() as m:
         use_numpy(m, name)
         reference = _merged_then_trained(learner, X, y)
-    _forbid_multikernel(monkeypatch)
     assert _merged_then_trained(learner, X, y) == reference
 
 
 @pytest.mark.parametrize(("module", "name", "params"), [
-    ("oks", "rf_oks_pp", dict(n_components=40)),
-    ("oks", "rf_ioks", dict(n_components=40, horizon=600)),
     ("omkl", "omkl_gf", dict(n_components=40, draws_per_node=3, selective_nodes=2)),
 ])
 def test_compiled_fold_without_guessed_features_stops_and_resumes(monkeypatch, module, name, params):
@@ -201,76 +158,8 @@ def test_compiled_fold_without_guessed_features_stops_and_resumes(monkeypatch, m
         original(bank, omega, X, lambda start, stop: np.zeros((stop - start, omega.shape[0]), dtype=bool), counted, block_bytes=40_000)
 
     monkeypatch.setattr(getattr(okl_core.learners, module), "fold_on_demand", no_guess)
-    _forbid_multikernel(monkeypatch)
     assert train_bytes(learner, X, y, 2) == reference
     assert sum(j >= 0 for _, j in stops) > 2
-
-
-A9A_KERNEL_VERSIONS = [("oks", dict(horizon=32561)), ("oks_pp", dict()), ("ioks", dict(horizon=32561))]
-
-
-@pytest.mark.parametrize(("name", "params", "rows", "splits"), [
-    ("rf_oks_pp", dict(n_components=400), 1500, 3),
-    ("rf_ioks", dict(n_components=400, horizon=32561), 1500, 3),
-    ("rf_oks_pp", dict(n_components=400, tuning="released_code"), 1500, 3),
-    # The kernel versions: support sets growing to the 1,500 rows; then the paper's run, all
-    # 32,561 rows in batches of ~4,000 (sets of up to ~20,000 rows; 17-34 s per learner, both folds).
-    *[(name, params, 1500, 3) for name, params in A9A_KERNEL_VERSIONS],
-    *[pytest.param(name, params, None, 8, marks=pytest.mark.slow) for name, params in A9A_KERNEL_VERSIONS],
-])
-def test_compiled_selection_folds_on_a9a_at_the_papers_size(monkeypatch, name, params, rows, splits):
-    # a9a rows (d = 123), the six kernels of spec/oks.md, D = 400 for the random features.
-    X, y = a9a()
-    X, y = X[:rows], y[:rows].astype(np.float64)
-    learner = okl_core.make_learner(name, n_inputs=123, **params)
-    with monkeypatch.context() as m:
-        use_numpy(m, name)
-        reference = train_bytes(learner, X, y, splits)
-    _forbid_multikernel(monkeypatch)
-    assert train_bytes(learner, X, y, splits) == reference
-
-
-SUPPORT_FOLDS = {"oks": "fold_oks", "oks_pp": "fold_oks_pp", "ioks": "fold_ioks"}
-
-
-@pytest.mark.parametrize(("name", "params"), [
-    ("oks", dict(horizon=900, loss="square", kernels=MIXED)),
-    ("oks_pp", dict(loss="square", kernels=TWO, norm_bound=0.5)),
-    ("ioks", dict(horizon=900, loss="absolute", kernels=MIXED, norm_bound=0.3)),
-])
-def test_compiled_support_folds_grow_project_and_resume(monkeypatch, name, params):
-    # The fold stops before a row whose drawn kernel's buffers are full; the driver doubles
-    # them and resumes at that row. Three batches: the later ones start from a state's rows.
-    reference, learner, X, y = both_folds(monkeypatch, name, params, n=900, splits=3)
-    stops = []
-    original = getattr(_jit_folds, SUPPORT_FOLDS[name])
-    monkeypatch.setattr(_jit_folds, SUPPORT_FOLDS[name], lambda *args: stops.append(original(*args)) or stops[-1])
-    _forbid_multikernel(monkeypatch)
-    assert train_bytes(learner, X, y, 3) == reference
-    assert sum(need >= 0 for _, need in stops) > 3 and stops[-1] == (300, -1)
-    state, _ = learner.update(learner.init(), X, y)
-    if name != "oks":  # projected onto ||f_i|| <= U at least once (OKS does not project)
-        assert np.any(state.sq_norm == learner.config.radius**2)
-
-
-@pytest.mark.parametrize("name", ["oks", "oks_pp", "ioks"])
-def test_compiled_support_folds_stop_at_the_cap_as_the_numpy_fold(monkeypatch, name):
-    # Logistic gradients are never 0: every row adds a support vector, so 120 rows fit
-    # max_support = 120 and the 121st raises the cap's error, whichever fold runs.
-    learner = okl_core.make_learner(name, n_inputs=D_IN, max_support=120, **({} if name == "oks_pp" else {"horizon": 200}))
-    X, digits = pixels(121, seed=5)
-    y = labels(learner, digits)
-    outcomes = []
-    for reference in (True, False):
-        with monkeypatch.context() as m:
-            if reference:
-                use_numpy(m, name)
-            state, _ = learner.update(learner.init(), X[:60], y[:60])
-            full, _ = learner.update(state, X[60:120], y[60:120])
-            with pytest.raises(ValueError, match="max_support=120") as error:
-                learner.update(state, X[60:], y[60:])
-        outcomes.append((okl_core.model_bytes(learner, full), int(full.sv_count.sum()), str(error.value)))
-    assert outcomes[0] == outcomes[1] and outcomes[0][1] == 120
 
 
 def test_feature_blocks_are_the_per_row_features_bit_for_bit():
