@@ -63,18 +63,8 @@ from numpy.typing import ArrayLike
 from scipy.linalg import lapack
 
 from okl_core.features import TaylorFeatures, taylor_basis_size
-from okl_core.kernels import KERNELS, SELF_SIMILARITY, Kernel
-from okl_core.learners.base import (
-    CheckedConfig,
-    Learner,
-    NotMergeableError,
-    check_bandwidth,
-    check_choice,
-    check_int,
-    check_positive,
-    check_seed,
-    validate_xy,
-)
+from okl_core.kernels import SELF_SIMILARITY, Kernel
+from okl_core.learners.base import CheckedConfig, Learner, NotMergeableError, validate_xy
 from okl_core.learners.support import GrowingArray, cap_error
 from okl_core.random import packed_uniforms
 
@@ -93,8 +83,6 @@ __all__ = [
     "block_predictions",
 ]
 
-ORDERINGS = ("awv", "krr")
-RIDGE_TASKS = ("regression", "binary")
 _KORS_WORDS_PER_BLOCK = 1024
 _PREDICT_ROWS = 1024  # rows of Taylor features built at once by predict
 
@@ -123,13 +111,6 @@ class RidgeConfig(CheckedConfig):
     task: str = "regression"
 
     data_defaults: ClassVar[dict] = {"sigma": "median"}
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_int("n_inputs", self.n_inputs, 1)
-        check_bandwidth("sigma", self.sigma)
-        check_positive("lam", self.lam)
-        check_choice("task", self.task, set(RIDGE_TASKS))
 
 
 def block_predictions(C: np.ndarray, q: np.ndarray, y: np.ndarray, ordering: str) -> tuple[np.ndarray, np.ndarray]:
@@ -179,12 +160,6 @@ class ExactRidgeConfig(RidgeConfig):
     kernel: str = "gaussian"
     block_rows: int = 128
     max_rows: int = 10_000
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_choice("kernel", self.kernel, set(KERNELS))
-        check_int("block_rows", self.block_rows, 1)
-        check_int("max_rows", self.max_rows, 1)
 
 
 class ExactRidgeState(NamedTuple):
@@ -405,21 +380,6 @@ class PKAWVTaylorConfig(RidgeConfig):
     refactor_every: int = 20000
     max_basis: int = 10000
 
-    def __post_init__(self):
-        super().__post_init__()
-        check_int("degree", self.degree, 0)
-        check_choice("ordering", self.ordering, set(ORDERINGS))
-        check_int("block_rows", self.block_rows, 1)
-        check_int("refactor_every", self.refactor_every, 1)
-        check_int("max_basis", self.max_basis, 1)
-        r = self.n_basis
-        if r > self.max_basis:
-            raise ValueError(
-                f"the Taylor basis has r = C(degree + n_inputs, degree) = C({self.degree} + {self.n_inputs}, "
-                f"{self.degree}) = {r} functions, over max_basis = {self.max_basis} (the state would hold two "
-                f"r x r float64 matrices, {2 * 8 * r * r / 2**30:.1f} GiB); lower degree or reduce the input dimension"
-            )
-
     @property
     def n_basis(self) -> int:
         """``r = C(M + d, M)``."""
@@ -593,18 +553,6 @@ class PKAWVNystromConfig(RidgeConfig):
     block_rows: int = 256
     max_dictionary: int = 2000
     max_state_mb: float = 4096.0
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_choice("kernel", self.kernel, set(KERNELS))
-        check_positive("mu", self.mu)
-        check_positive("beta", self.beta)
-        check_positive("kors_eps", self.kors_eps)
-        check_seed("seed", self.seed)
-        check_choice("ordering", self.ordering, set(ORDERINGS))
-        check_int("block_rows", self.block_rows, 1)
-        check_int("max_dictionary", self.max_dictionary, 1)
-        check_positive("max_state_mb", self.max_state_mb)
 
 
 class NystromState(NamedTuple):

@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from okl_core.learners.base import CheckedConfig, check_choice, check_int, check_nonnegative, check_positive
+from okl_core.learners.base import CheckedConfig
 from okl_core.learners.compiled import kernels
 
 __all__ = [
@@ -272,10 +272,6 @@ class HingeRuleConfig(CheckedConfig):
     eta: float
     task = "binary"
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("eta", self.eta)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MulticlassRuleConfig(CheckedConfig):
@@ -284,11 +280,6 @@ class MulticlassRuleConfig(CheckedConfig):
     n_classes: int
     eta: float
     task = "multiclass"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("n_classes", self.n_classes, 2)
-        check_positive("eta", self.eta)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -302,12 +293,6 @@ class RegressionRuleConfig(CheckedConfig):
     threshold: str = "absolute"
     task = "regression"
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("eta", self.eta)
-        check_nonnegative("eps", self.eps)
-        check_choice("threshold", self.threshold, {"absolute", "squared"})
-
 
 STEPS = ("constant", "adagrad", "normalized")
 """Step rules of the random-feature learners: the papers' constant ``eta``, AdaGrad, or NAG."""
@@ -320,10 +305,6 @@ class StepConfig(CheckedConfig):
     (NAG, ``eta sqrt(t / N) / (s_j sqrt(G_j))``, :class:`NormalizedRows`)."""
 
     step: str = "constant"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_choice("step", self.step, STEPS)
 
 
 # numba's on-disk cache is keyed by _jit_folds.py alone and freezes these values into the
