@@ -65,7 +65,9 @@ class Interval:
     ``integer=True`` takes integers only (not bools, not floats such as ``2.0``), and
     ``multiple_of`` integers that are multiples of it. A float interval takes ints and
     floats, never bools nor NaN; an end at infinity is closed only where inf itself is a
-    valid value (a bound that means "none").
+    valid value (a bound that means "none"). ``note`` follows the range in a refusal
+    (``a kernel bandwidth``); ``within``, a wider interval checked first, refuses the values
+    of the wrong kind or sign with its own words (a bandwidth of 0 "must be a finite number > 0").
     """
 
     low: float | None = None
@@ -75,6 +77,7 @@ class Interval:
     integer: bool = False
     multiple_of: int | None = None
     note: str = ""
+    within: Interval | None = None
 
     def text(self) -> str:
         """The range as one short phrase: ``integer >= 1``, ``(0, 1]``, ``number > 0``."""
@@ -98,6 +101,8 @@ class Interval:
 
     def refusal(self, name: str, value: Any) -> str | None:
         """None when ``value`` is in the interval, else why not: ``eta must be a finite number > 0, got 0``."""
+        if self.within is not None and (outside := self.within.refusal(name, value)) is not None:
+            return outside
         if self.integer:
             return self._integer_refusal(name, value)
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(number := float(value)):
@@ -297,7 +302,7 @@ POSITIVE = _POSITIVE = Interval(0.0, _INF, low_closed=False, high_closed=False)
 """Finite numbers > 0."""
 NONNEGATIVE = _NONNEGATIVE = Interval(0.0, _INF, high_closed=False)
 """Finite numbers >= 0."""
-BANDWIDTH = _BANDWIDTH = Interval(1e-30, 1e30, note="a kernel bandwidth")
+BANDWIDTH = _BANDWIDTH = Interval(1e-30, 1e30, note="a kernel bandwidth", within=POSITIVE)
 """Kernel bandwidths okl accepts: ``sigma**2`` and ``1 / sigma**2`` stay finite in float64, and
 the random frequencies ``draws / sigma`` in float32 (outside it scores overflow to NaN)."""
 SEEDS = _int(0, 2**64, high_closed=False)
