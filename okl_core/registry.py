@@ -45,7 +45,7 @@ _BUILTIN = {
     "kernel_awv": "okl_core.learners.pkawv:KernelAWV",
     "krr": "okl_core.learners.pkawv:KernelRidge",
     "pkawv_taylor": "okl_core.learners.pkawv:PKAWVTaylor",
-    "pkawv_nystrom": "okl_core.learners.pkawv:PKAWVNystrom",
+    "pkawv_nystrom": "okl_core.learners.pkawv_nystrom:PKAWVNystrom",
     "omkl_gf": "okl_core.learners.omkl:OMKLGF",
     "raker": "okl_core.learners.omkl:Raker",
     "oks": "okl_core.learners.oks:OKS",

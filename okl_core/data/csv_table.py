@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import io
 import os
 import time
 from typing import Iterator
