@@ -1,31 +1,17 @@
 """The okl data set layout: a directory of equal-sized Parquet shards plus ``dataset.json``.
 
-Columns (DESIGN.md, "Data layout"; layout version 2):
+The layout's four parts, gathered under one name (callers import from here):
 
-* ``x``   ``fixed_size_binary[4 d]``: the ``d`` features of a row as little-endian float32
-  bytes (field metadata ``okl.encoding = float32-le``, ``okl.n_features = d``); read it
-  with :func:`x_matrix` or ``np.frombuffer(column.buffers()[1], "<f4").reshape(-1, d)``
-* ``y``   ``int32`` label (binary -1/+1, multiclass 0..C-1) or ``float32`` target
-* ``row`` ``int64`` global row number (the stream's order)
-
-Shard ``k`` of ``n`` is ``part-{k:05d}-of-{n:05d}.parquet`` and holds the consecutive rows
-``[k R, (k + 1) R)`` with ``R = rows_per_shard`` (the last shard may be shorter), in row
-groups of ``row_group_rows`` rows that end at multiples of ``row_group_rows`` in the stream
-(a shard that starts between two multiples begins with a shorter group), where the
-training plan cuts its batches too (:mod:`okl_core.data.plan`). ``dataset.json`` records the name, task, row and
-feature counts, classes or target range, feature scaling, source, generator seed and each
-shard's rows.
-
-:class:`DatasetWriter` writes streaming (bounded memory) into a temporary directory that
-is renamed into place only when complete, so a reader never sees a half-written data set.
-Parallel writers (the MNIST-8M generator's Beam workers) each write one shard with
-:func:`write_shard_file` into a :class:`StagedDataset`, which the driver commits.
-:func:`open_dataset` reads a data set directory, or any Parquet file/glob of this schema.
-
-This module gathers the layout's four parts under one name (callers import from here):
-:mod:`okl_core.data.schema` (the schema, ``dataset.json``, the checks of files against
-them), :mod:`okl_core.data.writing`, :mod:`okl_core.data.reading` and
-:mod:`okl_core.data.inference` (what files without ``dataset.json`` hold).
+* :mod:`okl_core.data.schema`: the columns (``x`` float32 bytes, ``y``, ``row``; layout
+  version 2), the shard names, ``dataset.json`` (:class:`DatasetInfo`) and the checks of
+  files against them;
+* :mod:`okl_core.data.writing`: :class:`DatasetWriter` writes streaming (bounded memory)
+  into a temporary directory renamed into place only when complete; parallel writers each
+  write one shard with :func:`write_shard_file` into a :class:`StagedDataset`;
+* :mod:`okl_core.data.reading`: :func:`open_dataset` reads a data set directory, or any
+  Parquet file/glob of this schema;
+* :mod:`okl_core.data.inference`: what files without ``dataset.json`` hold (row order,
+  width, task and classes).
 """
 
 from __future__ import annotations
