@@ -130,7 +130,7 @@ class NotMergeableError(ValueError):
 
 
 _NUMBERS = (int, float, np.integer, np.floating)
-"""What a number may be (numpy scalars too; a bool is refused before)."""
+"""What a mixing weight may be (numpy scalars too; a bool is refused before)."""
 
 
 def mixing_weight(weight: Any) -> float:
@@ -649,7 +649,7 @@ def _name_config(cls: type[Learner[Any]]) -> None:
     A config shared by several learners keeps the first name; TypeError when their
     declarations of its fields differ (the config could not be checked as both read them).
     """
-    config = cls.__dict__.get("config_class") or getattr(cls, "config_class", None)
+    config = getattr(cls, "config_class", None)
     if not cls.name or not isinstance(config, type) or not issubclass(config, CheckedConfig):
         return
     first = config.__dict__.get("learner_name")
