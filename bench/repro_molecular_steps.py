@@ -30,9 +30,9 @@ import numpy as np
 
 from okl_core.data.layout import open_dataset
 from okl_core.data.molecular import step_predicates
+from okl_core.derived import make_learner
 from okl_core.evaluation import run_online
 from okl_core.kernels import median_heuristic
-from okl_core.registry import make_learner
 from okl_experiments.baselines import RIDGE_GRID, mae_rmse
 
 

@@ -23,8 +23,8 @@ from okl_core.learners.support import CapacityError
 from okl_core.merge import check_mixable, merge_states, mix_states
 from okl_core.metrics import Prequential
 from okl_core.random import GENERATOR_VERSION
-from okl_core.registry import learner_class, learner_names, make_learner, register
-from okl_core.derived import resolve_params
+from okl_core.registry import learner_class, learner_names, register
+from okl_core.derived import make_learner, resolve_params
 from okl_core.state import ModelFileError, check_classes, load_model, model_bytes, model_classes, model_from_bytes, model_versions, save_model
 
 from okl_core import testing  # noqa: E402  (after the modules it checks)

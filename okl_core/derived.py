@@ -28,8 +28,8 @@ class lists those defaults in ``data_defaults`` (e.g. ``{"sigma": "median"}``), 
 :func:`complete_params` whenever the value is not given. The config field keeps a number,
 used only by a learner built with no data at all (``make_learner(name, n_inputs=d)``).
 
-Entry points: :func:`resolve_params` (parameters of a learner for data ``X``, what
-``okl_core.make_learner(name, data=X, ...)`` uses), and for callers that hold only a
+Entry points: :func:`make_learner` (a learner by name, its parameters resolved on data ``X``
+when given), :func:`resolve_params` (parameters of a learner for data ``X``), and for callers that hold only a
 description of the data (``okl train`` reads the first rows of a stream), :func:`complete_params`
 and :func:`resolve_value` with their own median.
 """
@@ -43,6 +43,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from okl_core.learners.base import Learner
+from okl_core.registry import learner_class
+
 __all__ = [
     "SYNTAX",
     "MEDIAN_ROWS",
@@ -55,6 +58,7 @@ __all__ = [
     "accepted_params",
     "resolve_params",
     "unresolved",
+    "make_learner",
 ]
 
 MEDIAN_ROWS = 1000
@@ -151,8 +155,6 @@ def resolve_value(name: str, value: Any, median: Callable[[str], float], n_rows:
 
 def data_defaults(name: str) -> dict:
     """Learner ``name``'s defaults derived from the data (its config's ``data_defaults``)."""
-    from okl_core.registry import learner_class
-
     return config_data_defaults(learner_class(name).config_class)
 
 
@@ -165,8 +167,6 @@ def config_data_defaults(config_class: type) -> dict:
 
 
 def _fields(name: str) -> dict:
-    from okl_core.registry import learner_class
-
     return {f.name: f for f in dataclasses.fields(learner_class(name).config_class)}
 
 
@@ -269,3 +269,32 @@ def resolve_params(name: str, params: dict, X, n_rows: int | None = None) -> dic
     kernel = params.get("kernel")
     count = len(X) if n_rows is None else int(n_rows)
     return {key: resolve_value(key, value, median, count, kernel) for key, value in params.items()}
+
+
+def make_learner(name: str, data=None, **params) -> Learner:
+    """Build learner ``name`` from its parameters (see each learner's config class).
+
+    Parameters
+    ----------
+    name : str
+    data : array-like (n, d), optional
+        Rows like those the learner will learn. Given, the parameters are completed and
+        resolved on them (:func:`resolve_params`): ``n_inputs``, the
+        learner's data-derived defaults (the median heuristic for ``sigma``...) and values
+        such as ``sigma="median"``. Without it, a parameter left out takes its config's
+        number and a ``"median"`` / ``"n"`` value is refused.
+    **params
+        The config's fields.
+
+    Raises
+    ------
+    ValueError
+        Invalid parameters, or a value derived from data with no ``data`` given.
+    """
+    if data is not None:
+        params = resolve_params(name, params, data)
+    elif unresolved(params):
+        names = ", ".join(f"{key}={params[key]!r}" for key in unresolved(params))
+        raise ValueError(f"{name}: {names} is derived from the data: pass make_learner({name!r}, data=X, ...) "
+                         f"or resolve it with okl_core.resolve_params({name!r}, params, X)")
+    return learner_class(name).from_params(**params)

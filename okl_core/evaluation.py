@@ -30,7 +30,7 @@ import numpy as np
 
 from okl_core.divergence import divergence_reason
 from okl_core.learners.base import Learner, check_int, validate_xy
-from okl_core.metrics import Prequential
+from okl_core.metrics import BASELINE_MARGIN, Prequential, beats_baseline  # re-exported (they live beside Prequential)
 from okl_core.random import permutation
 
 __all__ = [
@@ -274,12 +274,6 @@ def mean_std(values) -> tuple[float, float]:
     return float(values.mean()), std
 
 
-BASELINE_MARGIN = 0.01
-"""How much lower than the constant baseline a metric must be to count as better: 1% of the
-baseline. A model within it (a9a's always-"-1" answer is 0.236, RBP's default 0.239) learned
-nothing a user could rely on."""
-
-
 def constant_baseline(task: str, y) -> dict[str, float]:
     """The metrics of the best constant answer over the rows of ``y``.
 
@@ -309,16 +303,3 @@ def constant_baseline(task: str, y) -> dict[str, float]:
         return {"mistake_rate": math.nan}
     _, counts = np.unique(y, return_counts=True)
     return {"mistake_rate": 1.0 - float(counts.max()) / y.size}
-
-
-def beats_baseline(value: float, baseline: float, margin: float = BASELINE_MARGIN) -> bool:
-    """Whether a lower-is-better metric ``value`` is clearly below ``baseline``.
-
-    Clearly: at most ``(1 - margin) * baseline``. NaN on either side is not better; a zero
-    baseline (every row the same label or target) is beaten only by a zero metric.
-    """
-    if not (math.isfinite(value) and math.isfinite(baseline)):
-        return False
-    if baseline == 0:
-        return value == 0
-    return value <= (1.0 - margin) * baseline

@@ -30,6 +30,7 @@ import numpy as np
 
 from okl_core.kernels import KERNELS, exact_kernel, median_heuristic
 from okl_core.random import DISTRIBUTIONS, GENERATOR_VERSION, block_bit_generator
+from okl_core.validation import check_bandwidth, check_bool, check_int, check_seed, plain_scalars
 
 __all__ = [
     "KERNELS",
@@ -78,8 +79,6 @@ class FeatureSpec:
     generator_version: int = GENERATOR_VERSION
 
     def __post_init__(self):
-        from okl_core.learners.base import check_bandwidth, check_bool, check_int, check_seed, plain_scalars
-
         plain_scalars(self)
         check_int("n_inputs", self.n_inputs, 1)
         check_int("n_components", self.n_components, 1)
@@ -258,8 +257,6 @@ class TaylorFeatures:
     """
 
     def __init__(self, n_inputs: int, degree: int, sigma: float):
-        from okl_core.learners.base import check_bandwidth, check_int
-
         check_int("n_inputs", n_inputs, 1)
         check_int("degree", degree, 0)
         check_bandwidth("sigma", sigma)

@@ -44,6 +44,7 @@ from numpy.typing import ArrayLike
 from okl_core.learners.compiled import kernels
 from okl_core.numerics import libm_exp, pinned
 from okl_core.random import permutation
+from okl_core.validation import check_bandwidth, check_int
 
 __all__ = [
     "KERNELS",
@@ -123,8 +124,6 @@ def exact_kernel(kernel: str, X: ArrayLike, Y: ArrayLike, sigma: float, Y_sq: np
     ``Y_sq``: the rows' ``(Y * Y).sum(1)`` in float64 when already known (the Gaussian's;
     the others ignore it), see :func:`squared_distances`.
     """
-    from okl_core.learners.base import check_bandwidth  # (the learners import this module)
-
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
     _check_pair(X, Y)
@@ -224,8 +223,6 @@ class Kernel:
     sigma: float
 
     def __post_init__(self) -> None:
-        from okl_core.learners.base import check_bandwidth  # (the learners import this module)
-
         _check_kernel(self.name)
         check_bandwidth("sigma", self.sigma)
 
@@ -275,8 +272,6 @@ def median_heuristic(X: ArrayLike, n_samples: int = 1000, seed: int = 0, metric:
     first: distances from norms and a product lose every digit there (4.0 instead of 2.85 at
     an offset of 1e8). Other samples are left as they are, so their median keeps its bytes.
     """
-    from okl_core.learners.base import check_int  # (the learners import this module)
-
     check_int("n_samples", n_samples, 2)
     if metric not in ("euclidean", "l1"):
         raise ValueError(f"metric must be 'euclidean' or 'l1', got {metric!r}")

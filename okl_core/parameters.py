@@ -8,10 +8,12 @@ declares its own reading of it (:data:`OVERRIDES`: ``eta`` is the Projectron's p
 bound, ``lam`` must be > 0 for the ridge learners). Constraints that tie two fields together
 (``rank <= budget``) are :class:`Relation` objects (:data:`RELATIONS`).
 
-The config classes still check their own values (their ``__post_init__``); the test
-``tests/okl_core/test_parameters.py`` proves, for every registered learner, that each field
-is declared here and that the config refuses the values just outside each declared range
-and accepts those at and inside it, so the declarations below are what the configs do.
+Each constraint also checks a value (``refusal(name, value)``: None, or one line naming the
+parameter and its valid values); :func:`okl_core.validation.validate_config` runs them for
+every config (:class:`~okl_core.learners.base.CheckedConfig`), so the declarations below are
+what the configs do. ``tests/okl_core/test_parameters.py`` proves, for every registered
+learner, that each field is declared here and that the config refuses the values just
+outside each declared range and accepts those at and inside it.
 :func:`okl_core.catalog.describe_learner` joins them with the config's types and defaults
 for ``okl learners NAME``, ``okl train --learner NAME --help`` and ``docs/learners.md``.
 
@@ -22,19 +24,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "BANDWIDTH",
     "Boolean",
     "Described",
     "Interval",
+    "NONNEGATIVE",
     "OVERRIDES",
     "Options",
     "PARAMETERS",
+    "POSITIVE",
     "Parameter",
     "RELATIONS",
     "Relation",
+    "SEEDS",
     "declaration",
     "relations",
 ]
@@ -58,7 +65,9 @@ class Interval:
     ``integer=True`` takes integers only (not bools, not floats such as ``2.0``), and
     ``multiple_of`` integers that are multiples of it. A float interval takes ints and
     floats, never bools nor NaN; an end at infinity is closed only where inf itself is a
-    valid value (a bound that means "none").
+    valid value (a bound that means "none"). ``note`` follows the range in a refusal
+    (``a kernel bandwidth``); ``within``, a wider interval checked first, refuses the values
+    of the wrong kind or sign with its own words (a bandwidth of 0 "must be a finite number > 0").
     """
 
     low: float | None = None
@@ -67,14 +76,12 @@ class Interval:
     high_closed: bool = True
     integer: bool = False
     multiple_of: int | None = None
+    note: str = ""
+    within: Interval | None = None
 
     def text(self) -> str:
         """The range as one short phrase: ``integer >= 1``, ``(0, 1]``, ``number > 0``."""
-        kind = "integer" if self.integer else "number"
-        if self.multiple_of == 2:
-            kind = "even integer"
-        elif self.multiple_of:
-            kind = f"integer multiple of {self.multiple_of}"
+        kind = self._kind()
         if self.high is None or (self.high == _INF and not self.high_closed):
             if self.low is None:
                 return kind
@@ -83,6 +90,50 @@ class Interval:
             return f"{kind} {'<=' if self.high_closed else '<'} {_number(self.high)}"
         left, right = "[" if self.low_closed else "(", "]" if self.high_closed else ")"
         return f"{left}{_number(self.low)}, {_number(self.high)}{right}" + (" (integer)" if self.integer else "")
+
+    def _kind(self) -> str:
+        """``number``, ``integer``, ``even integer`` or ``integer multiple of m``."""
+        if not self.integer:
+            return "number"
+        if self.multiple_of == 2:
+            return "even integer"
+        return f"integer multiple of {self.multiple_of}" if self.multiple_of else "integer"
+
+    def refusal(self, name: str, value: Any) -> str | None:
+        """None when ``value`` is in the interval, else why not: ``eta must be a finite number > 0, got 0``."""
+        if self.within is not None and (outside := self.within.refusal(name, value)) is not None:
+            return outside
+        if self.integer:
+            return self._integer_refusal(name, value)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(number := float(value)):
+            return self._refused(name, value)
+        inside_low = self.low is None or (number >= self.low if self.low_closed else number > self.low)
+        inside_high = self.high is None or (number <= self.high if self.high_closed else number < self.high)
+        return None if inside_low and inside_high else self._refused(name, value)
+
+    def _integer_refusal(self, name: str, value: Any) -> str | None:
+        """:meth:`refusal` of an integer interval: the kind and lower end first, then the upper end."""
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            return self._refused(name, value)
+        number = int(value)
+        if (self.low is not None and number < self.low) or (self.multiple_of and number % self.multiple_of):
+            return self._refused(name, value)
+        if self.high is not None and (number > self.high if self.high_closed else number >= self.high):
+            return f"{name} must be {'<=' if self.high_closed else '<'} {_number(self.high)}, got {value!r}"
+        return None
+
+    def _refused(self, name: str, value: Any) -> str:
+        """The one-line refusal: ``{name} must be <the range>[ (note)], got {value!r}``."""
+        note = f" ({self.note})" if self.note else ""
+        if self.integer:
+            kind = self._kind()
+            bound = f" >= {_number(self.low)}" if self.low is not None else ""
+            return f"{name} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}{bound}{note}, got {value!r}"
+        if self.low is not None and (self.high is None or self.high == _INF):
+            finite = "" if self.high_closed and self.high == _INF else "finite "
+            unbounded = " (inf: no bound)" if not finite else ""
+            return f"{name} must be a {finite}number {'>=' if self.low_closed else '>'} {_number(self.low)}{unbounded}{note}, got {value!r}"
+        return f"{name} must be a number in {self.text()}{note}, got {value!r}"
 
     def samples(self) -> tuple[list[Any], list[Any]]:
         """``(accepted, refused)``: the values at and just inside each end, and just outside it.
@@ -131,6 +182,12 @@ class Options:
         """``one of a, b, c``."""
         return "one of " + ", ".join(map(str, self.values))
 
+    def refusal(self, name: str, value: Any) -> str | None:
+        """None for one of the options, else ``{name} must be one of ['a', 'b'], got {value!r}``."""
+        if isinstance(value, str) and value in self.values:
+            return None
+        return f"{name} must be one of {sorted(self.values, key=str)}, got {value!r}"
+
     def samples(self) -> tuple[list[Any], list[Any]]:
         """``(accepted, refused)``: every option, and a value that is none of them."""
         return list(self.values), ["no_such_option", 1]
@@ -143,6 +200,10 @@ class Boolean:
     def text(self) -> str:
         """``true or false``."""
         return "true or false"
+
+    def refusal(self, name: str, value: Any) -> str | None:
+        """None for a bool, else ``{name} must be true or false, got {value!r}``."""
+        return None if isinstance(value, bool) else f"{name} must be true or false, got {value!r}"
 
     def samples(self) -> tuple[list[Any], list[Any]]:
         """``(accepted, refused)``."""
@@ -164,6 +225,10 @@ class Described:
     def text(self) -> str:
         """The description."""
         return self.description
+
+    def refusal(self, name: str, value: Any) -> str | None:
+        """Always None: the rule is a parser of the config's own (its ``__post_init__`` runs it)."""
+        return None
 
 
 Constraint = Interval | Options | Boolean | Described
@@ -209,21 +274,39 @@ class Relation:
         ``holds(params) -> bool`` on a mapping of every field's value.
     violation : mapping
         Field values that break it (the declaration test checks the config refuses them).
+    explain : callable or None
+        ``explain(params) -> str``: the one-line refusal when it is broken; None: the rule's
+        text with the values of its fields.
     """
 
     fields: tuple[str, ...]
     text: str
     holds: Callable[[Mapping[str, Any]], bool]
     violation: Mapping[str, Any]
+    explain: Callable[[Mapping[str, Any]], str] | None = None
+
+    def refusal(self, params: Mapping[str, Any]) -> str | None:
+        """None when the relation holds for ``params`` (every field's value), else why not."""
+        if self.holds(params):
+            return None
+        if self.explain is not None:
+            return self.explain(params)
+        return f"{self.text} is required, got " + ", ".join(f"{f} = {params[f]!r}" for f in self.fields)
 
 
 def _int(low: int, high: float | None = None, *, high_closed: bool = True, multiple_of: int | None = None) -> Interval:
     return Interval(low, high, high_closed=high_closed, integer=True, multiple_of=multiple_of)
 
 
-_POSITIVE = Interval(0.0, _INF, low_closed=False, high_closed=False)
-_NONNEGATIVE = Interval(0.0, _INF, high_closed=False)
-_BANDWIDTH = Interval(1e-30, 1e30)
+POSITIVE = _POSITIVE = Interval(0.0, _INF, low_closed=False, high_closed=False)
+"""Finite numbers > 0."""
+NONNEGATIVE = _NONNEGATIVE = Interval(0.0, _INF, high_closed=False)
+"""Finite numbers >= 0."""
+BANDWIDTH = _BANDWIDTH = Interval(1e-30, 1e30, note="a kernel bandwidth", within=POSITIVE)
+"""Kernel bandwidths okl accepts: ``sigma**2`` and ``1 / sigma**2`` stay finite in float64, and
+the random frequencies ``draws / sigma`` in float32 (outside it scores overflow to NaN)."""
+SEEDS = _int(0, 2**64, high_closed=False)
+"""Generator keys: integers in ``[0, 2**64)``."""
 _KERNELS = Options(("gaussian", "laplacian", "cauchy"))
 
 PARAMETERS: dict[str, Parameter] = {
@@ -243,7 +326,7 @@ PARAMETERS: dict[str, Parameter] = {
         ),
         "the kernel dictionary the learner chooses among or combines",
     ),
-    "seed": Parameter(_int(0, 2**64, high_closed=False), "model seed: the random features and draws are regenerated from it"),
+    "seed": Parameter(SEEDS, "model seed: the random features and draws are regenerated from it"),
     "n_components": Parameter(_int(1), "random Fourier frequencies D (2 D features)"),
     "block_size": Parameter(_int(1), "frequencies per generator block (part of the feature map: changes the model)"),
     "scaled": Parameter(Boolean(), "features divided by sqrt(D) (kernel-approximating); false: FOGD's form, eta_scaled = D eta_unscaled"),
@@ -348,7 +431,7 @@ OVERRIDES: dict[str, dict[str, Parameter]] = _merged(
     _for(_PROJECTRONS, eta=Parameter(_POSITIVE, "bound on the squared distance of a projected vector to the support span (the projection threshold)")),
     _for(_BOGDS, budget=Parameter(_int(2), "support vectors held at most (B >= 2: survivors are rescaled by B / (B - 1))"),
          lam=Parameter(_NONNEGATIVE, "regulariser: coefficients decay by 1 - eta lam")),
-    _for(("rbp", "mrbp", "rbp_r", "bogd", "mbogd", "bogd_r"), seed=Parameter(_int(0, 2**64, high_closed=False), _BUDGET_SEED)),
+    _for(("rbp", "mrbp", "rbp_r", "bogd", "mbogd", "bogd_r"), seed=Parameter(SEEDS, _BUDGET_SEED)),
     _for(_NOGDS, budget=Parameter(_int(1), "landmarks B: the kernel phase's support vectors")),
     _for(("norma_r",), budget=Parameter(_int(1), "truncation: only the newest B support vectors are kept"),
          lam=Parameter(_NONNEGATIVE, "regulariser: coefficients decay by 1 - eta lam"),
@@ -360,9 +443,9 @@ OVERRIDES: dict[str, dict[str, Parameter]] = _merged(
          block_size=Parameter(_int(2, multiple_of=2), "features per iteration block r (r / 2 frequencies, cos and sin)"),
          nu=Parameter(_NONNEGATIVE, "regularisation nu")),
     _for(_RIDGES, lam=Parameter(_POSITIVE, "ridge parameter lambda")),
-    _for(("pkawv_nystrom",), seed=Parameter(_int(0, 2**64, high_closed=False), "seed of the dictionary's inclusion draws"),
+    _for(("pkawv_nystrom",), seed=Parameter(SEEDS, "seed of the dictionary's inclusion draws"),
          block_rows=Parameter(_int(1), "rows learned per block while the dictionary does not change (changes only rounding)")),
-    _for(_MULTI_KERNEL, seed=Parameter(_int(0, 2**64, high_closed=False), "model seed: per-example draws and every kernel's random features derive from it"),
+    _for(_MULTI_KERNEL, seed=Parameter(SEEDS, "model seed: per-example draws and every kernel's random features derive from it"),
          n_components=Parameter(_int(1), "random Fourier frequencies D per kernel")),
     _for(("omkl_gf", "raker"), eta=Parameter(_POSITIVE, "step size scale, for the coefficients and the kernel weights"),
          lam=Parameter(_NONNEGATIVE, "ridge coefficient lambda of the per-kernel loss")),
@@ -388,15 +471,36 @@ def _taylor_basis_fits(p: Mapping[str, Any]) -> bool:
     return math.comb(p["degree"] + p["n_inputs"], p["degree"]) <= p["max_basis"]
 
 
-_RANK = Relation(("rank", "budget"), "rank <= budget", _rank_within_budget, {"rank": 5, "budget": 4})
-_DECAY = Relation(("eta", "lam"), "eta * lam < 1", _decay_below_one, {"eta": 2.0, "lam": 0.5})
+def _rank_refusal(p: Mapping[str, Any]) -> str:
+    return f"rank must be <= budget ({p['budget']}), got {p['rank']}"
+
+
+def _decay_refusal(p: Mapping[str, Any]) -> str:
+    return f"eta * lam must be < 1 (the decay factor is 1 - eta lam), got {p['eta'] * p['lam']!r}"
+
+
+def _softmax_refusal(p: Mapping[str, Any]) -> str:
+    return f"n_classes must be an integer >= 2 with loss softmax, got {p['n_classes']!r}"
+
+
+def _taylor_refusal(p: Mapping[str, Any]) -> str:
+    degree, n_inputs = p["degree"], p["n_inputs"]
+    r = math.comb(degree + n_inputs, degree)
+    return (f"the Taylor basis has r = C(degree + n_inputs, degree) = C({degree} + {n_inputs}, {degree}) = {r} functions, "
+            f"over max_basis = {p['max_basis']} (the state would hold two r x r float64 matrices, {2 * 8 * r * r / 2**30:.1f} GiB); "
+            "lower degree or reduce the input dimension")
+
+
+_RANK = Relation(("rank", "budget"), "rank <= budget", _rank_within_budget, {"rank": 5, "budget": 4}, _rank_refusal)
+_DECAY = Relation(("eta", "lam"), "eta * lam < 1", _decay_below_one, {"eta": 2.0, "lam": 0.5}, _decay_refusal)
 
 RELATIONS: dict[str, tuple[Relation, ...]] = {
     **{name: (_RANK,) for name in _NOGDS},
     **{name: (_DECAY,) for name in (*_BOGDS, "norma_r")},
-    "dsg": (Relation(("n_classes", "loss"), "n_classes required with loss softmax", _softmax_has_classes, {"loss": "softmax", "n_classes": None}),),
+    "dsg": (Relation(("n_classes", "loss"), "n_classes required with loss softmax", _softmax_has_classes, {"loss": "softmax", "n_classes": None},
+                     _softmax_refusal),),
     "pkawv_taylor": (Relation(("degree", "n_inputs", "max_basis"), "C(degree + n_inputs, degree) <= max_basis", _taylor_basis_fits,
-                              {"degree": 3, "n_inputs": 20, "max_basis": 1000}),),
+                              {"degree": 3, "n_inputs": 20, "max_basis": 1000}, _taylor_refusal),),
 }
 """Learner name -> the constraints between its fields."""
 

@@ -1,4 +1,4 @@
-"""Registry of learners by name: drives ``make_learner``, the CLIs and the conformance suite.
+"""Registry of learners by name: drives :func:`okl_core.derived.make_learner`, the CLIs and the conformance suite.
 
 A learner family module registers its classes here (see ``_BUILTIN``); third parties can
 call :func:`register`. Names are stable: they are written into model files.
@@ -10,7 +10,7 @@ import importlib
 
 from okl_core.learners.base import Learner
 
-__all__ = ["register", "learner_class", "learner_names", "make_learner"]
+__all__ = ["register", "learner_class", "learner_names"]
 
 # name -> "module:Class", imported lazily so that one family's import cost is not everyone's.
 _BUILTIN = {
@@ -45,7 +45,7 @@ _BUILTIN = {
     "kernel_awv": "okl_core.learners.pkawv:KernelAWV",
     "krr": "okl_core.learners.pkawv:KernelRidge",
     "pkawv_taylor": "okl_core.learners.pkawv:PKAWVTaylor",
-    "pkawv_nystrom": "okl_core.learners.pkawv:PKAWVNystrom",
+    "pkawv_nystrom": "okl_core.learners.pkawv_nystrom:PKAWVNystrom",
     "omkl_gf": "okl_core.learners.omkl:OMKLGF",
     "raker": "okl_core.learners.omkl:Raker",
     "oks": "okl_core.learners.oks:OKS",
@@ -86,34 +86,3 @@ def learner_class(name: str) -> type[Learner]:
         raise ValueError(f"unknown learner {name!r}; choose from {learner_names()}")
     module, cls_name = _BUILTIN[name].split(":")
     return getattr(importlib.import_module(module), cls_name)
-
-
-def make_learner(name: str, data=None, **params) -> Learner:
-    """Build learner ``name`` from its parameters (see each learner's config class).
-
-    Parameters
-    ----------
-    name : str
-    data : array-like (n, d), optional
-        Rows like those the learner will learn. Given, the parameters are completed and
-        resolved on them (:func:`okl_core.derived.resolve_params`): ``n_inputs``, the
-        learner's data-derived defaults (the median heuristic for ``sigma``...) and values
-        such as ``sigma="median"``. Without it, a parameter left out takes its config's
-        number and a ``"median"`` / ``"n"`` value is refused.
-    **params
-        The config's fields.
-
-    Raises
-    ------
-    ValueError
-        Invalid parameters, or a value derived from data with no ``data`` given.
-    """
-    from okl_core.derived import resolve_params, unresolved
-
-    if data is not None:
-        params = resolve_params(name, params, data)
-    elif unresolved(params):
-        names = ", ".join(f"{key}={params[key]!r}" for key in unresolved(params))
-        raise ValueError(f"{name}: {names} is derived from the data: pass make_learner({name!r}, data=X, ...) "
-                         f"or resolve it with okl_core.resolve_params({name!r}, params, X)")
-    return learner_class(name).from_params(**params)

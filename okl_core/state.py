@@ -34,10 +34,11 @@ import zipfile
 
 import numpy as np
 
+from okl_core.derived import make_learner
 from okl_core.divergence import non_finite_fields
 from okl_core.learners.base import Learner
 from okl_core.random import GENERATOR_VERSION
-from okl_core.registry import learner_class, make_learner
+from okl_core.registry import learner_class
 
 __all__ = [
     "FORMAT_VERSION", "ModelFileError", "save_model", "load_model", "model_bytes", "model_from_bytes", "atomic_write_bytes",

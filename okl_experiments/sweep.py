@@ -66,8 +66,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from okl_core.derived import make_learner
 from okl_core.evaluation import beats_baseline, mean_std
-from okl_core.registry import learner_class, make_learner
+from okl_core.registry import learner_class
 from okl_core.state import atomic_write_bytes
 from okl_experiments.data import DataSource
 from okl_experiments.grid import SearchSpace, point_key, whole_as_int

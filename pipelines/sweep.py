@@ -33,7 +33,8 @@ import sys
 
 from pipelines.cli import Parser, check_output_dir, compile_learner, deprecate, main, make_output_dir, output_error, prog
 
-from okl_core.registry import learner_class, learner_names, make_learner
+from okl_core.derived import make_learner
+from okl_core.registry import learner_class, learner_names
 from okl_experiments.data import okl_sources
 from okl_experiments.grid import SearchSpace
 from okl_experiments.params import DEFAULT_BATCH_ROWS

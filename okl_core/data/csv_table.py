@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import io
 import os
 import time
 from typing import Iterator
@@ -25,10 +24,10 @@ from typing import Iterator
 import numpy as np
 
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter, recorded_id_columns
-from okl_core.data.scaling import ColumnStats, ScaledRows, Scaling
-from okl_core.data.sources import FLOAT32_LIMIT, ConversionSummary, DataFormatError, NullProgress, RejectLog, finite32, no_rows, not_utf8, open_source, parse_finite
+from okl_core.data.scaling import ColumnStats, ScaledRows
+from okl_core.data.sources import FLOAT32_LIMIT, ConversionSummary, DataFormatError, NullProgress, RejectLog, finite32, no_rows, not_utf8, open_text, parse_finite
 from okl_core.data.table import select_columns
-from okl_core.data.targets import LabelCollector, LabelMap, infer_label_map
+from okl_core.data.targets import LabelCollector, decide_labels_and_scaling
 
 __all__ = ["CsvBatch", "iter_csv", "convert_csv", "csv_header", "parse_delimiter"]
 
@@ -93,10 +92,6 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _open_text(path):
-    return io.TextIOWrapper(open_source(path), encoding="utf-8-sig", newline="")
-
-
 def _header(reader, path: str) -> list:
     """The first record of ``reader`` (the header row), or a one-line error naming ``path``."""
     try:
@@ -111,7 +106,7 @@ def _header(reader, path: str) -> list:
 
 def csv_header(path, delimiter: str = ",") -> list:
     """The column names of a CSV file's header row (stripped), read alone."""
-    with _open_text(os.fspath(path)) as f:
+    with open_text(os.fspath(path)) as f:
         return [name.strip() for name in _header(csv.reader(f, delimiter=delimiter), os.fspath(path))]
 
 
@@ -123,7 +118,7 @@ def iter_csv(path, target, *, features=None, drop=None, delimiter=",", rejects=N
     """
     path = os.fspath(path)
     position = position if position is not None else [0]
-    with _open_text(path) as f:
+    with open_text(path) as f:
         reader = csv.reader(f, delimiter=delimiter)
         cols = _columns(path, _header(reader, path), target, features, drop)
         while True:
@@ -339,39 +334,6 @@ def _decide(path, scan, task, classes, like_info, feature_scaling, target_scalin
         path, len(scan.columns.features), scan.numeric if scan.all_numeric else scan.strings, scan.all_numeric, scan.feature_stats,
         scan.target_stats, task, classes, like_info, feature_scaling, target_scaling,
     )
-
-
-def decide_labels_and_scaling(path, d, labels, all_numeric, feature_stats, target_stats, task, classes, like_info, feature_scaling, target_scaling):
-    """The label map and feature/target scalings of a table: the reference's, or from the scan.
-
-    ``labels`` is the :class:`LabelCollector` of the targets (as numbers when
-    ``all_numeric``, else as text); ``feature_stats`` may be None when not scaling.
-    """
-    if like_info is not None:
-        recorded = like_info.feature_scaling or {}
-        fscale = Scaling.from_json(recorded.get("features", {"method": "none"}), d, like_info.name)
-        tscale = Scaling.from_json(recorded.get("target", {"method": "none"}), 1, like_info.name)
-        return LabelMap.from_info(like_info.task, like_info.classes), fscale, tscale
-    if classes is not None:
-        classes = _typed_classes(path, classes, all_numeric)
-        label_map = LabelMap(task or ("binary" if len(classes) == 2 else "multiclass"), classes)
-    else:
-        label_map = infer_label_map(labels, task, source=path)
-    if label_map.task != "regression" and target_scaling != "none":
-        raise ValueError(f"{path}: target scaling applies to regression targets only (the task is {label_map.task})")
-    fscale = Scaling.fit(feature_scaling, feature_stats if feature_scaling != "none" else None, where=path)
-    tscale = Scaling.fit(target_scaling, target_stats if target_scaling != "none" else None, "--target_scaling", path)
-    return label_map, fscale, tscale
-
-
-def _typed_classes(path, classes, numeric: bool) -> tuple:
-    """Given classes compare as numbers when every target is a number, else as text."""
-    if not numeric:
-        return tuple(c if isinstance(c, str) else format(c, "g") for c in classes)
-    try:
-        return tuple(float(c) for c in classes)
-    except ValueError:
-        raise ValueError(f"{path}: the targets are numbers but the classes {list(classes)} are not") from None
 
 
 def _drop_unknown(batch, y, ok, label_map, path, rejects):

@@ -37,6 +37,7 @@ __all__ = [
     "ConversionSummary",
     "REJECTS_FILE",
     "open_source",
+    "open_text",
     "compression_of",
     "parse_finite",
     "FLOAT32_LIMIT",
@@ -174,6 +175,11 @@ def open_source(path, buffer_size: int = 1 << 20) -> io.BufferedReader[_CheckedS
         raw.close()
         raise
     return io.BufferedReader(_CheckedStream(path, raw, stream, kind), buffer_size=buffer_size)
+
+
+def open_text(path) -> io.TextIOWrapper[io.BufferedReader[_CheckedStream]]:
+    """Open ``path`` (compressed or not, :func:`open_source`) as UTF-8 text for the csv module (a BOM is dropped)."""
+    return io.TextIOWrapper(open_source(path), encoding="utf-8-sig", newline="")
 
 
 class RejectLog:

@@ -49,8 +49,8 @@ import pyarrow.parquet as pq
 
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetWriter, recorded_id_columns
 from okl_core.data.scaling import ColumnStats, ScaledRows
-from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, finite32, no_rows, not_utf8, parse_finite
-from okl_core.data.targets import LabelCollector
+from okl_core.data.sources import ConversionSummary, DataFormatError, NullProgress, RejectLog, finite32, no_rows, not_utf8, open_text, parse_finite
+from okl_core.data.targets import LabelCollector, decide_labels_and_scaling
 
 __all__ = ["MISSING_POLICIES", "RESERVED_ID_NAMES", "check_id_columns", "column_index", "select_columns", "TableEncoding", "CsvColumns", "ParquetColumns", "convert_table", "convert_parquet"]
 
@@ -342,11 +342,9 @@ class CsvColumns(_TableSource):
 
     def __init__(self, path, target, *, features=None, drop=None, categorical=None, markers=None, delimiter=",", no_header=False, batch_rows=8192,
                  ids=()):
-        from okl_core.data.csv_table import _open_text
-
         super().__init__(target, categorical, markers, ids)
         self.path, self.delimiter, self.no_header, self.batch_rows = os.fspath(path), delimiter, no_header, int(batch_rows)
-        self._open = _open_text
+        self._open = open_text
         self.names = self._names()
         self.features = select_columns(self.names, target, features, drop, where=self.path, ids=self.ids)
         self.id_fields = [pa.field(name, pa.string()) for name in self.ids]  # CSV ids are kept as the text they are
@@ -649,7 +647,6 @@ def convert_table(
     ``markers`` and ``missing_policy`` as given to the source (None: the reference's, or
     ``drop``). Other parameters as :func:`okl_core.data.csv_table.convert_csv`.
     """
-    from okl_core.data.csv_table import decide_labels_and_scaling
 
     started = time.perf_counter()
     progress = progress or NullProgress()

@@ -21,9 +21,10 @@ import math
 
 import numpy as np
 
+from okl_core.data.scaling import Scaling
 from okl_core.labels import check_task
 
-__all__ = ["MAX_INFERRED_CLASSES", "LabelCollector", "LabelMap", "infer_label_map", "parse_classes"]
+__all__ = ["MAX_INFERRED_CLASSES", "LabelCollector", "LabelMap", "decide_labels_and_scaling", "infer_label_map", "parse_classes"]
 
 MAX_INFERRED_CLASSES = 1000
 """More distinct integer labels than this are read as a regression target."""
@@ -176,3 +177,36 @@ def infer_label_map(collector: LabelCollector, task: str | None = None, source: 
     if task == "multiclass" and len(classes) < 2:
         raise ValueError(f"{where}multiclass task needs at least 2 distinct labels, found {len(classes)}; pass --classes")
     return LabelMap(task, classes)
+
+
+def decide_labels_and_scaling(path, d, labels, all_numeric, feature_stats, target_stats, task, classes, like_info, feature_scaling, target_scaling):
+    """The label map and feature/target scalings of a table: the reference's, or from the scan.
+
+    ``labels`` is the :class:`LabelCollector` of the targets (as numbers when
+    ``all_numeric``, else as text); ``feature_stats`` may be None when not scaling.
+    """
+    if like_info is not None:
+        recorded = like_info.feature_scaling or {}
+        fscale = Scaling.from_json(recorded.get("features", {"method": "none"}), d, like_info.name)
+        tscale = Scaling.from_json(recorded.get("target", {"method": "none"}), 1, like_info.name)
+        return LabelMap.from_info(like_info.task, like_info.classes), fscale, tscale
+    if classes is not None:
+        classes = _typed_classes(path, classes, all_numeric)
+        label_map = LabelMap(task or ("binary" if len(classes) == 2 else "multiclass"), classes)
+    else:
+        label_map = infer_label_map(labels, task, source=path)
+    if label_map.task != "regression" and target_scaling != "none":
+        raise ValueError(f"{path}: target scaling applies to regression targets only (the task is {label_map.task})")
+    fscale = Scaling.fit(feature_scaling, feature_stats if feature_scaling != "none" else None, where=path)
+    tscale = Scaling.fit(target_scaling, target_stats if target_scaling != "none" else None, "--target_scaling", path)
+    return label_map, fscale, tscale
+
+
+def _typed_classes(path, classes, numeric: bool) -> tuple:
+    """Given classes compare as numbers when every target is a number, else as text."""
+    if not numeric:
+        return tuple(c if isinstance(c, str) else format(c, "g") for c in classes)
+    try:
+        return tuple(float(c) for c in classes)
+    except ValueError:
+        raise ValueError(f"{path}: the targets are numbers but the classes {list(classes)} are not") from None

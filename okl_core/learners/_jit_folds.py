@@ -126,9 +126,6 @@ def draw_index(weights, u):
     return min(np.searchsorted(cdf, u * cdf[-1], side="right"), weights.shape[0] - 1)
 
 
-    return y.shape[0], -1
-
-
 # -- exact kernel rows (okl_core.kernels.row_against_buffer, compiled) ----------------------
 GAUSSIAN, LAPLACIAN, CAUCHY = 0, 1, 2  # okl_core.kernels.KERNEL_CODES
 

@@ -1,4 +1,4 @@
-"""The learner protocol shared by every okl learner, and config validation helpers.
+"""The learner protocol shared by every okl learner, and the base of their configs.
 
 A learner is a small object built from a frozen config dataclass (JSON scalars only). It
 holds no training data: everything learned lives in a *state*, a ``NamedTuple`` of numpy
@@ -42,9 +42,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import types
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, overload
 
 import numpy as np
@@ -52,6 +51,19 @@ from numpy.typing import ArrayLike
 
 from okl_core.labels import TASKS, bad_labels, label_reason, label_rule
 from okl_core.numerics import pinned
+from okl_core.parameters import declaration, relations
+from okl_core.validation import (  # re-exported: the learner families import them from here
+    check_bandwidth,
+    check_bool,
+    check_choice,
+    check_fraction,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_seed,
+    plain_scalars,
+    validate_config,
+)
 
 if TYPE_CHECKING:
     from okl_core.features import FeatureSpec
@@ -117,77 +129,8 @@ class NotMergeableError(ValueError):
     """The states cannot be combined into one model (the learner or the specs forbid it)."""
 
 
-def check_int(name: str, value: Any, minimum: int = 0) -> None:
-    """Raise ValueError unless ``value`` is an int (not bool) ``>= minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def check_seed(name: str, value: Any) -> None:
-    """Raise ValueError unless ``value`` is an int in ``[0, 2**64)`` (a generator key)."""
-    check_int(name, value, 0)
-    if value >= 2**64:
-        raise ValueError(f"{name} must be < 2**64, got {value!r}")
-
-
-BANDWIDTH_RANGE = (1e-30, 1e30)
-"""Kernel bandwidths okl accepts: ``sigma**2`` and ``1 / sigma**2`` stay finite in float64, and
-the random frequencies ``draws / sigma`` in float32 (outside it scores overflow to NaN)."""
-
-
-def check_bandwidth(name: str, value: Any) -> None:
-    """Raise ValueError unless ``value`` is a number in :data:`BANDWIDTH_RANGE`."""
-    low, high = BANDWIDTH_RANGE
-    check_positive(name, value)
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be a number in [{low:g}, {high:g}] (a kernel bandwidth), got {value!r}")
-
-
-def plain_scalars(config: Any) -> None:
-    """Turn a frozen config's numpy scalar fields into Python ones, in place (before the checks).
-
-    ``np.int64(32)`` or ``np.float32(1.0)`` (from an array, a grid, a DataFrame) then passes
-    the checks as its value, and the config stays JSON-ready (model-file headers).
-    """
-    for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
-        if isinstance(value, np.generic) and value.dtype.kind in "biuf":
-            object.__setattr__(config, field.name, value.item())
-
-
 _NUMBERS = (int, float, np.integer, np.floating)
-"""What a numeric parameter may be (numpy scalars too; a bool is refused before)."""
-
-
-def check_positive(name: str, value: Any) -> None:
-    """Raise ValueError unless ``value`` is a finite number > 0."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _NUMBERS) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-
-
-def check_nonnegative(name: str, value: Any) -> None:
-    """Raise ValueError unless ``value`` is a finite number >= 0."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _NUMBERS) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-
-
-def check_fraction(name: str, value: Any) -> None:
-    """Raise ValueError unless ``value`` is a number in (0, 1]."""
-    check_positive(name, value)
-    if value > 1:
-        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
-
-
-def check_choice(name: str, value: Any, choices: Iterable[Any]) -> None:
-    """Raise ValueError unless ``value`` is one of ``choices``."""
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
-
-
-def check_bool(name: str, value: Any) -> None:
-    """Raise ValueError unless ``value`` is a bool."""
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
+"""What a mixing weight may be (numpy scalars too; a bool is refused before)."""
 
 
 def mixing_weight(weight: Any) -> float:
@@ -365,6 +308,7 @@ class Learner(Generic[StateT]):
             method = cls.__dict__.get(name)
             if isinstance(method, types.FunctionType):
                 setattr(cls, name, pinned(_checking_state(method) if name in ("update", "predict") else method))
+        _name_config(cls)
 
     def __init__(self, config: Any):
         if not isinstance(config, self.config_class):
@@ -623,11 +567,16 @@ del _name
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CheckedConfig:
-    """Base of the learners' frozen config dataclasses.
+    """Base of the learners' frozen config dataclasses: validated from the declarations.
 
-    A config class and the groups of fields it combines (a rule's parameters, a feature
-    map's, a budget) each check their own fields in ``__post_init__`` and call
-    ``super().__post_init__()`` first, so one chain validates all of them, ending here.
+    ``__post_init__`` checks every field against the declarations of
+    :mod:`okl_core.parameters` as the config's learner reads them
+    (:func:`okl_core.validation.validate_config`): ``learner_name`` names that learner, set
+    by :class:`Learner` when a learner class names this config as its ``config_class``
+    (learners sharing a config, such as ``krr`` and ``kernel_awv``, must declare its fields
+    alike). A config class writes its own ``__post_init__`` (calling
+    ``super().__post_init__()`` first) only for what a declaration cannot say: a value parsed
+    by a function of its own (a kernel dictionary, a loss and its parameter).
 
     ``data_defaults`` lists the parameters whose default is derived from the data, written
     in the mini-language of :mod:`okl_core.derived` (``{"sigma": "median"}``): okl's
@@ -636,9 +585,12 @@ class CheckedConfig:
     """
 
     data_defaults: ClassVar[dict[str, Any]] = {}
+    learner_name: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
         plain_scalars(self)
+        # this class's own learner, never a base config's (whose learner may read a field otherwise)
+        validate_config(self, type(self).__dict__.get("learner_name", ""))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -676,10 +628,6 @@ class RandomFeatureConfig(CheckedConfig):
 
     data_defaults: ClassVar[dict[str, Any]] = {"sigma": "median"}
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.feature_spec()  # validates the feature fields with clear messages
-
     def feature_spec(self) -> FeatureSpec:
         """The :class:`~okl_core.features.FeatureSpec` of these parameters."""
         from okl_core.features import FeatureSpec
@@ -693,6 +641,28 @@ class RandomFeatureConfig(CheckedConfig):
             block_size=self.block_size,
             scaled=self.scaled,
         )
+
+
+def _name_config(cls: type[Learner[Any]]) -> None:
+    """Tell ``cls.config_class`` which learner's declarations check it (:class:`CheckedConfig`).
+
+    A config shared by several learners keeps the first name; TypeError when their
+    declarations of its fields differ (the config could not be checked as both read them).
+    """
+    config = getattr(cls, "config_class", None)
+    if not cls.name or not isinstance(config, type) or not issubclass(config, CheckedConfig):
+        return
+    first = config.__dict__.get("learner_name")
+    if not first:
+        config.learner_name = cls.name
+    elif first != cls.name and _declarations(first, config) != _declarations(cls.name, config):
+        raise TypeError(f"{cls.name} and {first} share {config.__name__} but declare its parameters differently")
+
+
+def _declarations(learner: str, config: type) -> tuple[Any, ...]:
+    """What checks ``config`` as ``learner`` reads it: each field's declaration, and the relations."""
+    fields = tuple(declaration(learner, f.name) for f in dataclasses.fields(config))
+    return fields, relations(learner)
 
 
 def _checking_state(method: Any) -> Any:

@@ -39,23 +39,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from okl_core.features import FeatureSpec, FourierFeatures
-from okl_core.learners.base import (
-    CheckedConfig,
-    Learner,
-    check_bool,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    validate_xy,
-    weighted_average,
-)
+from okl_core.learners.base import CheckedConfig, Learner, validate_xy, weighted_average
 from okl_core.losses import make_loss
 
 __all__ = ["DSGConfig", "DSGState", "DSG"]
 
 _RENORMALISE_BELOW = 1e-100
 _PREDICT_CHUNK_FLOATS = 8 * 2**20  # rows x frequencies per prediction chunk (32 MiB)
-_PRECISIONS = ("float32", "float64")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -134,23 +124,8 @@ class DSGConfig(CheckedConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        loss = make_loss(self.loss, self.loss_param)  # validates loss and its parameter
-        check_int("block_size", self.block_size, 2)
-        if self.block_size % 2:
-            raise ValueError(f"block_size must be even (cos/sin pairs), got {self.block_size}")
-        check_int("batch_size", self.batch_size, 1)
-        check_positive("theta", self.theta)
-        check_nonnegative("step_offset", self.step_offset)
-        check_nonnegative("nu", self.nu)
-        check_bool("averaged", self.averaged)
-        check_bool("precondition", self.precondition)
-        check_positive("precondition_eps", self.precondition_eps)
-        if self.precision not in _PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(_PRECISIONS)}, got {self.precision!r}")
-        check_int("feature_cache_mb", self.feature_cache_mb, 0)
-        if loss.task == "multiclass" or self.n_classes is not None:  # ignored by the other losses, but written in model files
-            check_int("n_classes", self.n_classes, 2)
-        self.feature_spec()
+        # loss_param's valid values depend on the loss (a Described declaration): the loss checks it
+        make_loss(self.loss, self.loss_param)
 
     @property
     def task(self) -> str:

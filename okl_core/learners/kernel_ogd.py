@@ -45,8 +45,8 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from okl_core.kernels import KERNELS, Kernel
-from okl_core.learners.base import CheckedConfig, Learner, NotMergeableError, check_choice, check_bandwidth, check_int, check_positive, validate_xy
+from okl_core.kernels import Kernel
+from okl_core.learners.base import CheckedConfig, Learner, NotMergeableError, validate_xy
 from okl_core.learners.compiled import folds
 from okl_core.learners.rules import (
     BinaryHingeRule,
@@ -101,12 +101,6 @@ class KernelConfig(CheckedConfig):
     sigma: float = 8.0
 
     data_defaults: ClassVar[dict] = {"sigma": "median"}
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("n_inputs", self.n_inputs, 1)
-        check_choice("kernel", self.kernel, set(KERNELS))
-        check_bandwidth("sigma", self.sigma)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -47,7 +47,7 @@ import re
 import numpy as np
 
 from okl_core.features import KERNELS, FeatureSpec, FourierFeatures
-from okl_core.learners.base import CheckedConfig, Learner, StateT, check_bandwidth, check_int, check_seed
+from okl_core.learners.base import CheckedConfig, Learner, StateT, check_bandwidth
 from okl_core.losses import softmax
 from okl_core.numerics import libm_exp
 from okl_core.random import block_bit_generator, row_uniforms
@@ -207,9 +207,8 @@ class MultiKernelConfig(CheckedConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_int("n_inputs", self.n_inputs, 1)
-        check_seed("seed", self.seed)
-        kernel_seeds(self.seed, len(self.dictionary))  # parses and checks the dictionary too
+        # the dictionary is a Described declaration: its parser (kernel_seeds parses it) checks it
+        kernel_seeds(self.seed, len(self.dictionary))
 
     @property
     def dictionary(self) -> tuple[tuple[str, float], ...]:
@@ -235,12 +234,6 @@ class RandomFeatureMultiKernelConfig(MultiKernelConfig):
     n_components: int = 50
     block_size: int = 256
     feature_cache_mb: int = 256
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_int("n_components", self.n_components, 1)
-        check_int("block_size", self.block_size, 1)
-        check_int("feature_cache_mb", self.feature_cache_mb, 0)
 
     def feature_specs(self) -> tuple[FeatureSpec, ...]:
         """Each kernel's :class:`~okl_core.features.FeatureSpec` (see :class:`KernelFeatureBank`)."""

@@ -49,14 +49,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from okl_core.learners.base import (
-    Learner,
-    NotMergeableError,
-    check_choice,
-    check_int,
-    check_nonnegative,
-    validate_xy,
-)
+from okl_core.learners.base import Learner, NotMergeableError, validate_xy
 from okl_core.kernels import Kernel
 from okl_core.learners.kernel_ogd import (
     KernelConfig,
@@ -79,8 +72,6 @@ from okl_core.learners.rules import (
 
 __all__ = ["BudgetFields", "NOGDConfig", "MNOGDConfig", "NOGDRConfig", "NOGDState", "NOGD", "MNOGD", "NOGDRegressor", "nystrom_transition"]
 
-SWITCHES = ("immediate", "next_update")
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BudgetFields(KernelConfig):
@@ -102,17 +93,6 @@ class BudgetFields(KernelConfig):
     rank: int = 20
     switch: str = "immediate"
     eig_rtol: float = 1e-10
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_int("budget", self.budget, 1)
-        check_int("rank", self.rank, 1)
-        if self.rank > self.budget:
-            raise ValueError(f"rank must be <= budget ({self.budget}), got {self.rank}")
-        check_choice("switch", self.switch, set(SWITCHES))
-        check_nonnegative("eig_rtol", self.eig_rtol)
-        if self.eig_rtol >= 1:
-            raise ValueError(f"eig_rtol must be in [0, 1), got {self.eig_rtol!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -87,16 +87,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from okl_core.derived import scaled_dictionary
-from okl_core.learners.base import (
-    State,
-    check_choice,
-    check_fraction,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    validate_xy,
-    weighted_average,
-)
+from okl_core.learners.base import State, validate_xy, weighted_average
 from okl_core.learners.compiled import folds
 from okl_core.learners.multikernel import (
     OMKL_DICTIONARY,
@@ -121,8 +112,6 @@ __all__ = [
 
 MULTIKERNEL_FOLDS = "okl_core.learners._multikernel_folds"
 """The fold module of Raker and OMKL-GF (:func:`okl_core.learners.compiled.folds`)."""
-
-SCHEDULES = ("inv_sqrt_t", "constant")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -153,12 +142,6 @@ class RakerConfig(RandomFeatureMultiKernelConfig):
     task = "regression"
 
     data_defaults: ClassVar[dict] = {"kernels": scaled_dictionary(OMKL_DICTIONARY, "median")}
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_positive("eta", self.eta)
-        check_choice("schedule", self.schedule, set(SCHEDULES))
-        check_nonnegative("lam", self.lam)
 
     def rate(self, value: float, t: int) -> float:
         """``value / sqrt(t)`` or ``value``, by :attr:`schedule` (``t`` 1-based)."""
@@ -193,15 +176,6 @@ class OMKLGFConfig(RakerConfig):
     freeze_below: float = 0.0
     freeze_on: str = "mse"
     frozen_q: str = "conditional"
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_int("draws_per_node", self.draws_per_node, 1)
-        check_int("selective_nodes", self.selective_nodes, 1)
-        check_fraction("eta_e", self.eta_e)
-        check_nonnegative("freeze_below", self.freeze_below)
-        check_choice("frozen_q", self.frozen_q, {"conditional", "marginal"})
-        check_choice("freeze_on", self.freeze_on, {"mse", "example"})
 
 
 class RakerState(NamedTuple):

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from okl_core.learners.base import CheckedConfig, check_choice, check_int, check_nonnegative, check_positive
+from okl_core.learners.base import CheckedConfig
 from okl_core.learners.compiled import folds
 
 __all__ = [
@@ -80,10 +80,6 @@ class HingeRuleConfig(CheckedConfig):
     eta: float
     task = "binary"
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("eta", self.eta)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MulticlassRuleConfig(CheckedConfig):
@@ -92,11 +88,6 @@ class MulticlassRuleConfig(CheckedConfig):
     n_classes: int
     eta: float
     task = "multiclass"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("n_classes", self.n_classes, 2)
-        check_positive("eta", self.eta)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -110,12 +101,6 @@ class RegressionRuleConfig(CheckedConfig):
     threshold: str = "absolute"
     task = "regression"
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("eta", self.eta)
-        check_nonnegative("eps", self.eps)
-        check_choice("threshold", self.threshold, {"absolute", "squared"})
-
 
 STEPS = ("constant", "adagrad", "normalized")
 """Step rules of the random-feature learners: the papers' constant ``eta``, AdaGrad, or NAG."""
@@ -128,10 +113,6 @@ class StepConfig(CheckedConfig):
     (NAG, ``eta sqrt(t / N) / (s_j sqrt(G_j))``, ``_linear_folds.normalized_step``)."""
 
     step: str = "constant"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_choice("step", self.step, STEPS)
 
 
 # numba freezes these values into the folds' machine code: this module's source is part of

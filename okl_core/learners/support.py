@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 from numpy.typing import DTypeLike
 
-from okl_core.learners.base import CheckedConfig, check_int
+from okl_core.learners.base import CheckedConfig
 
 __all__ = ["CapacityError", "GrowingArray", "SupportBuffer", "SupportCap", "SupportCapConfig", "cap_error"]
 
@@ -46,10 +46,6 @@ class SupportCapConfig(CheckedConfig):
     """
 
     max_support: int = 100_000
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("max_support", self.max_support, 1)
 
 
 class SupportCap:

@@ -12,9 +12,10 @@ import dataclasses
 import math
 import re
 
+import numpy as np
 import pytest
 
-from okl_core.parameters import Described, Interval, Options, declaration, relations
+from okl_core.parameters import BANDWIDTH, Boolean, Described, Interval, Options, declaration, relations
 from okl_core.registry import learner_class, learner_names
 
 NAMES = learner_names()
@@ -146,3 +147,43 @@ def test_interval_samples_sit_on_the_edges():
     assert Interval(0.0, math.inf, high_closed=False).text() == "number >= 0"
     assert Interval(0.0, math.inf, low_closed=False, high_closed=True).text() == "(0, inf]"
     assert Interval(0, 2**64, high_closed=False, integer=True).text() == "[0, 2**64) (integer)"
+
+
+@pytest.mark.parametrize("constraint, value, refusal", [
+    (Interval(1, integer=True), 0, "budget must be an integer >= 1, got 0"),
+    (Interval(1, integer=True), 2.0, "budget must be an integer >= 1, got 2.0"),
+    (Interval(0, 2**64, high_closed=False, integer=True), 2**64, "budget must be < 2**64, got 18446744073709551616"),
+    (Interval(2, integer=True, multiple_of=2), 5, "budget must be an even integer >= 2, got 5"),
+    (Interval(0.0, math.inf, low_closed=False, high_closed=False), math.inf, "budget must be a finite number > 0, got inf"),
+    (Interval(0.0, math.inf, low_closed=False, high_closed=True), True, "budget must be a number > 0 (inf: no bound), got True"),
+    (Interval(0.0, 1.0, high_closed=False), 1.0, "budget must be a number in [0, 1), got 1.0"),
+    (Options(("b", "a")), "c", "budget must be one of ['a', 'b'], got 'c'"),
+    (Boolean(), 1, "budget must be true or false, got 1"),
+])
+def test_a_refusal_is_one_line_naming_the_parameter_and_its_values(constraint, value, refusal):
+    assert constraint.refusal("budget", value) == refusal
+
+
+def test_a_bandwidth_refuses_a_non_positive_value_in_its_own_words():
+    assert BANDWIDTH.refusal("sigma", 0.0) == "sigma must be a finite number > 0, got 0.0"
+    assert BANDWIDTH.refusal("sigma", 1e31) == "sigma must be a number in [1e-30, 1e+30] (a kernel bandwidth), got 1e+31"
+    assert BANDWIDTH.refusal("sigma", 1e30) is None
+
+
+def test_a_config_is_checked_as_its_own_learner_declares_it():
+    """The same field, two readings: ridge learners need lam > 0, OMKL takes lam = 0; numpy scalars pass as their values."""
+    with pytest.raises(ValueError, match=r"^lam must be a finite number > 0, got 0.0$"):
+        learner_class("krr").config_class(n_inputs=2, lam=0.0)
+    assert learner_class("omkl_gf").config_class(n_inputs=2, lam=0.0).lam == 0.0
+    with pytest.raises(ValueError, match=r"^rank must be <= budget \(4\), got 5$"):
+        learner_class("nogd").config_class(n_inputs=2, budget=4, rank=5)
+    assert learner_class("nogd").config_class(n_inputs=np.int64(2), budget=4, rank=np.int32(4)).rank == 4
+
+
+def test_learners_sharing_a_config_must_read_its_fields_alike():
+    """kernel_awv and krr share one config and declare it alike; a learner reading lam otherwise may not share it."""
+    config = learner_class("krr").config_class
+    assert config.learner_name in {"kernel_awv", "krr"} and learner_class("kernel_awv").config_class is config
+    with pytest.raises(TypeError, match="share ExactRidgeConfig but declare its parameters differently"):
+        type("OtherRidge", (learner_class("krr"),), {"name": "fogd"})
+    assert config.learner_name in {"kernel_awv", "krr"}

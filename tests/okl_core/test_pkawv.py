@@ -7,7 +7,7 @@ import okl_core
 import okl_core.evaluation
 from okl_core.features import TaylorFeatures, exact_kernel
 from okl_core.learners.base import NotMergeableError
-from okl_core.learners.pkawv import _kors_uniforms
+from okl_core.learners.pkawv_nystrom import _kors_uniforms
 from okl_core.numerics import single_threaded_blas
 
 from .learner_data import tiny_problem
