@@ -29,9 +29,10 @@ import time
 from okl_core.evaluation import beats_baseline
 from okl_core.learners.multikernel import OKS_DICTIONARY, OMKL_DICTIONARY
 from okl_core.registry import learner_class, learner_names
+from okl_core.reporting import baseline_name
 from okl_experiments.data import DATASETS, available, real_source
 from okl_experiments.grid import Choice, SearchSpace
-from okl_experiments.metrics import baseline_name, experiment_metric
+from okl_experiments.metrics import experiment_metric
 from okl_experiments.runs import run_seed
 from okl_experiments.sweep import Point, SweepSettings, baseline_flag, make_points, sweep
 from okl_experiments.text import markdown_table, mean_std_text, percent, write_json, write_text

@@ -29,8 +29,9 @@ from typing import Any, Callable, Iterator
 from okl_core.divergence import explosion_text
 from okl_core.evaluation import constant_baseline, evaluate, metric_value, permuted, run_online
 from okl_core.registry import make_learner
+from okl_core.reporting import metric_of
 from okl_experiments.data import DataSource, cached_data, loads_done
-from okl_experiments.metrics import experiment_metrics, metric_of
+from okl_experiments.metrics import experiment_metrics
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 
 __all__ = ["RunTask", "run_seed", "run_task", "execute", "dask_client"]

@@ -7,7 +7,7 @@ infinite-MNIST data set: each worker loads the base digits once (``setup``), bui
 only on ``(seed, i)``, so the data set is the same for any number of shards, workers or
 retries. :func:`generate_mnist8m` runs it into a staged data set directory and commits it
 (``pipelines.prepare mnist8m``), reporting the rows written so far as progress: each shard
-reports its rows as it writes them (:class:`okl_experiments.progress.Heartbeat`, every
+reports its rows as it writes them (:class:`okl_core.heartbeat.Heartbeat`, every
 quarter second, into a hidden folder beside the staging directory, which the workers reach
 as they reach the staging directory), so the bar moves by batches, not by whole shards.
 """
@@ -25,7 +25,7 @@ import apache_beam as beam
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetInfo, StagedDataset, shard_file_name, write_shard_file
 from okl_core.data.mnist8m import GENERATOR_NAME, DeformationConfig, Mnist8mGenerator, class_task, load_base
 from okl_core.data.sources import ConversionSummary, DataFormatError
-from okl_experiments.progress import Heartbeat, read_heartbeats
+from okl_core.heartbeat import Heartbeat, read_heartbeats
 from transforms.worker import settle_worker_process
 
 __all__ = ["ShardPlan", "WriteMnist8mShards", "generate_mnist8m"]

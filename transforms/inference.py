@@ -37,9 +37,9 @@ from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, Model
 
 import okl_core
 from okl_core.data.layout import INFO_FILE, DatasetInfo, recorded_id_columns
+from okl_core.heartbeat import Heartbeat
 from okl_core.learners.base import labels_from_scores
 from okl_core.predictions import class_names, probabilities_from_scores, probability_names
-from okl_experiments.progress import Heartbeat
 from transforms.read import DatasetSource, _remote_dataset, is_remote, open_binary, read_bytes  # noqa: F401 (read_bytes: part of this module's API)
 from transforms.worker import settle_worker_process
 
@@ -299,7 +299,7 @@ class WritePredictions(beam.PTransform):
                  classes: list | None = None, link: str | None = None, source: DatasetSource | None = None, id_fields: Sequence[pa.Field] = ()):
         super().__init__()
         self.model_path, self.task, self.n_classes, self.output = model_path, task, n_classes, output
-        self.progress_dir = progress_dir  # a local folder for live progress (okl_experiments.progress.Heartbeat)
+        self.progress_dir = progress_dir  # a local folder for live progress (okl_core.heartbeat.Heartbeat)
         self.classes, self.link, self.source, self.id_fields = classes, link, source, list(id_fields)
 
     def expand(self, batches):
