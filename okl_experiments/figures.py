@@ -270,7 +270,7 @@ def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tupl
             groups = {f"best over {', '.join(others)}": list(best.values())}
         xs_all = [x for items in groups.values() for x, _, _ in items]
         numeric = _numeric(xs_all)
-        categories = sorted({json.dumps(x) for x in xs_all}) if not numeric else None
+        categories = [] if numeric else sorted({json.dumps(x) for x in xs_all})  # the x positions of values that are not numbers
         fig, ax = plt.subplots(figsize=(7.6 if any(groups) else 6.4, 4.2), dpi=100, layout="constrained")
         for (label, items), (line, marker) in zip(sorted(groups.items()), itertools.cycle(_STYLES)):
             items = sorted(items, key=lambda t: (t[0] if numeric else categories.index(json.dumps(t[0]))))
@@ -570,7 +570,8 @@ def reproduce_figures(paths: list[str], out_dir: str) -> list[str]:
     the ``reproduce-at-scale.json`` files (told apart by their settings' ``runs``) together give
     one figure per at-scale setting (:func:`plot_scale`).
     """
-    tables, scale = [], []
+    tables: list[str] = []
+    scale: list[str] = []
     for path in paths:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")

@@ -71,14 +71,14 @@ class ProgressBar:
         self._started = 0.0
         self._last_draw = 0.0
         self._done = 0
-        self._samples = collections.deque([(0.0, 0)])
+        self._samples: collections.deque[tuple[float, int]] = collections.deque([(0.0, 0)])
 
     def start(self, total, unit, label):
         self.finish()
         self._total, self._unit, self._label = total, unit, label
         self._started = self._last_draw = time.perf_counter()
         self._done = 0
-        self._samples: collections.deque = collections.deque([(self._started, 0)])
+        self._samples = collections.deque([(self._started, 0)])
         if not self.enabled:
             return
         try:

@@ -414,7 +414,7 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
     if resume and not results_path:
         raise ValueError("resume needs an output directory")
     identities = {p.index: point_identity(settings.learner, p.params) for p in points}
-    done_rows = _finished_rows(results_path, settings, set(identities.values()), progress) if resume else {}
+    done_rows = _finished_rows(results_path, settings, set(identities.values()), progress) if resume and results_path else {}
     if out_dir:
         _remove_best(out_dir)
     todo = [p for p in points if identities[p.index] not in done_rows]

@@ -57,7 +57,7 @@ class _WriteMnist8mShardFn(beam.DoFn):
         self.staging_dir, self.base, self.seed, self.progress_dir = staging_dir, base, seed, progress_dir
         self.config_dict, self.plan = config_dict, plan
         self.row_group_rows, self.batch_rows, self.compression = row_group_rows, batch_rows, compression
-        self._generator = None
+        self._generator: Mnist8mGenerator | None = None  # made by setup, on the worker
 
     def setup(self):
         settle_worker_process()
@@ -65,11 +65,13 @@ class _WriteMnist8mShardFn(beam.DoFn):
         self._generator = Mnist8mGenerator(images, labels, self.seed, DeformationConfig(**self.config_dict))
 
     def process(self, index):
+        generator = self._generator
+        assert generator is not None  # made by setup
         shard = self.plan.shard(int(index))
-        batches = _counted(self._generator.shard_batches(shard["first_row"], shard["n_rows"], self.batch_rows),
+        batches = _counted(generator.shard_batches(shard["first_row"], shard["n_rows"], self.batch_rows),
                            Heartbeat(self.progress_dir, f"shard-{int(index)}"))
         task = class_task(self.base.get("classes"))
-        n = write_shard_file(os.path.join(self.staging_dir, shard["file"]), self._generator.n_features, task, batches, shard["first_row"], self.row_group_rows, self.compression)
+        n = write_shard_file(os.path.join(self.staging_dir, shard["file"]), generator.n_features, task, batches, shard["first_row"], self.row_group_rows, self.compression)
         yield dict(shard, n_rows=n)
 
 

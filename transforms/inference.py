@@ -134,7 +134,7 @@ class WatchModelVersions(beam.PTransform):
         from transforms.streaming import newest_version
 
         directory = self.directory
-        kwargs = {} if self.stop_timestamp is None else {"stop_timestamp": self.stop_timestamp}
+        kwargs: dict[str, Any] = {} if self.stop_timestamp is None else {"stop_timestamp": self.stop_timestamp}
 
         def newest(_):
             found = newest_version(directory)
@@ -272,6 +272,7 @@ class _ToTable(beam.DoFn):
             columns.append(pa.array(scores))
         if self.link is not None and self.task != "regression":
             probabilities = probabilities_from_scores(self.link, scores)
+            assert probabilities is not None  # a link gives probabilities
             columns.extend(pa.array(probabilities[:, c]) for c in range(probabilities.shape[1]))
         yield pa.Table.from_arrays(columns, schema=schema)
 
@@ -303,7 +304,7 @@ class WritePredictions(beam.PTransform):
         self.classes, self.link, self.source, self.id_fields = classes, link, source, list(id_fields)
 
     def expand(self, batches):
-        handler = KeyedModelHandler(OklModelHandler(self.model_path, max_batch_size=4))
+        handler: KeyedModelHandler[Any, np.ndarray, PredictionResult, OklModel] = KeyedModelHandler(OklModelHandler(self.model_path, max_batch_size=4))
         schema = prediction_schema(self.task, self.n_classes, self.classes, self.link is not None, self.id_fields)
         to_table = _ToTable(self.task, self.n_classes, self.progress_dir, classes=self.classes, link=self.link, source=self.source, id_fields=self.id_fields)
         return (
