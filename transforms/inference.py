@@ -129,12 +129,13 @@ class WatchModelVersions(beam.PTransform):
 
     def expand(self, pbegin):
         from apache_beam.transforms.periodicsequence import PeriodicImpulse
+        from apache_beam.utils.timestamp import MAX_TIMESTAMP
 
         from okl_core.state import version_file_name
         from transforms.streaming import newest_version
 
         directory = self.directory
-        kwargs: dict[str, Any] = {} if self.stop_timestamp is None else {"stop_timestamp": self.stop_timestamp}
+        stop = MAX_TIMESTAMP if self.stop_timestamp is None else self.stop_timestamp  # PeriodicImpulse's default: never
 
         def newest(_):
             found = newest_version(directory)
@@ -142,7 +143,7 @@ class WatchModelVersions(beam.PTransform):
 
         return (
             pbegin
-            | "Poll" >> PeriodicImpulse(start_timestamp=self.start_timestamp, fire_interval=self.poll_seconds, apply_windowing=True, **kwargs)
+            | "Poll" >> PeriodicImpulse(start_timestamp=self.start_timestamp, stop_timestamp=stop, fire_interval=self.poll_seconds, apply_windowing=True)
             | "Newest" >> beam.FlatMap(newest).with_output_types(ModelMetadata)
         )
 
@@ -304,13 +305,12 @@ class WritePredictions(beam.PTransform):
         self.classes, self.link, self.source, self.id_fields = classes, link, source, list(id_fields)
 
     def expand(self, batches):
-        handler: KeyedModelHandler[Any, np.ndarray, PredictionResult, OklModel] = KeyedModelHandler(OklModelHandler(self.model_path, max_batch_size=4))
         schema = prediction_schema(self.task, self.n_classes, self.classes, self.link is not None, self.id_fields)
         to_table = _ToTable(self.task, self.n_classes, self.progress_dir, classes=self.classes, link=self.link, source=self.source, id_fields=self.id_fields)
         return (
             batches
             | "KeyByRows" >> beam.Map(lambda element: ((element[1].start, element[1].stop, element[1].row), element[1].X))
-            | "RunInference" >> RunInference(handler)
+            | "RunInference" >> RunInference(KeyedModelHandler(OklModelHandler(self.model_path, max_batch_size=4)))
             | "ToTables" >> beam.ParDo(to_table)
             | "WritePredictions" >> WriteToParquetBatched(self.output, schema, file_name_suffix=".parquet")
         )
