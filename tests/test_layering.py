@@ -109,32 +109,41 @@ def test_no_library_module_imports_a_cli():
     assert offenders == {}
 
 
+_PRELUDE = (
+    "import importlib, logging, pkgutil, sys\n"
+    "def import_all(pkg):\n"
+    "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
+    "        importlib.import_module(m.name)\n"
+    "def loaded(names):\n"
+    "    return sorted({k.split('.')[0] for k in sys.modules} & set(names))\n"
+)
+"""Code run first in a fresh interpreter: ``import_all(package)`` imports every module of it,
+``loaded(names)`` says which of the top-level ``names`` are then imported."""
+
+
+def _fresh_python(code: str) -> str:
+    """What ``code`` prints, run after :data:`_PRELUDE` in a new interpreter at the repository root."""
+    out = subprocess.run([sys.executable, "-c", _PRELUDE + code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
 def test_importing_every_transforms_module_loads_nothing_of_okl_but_okl_core():
     """What the static check cannot see (an import by a computed name): transforms stand on okl_core alone."""
-    code = (
-        "import importlib, pkgutil, sys, transforms\n"
-        "for m in pkgutil.walk_packages(transforms.__path__, 'transforms.'):\n"
-        "    importlib.import_module(m.name)\n"
-        "print(sorted({k.split('.')[0] for k in sys.modules} & {'okl_experiments', 'pipelines', 'dask', 'distributed'}))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    assert _fresh_python("import transforms\nimport_all(transforms)\nprint(loaded(['okl_experiments', 'pipelines', 'dask', 'distributed']))\n") == "[]"
 
 
 def test_importing_every_library_module_loads_nothing_above_it_and_changes_no_logging():
     code = (
-        "import importlib, logging, pkgutil, sys\n"
         "root = logging.getLogger(); before = (list(root.filters), list(root.handlers), root.level)\n"
         "import okl_core, okl_experiments\n"
-        "for pkg in (okl_core, okl_experiments):\n"
-        "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
-        "        importlib.import_module(m.name)\n"
+        "import_all(okl_core)\n"
+        "import_all(okl_experiments)\n"
         "for name in okl_core.learner_names():\n"
         "    okl_core.learner_class(name)\n"
-        "bad = sorted({k.split('.')[0] for k in sys.modules} & {'apache_beam', 'dask', 'distributed', 'transforms', 'pipelines', 'matplotlib'})\n"
+        "bad = loaded(['apache_beam', 'dask', 'distributed', 'transforms', 'pipelines', 'matplotlib'])\n"
         "import pipelines\n"
         "changed = (list(root.filters), list(root.handlers), root.level) != before\n"
         "print(bad, changed)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert out.stdout.strip() == "[] False", out.stdout + out.stderr
+    assert _fresh_python(code) == "[] False"
