@@ -49,7 +49,7 @@ from okl_core.data.plan import StreamPlan  # noqa: E402
 from okl_core.data.validate import check_rows  # noqa: E402
 from okl_core.divergence import diverged  # noqa: E402
 from okl_core.metrics import Prequential  # noqa: E402
-from okl_experiments.metrics import batch_curve  # noqa: E402
+from okl_core.reporting import batch_curve  # noqa: E402
 from transforms.read import DatasetSource, piece_refs  # noqa: E402
 from transforms.train import LearnerSpec, _FoldShard  # noqa: E402
 

@@ -6,8 +6,9 @@ what an experiment needs besides the learners, importable and without Apache Bea
 * :mod:`~okl_experiments.params` -- learner parameters from a data set: ``n_inputs`` /
   ``n_classes``, the data-derived values (``"median"``, ``"0.1*median"``, ``"n"``,
   ``"c/n"``), batch rows rounded for mini-batch learners, the ``{"learner", "params"}`` file;
-* :mod:`~okl_experiments.metrics` -- the headline metric of a task, experiment metric
-  names, the online curve of per-batch records;
+* :mod:`~okl_experiments.metrics` -- experiment metric names (``online_<m>``,
+  ``test_<m>``), axis labels, the ranking metric, results flagged against the baseline
+  (the headline metric of a task and a run's curves: :mod:`okl_core.reporting`);
 * :mod:`~okl_experiments.data` -- data sources loaded once per process (okl data sets,
   the public files of the reproductions);
 * :mod:`~okl_experiments.grid`, :mod:`~okl_experiments.runs`, :mod:`~okl_experiments.sweep`

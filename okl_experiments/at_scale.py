@@ -22,8 +22,9 @@ import os
 import time
 from typing import Callable
 
+from okl_core.reporting import baseline_name
 from okl_experiments.baselines import regression_baselines
-from okl_experiments.metrics import NOT_BETTER, baseline_name
+from okl_experiments.metrics import NOT_BETTER
 
 __all__ = ["ScaleSetting", "SCALE_SETTINGS", "ScaleOutcome", "scale_steps", "run_scale_setting", "scale_table", "scale_lines"]
 

@@ -23,7 +23,7 @@ import functools
 import importlib
 import os
 import threading
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -340,7 +340,7 @@ _OKS_SCALING = ("Li & Liao 2022: 'the features of all datasets are rescaled to f
 _GF_SCALING = ("Ghari & Shen 2020 state no scaling; features and target to [0, 1] (min-max over the rows), the only "
                "reading under which their MSEs (x 1e-3) are on the scale of the target; no permutation is stated: "
                "rows in file order, 50 random-feature draws (the paper's count)")
-_RECIPES = {
+_RECIPES: dict[str, dict[str, Any]] = {  # name -> RealData's words (supply, labels, why)
     "spambase": dict(
         supply="UCI spambase.data as distributed: 4,601 rows of 57 comma-separated features then the label "
                "(1 = spam, 0 = not spam), no header; or the same rows as LIBSVM with the 0/1 labels. No missing values.",
@@ -387,6 +387,7 @@ for _name, _recipe in _RECIPES.items():
 for _name, _spec in DATASETS.items():  # the rest: what the table says, in words
     if _spec.supply:
         continue
+    _text: dict[str, Any]
     if _spec.task == "regression" and _spec.kind == "okl":
         _text = dict(supply=f"a prepared okl data set (okl prepare) with {_spec.n_features} features and the target", why=_GF_SCALING)
     elif _spec.target_map == "minmax01" and _spec.feature_map == "minmax01":
@@ -545,10 +546,11 @@ def load_real(name: str, data_root: str, files: tuple | None = None) -> ArrayDat
     X, y = read_real_files(spec.kind, paths, spec.n_features)
     if spec.feature_map == "divide255":
         X = X / np.float32(255.0)
-    elif _MAPS[spec.feature_map] is not None:
-        X = min_max(X, _MAPS[spec.feature_map])
+    elif (low := _MAPS[spec.feature_map]) is not None:
+        X = min_max(X, low)
     if spec.task == "regression":
-        y = y.astype(np.float64) if _MAPS[spec.target_map] is None else min_max(y, _MAPS[spec.target_map])
+        target_low = _MAPS[spec.target_map]
+        y = y.astype(np.float64) if target_low is None else min_max(y, target_low)
     else:
         y = _labels(name, spec, y)
     return ArrayData(np.ascontiguousarray(X, dtype=np.float32), y, spec.task, spec.n_classes)

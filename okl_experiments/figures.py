@@ -18,7 +18,7 @@ Curve inputs (:func:`read_curves`):
   or a list of them (:func:`curve_record` writes one from an
   :class:`okl_core.evaluation.OnlineRun`);
 * a ``pipelines.train`` ``metrics.json`` (its per-batch records): the merged online curve
-  against rows learned by the whole job (:func:`okl_experiments.metrics.job_curves`).
+  against rows learned by the whole job (:func:`okl_core.reporting.job_curves`).
 
 Run spec (``run``)::
 
@@ -42,10 +42,11 @@ import os
 import numpy as np
 
 from okl_core.evaluation import OnlineRun
+from okl_core.reporting import baseline_name, headline, job_curves, metric_of
 from okl_core.state import atomic_write_bytes
 from okl_experiments.data import okl_source, real_source
 from okl_experiments.grid import whole_as_int
-from okl_experiments.metrics import baseline_name, experiment_metric, headline, job_curves, metric_label, metric_of
+from okl_experiments.metrics import experiment_metric, metric_label
 from okl_experiments.params import batch_rows_for, build_learner
 from okl_experiments.progress import RunProgress
 from okl_experiments.runs import RunTask, run_task
@@ -146,7 +147,7 @@ def _curve_from_train_metrics(report: dict, path: str) -> Curve:
     """The merged online curve of a ``pipelines.train`` ``metrics.json`` (per-batch records).
 
     Against rows learned by the whole job, as the training pipeline's own plot draws it
-    (:func:`okl_experiments.metrics.job_curves`).
+    (:func:`okl_core.reporting.job_curves`).
     """
     task = report["learner"].get("task") or "binary"
     try:
@@ -269,7 +270,7 @@ def plot_sweep(path: str, out_dir: str, metric: str | None = None, heatmap: tupl
             groups = {f"best over {', '.join(others)}": list(best.values())}
         xs_all = [x for items in groups.values() for x, _, _ in items]
         numeric = _numeric(xs_all)
-        categories = sorted({json.dumps(x) for x in xs_all}) if not numeric else None
+        categories = [] if numeric else sorted({json.dumps(x) for x in xs_all})  # the x positions of values that are not numbers
         fig, ax = plt.subplots(figsize=(7.6 if any(groups) else 6.4, 4.2), dpi=100, layout="constrained")
         for (label, items), (line, marker) in zip(sorted(groups.items()), itertools.cycle(_STYLES)):
             items = sorted(items, key=lambda t: (t[0] if numeric else categories.index(json.dumps(t[0]))))
@@ -569,7 +570,8 @@ def reproduce_figures(paths: list[str], out_dir: str) -> list[str]:
     the ``reproduce-at-scale.json`` files (told apart by their settings' ``runs``) together give
     one figure per at-scale setting (:func:`plot_scale`).
     """
-    tables, scale = [], []
+    tables: list[str] = []
+    scale: list[str] = []
     for path in paths:
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")

@@ -264,7 +264,8 @@ class SearchSpace:
         if ranges:
             raise ValueError(f"{ranges} are ranges: give --samples N for a random search, or list values")
         names = list(self.dims)
-        return [dict(zip(names, combo)) for combo in itertools.product(*(self.dims[n].values for n in names))]
+        values = [d.values for d in self.dims.values() if isinstance(d, Choice)]  # every dimension: no range is left
+        return [dict(zip(names, combo)) for combo in itertools.product(*values)]
 
     def sample(self, n: int, seed: int = 0) -> list[dict]:
         """``n`` distinct random points (fewer when the space is smaller), deterministic in ``seed``."""

@@ -129,7 +129,7 @@ def learner_params(learner: str, values: dict, facts: DataFacts) -> dict:
         a data-derived value is malformed.
     """
     fields = {f.name for f in dataclasses.fields(okl_core.learner_class(learner).config_class)}
-    derived = {"n_inputs": facts.n_features}
+    derived: dict[str, int | None] = {"n_inputs": facts.n_features}
     if facts.task == "multiclass" and "n_classes" in fields:
         derived["n_classes"] = facts.n_classes
     for name, value in derived.items():

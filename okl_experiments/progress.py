@@ -7,22 +7,13 @@
 * :class:`RunProgress` -- one line per finished run of a sweep: the bar, counts, elapsed
   and remaining time, and the run's metric (lines, not redraws: they are the sweep's log).
 * :class:`LiveProgress` -- a redrawn line of a running Beam pipeline (``train``, ``predict``):
-  rows done and rows/s per shard, read from the :class:`Heartbeat` files its steps write.
-
-Why heartbeat files and not Beam's metrics: the steps do count their rows as Beam counters
-(``rows_trained``), but no public Beam API shows them while a local job runs. The
-FnApiRunner (``--runner=DirectRunner``) blocks in ``run()`` and reports metrics only when
-the job ends (its progress requests to workers take no public callback); the
-PortableRunner's result (Prism, Flink) fetches ``metrics()`` from the job service once and
-caches it. A step on a local worker writes a small JSON file instead, at most four times a
-second, into a temporary folder the launcher reads (:class:`Heartbeat`); the final summary
-still comes from Beam's counters and ``metrics.json``.
+  rows done and rows/s per shard, read from the :class:`okl_core.heartbeat.Heartbeat` files
+  its steps write (why files and not Beam's metrics: :mod:`okl_core.heartbeat`).
 """
 
 from __future__ import annotations
 
 import collections
-import json
 import math
 import os
 import shutil
@@ -31,9 +22,10 @@ import tempfile
 import threading
 import time
 
+from okl_core.heartbeat import read_heartbeats
 from okl_experiments.text import format_value
 
-__all__ = ["ProgressBar", "RunProgress", "bar", "PROGRESS_ENV", "progress_wanted", "process_start_time", "wall_time_text", "Heartbeat", "read_heartbeats", "LiveProgress"]
+__all__ = ["ProgressBar", "RunProgress", "bar", "PROGRESS_ENV", "progress_wanted", "process_start_time", "wall_time_text", "LiveProgress"]
 
 
 def bar(fraction: float, width: int, fill: str = "#", empty: str = " ") -> str:
@@ -79,14 +71,14 @@ class ProgressBar:
         self._started = 0.0
         self._last_draw = 0.0
         self._done = 0
-        self._samples = collections.deque([(0.0, 0)])
+        self._samples: collections.deque[tuple[float, int]] = collections.deque([(0.0, 0)])
 
     def start(self, total, unit, label):
         self.finish()
         self._total, self._unit, self._label = total, unit, label
         self._started = self._last_draw = time.perf_counter()
         self._done = 0
-        self._samples: collections.deque = collections.deque([(self._started, 0)])
+        self._samples = collections.deque([(self._started, 0)])
         if not self.enabled:
             return
         try:
@@ -240,62 +232,17 @@ def wall_time_text(launched_at: float, job_seconds: float | None = None, from_pr
     return text + (f"; {job})" if job else ")")
 
 
-class Heartbeat:
-    """Rows a pipeline step has done so far, written for :class:`LiveProgress` to read.
-
-    The step (a DoFn on a local worker: in-process, a worker process or Prism's loopback
-    workers) calls :meth:`beat` as it goes; at most every ``interval`` seconds it replaces
-    ``<directory>/<name>.json`` (``{"rows", "seconds"}``, atomically), and always on
-    ``done``. A ``directory`` of None makes it a no-op.
-    """
-
-    def __init__(self, directory: str | None, name: str, interval: float = 0.25):
-        self.path = None if directory is None else os.path.join(directory, name + ".json")
-        self.interval = interval
-        self.started = time.time()
-        self._last = 0.0
-
-    def beat(self, rows: int, done: bool = False) -> None:
-        """Record ``rows`` done so far (throttled unless ``done``); never fails the step."""
-        if self.path is None:
-            return
-        now = time.time()
-        if not done and now - self._last < self.interval:
-            return
-        self._last = now
-        tmp = f"{self.path}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "w") as f:
-                json.dump({"rows": int(rows), "seconds": now - self.started, "done": done}, f)
-            os.replace(tmp, self.path)
-        except OSError:  # progress is best effort: the job's outputs do not depend on it
-            pass
-
-
-def read_heartbeats(directory: str) -> dict[str, dict]:
-    """The :class:`Heartbeat` records in ``directory``: name -> ``{"rows", "seconds", "done"}``."""
-    beats = {}
-    for name in sorted(os.listdir(directory)):
-        if name.endswith(".json"):
-            try:
-                with open(os.path.join(directory, name)) as f:
-                    beats[name[:-5]] = json.load(f)
-            except (OSError, ValueError):
-                continue  # replaced while read: next time
-    return beats
-
-
 def _rate(rows: float, seconds: float) -> str:
     return f"{rows / seconds:,.0f} rows/s" if seconds > 0 else "- rows/s"
 
 
 class LiveProgress:
-    """A redrawn line of a running pipeline's progress on stderr, from :class:`Heartbeat` files.
+    """A redrawn line of a running pipeline's progress on stderr, from :class:`~okl_core.heartbeat.Heartbeat` files.
 
     ``label [#####.....] 45% 14,652/32,561 rows, 9,812 rows/s | shard 0: 4,096 rows 3,120 rows/s | ... 2.1 s``
 
     A background thread reads the heartbeats in a temporary directory (``directory``, made
-    here; the steps' :class:`Heartbeat` writes there) every ``interval`` seconds. Files are
+    here; the steps' :class:`~okl_core.heartbeat.Heartbeat` writes there) every ``interval`` seconds. Files are
     named ``shard-<k>-r<round>`` (one entry per shard, rounds summed; with more than
     ``max_shown`` shards, their count and range of rates instead) or anything else (summed
     into the total only: e.g. one file per bundle of a prediction step).

@@ -29,8 +29,9 @@ from typing import Any, Callable, Iterator
 from okl_core.derived import make_learner
 from okl_core.divergence import explosion_text
 from okl_core.evaluation import constant_baseline, evaluate, metric_value, permuted, run_online
+from okl_core.reporting import metric_of
 from okl_experiments.data import DataSource, cached_data, loads_done
-from okl_experiments.metrics import experiment_metrics, metric_of
+from okl_experiments.metrics import experiment_metrics
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 
 __all__ = ["RunTask", "run_seed", "run_task", "execute", "dask_client"]
@@ -89,17 +90,16 @@ def _learn(task: RunTask) -> tuple[dict, Any, dict, bool]:
     learner = make_learner(task.learner, **_run_params(task))
     X, y = (data.X, data.y) if task.shuffle_seed is None else permuted(data.X, data.y, task.shuffle_seed, task.run)
     online = run_online(learner, X, y, batch_rows=task.batch_rows, curve_points=task.curve_points)
-    scored = None
+    measured = {"online": online.metrics}  # and "test": the held-out set's, when there is one
     if task.test is not None:
         test, _ = cached_data(task.test)
-        scored = evaluate(learner, online.state, test.X, test.y, batch_rows=task.batch_rows)
-    measured = {"online": online.metrics, "test": scored}
+        measured["test"] = evaluate(learner, online.state, test.X, test.y, batch_rows=task.batch_rows)
     names = experiment_metrics(learner.task, task.test is not None)
     metrics = {name: metric_value(measured[name.split("_")[0]], metric_of(name)) for name in names}
     rows = {"online": y, "test": None if task.test is None else test.y}
     baselines = {split: constant_baseline(learner.task, labels) for split, labels in rows.items() if labels is not None}
     baseline = {name: baselines[name.split("_")[0]][metric_of(name)] for name in names}
-    return metrics, online, baseline, (online.metrics if scored is None else scored).one_class
+    return metrics, online, baseline, measured.get("test", online.metrics).one_class
 
 
 def _divergence(online, metrics: dict) -> str | None:

@@ -69,10 +69,11 @@ import pyarrow.parquet as pq
 from okl_core.derived import make_learner
 from okl_core.evaluation import beats_baseline, mean_std
 from okl_core.registry import learner_class
+from okl_core.reporting import baseline_name
 from okl_core.state import atomic_write_bytes
 from okl_experiments.data import DataSource
 from okl_experiments.grid import SearchSpace, point_key, whole_as_int
-from okl_experiments.metrics import NOT_BETTER, baseline_name, experiment_metric, experiment_metrics, ranking_metric
+from okl_experiments.metrics import NOT_BETTER, experiment_metric, experiment_metrics, ranking_metric
 from okl_experiments.params import DEFAULT_BATCH_ROWS, batch_rows_for, check_fit, check_task, learner_config, learner_params
 from okl_experiments.progress import RunProgress
 from okl_experiments.runs import RunTask, execute
@@ -414,7 +415,7 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
     if resume and not results_path:
         raise ValueError("resume needs an output directory")
     identities = {p.index: point_identity(settings.learner, p.params) for p in points}
-    done_rows = _finished_rows(results_path, settings, set(identities.values()), progress) if resume else {}
+    done_rows = _finished_rows(results_path, settings, set(identities.values()), progress) if resume and results_path else {}
     if out_dir:
         _remove_best(out_dir)
     todo = [p for p in points if identities[p.index] not in done_rows]

@@ -1,54 +1,21 @@
 """Text in and out of experiments: Markdown tables, number formats, JSON files, files written whole.
 
 Files are written with :func:`okl_core.state.atomic_write_bytes` (a temporary file in the
-same directory, then a rename): a reader never sees half a table.
+same directory, then a rename): a reader never sees half a table. JSON is strict
+(:mod:`okl_core.jsonio`: numbers that are not finite written as strings, read back as floats).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 
+from okl_core.jsonio import loads_json, strict_json
 from okl_core.state import atomic_write_bytes
 
+# strict_json and loads_json are okl_core.jsonio's, named here too for the commands that import them from here
 __all__ = ["markdown_table", "format_value", "mean_std_text", "percent", "write_text", "write_json", "read_json", "strict_json",
-           "loads_json", "NON_FINITE"]
-
-NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-"""How okl's JSON files write numbers that are not finite (a diverged run's errors): as these
-strings, so the files stay strict JSON (``jq``, JavaScript and most parsers refuse a bare
-``NaN``); :func:`loads_json` and :func:`read_json` turn them back into floats."""
-
-
-def _finite(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
-def _numbers(value):
-    if isinstance(value, str):
-        return NON_FINITE.get(value, value)
-    if isinstance(value, dict):
-        return {k: _numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_numbers(v) for v in value]
-    return value
-
-
-def strict_json(value, **dumps) -> str:
-    """``json.dumps`` that writes NaN and infinities as the strings of :data:`NON_FINITE`."""
-    return json.dumps(_finite(value), allow_nan=False, **dumps)
-
-
-def loads_json(text: str):
-    """``json.loads``, with the strings of :data:`NON_FINITE` read back as floats."""
-    return _numbers(json.loads(text))
+           "loads_json"]
 
 
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:

@@ -7,7 +7,7 @@ infinite-MNIST data set: each worker loads the base digits once (``setup``), bui
 only on ``(seed, i)``, so the data set is the same for any number of shards, workers or
 retries. :func:`generate_mnist8m` runs it into a staged data set directory and commits it
 (``pipelines.prepare mnist8m``), reporting the rows written so far as progress: each shard
-reports its rows as it writes them (:class:`okl_experiments.progress.Heartbeat`, every
+reports its rows as it writes them (:class:`okl_core.heartbeat.Heartbeat`, every
 quarter second, into a hidden folder beside the staging directory, which the workers reach
 as they reach the staging directory), so the bar moves by batches, not by whole shards.
 """
@@ -25,7 +25,7 @@ import apache_beam as beam
 from okl_core.data.layout import DEFAULT_COMPRESSION, DatasetInfo, StagedDataset, shard_file_name, write_shard_file
 from okl_core.data.mnist8m import GENERATOR_NAME, DeformationConfig, Mnist8mGenerator, class_task, load_base
 from okl_core.data.sources import ConversionSummary, DataFormatError
-from okl_experiments.progress import Heartbeat, read_heartbeats
+from okl_core.heartbeat import Heartbeat, read_heartbeats
 from transforms.worker import settle_worker_process
 
 __all__ = ["ShardPlan", "WriteMnist8mShards", "generate_mnist8m"]
@@ -57,7 +57,7 @@ class _WriteMnist8mShardFn(beam.DoFn):
         self.staging_dir, self.base, self.seed, self.progress_dir = staging_dir, base, seed, progress_dir
         self.config_dict, self.plan = config_dict, plan
         self.row_group_rows, self.batch_rows, self.compression = row_group_rows, batch_rows, compression
-        self._generator = None
+        self._generator: Mnist8mGenerator | None = None  # made by setup, on the worker
 
     def setup(self):
         settle_worker_process()
@@ -65,11 +65,13 @@ class _WriteMnist8mShardFn(beam.DoFn):
         self._generator = Mnist8mGenerator(images, labels, self.seed, DeformationConfig(**self.config_dict))
 
     def process(self, index):
+        generator = self._generator
+        assert generator is not None  # made by setup
         shard = self.plan.shard(int(index))
-        batches = _counted(self._generator.shard_batches(shard["first_row"], shard["n_rows"], self.batch_rows),
+        batches = _counted(generator.shard_batches(shard["first_row"], shard["n_rows"], self.batch_rows),
                            Heartbeat(self.progress_dir, f"shard-{int(index)}"))
         task = class_task(self.base.get("classes"))
-        n = write_shard_file(os.path.join(self.staging_dir, shard["file"]), self._generator.n_features, task, batches, shard["first_row"], self.row_group_rows, self.compression)
+        n = write_shard_file(os.path.join(self.staging_dir, shard["file"]), generator.n_features, task, batches, shard["first_row"], self.row_group_rows, self.compression)
         yield dict(shard, n_rows=n)
 
 

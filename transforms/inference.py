@@ -37,9 +37,9 @@ from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, Model
 
 import okl_core
 from okl_core.data.layout import INFO_FILE, DatasetInfo, recorded_id_columns
+from okl_core.heartbeat import Heartbeat
 from okl_core.learners.base import labels_from_scores
 from okl_core.predictions import class_names, probabilities_from_scores, probability_names
-from okl_experiments.progress import Heartbeat
 from transforms.read import DatasetSource, _remote_dataset, is_remote, open_binary, read_bytes  # noqa: F401 (read_bytes: part of this module's API)
 from transforms.worker import settle_worker_process
 
@@ -129,12 +129,13 @@ class WatchModelVersions(beam.PTransform):
 
     def expand(self, pbegin):
         from apache_beam.transforms.periodicsequence import PeriodicImpulse
+        from apache_beam.utils.timestamp import MAX_TIMESTAMP
 
         from okl_core.state import version_file_name
         from transforms.streaming import newest_version
 
         directory = self.directory
-        kwargs = {} if self.stop_timestamp is None else {"stop_timestamp": self.stop_timestamp}
+        stop = MAX_TIMESTAMP if self.stop_timestamp is None else self.stop_timestamp  # PeriodicImpulse's default: never
 
         def newest(_):
             found = newest_version(directory)
@@ -142,7 +143,7 @@ class WatchModelVersions(beam.PTransform):
 
         return (
             pbegin
-            | "Poll" >> PeriodicImpulse(start_timestamp=self.start_timestamp, fire_interval=self.poll_seconds, apply_windowing=True, **kwargs)
+            | "Poll" >> PeriodicImpulse(start_timestamp=self.start_timestamp, stop_timestamp=stop, fire_interval=self.poll_seconds, apply_windowing=True)
             | "Newest" >> beam.FlatMap(newest).with_output_types(ModelMetadata)
         )
 
@@ -272,6 +273,7 @@ class _ToTable(beam.DoFn):
             columns.append(pa.array(scores))
         if self.link is not None and self.task != "regression":
             probabilities = probabilities_from_scores(self.link, scores)
+            assert probabilities is not None  # a link gives probabilities
             columns.extend(pa.array(probabilities[:, c]) for c in range(probabilities.shape[1]))
         yield pa.Table.from_arrays(columns, schema=schema)
 
@@ -299,17 +301,16 @@ class WritePredictions(beam.PTransform):
                  classes: list | None = None, link: str | None = None, source: DatasetSource | None = None, id_fields: Sequence[pa.Field] = ()):
         super().__init__()
         self.model_path, self.task, self.n_classes, self.output = model_path, task, n_classes, output
-        self.progress_dir = progress_dir  # a local folder for live progress (okl_experiments.progress.Heartbeat)
+        self.progress_dir = progress_dir  # a local folder for live progress (okl_core.heartbeat.Heartbeat)
         self.classes, self.link, self.source, self.id_fields = classes, link, source, list(id_fields)
 
     def expand(self, batches):
-        handler = KeyedModelHandler(OklModelHandler(self.model_path, max_batch_size=4))
         schema = prediction_schema(self.task, self.n_classes, self.classes, self.link is not None, self.id_fields)
         to_table = _ToTable(self.task, self.n_classes, self.progress_dir, classes=self.classes, link=self.link, source=self.source, id_fields=self.id_fields)
         return (
             batches
             | "KeyByRows" >> beam.Map(lambda element: ((element[1].start, element[1].stop, element[1].row), element[1].X))
-            | "RunInference" >> RunInference(handler)
+            | "RunInference" >> RunInference(KeyedModelHandler(OklModelHandler(self.model_path, max_batch_size=4)))
             | "ToTables" >> beam.ParDo(to_table)
             | "WritePredictions" >> WriteToParquetBatched(self.output, schema, file_name_suffix=".parquet")
         )

@@ -10,9 +10,9 @@ inputs) and writes, next to each other:
   or the first batch of each shard whose scores, state or errors turned NaN or inf or whose
   online loss exploded, and of the merged model), timing, and the per-batch records (strict JSON: NaN and inf are
   written as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
-  :func:`okl_experiments.text.read_json` reads them back as floats);
+  :func:`okl_core.jsonio.loads_json` reads them back as floats);
 * the online-error plot (PNG, matplotlib's Agg backend): the headline metric and its
-  curve are :mod:`okl_experiments.metrics`'s;
+  curve are :mod:`okl_core.reporting`'s;
 * the dead letters (JSON lines sorted by split and stream position);
 * last, ``run.json``: the run id (also in ``metrics.json``) and each file's size and
   SHA-256, so the files of one run can be told from another's.
@@ -41,10 +41,10 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from okl_core.divergence import non_finite_fields
+from okl_core.jsonio import strict_json
 from okl_core.metrics import Prequential
+from okl_core.reporting import baseline_name, headline, job_curves
 from okl_core.state import atomic_write_bytes, model_from_bytes
-from okl_experiments.metrics import baseline_name, headline, job_curves
-from okl_experiments.text import strict_json
 from transforms.read import is_remote
 
 __all__ = ["WriteRunOutputs", "WriteDeadLetterFile", "write_bytes", "build_report", "divergence_report", "plot_online_error", "online_error_figure", "run_id",
@@ -177,7 +177,7 @@ def online_error_figure(report: dict, task: str):
     """The matplotlib Figure of :func:`plot_online_error` (tests inspect its layout).
 
     Every curve is drawn against rows learned by the whole job
-    (:func:`okl_experiments.metrics.job_curves`), so the shards' curves and the merged one
+    (:func:`okl_core.reporting.job_curves`), so the shards' curves and the merged one
     ("all shards") end together at the job's rows, each with the points its batches
     recorded within them. The legend sits outside the axes, to the right, so it hides no curve.
     """

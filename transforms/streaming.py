@@ -69,7 +69,7 @@ from okl_core.learners.compiled import warm_up
 from okl_core.merge import check_mergeable, mix_states
 from okl_core.metrics import Prequential
 from okl_core.state import model_versions, parse_version, raw_state_bytes, state_from_raw_bytes, version_file_name, write_new_file
-from okl_experiments.text import strict_json
+from okl_core.jsonio import strict_json
 from transforms.elements import BatchPiece, ModelCache, StreamEvent
 from transforms.outputs import write_bytes
 from transforms.read import METRICS_NAMESPACE, DatasetSource, RowGroupReader, is_remote, read_bytes

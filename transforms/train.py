@@ -47,11 +47,11 @@ from apache_beam.metrics import Metrics
 import okl_core
 from okl_core.data.plan import StreamPlan
 from okl_core.divergence import divergence_reason
+from okl_core.heartbeat import Heartbeat
 from okl_core.learners.compiled import warm_up
 from okl_core.merge import check_mergeable
 from okl_core.metrics import Prequential
-from okl_experiments.metrics import batch_curve, headline
-from okl_experiments.progress import Heartbeat
+from okl_core.reporting import batch_curve, headline
 from transforms.elements import BatchPiece, ModelCache, PieceRef
 from transforms.read import METRICS_NAMESPACE, DatasetSource, RowGroupReader, is_remote
 from transforms.worker import settle_worker_process
@@ -283,7 +283,7 @@ class TrainOnline(beam.PTransform):
         (``ReadShards(materialize=False)``): each shard then reads its own rows, in order.
     progress_dir : str, optional
         A local folder where each shard reports its rows as it goes
-        (:class:`okl_experiments.progress.Heartbeat`; local runners only).
+        (:class:`okl_core.heartbeat.Heartbeat`; local runners only).
     decode_ahead : bool
         Decode each shard's coming row groups on a background thread while it learns
         (local files; remote ones always are): for workers with a spare core per shard

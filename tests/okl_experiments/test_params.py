@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import okl_core
-from okl_experiments.metrics import headline, job_curves
+from okl_core.reporting import headline, job_curves
 from okl_experiments.params import (
     DataFacts, batch_rows_for, build_learner, check_fit, learner_config, learner_params, minibatch_rows, read_learner_config, resolve_values,
 )

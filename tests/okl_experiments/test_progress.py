@@ -1,4 +1,4 @@
-"""Progress displays: the bar's rate after a slow start, heartbeats, the live line, start-up time."""
+"""Progress displays: the bar's rate after a slow start, the live line from heartbeats, start-up time."""
 
 import io
 import os
@@ -8,9 +8,10 @@ import time
 
 import pytest
 
+from okl_core.heartbeat import Heartbeat
 from okl_experiments import progress
 from okl_experiments.params import derived_line, derived_values
-from okl_experiments.progress import Heartbeat, LiveProgress, ProgressBar, process_start_time, progress_wanted, read_heartbeats
+from okl_experiments.progress import LiveProgress, ProgressBar, process_start_time, progress_wanted
 
 
 def test_rate_ignores_the_start_up_and_follows_recent_progress():
@@ -25,17 +26,6 @@ def test_rate_ignores_the_start_up_and_follows_recent_progress():
         bar._done = 110 + 10 * k
         rate = bar.rate(t0 + 10.0 + k)
     assert rate == pytest.approx(10.0)
-
-
-def test_heartbeats_are_throttled_and_read_back(tmp_path):
-    beat = Heartbeat(str(tmp_path), "shard-3-r0", interval=60.0)
-    beat.beat(5)
-    beat.beat(9)  # within the interval: not written
-    assert read_heartbeats(str(tmp_path))["shard-3-r0"]["rows"] == 5
-    beat.beat(12, done=True)  # always written
-    assert read_heartbeats(str(tmp_path))["shard-3-r0"] == {"rows": 12, "seconds": pytest.approx(time.time() - beat.started, abs=1), "done": True}
-    Heartbeat(None, "x").beat(3, done=True)  # no folder: nothing happens
-    assert os.listdir(tmp_path) == ["shard-3-r0.json"]
 
 
 def test_live_line_per_shard_summed_over_rounds_and_for_many_shards():

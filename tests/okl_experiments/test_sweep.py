@@ -205,7 +205,8 @@ def test_with_a_test_set_the_default_ranking_is_still_the_online_metric(tmp_path
 def test_old_metric_names_are_understood():
     """okl 0.1 named the mistake rate ``error``: ``--rank_by online_error`` and its results tables still work."""
     from okl_core.evaluation import canonical_metric
-    from okl_experiments.metrics import experiment_metric, metric_of
+    from okl_core.reporting import metric_of
+    from okl_experiments.metrics import experiment_metric
     from okl_experiments.sweep import _current_names
 
     assert canonical_metric("error") == "mistake_rate" and canonical_metric("mse") == "mse"
@@ -222,7 +223,8 @@ def test_old_metric_names_are_understood():
 def test_json_files_stay_strict_with_non_finite_numbers(tmp_path):
     import math
 
-    from okl_experiments.text import loads_json, read_json, strict_json, write_json
+    from okl_core.jsonio import loads_json, strict_json
+    from okl_experiments.text import read_json, write_json
 
     value = {"mse": math.nan, "curve": [1.0, math.inf, -math.inf], "name": "run", "n": 3}
     text = strict_json(value, sort_keys=True)

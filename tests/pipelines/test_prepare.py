@@ -157,19 +157,19 @@ def test_mnist8m_shards_report_rows_as_they_write_them(tmp_path, monkeypatch):
     import apache_beam as beam
 
     from okl_core.data.mnist8m import DeformationConfig
-    from okl_experiments import progress as progress_module
-    from okl_experiments.progress import read_heartbeats
+    from okl_core import heartbeat as heartbeat_module
+    from okl_core.heartbeat import read_heartbeats
     from transforms.generate import ShardPlan, WriteMnist8mShards
 
     beats = []
-    real_beat = progress_module.Heartbeat.beat
+    real_beat = heartbeat_module.Heartbeat.beat
 
     def every_beat(self, rows, done=False):  # unthrottled, and recorded
         beats.append((os.path.basename(self.path), rows, done))
         self._last = 0.0
         real_beat(self, rows, done=True)
 
-    monkeypatch.setattr(progress_module.Heartbeat, "beat", every_beat)
+    monkeypatch.setattr(heartbeat_module.Heartbeat, "beat", every_beat)
     base = {"images": str(shared_data("mnist", "t10k-images-idx3-ubyte.gz")), "labels": str(shared_data("mnist", "t10k-labels-idx1-ubyte.gz")),
             "start": 0, "stop": 500}
     (tmp_path / "stage").mkdir()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 
-from okl_experiments.metrics import CURVE_POINTS, batch_curve, job_curves
+from okl_core.reporting import CURVE_POINTS, batch_curve, job_curves
 
 
 def test_batch_curve_is_the_cumulative_sum_of_each_prefix():
