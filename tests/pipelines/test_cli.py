@@ -96,10 +96,10 @@ def test_train_refuses_what_neither_okl_nor_beam_defines(argv, refused, capsys):
 
 
 def test_train_takes_the_dashed_flags_of_the_issue_and_beams_own_options():
-    args, beam_argv = train.parse_args(["--num-shards", "4", "--batch-rows", "64", "--runner=DirectRunner",
-                                        "--direct_num_workers", "2", "--direct_running_mode=multi_processing"])
-    assert (args.num_shards, args.batch_rows) == (4, 64)
-    assert beam_argv == ["--runner=DirectRunner", "--direct_num_workers", "2", "--direct_running_mode=multi_processing"]
+    request = train.parse_args(["--num-shards", "4", "--batch-rows", "64", "--runner=DirectRunner",
+                                "--direct_num_workers", "2", "--direct_running_mode=multi_processing"])
+    assert (request.num_shards, request.batch_rows) == (4, 64)
+    assert request.beam_args == ("--runner=DirectRunner", "--direct_num_workers", "2", "--direct_running_mode=multi_processing")
 
 
 @pytest.mark.parametrize("call, message", [

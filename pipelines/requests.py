@@ -1,0 +1,245 @@
+"""Typed requests: each command's flags, parsed once and checked in one place.
+
+A command's ``run`` parses its command line (:class:`pipelines.cli.Parser`) and turns the
+namespace into one frozen request (``TrainRequest.from_args``, ...): the checks that need
+no data run there, once, with the one-line messages naming the flag; the library functions
+of :mod:`pipelines.job`, :mod:`pipelines.stream`, ... take the request, never an argparse
+namespace. A check that needs the data or the learner (a learner that cannot mix, a data
+set without rows) stays where those are known, with the request's values.
+
+This module imports neither Beam nor a command module, so every command and the layers
+below can share it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+
+from pipelines.cli import UsageError
+
+__all__ = ["StreamRequest", "TrainRequest", "PredictRequest", "SweepRequest", "DEFAULT_POLL_SECONDS", "STREAMING_ONLY"]
+
+DEFAULT_POLL_SECONDS = 5.0
+"""Seconds between looks for new input files and new model versions (``--poll_seconds``)."""
+
+STREAMING_ONLY = ("init_model", "snapshot_batches", "snapshot_seconds", "poll_seconds", "merge_seconds", "stop_after")
+"""``train`` flags of streaming jobs only (default None, so a batch job can tell that one was given)."""
+
+
+def _check_seconds(flag: str, value: float | None) -> None:
+    """A time flag must be a finite number of seconds > 0 (None: not given).
+
+    inf and NaN reach Beam's timers and PeriodicImpulse as tracebacks (some only after the
+    job ran), and a --stop_after of 0 or less would end the job before it learned anything.
+    """
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"--{flag} {value:g}: must be a finite number of seconds > 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamRequest:
+    """The streaming flags of ``train --streaming`` (:mod:`pipelines.stream`), checked.
+
+    Raises
+    ------
+    UsageError
+        A snapshot count below 1, a mix weight outside [0, 1], a time that is not a finite
+        number of seconds > 0 (the message names the flag).
+    """
+
+    mix_weight: float = 0.0
+    """Weight w of a newer merged version mixed into a shard: (1-w) local + w merged."""
+    snapshot_batches: int | None = None
+    snapshot_seconds: float | None = None
+    poll_seconds: float = DEFAULT_POLL_SECONDS
+    merge_seconds: float | None = None
+    init_model: str | None = None
+    stop_after: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.mix_weight <= 1.0:
+            raise UsageError(f"--mix_weight {self.mix_weight}: must be in [0, 1]")
+        if self.snapshot_batches is not None and self.snapshot_batches < 1:
+            raise UsageError("--snapshot_batches must be >= 1")
+        for flag in ("snapshot_seconds", "poll_seconds", "merge_seconds", "stop_after"):
+            _check_seconds(flag, getattr(self, flag))
+
+    @property
+    def snapshot_every(self) -> int | None:
+        """Batches between a shard's snapshots: ``--snapshot_batches``, else 10 unless ``--snapshot_seconds``."""
+        return self.snapshot_batches or (None if self.snapshot_seconds else 10)
+
+    @property
+    def window_seconds(self) -> float:
+        """Length of the merge windows: ``--merge_seconds``, else ``--poll_seconds``."""
+        return self.merge_seconds or self.poll_seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainRequest:
+    """``okl train``'s flags (:mod:`pipelines.train`), checked; ``streaming`` holds a streaming job's.
+
+    Raises
+    ------
+    UsageError
+        A flag check that needs no data failed (the message names the flag).
+    """
+
+    input: str | None = None
+    test: str | None = None
+    synthetic_rows: int = 65536
+    synthetic_seed: int = 0
+    learner: str | None = None
+    config: str | None = None
+    params: tuple[str, ...] = ()
+    """``--param KEY=VALUE`` items, as given."""
+    sigma: str | None = None
+    eta: float | None = None
+    n_components: int | None = None
+    seed: int | None = None
+    num_shards: int = 1
+    rounds: int = 1
+    batch_rows: int | None = None
+    shuffle_rows: bool = False
+    read_order_seed: int | None = None
+    output: str | None = None
+    overwrite: bool = False
+    streaming: StreamRequest | None = None
+    """The streaming flags of a ``--streaming`` job; None: a batch job."""
+    beam_args: tuple[str, ...] = ()
+    """The Beam pipeline options among the arguments."""
+
+    def __post_init__(self) -> None:
+        if self.output is not None and not self.output.strip():
+            raise UsageError("--output is empty: give a directory (or leave the flag out for runs/<data>-<learner>)")
+        if self.batch_rows is not None and self.batch_rows < 1:
+            raise UsageError(f"--batch_rows must be >= 1, got {self.batch_rows}")
+        if self.input is None and self.streaming is not None:  # before the demo data set would be written into --output
+            raise UsageError("--streaming needs --input (a directory or glob where new Parquet files appear)")
+        if self.input is None and self.synthetic_rows < 2:  # the demo's sigma is the median distance between rows
+            raise UsageError(f"--synthetic_rows must be >= 2, got {self.synthetic_rows}")
+        if self.streaming is not None and self.rounds != 1:
+            raise UsageError("--rounds is for batch jobs; a streaming job mixes continuously (--mix_weight)")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, beam_args: list[str] | tuple[str, ...] = ()) -> TrainRequest:
+        """The request of ``train``'s parsed flags (:func:`pipelines.train.build_parser`).
+
+        Raises
+        ------
+        UsageError
+            A streaming flag without ``--streaming`` (a batch job would ignore it), or a
+            check of :class:`TrainRequest` or :class:`StreamRequest`.
+        """
+        if not args.streaming:
+            given = [f"--{flag}" for flag in STREAMING_ONLY if getattr(args, flag) is not None]
+            given += ["--mix_weight"] if args.mix_weight != 0.0 else []
+            if given:  # a batch job would ignore them
+                raise UsageError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for streaming jobs (--streaming); "
+                                 "without it, this is a batch job, which would ignore "
+                                 f"{'it' if len(given) == 1 else 'them'}")
+        stream = None
+        if args.streaming:
+            poll = DEFAULT_POLL_SECONDS if args.poll_seconds is None else args.poll_seconds
+            stream = StreamRequest(args.mix_weight, args.snapshot_batches, args.snapshot_seconds, poll, args.merge_seconds,
+                                   args.init_model, args.stop_after)
+        return cls(args.input, args.test, args.synthetic_rows, args.synthetic_seed, args.learner, args.config, tuple(args.param),
+                   args.sigma, args.eta, args.n_components, args.seed, args.num_shards, args.rounds, args.batch_rows, args.shuffle_rows,
+                   args.read_order_seed, args.output, args.overwrite, stream, tuple(beam_args))
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictRequest:
+    """``okl predict``'s flags (:mod:`pipelines.predict`), checked.
+
+    Raises
+    ------
+    UsageError
+        ``--batch_rows`` below 1.
+    """
+
+    model: str
+    input: str
+    output: str
+    overwrite: bool = False
+    batch_rows: int = 4096
+    skip_bad_rows: bool = False
+    delimiter: str = ","
+    beam_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.batch_rows < 1:
+            raise UsageError(f"--batch_rows must be a positive number of rows, got {self.batch_rows}")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, beam_args: list[str] | tuple[str, ...] = ()) -> PredictRequest:
+        """The request of ``predict``'s parsed flags (:func:`pipelines.predict.build_parser`)."""
+        return cls(args.model, args.input, args.output, args.overwrite, args.batch_rows, args.skip_bad_rows, args.delimiter, tuple(beam_args))
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepRequest:
+    """``okl sweep``'s flags (:mod:`pipelines.sweep`), checked.
+
+    Raises
+    ------
+    UsageError
+        A count below 1 (``--samples 0`` once ran the whole grid), a seed okl refuses, or
+        ``--resume`` with ``--overwrite``.
+    """
+
+    input: str
+    learner: str
+    grid: tuple[str, ...] = ()
+    grid_file: str | None = None
+    samples: int | None = None
+    search_seed: int = 0
+    repeats: int = 1
+    shuffle_seed: int = 0
+    order: str = "shuffled"
+    reseed: bool = False
+    test: str | None = None
+    rank_by: str | None = None
+    """The ranking metric as given (None: the task's default, :func:`okl_experiments.metrics.ranking_metric`)."""
+    batch_rows: int = 4096
+    curve_points: int = 64
+    scheduler: str | None = None
+    num_workers: int = 2
+    dashboard: bool = False
+    output: str = "sweep"
+    resume: bool = False
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        from okl_core.learners.base import check_seed
+
+        counts = {"--repeats": self.repeats, "--num_workers": self.num_workers, "--batch_rows": self.batch_rows,
+                  "--curve_points": self.curve_points, "--samples": self.samples}
+        for flag, value in counts.items():
+            if value is not None and value < 1:
+                raise UsageError(f"{flag} must be >= 1, got {value}")
+        try:  # a seed of -1 would fail deep in a run, naming no flag
+            check_seed("--shuffle_seed", self.shuffle_seed)
+            check_seed("--search_seed", self.search_seed)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+        if self.resume and self.overwrite:
+            raise UsageError("--resume continues the sweep in --output, --overwrite replaces it: pass one of them")
+
+    @property
+    def run_shuffle_seed(self) -> int | None:
+        """The seed of the runs' permutations; None: ``--order file`` keeps the stored order."""
+        return None if self.order == "file" else self.shuffle_seed
+
+    @property
+    def local(self) -> bool:
+        """Whether the points run on this machine (no ``--scheduler``, or ``serial``)."""
+        return self.scheduler is None or self.scheduler == "serial"
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> SweepRequest:
+        """The request of ``sweep``'s parsed flags (:func:`pipelines.sweep.build_parser`)."""
+        fields = {field.name: getattr(args, field.name) for field in dataclasses.fields(cls)}
+        return cls(**{**fields, "grid": tuple(args.grid)})
