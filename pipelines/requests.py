@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import math
 
+from okl_core.learners.base import check_seed
 from pipelines.cli import UsageError
 
 __all__ = ["StreamRequest", "TrainRequest", "PredictRequest", "SweepRequest", "DEFAULT_POLL_SECONDS", "STREAMING_ONLY"]
@@ -213,8 +214,6 @@ class SweepRequest:
     overwrite: bool = False
 
     def __post_init__(self) -> None:
-        from okl_core.learners.base import check_seed
-
         counts = {"--repeats": self.repeats, "--num_workers": self.num_workers, "--batch_rows": self.batch_rows,
                   "--curve_points": self.curve_points, "--samples": self.samples}
         for flag, value in counts.items():
