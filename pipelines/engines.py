@@ -61,13 +61,13 @@ def cluster_command(command: str, args) -> int:
         stopped = flink_cluster.stop_cluster(state_dir)
         print(f"{CLUSTER}: stopped {', '.join(stopped)}" if stopped else f"{CLUSTER}: none running from {state_dir}")
         return 0
-    cluster = flink_cluster.load_cluster(state_dir)
-    if cluster is None:
+    running = flink_cluster.load_cluster(state_dir)
+    if running is None:
         print(f"{CLUSTER}: none running from {state_dir}")
         return 1
-    for p in cluster.processes:
+    for p in running.processes:
         print(f"{p.role}: {'running' if flink_cluster.process_alive(p.pid) else 'GONE'} (pid {p.pid}, log {p.log})")
-    print("submit jobs with: " + " ".join(cluster.runner_options()))
+    print("submit jobs with: " + " ".join(running.runner_options()))
     return 0
 
 

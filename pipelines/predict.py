@@ -151,7 +151,8 @@ def _not_predictions(path: str) -> str | None:
 
 def _output_paths(directory: str) -> tuple[str, str, str]:
     """The prediction file prefix, dead-letter file and metrics file in ``directory``."""
-    return tuple(f"{directory.rstrip('/')}/{name}" for name in (PREDICTIONS_PREFIX, DEAD_LETTER_FILE, METRICS_FILE))
+    folder = directory.rstrip("/")
+    return f"{folder}/{PREDICTIONS_PREFIX}", f"{folder}/{DEAD_LETTER_FILE}", f"{folder}/{METRICS_FILE}"
 
 
 def run(argv=None):

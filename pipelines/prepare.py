@@ -205,7 +205,8 @@ def _mnist_files(args, progress) -> tuple[str, str]:
         if args.images or args.labels:
             raise ValueError("give either --download or --images/--labels")
         split = getattr(args, "split", "train")
-        return tuple(dl.download_known(f, cache_dir=args.cache_dir, progress=progress) for f in dl.MNIST_SPLITS[split])
+        images, labels = (dl.download_known(f, cache_dir=args.cache_dir, progress=progress) for f in dl.MNIST_SPLITS[split])
+        return images, labels
     if not (args.images and args.labels):
         raise ValueError("give --images and --labels (IDX files), or --download")
     return args.images, args.labels
@@ -397,7 +398,7 @@ def _parse(argv) -> tuple[argparse.Namespace, list[str]]:
         parser.error(f"give the output directory once: --output {args.output} or {legacy[0]}")
     if legacy:
         warn(parser.prog, "the output directory as the last argument is deprecated; use --output DIR")
-    args.out = args.output if args.output is not None else (legacy or [None])[0]
+    args.out = args.output if args.output is not None else (legacy[0] if legacy else None)
     if args.out is None:
         parser.error("the following arguments are required: --output")
     return args, rest

@@ -88,7 +88,7 @@ def _run(args) -> list[Outcome]:
 def _reproduce(args) -> list[Outcome]:
     keys = [k.strip() for k in args.only.split(",")] if args.only else None
     at_scale = [s for s in SCALE_SETTINGS if keys is not None and s.key in keys]
-    if at_scale:
+    if at_scale and keys is not None:
         _run_at_scale(at_scale, args)
         keys = [k for k in keys if k not in {s.key for s in at_scale}]
         if not keys:

@@ -89,7 +89,7 @@ def version_in(output: str, path: str | None) -> int | None:
     """The version number of ``path`` when it is a version in ``output`` (a restart from it: the
     new versions' records continue its chain of files learned), else None."""
     version = None if path is None else parse_version(path)
-    if version is None:
+    if path is None or version is None:
         return None
     norm = (lambda p: p.rstrip("/")) if is_remote(output) else (lambda p: os.path.abspath(p))
     return version if norm(path.rsplit("/", 1)[0] if "/" in path else ".") == norm(output) else None
