@@ -281,6 +281,9 @@ def beam_inputs(tmp_path_factory):
     ("--environment_type=BOGUS", "--environment_type BOGUS: not an environment type Beam knows; use DOCKER, PROCESS, EXTERNAL or LOOPBACK"),
     ("--flink_master=not:a:url", "--flink_master not:a:url: expected [local], [auto] or HOST:PORT (e.g. localhost:8081)"),
     ("--flink_master=localhost:0", "--flink_master localhost:0: expected [local], [auto] or HOST:PORT (e.g. localhost:8081)"),
+    # a value Beam's own parser refuses (okl parses Beam's options with the PipelineOptions subclasses' declarations)
+    ("--direct_num_workers=two", "Beam pipeline option: argument --direct_num_workers: invalid int value: 'two'"),
+    ("--checkpointing_interval=soon", "Beam pipeline option: argument --checkpointing_interval: invalid int value: 'soon'"),
     # Beam's own validation when the pipeline is built (after the data were opened): the error escapes run() to main
     ("--environment_type=PROCESS", "Beam pipeline options: Option process_command is required for environment type PROCESS"),
 ])
