@@ -16,11 +16,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from typing import Any, Union
 
 from okl_core.learners.base import check_seed
 from pipelines.cli import UsageError
 
-__all__ = ["StreamRequest", "TrainRequest", "PredictRequest", "SweepRequest", "DEFAULT_POLL_SECONDS", "STREAMING_ONLY"]
+__all__ = ["StreamRequest", "TrainRequest", "PredictRequest", "SweepRequest", "ReproduceRequest", "ClusterRequest", "ReportRequest",
+           "CurvesRequest", "SweepFiguresRequest", "ReproduceFiguresRequest", "RunSpecRequest", "DefaultsRequest", "report_request",
+           "DEFAULT_POLL_SECONDS", "STREAMING_ONLY"]
 
 DEFAULT_POLL_SECONDS = 5.0
 """Seconds between looks for new input files and new model versions (``--poll_seconds``)."""
@@ -242,3 +245,148 @@ class SweepRequest:
         """The request of ``sweep``'s parsed flags (:func:`pipelines.sweep.build_parser`)."""
         fields = {field.name: getattr(args, field.name) for field in dataclasses.fields(cls)}
         return cls(**{**fields, "grid": tuple(args.grid)})
+
+
+def _from_namespace(cls: Any, args: argparse.Namespace, **given: Any) -> Any:
+    """``cls`` of the namespace's values of its fields (lists as tuples); ``given`` overrides them."""
+    values = {field.name: getattr(args, field.name) for field in dataclasses.fields(cls) if field.name not in given and hasattr(args, field.name)}
+    return cls(**{name: tuple(value) if isinstance(value, list) else value for name, value in values.items()}, **given)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReproduceRequest:
+    """``okl reproduce``'s flags (:mod:`pipelines.reproduce`), checked.
+
+    Raises
+    ------
+    UsageError
+        ``--runs`` below 1.
+    """
+
+    data_root: str
+    data: tuple[str, ...] = ()
+    """``--data NAME=PATH`` items, as given."""
+    only: str | None = None
+    runs: int | None = None
+    same_features: bool = False
+    shuffle_all: bool = False
+    no_tune: bool = False
+    scheduler: str | None = None
+    num_workers: int = 2
+    output: str | None = None
+    quiet: bool = False
+    slice: bool = False
+    scale_rows: int | None = None
+    work: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.runs is not None and self.runs < 1:
+            raise UsageError("--runs must be >= 1")
+
+    @property
+    def keys(self) -> list[str] | None:
+        """The setting keys or learner names of ``--only`` (None: every setting)."""
+        return [k.strip() for k in self.only.split(",")] if self.only else None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ReproduceRequest:
+        """The request of ``reproduce``'s parsed flags (:func:`pipelines.reproduce.build_parser`)."""
+        return _from_namespace(cls, args, data=tuple(args.data or ()))
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterRequest:
+    """``okl engines start|stop|status flink-cluster`` (:func:`pipelines.engines.cluster_command`)."""
+
+    command: str
+    """``start``, ``stop`` or ``status``."""
+    taskmanagers: int = 2
+    slots: int = 2
+    state_dir: str | None = None
+    python: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ClusterRequest:
+        """The request of ``engines``' parsed flags (:func:`pipelines.engines.build_parser`)."""
+        return _from_namespace(cls, args)
+
+
+@dataclasses.dataclass(frozen=True)
+class CurvesRequest:
+    """``okl report curves``: online curves of sweep results, ``reproduce.json`` or curve files."""
+
+    inputs: tuple[str, ...]
+    output: str = "."
+    png: str | None = None
+    """The deprecated ``-o``/``--out FILE.png`` (None: ``output``'s ``online_error.png``)."""
+    top: int = 5
+    rank_by: str | None = None
+    """``--metric``: the ranking metric of sweep results (None: the one the sweep ranked by)."""
+    title: str = ""
+    log_x: bool = False
+
+    def __post_init__(self) -> None:
+        if self.top < 1:
+            raise UsageError(f"--top must be >= 1, got {self.top}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepFiguresRequest:
+    """``okl report sweep``: a metric against each swept parameter, a heatmap for two."""
+
+    results: str
+    output: str = "figures"
+    metric: str | None = None
+    """The metric plotted (None: the one the sweep ranked by)."""
+    heatmap: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ReproduceFiguresRequest:
+    """``okl report reproduce``: per paper table and data set, the online curves and the at-scale test errors."""
+
+    inputs: tuple[str, ...]
+    output: str = "figures"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpecRequest:
+    """``okl report run``: learners run from a JSON spec, their online curves plotted."""
+
+    spec: str
+    output: str = "."
+    png: str | None = None
+    data_root: str | None = None
+    log_x: bool = False
+    curves_out: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DefaultsRequest:
+    """``okl report defaults``: every learner with its defaults against the constant baseline."""
+
+    output: str = "defaults"
+    data_root: str | None = None
+    learner: tuple[str, ...] | None = None
+    """``--learner``: only these learners (None: every learner)."""
+    quick: bool = False
+
+
+ReportRequest = Union[CurvesRequest, SweepFiguresRequest, ReproduceFiguresRequest, RunSpecRequest, DefaultsRequest]
+"""``okl report``'s request: one per sub-command."""
+
+_REPORTS: dict[str, Any] = {"curves": CurvesRequest, "sweep": SweepFiguresRequest, "reproduce": ReproduceFiguresRequest,
+                            "run": RunSpecRequest, "defaults": DefaultsRequest}
+
+
+def report_request(args: argparse.Namespace) -> ReportRequest:
+    """The request of ``report``'s parsed flags (:func:`pipelines.report.build_parser`), by sub-command.
+
+    Raises
+    ------
+    UsageError
+        ``curves --top`` below 1.
+    """
+    if args.command == "curves":
+        return _from_namespace(CurvesRequest, args, rank_by=args.metric)
+    return _from_namespace(_REPORTS[args.command], args)
