@@ -18,12 +18,14 @@ import dataclasses
 import math
 from typing import Any, Union
 
+from okl_core.data.layout import DEFAULT_COMPRESSION
 from okl_core.learners.base import check_seed
 from pipelines.cli import UsageError
 
 __all__ = ["StreamRequest", "TrainRequest", "PredictRequest", "SweepRequest", "ReproduceRequest", "ClusterRequest", "ReportRequest",
            "CurvesRequest", "SweepFiguresRequest", "ReproduceFiguresRequest", "RunSpecRequest", "DefaultsRequest", "report_request",
-           "DEFAULT_POLL_SECONDS", "STREAMING_ONLY"]
+           "PrepareRequest", "DatasetOutput", "SourceRequest", "MnistRequest", "LibsvmRequest", "TableRequest", "Mnist8mRequest",
+           "PcaRequest", "MolecularRequest", "DEFAULT_POLL_SECONDS", "STREAMING_ONLY"]
 
 DEFAULT_POLL_SECONDS = 5.0
 """Seconds between looks for new input files and new model versions (``--poll_seconds``)."""
@@ -390,3 +392,204 @@ def report_request(args: argparse.Namespace) -> ReportRequest:
     if args.command == "curves":
         return _from_namespace(CurvesRequest, args, rank_by=args.metric)
     return _from_namespace(_REPORTS[args.command], args)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DatasetOutput:
+    """``okl prepare``'s output flags, shared by every kind: where and how the data set is written.
+
+    Raises
+    ------
+    UsageError
+        ``--row_group_rows`` below 1 (before any work: mnist8m's workers would fail with a traceback).
+    """
+
+    out: str
+    """``--output``, or the deprecated output directory given as the last argument."""
+    overwrite: bool = False
+    name: str | None = None
+    rows_per_shard: int | None = None
+    shards: int | None = None
+    row_group_rows: int = 4096
+    compression: str = DEFAULT_COMPRESSION
+    quiet: bool = False
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.row_group_rows < 1:
+            raise UsageError("--row_group_rows must be >= 1")
+
+    def shard_rows(self, n_rows: int | None, default: int) -> int:
+        """Rows per shard: ``--rows_per_shard`` (else ``default``), or ``n_rows`` split into ``--shards``.
+
+        Raises
+        ------
+        UsageError
+            A count below 1, or ``--shards`` where the row count is not known in advance.
+        """
+        if self.shards is not None:
+            if self.shards < 1:
+                raise UsageError("--shards must be >= 1")
+            if n_rows is None:
+                raise UsageError("--shards needs the row count in advance; use --rows_per_shard for this kind")
+            return max(1, math.ceil(n_rows / self.shards))
+        rows = self.rows_per_shard if self.rows_per_shard is not None else default
+        if rows < 1:
+            raise UsageError("--rows_per_shard must be >= 1")
+        return rows
+
+    def writer_args(self, rows_per_shard: int | None) -> dict:
+        """The keyword arguments of okl_core's data set writers."""
+        return {"rows_per_shard": rows_per_shard, "row_group_rows": self.row_group_rows, "overwrite": self.overwrite, "name": self.name,
+                "compression": self.compression}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MnistRequest:
+    """``okl prepare mnist`` (and ``mnist8m``'s base digits): an IDX image/label pair, given or downloaded."""
+
+    images: str | None = None
+    labels: str | None = None
+    download: bool = False
+    split: str = "train"
+    cache_dir: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LabelsAndScaling:
+    """The label and scaling flags of ``libsvm``, ``csv`` and ``parquet``."""
+
+    task: str | None = None
+    classes: str | None = None
+    like: str | None = None
+    feature_scaling: str = "none"
+    target_scaling: str = "none"
+    skip_bad_rows: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LibsvmRequest(LabelsAndScaling):
+    """``okl prepare libsvm``: LIBSVM/svmlight text, given or downloaded.
+
+    Raises
+    ------
+    UsageError
+        ``--n_features`` below 1.
+    """
+
+    input: str
+    n_features: int | None = None
+    download: bool = False
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.n_features is not None and self.n_features < 1:
+            raise UsageError("--n_features must be >= 1")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TableRequest(LabelsAndScaling):
+    """``okl prepare csv`` and ``parquet``: one column per feature and a target column (``delimiter``, ``no_header``: CSV only)."""
+
+    input: str
+    target: str
+    features: tuple[str, ...] | None = None
+    drop: tuple[str, ...] | None = None
+    categorical: str | None = None
+    missing: tuple[str, ...] | None = None
+    missing_policy: str | None = None
+    id_column: tuple[str, ...] | None = None
+    delimiter: str = ","
+    no_header: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Mnist8mRequest(MnistRequest):
+    """``okl prepare mnist8m``: the infinite-MNIST generator's flags (a Beam pipeline over shards).
+
+    Raises
+    ------
+    UsageError
+        ``--rows``, ``--num_workers`` or ``--batch_rows`` below 1.
+    """
+
+    base_rows: str | None = None
+    classes: str | None = None
+    rows: int = 8_100_000
+    seed: int = 0
+    elastic_alpha: float = 12.0
+    elastic_sigma: float = 4.0
+    rotation: float = 5.0
+    scale: float = 0.05
+    translation: float = 0.75
+    thickness: float = 0.4
+    originals: bool = False
+    num_workers: int = 1
+    batch_rows: int = 1024
+    beam_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.rows < 1:
+            raise UsageError("--rows must be >= 1")
+        if self.num_workers < 1 or self.batch_rows < 1:
+            raise UsageError("--num_workers and --batch_rows must be >= 1")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PcaRequest:
+    """``okl prepare pca``: an okl data set's principal components, fitted on a sample or ``--like`` a projected set."""
+
+    input: str
+    components: int | None = None
+    sample_rows: int = 100_000
+    seed: int = 0
+    like: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MolecularRequest:
+    """``okl prepare molecular``: SMILES and a target -> Coulomb matrices or Morgan bits."""
+
+    input: str
+    smiles_column: str = "smiles"
+    target: str = "PCE"
+    representation: str = "coulomb"
+    max_atoms: int = 75
+    sort_noise: float = 1.0
+    permutations: int = 1
+    units: str = "bohr"
+    steps: str | None = None
+    morgan_radius: int = 2
+    morgan_bits: int = 2048
+    seed: int = 0
+    records: str | None = None
+    num_workers: int = 1
+    skip_bad_rows: bool = False
+
+
+SourceRequest = Union[MnistRequest, LibsvmRequest, TableRequest, Mnist8mRequest, PcaRequest, MolecularRequest]
+"""What ``okl prepare KIND`` reads, by kind."""
+
+_SOURCES: dict[str, Any] = {"mnist": MnistRequest, "libsvm": LibsvmRequest, "csv": TableRequest, "parquet": TableRequest,
+                            "mnist8m": Mnist8mRequest, "pca": PcaRequest, "molecular": MolecularRequest}
+
+
+@dataclasses.dataclass(frozen=True)
+class PrepareRequest:
+    """``okl prepare KIND``'s flags (:mod:`pipelines.prepare`): the kind, what it reads, where it writes."""
+
+    kind: str
+    source: SourceRequest
+    output: DatasetOutput
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, out: str, beam_args: list[str] | tuple[str, ...] = ()) -> PrepareRequest:
+        """The request of ``prepare``'s parsed flags (:func:`pipelines.prepare.build_parser`); ``out``: the output directory.
+
+        Raises
+        ------
+        UsageError
+            A check of the kind's request or of :class:`DatasetOutput`.
+        """
+        given = {"beam_args": tuple(beam_args)} if args.kind == "mnist8m" else {}
+        return cls(args.kind, _from_namespace(_SOURCES[args.kind], args, **given), _from_namespace(DatasetOutput, args, out=out))

@@ -125,8 +125,8 @@ def test_deprecated_spellings_still_work_with_a_warning(capsys):
     ]
     args = reproduce.build_parser().parse_args(["--out=o", "--workers=1"])
     assert (args.output, args.num_workers) == ("o", 1)
-    args, _ = prepare._parse(["molecular", "in.csv", "old_out", "--workers", "2"])
-    assert (args.out, args.num_workers) == ("old_out", 2)
+    request = prepare._parse(["molecular", "in.csv", "old_out", "--workers", "2"])
+    assert (request.output.out, request.source.num_workers) == ("old_out", 2)
     assert "the output directory as the last argument is deprecated; use --output DIR" in capsys.readouterr().err
     line = _one_line_error(capsys, lambda: prepare._parse(["csv", "in.csv", "a", "--output", "b", "--target", "y"]))
     assert line.endswith("give the output directory once: --output b or a")
