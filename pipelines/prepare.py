@@ -316,7 +316,6 @@ def _generator_shards(request: Mnist8mRequest, output: DatasetOutput) -> int:
 def _run_mnist8m(request: Mnist8mRequest, output: DatasetOutput, progress) -> ConversionSummary:
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from okl_core.data.mnist8m import DeformationConfig
     from pipelines.common import make_pipeline, run_pipeline
     from transforms.generate import generate_mnist8m
 
@@ -325,12 +324,8 @@ def _run_mnist8m(request: Mnist8mRequest, output: DatasetOutput, progress) -> Co
     start, stop = _base_rows(request.base_rows)
     base = {"images": os.path.abspath(images), "labels": os.path.abspath(labels), "start": start, "stop": stop,
             "classes": _digit_classes(request.classes)}
-    config = DeformationConfig(
-        elastic_alpha=request.elastic_alpha, elastic_sigma=request.elastic_sigma, rotation_deg=request.rotation, scale=request.scale,
-        translation=request.translation, thickness=request.thickness, originals=request.originals,
-    )
     pipeline = make_pipeline(PipelineOptions(_beam_options(list(request.beam_args), request.num_workers)))
-    return generate_mnist8m(pipeline, run_pipeline, output.out, base, request.seed, config, request.rows, rows_per_shard,
+    return generate_mnist8m(pipeline, run_pipeline, output.out, base, request.seed, request.deformation, request.rows, rows_per_shard,
                             progress, overwrite=output.overwrite, name=output.name, row_group_rows=output.row_group_rows,
                             batch_rows=request.batch_rows, compression=output.compression)
 

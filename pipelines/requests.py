@@ -19,6 +19,7 @@ import math
 from typing import Any, Union
 
 from okl_core.data.layout import DEFAULT_COMPRESSION
+from okl_core.data.mnist8m import DeformationConfig
 from okl_core.learners.base import check_seed
 from pipelines.cli import UsageError
 
@@ -517,13 +518,8 @@ class Mnist8mRequest(MnistRequest):
     classes: str | None = None
     rows: int = 8_100_000
     seed: int = 0
-    elastic_alpha: float = 12.0
-    elastic_sigma: float = 4.0
-    rotation: float = 5.0
-    scale: float = 0.05
-    translation: float = 0.75
-    thickness: float = 0.4
-    originals: bool = False
+    deformation: DeformationConfig = DeformationConfig()
+    """The deformations' sizes (``--elastic_alpha``, ``--rotation``, ...)."""
     num_workers: int = 1
     batch_rows: int = 1024
     beam_args: tuple[str, ...] = ()
@@ -591,5 +587,12 @@ class PrepareRequest:
         UsageError
             A check of the kind's request or of :class:`DatasetOutput`.
         """
-        given = {"beam_args": tuple(beam_args)} if args.kind == "mnist8m" else {}
+        given: dict[str, Any] = {}
+        if args.kind == "mnist8m":
+            try:
+                deformation = DeformationConfig(elastic_alpha=args.elastic_alpha, elastic_sigma=args.elastic_sigma, rotation_deg=args.rotation,
+                                                scale=args.scale, translation=args.translation, thickness=args.thickness, originals=args.originals)
+            except ValueError as err:
+                raise UsageError(str(err)) from None
+            given = {"beam_args": tuple(beam_args), "deformation": deformation}
         return cls(args.kind, _from_namespace(_SOURCES[args.kind], args, **given), _from_namespace(DatasetOutput, args, out=out))

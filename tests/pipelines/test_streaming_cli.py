@@ -76,9 +76,9 @@ def test_a_streamed_directory_of_plain_parquet_files_is_watched_as_dir_star_parq
 
     (tmp_path / "in").mkdir()
     _plain_parquet(tmp_path / "in" / "a.parquet")
-    args = train.parse_args(
+    request = train.parse_args(
         ["--streaming", "--input", str(tmp_path / "in"), "--learner", "fogd", "--sigma", "1", "--output", str(tmp_path / "out")])
-    job = resolve_job(args)
+    job = resolve_job(request)
     assert (job.source.n_features, job.source.task) == (4, "binary")
     resolved = build_streaming_graph(beam.Pipeline(options=PipelineOptions([])), job)
     assert resolved["pattern"] == str(tmp_path / "in" / "*.parquet")
@@ -163,9 +163,9 @@ def test_a_relaunch_takes_up_the_files_an_earlier_job_dead_lettered(tmp_path):
         p | beam.Create([(path, dead) for path, (_, dead) in judged]) | WriteDeadLetterFiles(str(output))
     letters = {path: open(dead_letter_file(str(output), path), "rb").read() for path in (foreign, mixed)}
 
-    args = train.parse_args(
+    request = train.parse_args(
         ["--streaming", "--input", str(watched), "--learner", "fogd", "--sigma", "1", "--output", str(output)])
-    job = resolve_job(args)  # was: UsageError naming foreign.parquet
+    job = resolve_job(request)  # was: UsageError naming foreign.parquet
     assert [g[0] for g in job.source.row_groups] == [good]  # the judged files are left out of the launch's checks
     resolved = build_streaming_graph(beam.Pipeline(options=PipelineOptions([])), job)
     assert resolved["files_dead_lettered"] == 2
@@ -202,9 +202,9 @@ def test_a_relaunch_whose_only_file_an_earlier_job_dead_lettered_in_part_opens_i
         p | beam.Create([(mixed, dead)]) | WriteDeadLetterFiles(str(output))
     assert dead_lettered_files(str(output), {}) == {mixed}
 
-    args = train.parse_args(
+    request = train.parse_args(
         ["--streaming", "--input", str(watched), "--learner", "fogd", "--sigma", "1", "--output", str(output)])
-    job = resolve_job(args)  # was: UsageError, no data set at the glob
+    job = resolve_job(request)  # was: UsageError, no data set at the glob
     assert ([g[0] for g in job.source.row_groups], job.source.n_rows, job.source.task) == ([mixed], 40, "binary")
     assert len(batches) == 3
 

@@ -377,11 +377,11 @@ def test_the_streaming_graph_writes_its_dead_letters(tmp_path, caplog):
 
     X, y = binary_data(100)
     write_dataset(tmp_path / "in", X, y, "binary")
-    args = train.parse_args(
+    request = train.parse_args(
         ["--streaming", "--input", str(tmp_path / "in"), "--learner", "fogd", "--sigma", "1", "--output", str(tmp_path / "out")]
     )
     graph = beam.Pipeline(options=PipelineOptions([]))
-    build_streaming_graph(graph, resolve_job(args))
+    build_streaming_graph(graph, resolve_job(request))
     labels = {t.full_label for t in graph.transforms_stack[0].parts}
     assert {"WatchParquet", "WriteDeadLetters", "StreamTrainOnline", "WriteModelVersions"} <= labels
     ours = [m for m in (r.getMessage() for r in caplog.records) if "may not be deterministic" in m and "label=[TrainShards]" in m]
