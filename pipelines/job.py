@@ -1,6 +1,7 @@
 """The training job of ``pipelines.train``: resolved from its flags, wired as a Beam graph.
 
-:func:`resolve_job` turns the parsed flags into a :class:`TrainJob` -- the data sources
+:func:`resolve_job` turns a :class:`~pipelines.requests.TrainRequest` (the flags, parsed and checked
+once) into a :class:`TrainJob` -- the data sources
 (:class:`transforms.read.DatasetSource`; the built-in demo data set written first when
 there is no ``--input``), the learner (:func:`okl_experiments.params.build_learner`: the
 parameters of ``--config``, ``--param`` and the flags, completed and resolved on the
