@@ -44,7 +44,7 @@ from transforms.streaming import (
 from transforms.read import DatasetSource, is_remote, read_bytes
 from transforms.train import LearnerSpec
 
-__all__ = ["watch_pattern", "version_in", "initial_model", "check_mixable", "build_streaming_graph", "streaming_pipeline",
+__all__ = ["watch_pattern", "version_in", "initial_model", "check_mix_weight", "build_streaming_graph", "streaming_pipeline",
            "run_streaming", "add_streaming_flags"]
 
 
@@ -95,7 +95,7 @@ def version_in(output: str, path: str | None) -> int | None:
     return version if norm(path.rsplit("/", 1)[0] if "/" in path else ".") == norm(output) else None
 
 
-def check_mixable(stream: StreamRequest, learner: okl_core.Learner) -> None:
+def check_mix_weight(stream: StreamRequest, learner: okl_core.Learner) -> None:
     """Refuse at launch a ``--mix_weight`` above 0 for a learner that cannot mix (the flags themselves: :class:`StreamRequest`)."""
     if stream.mix_weight > 0:
         try:
@@ -124,7 +124,7 @@ def build_streaming_graph(pipeline: beam.Pipeline, job: TrainJob) -> dict:
     learner, stream, input_path = job.learner, job.request.streaming, job.request.input
     if stream is None or input_path is None:
         raise ValueError("not a streaming job: resolve it from a request with --streaming and --input")
-    check_mixable(stream, learner)
+    check_mix_weight(stream, learner)
     data, first_version, started_from = initial_model(stream.init_model, learner, job.output, job.source)
     # The files the model continued from has learned (read again, they would count twice), and
     # those an earlier job on this output dead-lettered (reported once): read at launch.

@@ -12,7 +12,7 @@ import okl_core
 from okl_core.data.layout import write_dataset
 from pipelines.common import UsageError
 from pipelines.requests import StreamRequest
-from pipelines.stream import check_mixable
+from pipelines.stream import check_mix_weight
 
 
 def test_streaming_without_a_prism_binary_is_a_clear_usage_error(tmp_path):
@@ -32,11 +32,11 @@ def test_mix_weight_refuses_learners_that_cannot_mix_at_launch():
     for name in ("kernel_ogd", "pkawv_taylor", "nogd"):
         learner = okl_core.make_learner(name, n_inputs=3)
         with pytest.raises(UsageError, match=rf"--mix_weight 0\.5: {name} cannot mix") as err:
-            check_mixable(StreamRequest(mix_weight=0.5), learner)
+            check_mix_weight(StreamRequest(mix_weight=0.5), learner)
         assert "\n" not in str(err.value)
-        check_mixable(StreamRequest(mix_weight=0.0), learner)  # weight 0: streams without mixing
+        check_mix_weight(StreamRequest(mix_weight=0.0), learner)  # weight 0: streams without mixing
     for name in ("fogd", "dsg", "raker"):
-        check_mixable(StreamRequest(mix_weight=0.5), okl_core.make_learner(name, n_inputs=3))
+        check_mix_weight(StreamRequest(mix_weight=0.5), okl_core.make_learner(name, n_inputs=3))
 
 
 @pytest.mark.parametrize("flag", ["stop_after", "snapshot_seconds", "poll_seconds", "merge_seconds"])
