@@ -61,9 +61,9 @@ run: $(RUN_STAMP)
 LOWER_BOUND_TESTS := tests/transforms tests/pipelines/test_train.py tests/pipelines/test_runners.py \
     tests/pipelines/test_rounds.py tests/pipelines/test_predict.py tests/pipelines/test_dead_letter.py
 
-## typecheck: mypy on okl_core and transforms (settings in pyproject.toml)
+## typecheck: mypy on okl_core, okl_experiments, transforms and pipelines (settings in pyproject.toml)
 typecheck: setup
-	$(PY) -m mypy okl_core transforms
+	$(PY) -m mypy okl_core okl_experiments transforms pipelines
 
 ## docs: the documentation site (mkdocs.yml, docs/, API reference from the docstrings) into
 ## build/site, warnings as errors

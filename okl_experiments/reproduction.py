@@ -578,7 +578,7 @@ def run_setting(setting: Setting, data_root: str, client=None, runs: int | None 
             points = make_points(setting.learner, fixed.merged(space), train)
             tuned = sweep(SweepSettings(setting.learner, train, None, repeats=1, shuffle_seed=protocol.shuffle_seed(setting)),
                           points, out_dir=sub("tune"),
-                          metric=setting.tune_metric, client=client, swept=space.swept, space=space.describe(), progress=progress)
+                          rank_by=setting.tune_metric, client=client, swept=space.swept, space=space.describe(), progress=progress)
             if tuned.best is None:
                 errors = sorted({r["error"] for r in tuned.rows if r["error"]})
                 return Outcome(setting, "error", f"every tuning point failed: {errors[:2]}")
@@ -591,7 +591,7 @@ def run_setting(setting: Setting, data_root: str, client=None, runs: int | None 
         seeds = protocol.seeds(setting, chosen, repeats)
         final = sweep(SweepSettings(setting.learner, train, test, repeats=repeats, shuffle_seed=protocol.shuffle_seed(setting),
                                     reseed=bool(seeds) and not protocol.same_features),
-                      [point], out_dir=sub("runs"), metric=setting.metric, client=client, progress=progress)
+                      [point], out_dir=sub("runs"), rank_by=setting.metric, client=client, progress=progress)
     except ValueError as err:  # a parameter the learner does not know, a task mismatch
         return Outcome(setting, "error", str(err), seconds=time.perf_counter() - started)
     row = final.rows[0]

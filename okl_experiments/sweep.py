@@ -336,14 +336,14 @@ def markdown_table(rows: list[dict], metric: str, swept: list[str]) -> str:
     return _markdown(head, cells)
 
 
-def best_config(rows: list[dict], metric: str) -> dict | None:
+def best_config(rows: list[dict], rank_by: str) -> dict | None:
     """``{"learner", "params", "rank_by"}`` of the best ``ok`` point: the complete learner
-    config, and the metric it was chosen by with its mean and std (``rank_by``)."""
-    best = ranked(rows, metric)
-    if not best or best[0]["status"] != "ok" or math.isnan(best[0].get(f"{metric}_mean", math.nan)):
+    config, and the metric it was ranked by with its mean and std (``rank_by``)."""
+    best = ranked(rows, rank_by)
+    if not best or best[0]["status"] != "ok" or math.isnan(best[0].get(f"{rank_by}_mean", math.nan)):
         return None
-    chosen = {"metric": metric, "mean": best[0][f"{metric}_mean"], "std": best[0].get(f"{metric}_std")}
-    return {**learner_config(make_learner(best[0]["learner"], **json.loads(best[0]["params"]))), "rank_by": chosen}
+    ranking = {"metric": rank_by, "mean": best[0][f"{rank_by}_mean"], "std": best[0].get(f"{rank_by}_std")}
+    return {**learner_config(make_learner(best[0]["learner"], **json.loads(best[0]["params"]))), "rank_by": ranking}
 
 
 @dataclasses.dataclass
@@ -352,7 +352,7 @@ class SweepResult:
 
     rows: list[dict]
     best: dict | None
-    metric: str
+    rank_by: str
     swept: list[str]
     ran: int
     skipped: int
@@ -361,8 +361,8 @@ class SweepResult:
     task_results: list[dict] = dataclasses.field(default_factory=list)
 
 
-def check_settings(settings: SweepSettings, metric: str | None = None) -> str:
-    """The ranking metric (``metric`` under today's name, or the default), after checking that
+def check_settings(settings: SweepSettings, rank_by: str | None = None) -> str:
+    """The ranking metric (``rank_by`` under today's name, or the default), after checking that
     ``settings`` can run: ``--reseed`` needs a ``seed`` parameter, the metric must be recorded.
 
     Raises
@@ -370,16 +370,16 @@ def check_settings(settings: SweepSettings, metric: str | None = None) -> str:
     ValueError
         One line naming the flag.
     """
-    metric = experiment_metric(metric) if metric else settings.default_metric()
+    rank_by = experiment_metric(rank_by) if rank_by else settings.default_metric()
     if settings.reseed and "seed" not in {f.name for f in dataclasses.fields(learner_class(settings.learner).config_class)}:
         raise ValueError(f"--reseed: learner {settings.learner} has no seed parameter (its runs differ only by the order of the rows)")
-    if metric not in settings.metric_names():
-        raise ValueError(f"--rank_by {metric!r} is not available here; choose from {settings.metric_names()}"
+    if rank_by not in settings.metric_names():
+        raise ValueError(f"--rank_by {rank_by!r} is not available here; choose from {settings.metric_names()}"
                          + ("" if settings.test is not None else " (test_* metrics need --test)"))
-    return metric
+    return rank_by
 
 
-def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None = None, metric: str | None = None,
+def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None = None, rank_by: str | None = None,
           resume: bool = False, client=None, space: dict | None = None, swept: list[str] | None = None,
           progress=None, on_result: Callable[[dict], None] | None = None) -> SweepResult:
     """Run every point of ``points`` ``settings.repeats`` times; table, best config.
@@ -391,7 +391,7 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
     out_dir : str, optional
         Directory for ``results.parquet``, ``results.md`` and ``best.json`` (None: keep
         everything in memory).
-    metric : str, optional
+    rank_by : str, optional
         Ranking metric (default :meth:`SweepSettings.default_metric`).
     resume : bool
         Skip the points already ``ok`` in ``out_dir/results.parquet``.
@@ -406,7 +406,7 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
     on_result : callable, optional
         Called with each run's raw result as it arrives.
     """
-    metric = check_settings(settings, metric)
+    rank_by = check_settings(settings, rank_by)
     swept = list(swept) if swept is not None else list(dict.fromkeys(k for p in points for k in p.swept))
     space = space or {}
     results_path = os.path.join(out_dir, RESULTS_FILE) if out_dir else None
@@ -423,7 +423,7 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
     tasks = [t for p in todo for t in settings.tasks(p)]
     by_index = {p.index: p for p in todo}
     pending: dict[int, list[dict]] = collections.defaultdict(list)
-    tracker = RunProgress(len(tasks), len(todo), metric, progress)
+    tracker = RunProgress(len(tasks), len(todo), rank_by, progress)
     all_results = []
     for result in execute(tasks, client):
         all_results.append(result)
@@ -435,18 +435,18 @@ def sweep(settings: SweepSettings, points: list[Point], *, out_dir: str | None =
             rows.append(_row(settings, point, pending.pop(point.index)))
             tracker.point_done()
             if results_path:
-                write_results(results_path, rows, settings, space, swept, metric)
+                write_results(results_path, rows, settings, space, swept, rank_by)
         tracker.run_done(result, point.index, point.swept)
     if results_path and not todo:
-        write_results(results_path, rows, settings, space, swept, metric)
+        write_results(results_path, rows, settings, space, swept, rank_by)
     rows = sorted(rows, key=lambda r: r["point"])
-    best = best_config(rows, metric)
+    best = best_config(rows, rank_by)
     best_path = None
     if out_dir:
-        write_text(os.path.join(out_dir, MARKDOWN_FILE), markdown_table(rows, metric, swept))
+        write_text(os.path.join(out_dir, MARKDOWN_FILE), markdown_table(rows, rank_by, swept))
         if best is not None:
             best_path = write_json(os.path.join(out_dir, BEST_FILE), best, indent=2, sort_keys=True)
-    return SweepResult(rows=rows, best=best, metric=metric, swept=swept, ran=len(todo), skipped=len(points) - len(todo),
+    return SweepResult(rows=rows, best=best, rank_by=rank_by, swept=swept, ran=len(todo), skipped=len(points) - len(todo),
                        results_path=results_path, best_path=best_path, task_results=all_results)
 
 

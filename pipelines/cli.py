@@ -40,7 +40,7 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
 if TYPE_CHECKING:
     from okl_core.learners.base import Learner
@@ -138,13 +138,13 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.deprecated: dict[str, str] = {}
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         """Print ``<prog>: error: <message>`` (one line, no usage) and exit with status 2."""
         self.exit(2, f"{self.prog}: error: {message}\n")
 
-    def parse_known_args(self, args: Sequence[str] | None = None, namespace=None):
-        args = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(self._spelled(args), namespace)
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:  # type: ignore[override]
+        # (one signature for argparse's overloads, which differ only in the namespace's type)
+        return super().parse_known_args(self._spelled(list(sys.argv[1:] if args is None else args)), namespace)
 
     def _parsers(self) -> list[argparse.ArgumentParser]:
         """This parser and every sub-command's, recursively."""
@@ -157,11 +157,12 @@ class Parser(argparse.ArgumentParser):
 
     def _spelled(self, args: list[str]) -> list[str]:
         """``args`` with dashed aliases and deprecated flags rewritten to their flag (before ``--``)."""
-        known, deprecated = set(), {}
+        known: set[str] = set()
+        deprecated: dict[str, str] = {}
         for parser in self._parsers():
             known.update(parser._option_string_actions)
             deprecated.update(getattr(parser, "deprecated", {}))
-        out = []
+        out: list[str] = []
         for i, token in enumerate(args):
             if token == "--":
                 return out + args[i:]

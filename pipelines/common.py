@@ -44,6 +44,7 @@ whose one line the command prints (:func:`transforms.worker.quiet_capacity_trace
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib
 import json
@@ -52,6 +53,7 @@ import os
 import re
 import sys
 import tempfile
+from typing import Any, NoReturn
 
 from pipelines.cli import BEAM_NOISE as _BEAM_NOISE, without_beam_noise as _without_beam_noise  # pipelines.cli imports no Beam
 
@@ -123,6 +125,33 @@ def configure_logging() -> None:
         logging.getLogger(name).setLevel(level)
 
 
+class _BeamOptionsParser(argparse.ArgumentParser):
+    """A parser of Beam's pipeline options, declared by the registered ``PipelineOptions`` subclasses.
+
+    Each subclass declares its options in ``_add_argparse_args(parser)``, the protocol by which
+    Beam itself collects them (``PipelineOptions.get_all_options``: every direct subclass, the
+    first of each name); okl's own (:class:`FlinkCheckpointOptions`) are declared the same way.
+    The parser is okl's, so neither Beam's parser nor its error handling is touched: a bad
+    value is a :class:`UsageError` of one line, and abbreviations are refused as Beam refuses them.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(allow_abbrev=False, add_help=False)
+        first: dict[str, type[PipelineOptions]] = {}
+        for cls in PipelineOptions.__subclasses__():
+            first.setdefault(str(cls), cls)  # a class defined twice (a main session): Beam keeps the first
+        for options in first.values():
+            options._add_argparse_args(self)  # type: ignore[arg-type]  # (annotated with Beam's parser; takes any with its two methods)
+
+    def error(self, message: str) -> NoReturn:
+        """A bad value of a Beam option: one line, not a usage of every option."""
+        raise UsageError(f"Beam pipeline option: {message}")
+
+    def add_value_provider_argument(self, *args: Any, **kwargs: Any) -> None:
+        """Beam's templated options (resolved at run time on some runners): checked here as plain values of their type."""
+        self.add_argument(*args, **kwargs)
+
+
 def unknown_to_beam(beam_argv: list[str]) -> list[str]:
     """The arguments of ``beam_argv`` that no Beam pipeline option defines (abbreviations included).
 
@@ -130,26 +159,18 @@ def unknown_to_beam(beam_argv: list[str]) -> list[str]:
     it takes that would end the job in a traceback later (:func:`check_beam_values`).
 
     Beam's ``PipelineOptions`` keeps such arguments and drops them with a warning when the
-    pipeline runs; the okl CLIs refuse them instead. The parser is Beam's own, with every
-    registered ``PipelineOptions`` subclass (``get_all_options``'s ``add_extra_args_fn`` hands it out).
+    pipeline runs; the okl CLIs refuse them instead. They are parsed against the options
+    every registered ``PipelineOptions`` subclass declares (:class:`_BeamOptionsParser`).
     """
-    parsers = []
-    PipelineOptions([]).get_all_options(add_extra_args_fn=parsers.append)  # [] : nothing to warn about
-    parser = parsers[0]
-
-    def refuse(message):  # a bad value of a Beam option: one line, not Beam's usage of every option
-        raise UsageError(f"Beam pipeline option: {message}")
-
-    parser.error = refuse
-    values, unknown = parser.parse_known_args(beam_argv)
+    values, unknown = _BeamOptionsParser().parse_known_args(beam_argv)
     check_beam_values(values)
     return unknown
 
 
-def check_beam_values(values) -> None:
+def check_beam_values(values: argparse.Namespace) -> None:
     """Refuse, naming the flag, Beam option values that Beam's parser takes but its runners fail on with a traceback.
 
-    ``values`` is the namespace Beam's parser made of the arguments (:func:`unknown_to_beam`).
+    ``values`` is the namespace of the Beam options among the arguments (:func:`unknown_to_beam`).
     Checked before any work: a runner name (Beam only resolves it when the pipeline is
     built, after the data were opened), ``--direct_num_workers`` below 0 (an IndexError in
     the FnApiRunner; 0 is Beam's "one per CPU"), an ``--environment_type`` that is neither a

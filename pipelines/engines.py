@@ -23,6 +23,7 @@ import pipelines.common  # noqa: F401  (imports Beam first, without its spurious
 from pipelines import flink_cluster
 from pipelines.cli import Parser, UsageError, main as command_main, prog
 from pipelines.local_runners import RUNNERS, EngineUnavailable
+from pipelines.requests import ClusterRequest
 
 __all__ = ["build_parser", "main"]
 
@@ -48,26 +49,26 @@ CLUSTER = "flink-cluster"
 CLUSTER_COMMANDS = ("start", "stop", "status")
 
 
-def cluster_command(command: str, args) -> int:
+def cluster_command(request: ClusterRequest) -> int:
     """``start``, ``stop`` or ``status`` of the local Flink session cluster; prints what it did; returns the exit code."""
-    state_dir = args.state_dir or flink_cluster.default_state_dir()
-    if command == "start":
-        cluster = flink_cluster.start_cluster(args.taskmanagers, state_dir, slots=args.slots, python=args.python)
-        print(f"{CLUSTER}: running from {cluster.state_dir} (JobManager and {args.taskmanagers} TaskManagers, "
+    state_dir = request.state_dir or flink_cluster.default_state_dir()
+    if request.command == "start":
+        cluster = flink_cluster.start_cluster(request.taskmanagers, state_dir, slots=request.slots, python=request.python)
+        print(f"{CLUSTER}: running from {cluster.state_dir} (JobManager and {request.taskmanagers} TaskManagers, "
               f"web UI and REST http://{cluster.flink_master})")
         print("submit jobs with: " + " ".join(cluster.runner_options()))
         return 0
-    if command == "stop":
+    if request.command == "stop":
         stopped = flink_cluster.stop_cluster(state_dir)
         print(f"{CLUSTER}: stopped {', '.join(stopped)}" if stopped else f"{CLUSTER}: none running from {state_dir}")
         return 0
-    cluster = flink_cluster.load_cluster(state_dir)
-    if cluster is None:
+    running = flink_cluster.load_cluster(state_dir)
+    if running is None:
         print(f"{CLUSTER}: none running from {state_dir}")
         return 1
-    for p in cluster.processes:
+    for p in running.processes:
         print(f"{p.role}: {'running' if flink_cluster.process_alive(p.pid) else 'GONE'} (pid {p.pid}, log {p.log})")
-    print("submit jobs with: " + " ".join(cluster.runner_options()))
+    print("submit jobs with: " + " ".join(running.runner_options()))
     return 0
 
 
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command not in CLUSTER_COMMANDS or args.engine not in (None, CLUSTER):
             raise UsageError(f"{args.command} takes {'a runner: ' + ', '.join([*RUNNERS, 'all']) if args.engine == CLUSTER else CLUSTER}")
         try:
-            return cluster_command(args.command, args)
+            return cluster_command(ClusterRequest.from_args(args))
         except EngineUnavailable as err:
             raise UsageError(f"{CLUSTER}: {err}") from None
     if args.engine is None:

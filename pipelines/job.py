@@ -1,6 +1,7 @@
 """The training job of ``pipelines.train``: resolved from its flags, wired as a Beam graph.
 
-:func:`resolve_job` turns the parsed flags into a :class:`TrainJob` -- the data sources
+:func:`resolve_job` turns a :class:`~pipelines.requests.TrainRequest` (the flags, parsed and checked
+once) into a :class:`TrainJob` -- the data sources
 (:class:`transforms.read.DatasetSource`; the built-in demo data set written first when
 there is no ``--input``), the learner (:func:`okl_experiments.params.build_learner`: the
 parameters of ``--config``, ``--param`` and the flags, completed and resolved on the
@@ -38,6 +39,7 @@ from okl_experiments.params import MEDIAN_ROWS, DataFacts, batch_rows_for, build
 from okl_experiments.text import read_json
 from pipelines.cli import make_output_dir, output_error
 from pipelines.common import UsageError, spare_core_per_shard
+from pipelines.requests import TrainRequest
 from transforms.evaluate import Evaluate
 from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, run_id, write_bytes
 from transforms.read import METRICS_NAMESPACE, DatasetSource, ReadShards, is_remote
@@ -87,6 +89,8 @@ class TrainJob:
     made: list[str] = dataclasses.field(default_factory=list)
     """The folders the launch made for a streaming job's local output (written in place):
     :meth:`abandon` removes them again while they are empty."""
+    request: TrainRequest = TrainRequest()
+    """The request the job was resolved from (a streaming job's graph reads its streaming flags)."""
 
     def write_path(self, key: str) -> str:
         """Where the step that writes output ``key`` puts it (the staging directory when local)."""
@@ -136,32 +140,32 @@ def _json_value(text: str):
         return text
 
 
-def _learner_choice(args) -> tuple[str, dict]:
+def _learner_choice(request: TrainRequest) -> tuple[str, dict]:
     """Learner name and parameters from --config, --learner, --param and the flags."""
-    name, params = None, {}
-    if args.config:
+    name: str | None = None
+    params: dict = {}
+    if request.config:
         try:
-            name, params = read_learner_config(args.config)
+            name, params = read_learner_config(request.config)
         except ValueError as err:
             raise UsageError(f"--config {err}") from None
-    name = args.learner or name
+    name = request.learner or name
     if name is None:
-        name = DEMO_LEARNER if args.input is None else None
+        name = DEMO_LEARNER if request.input is None else None
     if name is None:
         raise UsageError(f"choose a learner with --learner (one of {', '.join(okl_core.learner_names())}) or --config")
     if name not in okl_core.learner_names():
         raise UsageError(f"unknown learner {name!r}; choose one of {', '.join(okl_core.learner_names())}")
-    if args.input is None and not args.config:
+    if request.input is None and not request.config:
         params = {**demo_params(name), **DEMO_PARAMS.get(name, {}), **params}
-    for item in args.param:
+    for item in request.params:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--param {item!r}: expected KEY=VALUE")
         params[key.strip()] = _json_value(value)
-    for key in ("sigma", "eta", "n_components", "seed"):
-        value = getattr(args, key)
-        if value is not None:
-            params[key] = _json_value(value) if key == "sigma" else value
+    flags = {"sigma": None if request.sigma is None else _json_value(request.sigma), "eta": request.eta,
+             "n_components": request.n_components, "seed": request.seed}
+    params.update({key: value for key, value in flags.items() if value is not None})
     return name, params
 
 
@@ -251,7 +255,7 @@ def _restart_files(output: str, init_model: str | None) -> tuple[dict, frozenset
     return learned, dead_lettered_files(output, learned)
 
 
-def _streaming_input(args, learner_name: str) -> tuple[DatasetSource, tuple[dict, frozenset[str]] | None]:
+def _streaming_input(request: TrainRequest, learner_name: str) -> tuple[DatasetSource, tuple[dict, frozenset[str]] | None]:
     """What a streaming job opens at launch: ``--input`` less the files an earlier job on its
     output dead-lettered and its version has not learned whole; and, for a glob, those files
     (:func:`_restart_files`, read once: the launch keeps them in :attr:`TrainJob.restart`).
@@ -260,21 +264,21 @@ def _streaming_input(args, learner_name: str) -> tuple[DatasetSource, tuple[dict
     unreadable or foreign file, a file of bad rows): only the files it may learn tell the
     data's width, task and classes. A directory with ``dataset.json`` opens its listed files only.
     """
-    path = _input_path(args)
+    path = _input_path(request)
     if is_remote(path) or os.path.isdir(path):
         return _open(path, "--input", streaming=True), None
-    output = args.output or _default_output(files_name(path), learner_name)  # the name open_dataset gives these files
-    restart = _restart_files(output, args.init_model)
+    assert request.streaming is not None
+    output = request.output or _default_output(files_name(path), learner_name)  # the name open_dataset gives these files
+    restart = _restart_files(output, request.streaming.init_model)
     return _open(path, "--input", streaming=True, skip=restart[1]), restart
 
 
-def _demo_data(args, directory: str) -> DatasetSource:
-    """Write the built-in synthetic data sets into ``<directory>/data``; the training source."""
+def _demo_data(request: TrainRequest, directory: str) -> tuple[DatasetSource, str]:
+    """Write the built-in synthetic data sets into ``<directory>/data``; the training source and the test set's path."""
     train_path, test_path = os.path.join(directory, "data", "train"), os.path.join(directory, "data", "test")
-    write_synthetic(train_path, args.synthetic_rows, seed=args.synthetic_seed, rows_per_shard=16384, overwrite=True)
-    write_synthetic(test_path, SYNTHETIC_TEST_ROWS, seed=args.synthetic_seed + 1, overwrite=True, name="dsg_synthetic_test")
-    args.test = args.test or test_path
-    return _open(train_path, "--input")
+    write_synthetic(train_path, request.synthetic_rows, seed=request.synthetic_seed, rows_per_shard=16384, overwrite=True)
+    write_synthetic(test_path, SYNTHETIC_TEST_ROWS, seed=request.synthetic_seed + 1, overwrite=True, name="dsg_synthetic_test")
+    return _open(train_path, "--input"), test_path
 
 
 def _not_a_run(path: str) -> str | None:
@@ -363,52 +367,56 @@ def check_model_classes(source: DatasetSource, model: bytes, trained: str) -> No
     check_same_classes(f"--input {_info_file(source)}", source.classes, okl_core.model_classes(model), trained)
 
 
-def _input_path(args) -> str:
+def _input_path(request: TrainRequest) -> str:
     """What --input opens at launch: a streaming job watches a directory without ``dataset.json`` as ``DIR/*.parquet``."""
-    path = args.input
-    if getattr(args, "streaming", False) and not is_remote(path) and os.path.isdir(path) and not os.path.exists(os.path.join(path, INFO_FILE)):
+    path = request.input
+    assert path is not None
+    if request.streaming is not None and not is_remote(path) and os.path.isdir(path) and not os.path.exists(os.path.join(path, INFO_FILE)):
         return os.path.join(path, "*.parquet")
     return path
 
 
-def resolve_job(args) -> TrainJob:
+def resolve_job(request: TrainRequest) -> TrainJob:
     """Resolve data, learner, plan and output paths (generating the demo data if needed).
 
     Raises
     ------
     UsageError
-        Anything wrong with the flags or the data, with the flag it concerns.
+        Anything wrong with the data, or with the flags given the data, with the flag it concerns.
     """
-    check_train_flags(args)
-    name, params = _learner_choice(args)
+    name, params = _learner_choice(request)
     restart = None
-    if args.input is None:
+    source: DatasetSource | None
+    if request.input is None:
         source = None
-    elif getattr(args, "streaming", False):
-        source, restart = _streaming_input(args, name)
+    elif request.streaming is not None:
+        source, restart = _streaming_input(request, name)
     else:
-        source = _open(args.input, "--input")
-    if source is None and args.output and is_remote(args.output):
+        source = _open(request.input, "--input")
+    if source is None and request.output and is_remote(request.output):
         raise UsageError("the built-in demo data set is written locally: give a local --output, or --input")
-    output = args.output or _default_output("synthetic" if source is None else source.name, name)
-    if getattr(args, "streaming", False):  # a streaming job adds model versions to its output, and restarts from them
+    output = request.output or _default_output("synthetic" if source is None else source.name, name)
+    staging: StagedDirectory | None
+    if request.streaming is not None:  # a streaming job adds model versions to its output, and restarts from them
         staging, made = None, _streaming_output(output)
     else:
-        staging, made = _stage_output(output, getattr(args, "overwrite", False)), []
+        staging, made = _stage_output(output, request.overwrite), []
     try:
+        test = request.test
         if source is None:
-            source = _demo_data(args, staging.tmp if staging is not None else output)
+            source, demo_test = _demo_data(request, staging.tmp if staging is not None else output)
+            test = test or demo_test
         files = {key: f"{output.rstrip('/')}/{file}" for key, file in OUTPUT_FILES.items()}
-        job = _resolve_learning(args, source, name, params, output, files)
-        if getattr(args, "streaming", False):
-            job.restart = restart or _restart_files(output, args.init_model)
+        job = _resolve_learning(request, source, test, name, params, output, files)
+        if request.streaming is not None:
+            job.restart = restart or _restart_files(output, request.streaming.init_model)
     except BaseException:
         if staging is not None:
             staging.abort()
         remove_made_dirs(made)
         raise
     job.staging, job.made = staging, made
-    if not getattr(args, "streaming", False):  # a streaming job writes it when it starts (pipelines.stream)
+    if request.streaming is None:  # a streaming job writes it when it starts (pipelines.stream)
         write_preparation(job)
     return job
 
@@ -448,29 +456,8 @@ def _streaming_output(output: str) -> list[str]:
         raise UsageError(str(err)) from None
 
 
-_STREAMING_ONLY = ("init_model", "snapshot_batches", "snapshot_seconds", "poll_seconds", "merge_seconds", "stop_after")
-
-
-def check_train_flags(args) -> None:
-    """Flag checks that need no data (UsageError naming the flag)."""
-    if args.output is not None and not args.output.strip():
-        raise UsageError("--output is empty: give a directory (or leave the flag out for runs/<data>-<learner>)")
-    if args.batch_rows is not None and args.batch_rows < 1:
-        raise UsageError(f"--batch_rows must be >= 1, got {args.batch_rows}")
-    if args.input is None and getattr(args, "streaming", False):  # before the demo data set would be written into --output
-        raise UsageError("--streaming needs --input (a directory or glob where new Parquet files appear)")
-    if args.input is None and args.synthetic_rows < 2:  # the demo's sigma is the median distance between rows
-        raise UsageError(f"--synthetic_rows must be >= 2, got {args.synthetic_rows}")
-    if not getattr(args, "streaming", False):
-        given = [f"--{flag}" for flag in _STREAMING_ONLY if getattr(args, flag, None) is not None]
-        given += ["--mix_weight"] if getattr(args, "mix_weight", 0.0) != 0.0 else []
-        if given:  # a batch job would ignore them
-            raise UsageError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for streaming jobs (--streaming); "
-                             "without it, this is a batch job, which would ignore "
-                             f"{'it' if len(given) == 1 else 'them'}")
-
-
-def _resolve_learning(args, source: DatasetSource, name: str, params: dict, output: str, files: dict) -> TrainJob:
+def _resolve_learning(request: TrainRequest, source: DatasetSource, test: str | None, name: str, params: dict, output: str,
+                      files: dict) -> TrainJob:
     """The learner, plan and test set of the job (every check that needs the training data)."""
     if source.n_rows == 0:
         raise UsageError(f"--input {source.path}: the data set has no rows")
@@ -478,15 +465,15 @@ def _resolve_learning(args, source: DatasetSource, name: str, params: dict, outp
         learner = build_learner(name, params, data_facts(source))
         learner.check_stream(source.n_rows)  # a state that grows with the stream: refused before the job
         _check_recorded_classes(source, learner)
-        plan = StreamPlan(source.n_rows, args.num_shards, args.rounds, batch_rows_for(learner, args.batch_rows), align=minibatch_rows(learner))
+        plan = StreamPlan(source.n_rows, request.num_shards, request.rounds, batch_rows_for(learner, request.batch_rows), align=minibatch_rows(learner))
     except ValueError as err:
         raise UsageError(str(err)) from None
-    test_source = _test_source(args.test, source) if args.test else None
+    test_source = _test_source(test, source) if test else None
     if plan.num_shards > 1:
         _check_mergeable(learner)
     config = learner.describe()["config"]
-    return TrainJob(source, test_source, learner, config, plan, output, files, args.read_order_seed, args.shuffle_rows,
-                    derived=derived_values(complete_params(name, params), config))
+    return TrainJob(source, test_source, learner, config, plan, output, files, request.read_order_seed, request.shuffle_rows,
+                    derived=derived_values(complete_params(name, params), config), request=request)
 
 
 def build_graph(pipeline: beam.Pipeline, job: TrainJob, launched_at: float) -> None:

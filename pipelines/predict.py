@@ -64,6 +64,7 @@ from okl_experiments.progress import wall_time_text
 from okl_experiments.text import read_json, strict_json
 from pipelines.cli import Parser, main, prog, running_as_command
 from pipelines.job import OUTPUT_FILES, check_model_classes, counters, data_facts, stage_output
+from pipelines.requests import PredictRequest
 from transforms.evaluate import ScoreMetrics
 from transforms.inference import WritePredictions, passthrough_fields, read_bytes
 from transforms.outputs import MANIFEST_FILE, WriteDeadLetterFile, write_bytes
@@ -150,7 +151,8 @@ def _not_predictions(path: str) -> str | None:
 
 def _output_paths(directory: str) -> tuple[str, str, str]:
     """The prediction file prefix, dead-letter file and metrics file in ``directory``."""
-    return tuple(f"{directory.rstrip('/')}/{name}" for name in (PREDICTIONS_PREFIX, DEAD_LETTER_FILE, METRICS_FILE))
+    folder = directory.rstrip("/")
+    return f"{folder}/{PREDICTIONS_PREFIX}", f"{folder}/{DEAD_LETTER_FILE}", f"{folder}/{METRICS_FILE}"
 
 
 def run(argv=None):
@@ -169,30 +171,32 @@ def run(argv=None):
     configure_logging()
     parser = build_parser()
     args, beam_argv = okl_and_beam_args(parser, argv)
-    if args.batch_rows < 1:
-        parser.error(f"--batch_rows must be a positive number of rows, got {args.batch_rows}")
     try:
-        model_path = model_file(args.model)
+        request = PredictRequest.from_args(args, beam_argv)
+    except UsageError as err:
+        parser.error(str(err))
+    try:
+        model_path = model_file(request.model)
         model_bytes = read_bytes(model_path)
         learner, _ = okl_core.model_from_bytes(model_bytes, source=model_path)
     except (OSError, ValueError, okl_core.ModelFileError) as err:
-        parser.error(f"--model {args.model}: {err}")
-    kind = raw_table_kind(args.input)
+        parser.error(f"--model {request.model}: {err}")
+    kind = raw_table_kind(request.input)
     preparation = None
     try:
         if kind is not None:
-            preparation, delimiter = _preparation(model_path, model_bytes), parse_delimiter(args.delimiter)
-        elif args.skip_bad_rows or args.delimiter != ",":
-            raise ValueError(f"--skip_bad_rows and --delimiter are for raw records (a CSV file or Parquet table); --input {args.input} is okl rows")
-        staging = stage_output(args.output, args.overwrite, _not_predictions, (METRICS_FILE, DEAD_LETTER_FILE, REJECTS_FILE), holds="predictions")
+            preparation, delimiter = _preparation(model_path, model_bytes), parse_delimiter(request.delimiter)
+        elif request.skip_bad_rows or request.delimiter != ",":
+            raise ValueError(f"--skip_bad_rows and --delimiter are for raw records (a CSV file or Parquet table); --input {request.input} is okl rows")
+        staging = stage_output(request.output, request.overwrite, _not_predictions, (METRICS_FILE, DEAD_LETTER_FILE, REJECTS_FILE), holds="predictions")
     except (UsageError, ValueError) as err:
         parser.error(str(err))
-    write_to = staging.tmp if staging else args.output
+    write_to = staging.tmp if staging else request.output
     scratch = None if kind is None else (os.path.join(staging.tmp, ".prepared") if staging else tempfile.mkdtemp(prefix="okl-predict-"))
     try:
-        prepared = None if kind is None else _prepare_raw(args, kind, preparation, delimiter, scratch, write_to)
-        source, plan = _checked_source(args.input, prepared.path if prepared else args.input, learner, model_bytes, model_path, args.batch_rows)
-        result, launched_at = _score(args, beam_argv, learner, model_path, model_bytes, source, plan, write_to)
+        prepared = None if kind is None or scratch is None else _prepare_raw(request, kind, preparation, delimiter, scratch, write_to)
+        source, plan = _checked_source(request.input, prepared.path if prepared else request.input, learner, model_bytes, model_path, request.batch_rows)
+        result, launched_at = _score(request, learner, model_path, model_bytes, source, plan, write_to)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
         if staging is not None:
@@ -205,19 +209,19 @@ def run(argv=None):
         if isinstance(err, UsageError):
             parser.error(str(err))
         raise
-    prefix, dead_path, metrics_path = _output_paths(args.output)
+    prefix, dead_path, metrics_path = _output_paths(request.output)
     print(f"predictions:  {prefix}-*.parquet")
     print(f"metrics:      {metrics_path}")
     print(f"dead letters: {dead_path}")
     if prepared is not None:
-        rejected = f", {prepared.n_rejected} rejected ({args.output.rstrip('/')}/{REJECTS_FILE})" if prepared.n_rejected else ", none rejected"
+        rejected = f", {prepared.n_rejected} rejected ({request.output.rstrip('/')}/{REJECTS_FILE})" if prepared.n_rejected else ", none rejected"
         print(f"prepared:     {prepared.info.n_rows} rows like the training data ({os.path.dirname(model_path) or '.'}/{PREPARATION_FILE}){rejected}")
     _print_summary(result, metrics_path)
     print(wall_time_text(launched_at, time.time() - launched_at, running_as_command()))
     return result
 
 
-def _prepare_raw(args, kind: str, preparation, delimiter: str, scratch: str, write_to: str):
+def _prepare_raw(request: PredictRequest, kind: str, preparation, delimiter: str, scratch: str, write_to: str):
     """Prepare the raw ``--input`` into ``scratch`` like the training data; its ``rejects.csv`` goes to ``write_to``.
 
     Raises
@@ -226,7 +230,7 @@ def _prepare_raw(args, kind: str, preparation, delimiter: str, scratch: str, wri
         The preparation's one-line error (it names the file, line or row, and column).
     """
     try:
-        summary = prepare_like(args.input, os.path.join(scratch, "data"), preparation, kind, delimiter=delimiter, skip_bad_rows=args.skip_bad_rows)
+        summary = prepare_like(request.input, os.path.join(scratch, "data"), preparation, kind, delimiter=delimiter, skip_bad_rows=request.skip_bad_rows)
     except (ValueError, OSError) as err:
         raise UsageError(one_line_error(err)) from err
     rejects = os.path.join(summary.path, REJECTS_FILE)
@@ -250,15 +254,15 @@ def _checked_source(named: str, path: str, learner: okl_core.Learner, model_byte
     return source, plan
 
 
-def _score(args, beam_argv: list, learner: okl_core.Learner, model_path: str, model_bytes: bytes, source: DatasetSource, plan: StreamPlan,
+def _score(request: PredictRequest, learner: okl_core.Learner, model_path: str, model_bytes: bytes, source: DatasetSource, plan: StreamPlan,
            write_to: str):
     """Run the scoring job, writing its files into ``write_to``; the PipelineResult and when the job was launched."""
     prefix, dead_path, metrics_path = _output_paths(write_to)
     try:
         id_fields = passthrough_fields(source)
     except (OSError, ValueError) as err:
-        raise UsageError(f"--input {args.input}: {err}") from None
-    pipeline = make_pipeline(pipeline_options(beam_argv))
+        raise UsageError(f"--input {request.input}: {err}") from None
+    pipeline = make_pipeline(pipeline_options(list(request.beam_args)))
     # Labels only feed the metrics: rows are judged by their features (bad ones dead-lettered),
     # and a row without a usable label is scored and left out of the metrics.
     read = pipeline | "ReadShards" >> ReadShards(source, plan, split="predict", judge_labels=False)

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
+from typing import Any
 
 from okl_core.data import download as dl
 from okl_core.data.layout import COMPRESSIONS, DEFAULT_COMPRESSION, open_dataset
@@ -39,6 +39,8 @@ from okl_core.data.table import MISSING_POLICIES
 from okl_core.data.targets import parse_classes
 from okl_experiments.progress import ProgressBar
 from pipelines.cli import Parser, UsageError, deprecate, main, prog, warn
+from pipelines.requests import (DatasetOutput, LibsvmRequest, Mnist8mRequest, MnistRequest, MolecularRequest, PcaRequest, PrepareRequest,
+                                TableRequest)
 
 __all__ = ["run", "build_parser"]
 
@@ -183,121 +185,102 @@ def _split_list(texts):
     return [t.strip() for text in texts for t in text.split(",") if t.strip()]
 
 
-def _rows_per_shard(args, n_rows: int | None) -> int:
-    if args.shards is not None:
-        if args.shards < 1:
-            raise ValueError("--shards must be >= 1")
-        if n_rows is None:
-            raise ValueError("--shards needs the row count in advance; use --rows_per_shard for this kind")
-        return max(1, math.ceil(n_rows / args.shards))
-    rows = args.rows_per_shard if args.rows_per_shard is not None else DEFAULT_ROWS_PER_SHARD
-    if rows < 1:
-        raise ValueError("--rows_per_shard must be >= 1")
-    return rows
-
-
-def _writer_args(args, rows_per_shard) -> dict:
-    return {"rows_per_shard": rows_per_shard, "row_group_rows": args.row_group_rows, "overwrite": args.overwrite, "name": args.name, "compression": args.compression}
-
-
-def _mnist_files(args, progress) -> tuple[str, str]:
-    if args.download:
-        if args.images or args.labels:
+def _mnist_files(request: MnistRequest, progress) -> tuple[str, str]:
+    if request.download:
+        if request.images or request.labels:
             raise ValueError("give either --download or --images/--labels")
-        split = getattr(args, "split", "train")
-        return tuple(dl.download_known(f, cache_dir=args.cache_dir, progress=progress) for f in dl.MNIST_SPLITS[split])
-    if not (args.images and args.labels):
+        images, labels = (dl.download_known(f, cache_dir=request.cache_dir, progress=progress) for f in dl.MNIST_SPLITS[request.split])
+        return images, labels
+    if not (request.images and request.labels):
         raise ValueError("give --images and --labels (IDX files), or --download")
-    return args.images, args.labels
+    return request.images, request.labels
 
 
-def _run_mnist(args, progress) -> ConversionSummary:
+def _run_mnist(request: MnistRequest, output: DatasetOutput, progress) -> ConversionSummary:
     from okl_core.data.idx import convert_mnist, read_idx_images
 
-    images, labels = _mnist_files(args, progress)
-    n_rows = len(read_idx_images(images, labels)[1]) if args.shards is not None else None
-    return convert_mnist(images, labels, args.out, progress=progress, **_writer_args(args, _rows_per_shard(args, n_rows)))
+    images, labels = _mnist_files(request, progress)
+    n_rows = len(read_idx_images(images, labels)[1]) if output.shards is not None else None
+    return convert_mnist(images, labels, output.out, progress=progress, **output.writer_args(output.shard_rows(n_rows, DEFAULT_ROWS_PER_SHARD)))
 
 
-def _like(args):
+def _like(like: str | None):
     """The ``--like`` reference's info; a PCA projection is refused (its features are components, not this input's)."""
-    if not args.like:
+    if not like:
         return None
-    info = open_dataset(args.like).info
+    info = open_dataset(like).info
     pca = (info.extra or {}).get("pca")
     if isinstance(pca, dict):
         raw = pca.get("fitted_on") or "the raw reference"
-        raise ValueError(f"--like {args.like}: the reference is a PCA projection; prepare the raw set --like the raw reference ({raw}), "
-                         f"then `prepare pca --like {args.like}` it")
+        raise ValueError(f"--like {like}: the reference is a PCA projection; prepare the raw set --like the raw reference ({raw}), "
+                         f"then `prepare pca --like {like}` it")
     return info
 
 
-def _run_libsvm(args, progress) -> ConversionSummary:
+def _unsized_rows(output: DatasetOutput) -> int | None:
+    """Rows per shard of a kind that learns its row count as it writes (None: ``--shards``, which the writer splits)."""
+    return output.shard_rows(None, DEFAULT_ROWS_PER_SHARD) if output.shards is None else None
+
+
+def _run_libsvm(request: LibsvmRequest, output: DatasetOutput, progress) -> ConversionSummary:
     from okl_core.data.libsvm import convert_libsvm
 
-    path = args.input
-    if args.download:
-        if args.input in dl.LIBSVM_NAMES:
-            path = dl.download_known(dl.LIBSVM_NAMES[args.input], cache_dir=args.cache_dir, progress=progress)
+    path = request.input
+    if request.download:
+        if request.input in dl.LIBSVM_NAMES:
+            path = dl.download_known(dl.LIBSVM_NAMES[request.input], cache_dir=request.cache_dir, progress=progress)
         else:
-            path = dl.download(args.input, cache_dir=args.cache_dir, progress=progress)
-    if args.n_features is not None and args.n_features < 1:
-        raise ValueError("--n_features must be >= 1")
-    classes = parse_classes(args.classes) if args.classes else None
+            path = dl.download(request.input, cache_dir=request.cache_dir, progress=progress)
+    classes = parse_classes(request.classes) if request.classes else None
     return convert_libsvm(
-        path, args.out, n_features=args.n_features, task=args.task, classes=classes, like=_like(args),
-        feature_scaling=args.feature_scaling, target_scaling=args.target_scaling, skip_bad_rows=args.skip_bad_rows,
-        n_shards=args.shards, progress=progress, **_writer_args(args, _rows_per_shard(args, None) if args.shards is None else None),
+        path, output.out, n_features=request.n_features, task=request.task, classes=classes, like=_like(request.like),
+        feature_scaling=request.feature_scaling, target_scaling=request.target_scaling, skip_bad_rows=request.skip_bad_rows,
+        n_shards=output.shards, progress=progress, **output.writer_args(_unsized_rows(output)),
     )
 
 
-def _run_csv(args, progress) -> ConversionSummary:
+def _table_args(request: TableRequest, output: DatasetOutput, progress) -> dict:
+    """The keyword arguments ``csv`` and ``parquet`` share."""
+    return dict(target=request.target, features=_split_list(request.features), drop=_split_list(request.drop),
+                categorical=_split_list(request.categorical), missing=None if request.missing is None else list(request.missing),
+                missing_policy=request.missing_policy, like=_like(request.like), task=request.task, classes=_split_list(request.classes),
+                feature_scaling=request.feature_scaling, target_scaling=request.target_scaling, skip_bad_rows=request.skip_bad_rows,
+                n_shards=output.shards, progress=progress, id_columns=_split_list(request.id_column), **output.writer_args(_unsized_rows(output)))
+
+
+def _run_csv(request: TableRequest, output: DatasetOutput, progress) -> ConversionSummary:
     from okl_core.data.csv_table import convert_csv
 
-    delimiter = parse_delimiter(args.delimiter)
-    rows_per_shard = _rows_per_shard(args, None) if args.shards is None else None
-    return convert_csv(
-        args.input, args.out, target=args.target, features=_split_list(args.features), drop=_split_list(args.drop),
-        task=args.task, classes=_split_list(args.classes), like=_like(args), feature_scaling=args.feature_scaling,
-        target_scaling=args.target_scaling, delimiter=delimiter, skip_bad_rows=args.skip_bad_rows,
-        n_shards=args.shards, progress=progress, no_header=args.no_header, missing=args.missing, missing_policy=args.missing_policy,
-        categorical=_split_list(args.categorical), id_columns=_split_list(args.id_column), **_writer_args(args, rows_per_shard),
-    )
+    delimiter = parse_delimiter(request.delimiter)
+    return convert_csv(request.input, output.out, delimiter=delimiter, no_header=request.no_header, **_table_args(request, output, progress))
 
 
-def _run_parquet(args, progress) -> ConversionSummary:
+def _run_parquet(request: TableRequest, output: DatasetOutput, progress) -> ConversionSummary:
     from okl_core.data.table import convert_parquet
 
-    rows_per_shard = _rows_per_shard(args, None) if args.shards is None else None
-    return convert_parquet(
-        args.input, args.out, target=args.target, features=_split_list(args.features), drop=_split_list(args.drop),
-        categorical=_split_list(args.categorical), missing=args.missing, missing_policy=args.missing_policy, like=_like(args),
-        task=args.task, classes=_split_list(args.classes), feature_scaling=args.feature_scaling, target_scaling=args.target_scaling,
-        skip_bad_rows=args.skip_bad_rows, n_shards=args.shards, progress=progress, id_columns=_split_list(args.id_column),
-        **_writer_args(args, rows_per_shard),
-    )
+    return convert_parquet(request.input, output.out, **_table_args(request, output, progress))
 
 
-def _run_molecular(args, progress) -> ConversionSummary:
+def _run_molecular(request: MolecularRequest, output: DatasetOutput, progress) -> ConversionSummary:
     from okl_core.data.molecular import MolecularConfig, convert_molecules
 
-    steps = tuple(float(s) for s in _split_list(args.steps)) if args.steps else ()
+    steps = tuple(float(s) for s in _split_list(request.steps) or ()) if request.steps else ()
     config = MolecularConfig(
-        representation=args.representation, max_atoms=args.max_atoms, sort_noise=args.sort_noise, permutations=args.permutations,
-        units=args.units, steps=steps, morgan_radius=args.morgan_radius, morgan_bits=args.morgan_bits, seed=args.seed,
+        representation=request.representation, max_atoms=request.max_atoms, sort_noise=request.sort_noise, permutations=request.permutations,
+        units=request.units, steps=steps, morgan_radius=request.morgan_radius, morgan_bits=request.morgan_bits, seed=request.seed,
     )
     return convert_molecules(
-        args.input, args.out, smiles_column=args.smiles_column, target=args.target, config=config, skip_bad_rows=args.skip_bad_rows,
-        workers=args.num_workers, progress=progress, records=_base_rows(args.records, "--records") if args.records else None,
-        **_writer_args(args, _rows_per_shard(args, None)),
+        request.input, output.out, smiles_column=request.smiles_column, target=request.target, config=config, skip_bad_rows=request.skip_bad_rows,
+        workers=request.num_workers, progress=progress, records=_base_rows(request.records, "--records") if request.records else None,
+        **output.writer_args(output.shard_rows(None, DEFAULT_ROWS_PER_SHARD)),
     )
 
 
-def _run_pca(args, progress) -> ConversionSummary:
+def _run_pca(request: PcaRequest, output: DatasetOutput, progress) -> ConversionSummary:
     from okl_core.data.pca import project_dataset
 
-    writer = _writer_args(args, _rows_per_shard(args, open_dataset(args.input).info.n_rows))
-    return project_dataset(args.input, args.out, args.components, like=args.like, sample_rows=args.sample_rows, seed=args.seed,
+    writer = output.writer_args(output.shard_rows(open_dataset(request.input).info.n_rows, DEFAULT_ROWS_PER_SHARD))
+    return project_dataset(request.input, output.out, request.components, like=request.like, sample_rows=request.sample_rows, seed=request.seed,
                            progress=progress, **writer)
 
 
@@ -320,40 +303,31 @@ def _digit_classes(text):
         raise ValueError(f"--classes must be digit labels such as 6,8, got {text!r}") from None
 
 
-def _generator_shards(args) -> int:
-    """Check mnist8m's sizes before any work (a download, Beam's start-up); the rows per shard."""
-    if args.rows < 1:
-        raise ValueError("--rows must be >= 1")
-    if args.num_workers < 1 or args.batch_rows < 1:
-        raise ValueError("--num_workers and --batch_rows must be >= 1")
-    rows_per_shard = _rows_per_shard(args, args.rows)
-    shards = -(-args.rows // rows_per_shard)
+def _generator_shards(request: Mnist8mRequest, output: DatasetOutput) -> int:
+    """Check mnist8m's shard count before any work (a download, Beam's start-up); the rows per shard."""
+    rows_per_shard = output.shard_rows(request.rows, DEFAULT_ROWS_PER_SHARD)
+    shards = -(-request.rows // rows_per_shard)
     if shards > MAX_SHARDS:
-        raise ValueError(f"--rows {args.rows:,} in shards of {rows_per_shard:,} rows would make {shards:,} shards; "
+        raise ValueError(f"--rows {request.rows:,} in shards of {rows_per_shard:,} rows would make {shards:,} shards; "
                          f"at most {MAX_SHARDS:,} (fewer --rows, or more --rows_per_shard)")
     return rows_per_shard
 
 
-def _run_mnist8m(args, beam_argv, progress) -> ConversionSummary:
+def _run_mnist8m(request: Mnist8mRequest, output: DatasetOutput, progress) -> ConversionSummary:
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from okl_core.data.mnist8m import DeformationConfig
     from pipelines.common import make_pipeline, run_pipeline
     from transforms.generate import generate_mnist8m
 
-    rows_per_shard = _generator_shards(args)
-    images, labels = _mnist_files(args, progress)
-    start, stop = _base_rows(args.base_rows)
+    rows_per_shard = _generator_shards(request, output)
+    images, labels = _mnist_files(request, progress)
+    start, stop = _base_rows(request.base_rows)
     base = {"images": os.path.abspath(images), "labels": os.path.abspath(labels), "start": start, "stop": stop,
-            "classes": _digit_classes(args.classes)}
-    config = DeformationConfig(
-        elastic_alpha=args.elastic_alpha, elastic_sigma=args.elastic_sigma, rotation_deg=args.rotation, scale=args.scale,
-        translation=args.translation, thickness=args.thickness, originals=args.originals,
-    )
-    pipeline = make_pipeline(PipelineOptions(_beam_options(beam_argv, args.num_workers)))
-    return generate_mnist8m(pipeline, run_pipeline, args.out, base, args.seed, config, args.rows, rows_per_shard,
-                            progress, overwrite=args.overwrite, name=args.name, row_group_rows=args.row_group_rows,
-                            batch_rows=args.batch_rows, compression=args.compression)
+            "classes": _digit_classes(request.classes)}
+    pipeline = make_pipeline(PipelineOptions(_beam_options(list(request.beam_args), request.num_workers)))
+    return generate_mnist8m(pipeline, run_pipeline, output.out, base, request.seed, request.deformation, request.rows, rows_per_shard,
+                            progress, overwrite=output.overwrite, name=output.name, row_group_rows=output.row_group_rows,
+                            batch_rows=request.batch_rows, compression=output.compression)
 
 
 def _beam_options(beam_argv, num_workers) -> list:
@@ -369,13 +343,15 @@ def _beam_options(beam_argv, num_workers) -> list:
     return options
 
 
-_RUNNERS = {"mnist": _run_mnist, "libsvm": _run_libsvm, "csv": _run_csv, "parquet": _run_parquet, "molecular": _run_molecular, "pca": _run_pca}
+_RUNNERS: dict[str, Any] = {"mnist": _run_mnist, "libsvm": _run_libsvm, "csv": _run_csv, "parquet": _run_parquet, "molecular": _run_molecular,
+                            "pca": _run_pca, "mnist8m": _run_mnist8m}
+"""Kind -> the function that prepares it from its request, the output and the progress bar."""
 
 
-def _parse(argv) -> tuple[argparse.Namespace, list[str]]:
-    """okl's arguments and (``mnist8m``) Beam's; anything neither defines is refused.
+def _parse(argv) -> PrepareRequest:
+    """The request of okl's arguments and (``mnist8m``) Beam's; anything neither defines is refused.
 
-    ``args.out`` is ``--output``, or the deprecated output directory given as the one extra
+    The output is ``--output``, or the deprecated output directory given as the one extra
     positional argument (with a warning; a positional declared with ``nargs="?"`` would take
     the place of a leading ``input`` in argparse, so it is picked from what is left over).
     """
@@ -397,10 +373,10 @@ def _parse(argv) -> tuple[argparse.Namespace, list[str]]:
         parser.error(f"give the output directory once: --output {args.output} or {legacy[0]}")
     if legacy:
         warn(parser.prog, "the output directory as the last argument is deprecated; use --output DIR")
-    args.out = args.output if args.output is not None else (legacy or [None])[0]
-    if args.out is None:
+    out = args.output if args.output is not None else (legacy[0] if legacy else None)
+    if out is None:
         parser.error("the following arguments are required: --output")
-    return args, rest
+    return PrepareRequest.from_args(args, out, rest)
 
 
 def run(argv=None) -> ConversionSummary:
@@ -419,18 +395,15 @@ def run(argv=None) -> ConversionSummary:
 
 
 def _prepare(argv) -> ConversionSummary:
-    args, rest = _parse(argv)
-    if args.row_group_rows < 1:  # before any work: mnist8m's workers would fail with a traceback
-        raise ValueError("--row_group_rows must be >= 1")
-    progress = ProgressBar(enabled=False if args.quiet else (True if args.progress else None))
-    if args.kind == "mnist8m":
+    request = _parse(argv)
+    output = request.output
+    progress = ProgressBar(enabled=False if output.quiet else (True if output.progress else None))
+    if request.kind == "mnist8m":
         from pipelines.common import configure_logging
 
         configure_logging()
         logging.getLogger("apache_beam").setLevel(logging.ERROR)  # worker chatter; errors still surface
-        summary = _run_mnist8m(args, rest, progress)
-    else:
-        summary = _RUNNERS[args.kind](args, progress)
+    summary = _RUNNERS[request.kind](request.source, output, progress)
     print(summary.line(), flush=True)
     return summary
 

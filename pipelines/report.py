@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import cast
 
 from okl_core.registry import learner_names
 from okl_experiments.defaults import QUICK_ROWS, defaults_table, result_line, write_table
@@ -38,6 +39,8 @@ from okl_experiments.reproduction import DEFAULT_DATA_ROOT
 from okl_experiments.figures import plot_curves, plot_sweep, read_curves, reproduce_figures, run_spec, write_curves
 from okl_experiments.progress import progress_wanted
 from pipelines.cli import Parser, deprecate, main, output_dir, prog, warn
+from pipelines.requests import (CurvesRequest, DefaultsRequest, ReportRequest, ReproduceFiguresRequest, RunSpecRequest, SweepFiguresRequest,
+                                report_request)
 
 __all__ = ["build_parser", "run", "CURVES_FILE"]
 
@@ -86,45 +89,45 @@ def build_parser() -> Parser:
     return p
 
 
-def _png_path(args) -> str:
-    if args.png:
+def _png_path(request: CurvesRequest | RunSpecRequest) -> str:
+    if request.png:
         warn(prog("report"), f"-o/--out FILE is deprecated; use --output DIR (writes DIR/{CURVES_FILE})")
-        return args.png
-    return os.path.join(args.output, CURVES_FILE)
+        return request.png
+    return os.path.join(request.output, CURVES_FILE)
 
 
-def _make(args) -> list[str]:
-    if getattr(args, "png", None):
-        return _figures(args)
-    with output_dir(args.output):  # a file, "", or under a file: one line before any work; made anew, removed if refused
-        return _figures(args)
+def _make(request: ReportRequest) -> list[str]:
+    if getattr(request, "png", None):
+        return _figures(request)
+    with output_dir(request.output):  # a file, "", or under a file: one line before any work; made anew, removed if refused
+        return _figures(request)
 
 
-def _figures(args) -> list[str]:
-    if args.command == "curves":
-        if args.top < 1:
-            raise ValueError(f"--top must be >= 1, got {args.top}")
-        return [plot_curves(read_curves(args.inputs, args.top, args.metric), _png_path(args), args.title, args.log_x)]
-    if args.command == "reproduce":
-        return reproduce_figures(args.inputs, args.output)
-    if args.command == "defaults":
-        results, skipped = defaults_table(args.learner, data_root=args.data_root or os.environ.get("OKL_SHARED_DATA", DEFAULT_DATA_ROOT),
-                                          rows=QUICK_ROWS if args.quick else None,
+def _figures(request: ReportRequest) -> list[str]:
+    if isinstance(request, CurvesRequest):
+        return [plot_curves(read_curves(list(request.inputs), request.top, request.rank_by), _png_path(request), request.title, request.log_x)]
+    if isinstance(request, ReproduceFiguresRequest):
+        return reproduce_figures(list(request.inputs), request.output)
+    if isinstance(request, DefaultsRequest):
+        learners = None if request.learner is None else list(request.learner)
+        results, skipped = defaults_table(learners, data_root=request.data_root or os.environ.get("OKL_SHARED_DATA", DEFAULT_DATA_ROOT),
+                                          rows=QUICK_ROWS if request.quick else None,
                                           on_result=(lambda r: print(result_line(r), file=sys.stderr, flush=True)) if progress_wanted() else None)
-        return write_table(results, skipped, args.output)
-    if args.command == "sweep":
-        pair = tuple(x.strip() for x in args.heatmap.split(",")) if args.heatmap else None  # checked by plot_sweep, before any figure
-        return plot_sweep(args.results, args.output, args.metric, pair)
-    curves, title = run_spec(args.spec, args.data_root, progress=sys.stderr if progress_wanted() else None)
-    written = [plot_curves(curves, _png_path(args), title, args.log_x)]
-    return written + ([write_curves(args.curves_out, curves)] if args.curves_out else [])
+        return write_table(results, skipped, request.output)
+    if isinstance(request, SweepFiguresRequest):
+        # any number of names: plot_sweep refuses other than two in one line, before any figure
+        pair = cast("tuple[str, str]", tuple(x.strip() for x in request.heatmap.split(","))) if request.heatmap else None
+        return plot_sweep(request.results, request.output, request.metric, pair)
+    curves, title = run_spec(request.spec, request.data_root, progress=sys.stderr if progress_wanted() else None)
+    written = [plot_curves(curves, _png_path(request), title, request.log_x)]
+    return written + ([write_curves(request.curves_out, curves)] if request.curves_out else [])
 
 
 def run(argv: list[str] | None = None) -> list[str]:
     """Make the figures; returns the paths written."""
     args = build_parser().parse_args(argv)
     try:
-        written = _make(args)
+        written = _make(report_request(args))
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"{prog('report')}: error: {err}") from None
     for path in written:

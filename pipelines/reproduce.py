@@ -28,6 +28,7 @@ from okl_experiments.reproduction import (DEFAULT_DATA_ROOT, Outcome, RunProtoco
                                          table, write_outcomes)
 from okl_experiments.runs import dask_client
 from pipelines.cli import Parser, UsageError, deprecate, main, output_dir, prog
+from pipelines.requests import ReproduceRequest
 
 __all__ = ["build_parser", "run"]
 
@@ -68,39 +69,37 @@ def run(argv: list[str] | None = None) -> list[Outcome]:
         print("\n".join(settings_lines() + scale_lines()))
         return []
     try:
-        return _run(args)
+        return _run(ReproduceRequest.from_args(args))
     except UsageError:
         raise
     except (ValueError, FileNotFoundError) as err:  # bad flags or files: one line, exit status 2 (pipelines.cli.main)
         raise UsageError(str(err)) from None
 
 
-def _run(args) -> list[Outcome]:
-    """:func:`run` of parsed arguments; bad input raises ValueError / FileNotFoundError (one line)."""
-    if args.runs is not None and args.runs < 1:
-        raise ValueError("--runs must be >= 1")
-    if args.output is None:
-        return _reproduce(args)
-    with output_dir(args.output):  # before the runs: a long run never ends in a traceback over where it goes; removed if refused
-        return _reproduce(args)
+def _run(request: ReproduceRequest) -> list[Outcome]:
+    """:func:`run` of the request; bad input raises ValueError / FileNotFoundError (one line)."""
+    if request.output is None:
+        return _reproduce(request)
+    with output_dir(request.output):  # before the runs: a long run never ends in a traceback over where it goes; removed if refused
+        return _reproduce(request)
 
 
-def _reproduce(args) -> list[Outcome]:
-    keys = [k.strip() for k in args.only.split(",")] if args.only else None
+def _reproduce(request: ReproduceRequest) -> list[Outcome]:
+    keys = request.keys
     at_scale = [s for s in SCALE_SETTINGS if keys is not None and s.key in keys]
-    if at_scale:
-        _run_at_scale(at_scale, args)
+    if at_scale and keys is not None:
+        _run_at_scale(at_scale, request)
         keys = [k for k in keys if k not in {s.key for s in at_scale}]
         if not keys:
             return []
-    data_paths = {name: os.path.expanduser(path) for name, path in parse_data_paths(args.data).items()}
-    with dask_client(args.scheduler, args.num_workers) as client:
-        outcomes = reproduce(keys, args.data_root, client, args.runs, args.output, None if args.quiet else sys.stderr,
-                             use_tuned=args.no_tune, data_paths=data_paths, data_root_given=args.data_root != DEFAULT_DATA_ROOT,
-                             protocol=RunProtocol(same_features=args.same_features, shuffle_all=args.shuffle_all))
+    data_paths = {name: os.path.expanduser(path) for name, path in parse_data_paths(list(request.data)).items()}
+    with dask_client(request.scheduler, request.num_workers) as client:
+        outcomes = reproduce(keys, request.data_root, client, request.runs, request.output, None if request.quiet else sys.stderr,
+                             use_tuned=request.no_tune, data_paths=data_paths, data_root_given=request.data_root != DEFAULT_DATA_ROOT,
+                             protocol=RunProtocol(same_features=request.same_features, shuffle_all=request.shuffle_all))
     print(table(outcomes))
-    if args.output:
-        print(f"\nwritten: {', '.join(write_outcomes(args.output, outcomes))}")
+    if request.output:
+        print(f"\nwritten: {', '.join(write_outcomes(request.output, outcomes))}")
     return outcomes
 
 
@@ -112,20 +111,20 @@ def _run_cli(cli: str, argv: list[str]) -> None:
         raise SystemExit(f"{prog('reproduce')}: error: step failed (exit {done.returncode}): pipelines.{cli} {' '.join(argv)}")
 
 
-def _run_at_scale(settings, args) -> list[ScaleOutcome]:
+def _run_at_scale(settings: list, request: ReproduceRequest) -> list[ScaleOutcome]:
     """Run the at-scale settings through the Beam pipeline (subprocesses) and print their table."""
-    work = args.work or tempfile.mkdtemp(prefix="okl-scale-")
+    work = request.work or tempfile.mkdtemp(prefix="okl-scale-")
     outcomes = []
     for setting in settings:
-        rows = args.scale_rows if args.scale_rows is not None else (setting.slice_rows if args.slice else None)
+        rows = request.scale_rows if request.scale_rows is not None else (setting.slice_rows if request.slice else None)
         test_rows = setting.slice_test_rows if rows is not None else None
-        outcomes.append(run_scale_setting(setting, args.data_root, os.path.join(work, setting.key), _run_cli, rows, test_rows))
+        outcomes.append(run_scale_setting(setting, request.data_root, os.path.join(work, setting.key), _run_cli, rows, test_rows))
     print(scale_table(outcomes))
-    if args.output:
+    if request.output:
         from okl_experiments.text import write_json
 
-        os.makedirs(args.output, exist_ok=True)
-        write_json(os.path.join(args.output, "reproduce-at-scale.json"), [o.to_dict() for o in outcomes])
+        os.makedirs(request.output, exist_ok=True)
+        write_json(os.path.join(request.output, "reproduce-at-scale.json"), [o.to_dict() for o in outcomes])
     return outcomes
 
 

@@ -23,7 +23,6 @@ from its number. ``--stop_after S`` stops watching after S seconds (a bounded ru
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 
@@ -37,6 +36,7 @@ from okl_experiments.text import loads_json
 from pipelines.cli import reclaim_interrupt
 from pipelines.common import DIRECT_NAMES, PRISM_NAMES, UsageError, make_pipeline, pipeline_options, runner_name, start_job, use_local_prism
 from pipelines.job import TrainJob, TrainResult, check_model_classes, counters, data_classes, start_refused, write_preparation
+from pipelines.requests import DEFAULT_POLL_SECONDS, StreamRequest
 from transforms.streaming import (
     MergeSnapshots, ReadParquetFiles, StreamTrainOnline, VersionNotices, WatchParquet, WriteDeadLetterFiles, WriteModelVersions,
     WriteSnapshotRecords, continued_from, newest_version, relative_identity, watch_root,
@@ -44,7 +44,7 @@ from transforms.streaming import (
 from transforms.read import DatasetSource, is_remote, read_bytes
 from transforms.train import LearnerSpec
 
-__all__ = ["watch_pattern", "version_in", "initial_model", "check_streaming_args", "build_streaming_graph", "streaming_pipeline",
+__all__ = ["watch_pattern", "version_in", "initial_model", "check_mix_weight", "build_streaming_graph", "streaming_pipeline",
            "run_streaming", "add_streaming_flags"]
 
 
@@ -55,26 +55,26 @@ def watch_pattern(path: str) -> str:
     return path.rstrip("/") + "/*.parquet"
 
 
-def initial_model(args, learner: okl_core.Learner, output: str, source: DatasetSource | None = None) -> tuple[bytes, int, str]:
-    """``(model bytes, next version, where from)``: --init_model, else the newest version in --output, else init().
+def initial_model(init_model: str | None, learner: okl_core.Learner, output: str, source: DatasetSource | None = None) -> tuple[bytes, int, str]:
+    """``(model bytes, next version, where from)``: ``init_model`` (``--init_model``), else the newest version in --output, else init().
 
     The bytes record the classes of ``source`` (the --input, when its ``dataset.json``
     records them), else those of the model continued from: the versions keep them. A model
     whose recorded classes differ from the data's is refused (:func:`pipelines.job.check_model_classes`).
     """
     classes = None if source is None else data_classes(source, learner.task)
-    path = continued_from(output, args.init_model)
+    path = continued_from(output, init_model)
     if path is None:
         return okl_core.model_bytes(learner, learner.init(), classes), 1, "a fresh model"
     try:
         data = read_bytes(path)
         loaded, state = okl_core.model_from_bytes(data, source=path)
     except (OSError, ValueError) as err:
-        raise start_refused(output, args.init_model, path, err, damaged=True) from None
+        raise start_refused(output, init_model, path, err, damaged=True) from None
     try:
         okl_core.merge.check_mergeable(learner, loaded)
     except ValueError as err:
-        raise start_refused(output, args.init_model, path, err, damaged=False) from None
+        raise start_refused(output, init_model, path, err, damaged=False) from None
     try:  # the data is what to fix here (prepare it --like the training data), not the learner or the output
         if source is not None:
             check_model_classes(source, data, f"the model {path} was trained on")
@@ -89,43 +89,19 @@ def version_in(output: str, path: str | None) -> int | None:
     """The version number of ``path`` when it is a version in ``output`` (a restart from it: the
     new versions' records continue its chain of files learned), else None."""
     version = None if path is None else parse_version(path)
-    if version is None:
+    if path is None or version is None:
         return None
     norm = (lambda p: p.rstrip("/")) if is_remote(output) else (lambda p: os.path.abspath(p))
     return version if norm(path.rsplit("/", 1)[0] if "/" in path else ".") == norm(output) else None
 
 
-DEFAULT_POLL_SECONDS = 5.0
-"""Seconds between looks for new input files and new model versions (``--poll_seconds``)."""
-
-
-def _check_seconds(flag: str, value: float | None) -> None:
-    """A time flag must be a finite number of seconds > 0 (None: not given).
-
-    inf and NaN reach Beam's timers and PeriodicImpulse as tracebacks (some only after the
-    job ran), and a --stop_after of 0 or less would end the job before it learned anything.
-    """
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise UsageError(f"--{flag} {value:g}: must be a finite number of seconds > 0")
-
-
-def check_streaming_args(args, learner: okl_core.Learner) -> None:
-    """Flag checks of the streaming mode (clear errors naming the flag)."""
-    if args.rounds != 1:
-        raise UsageError("--rounds is for batch jobs; a streaming job mixes continuously (--mix_weight)")
-    if not 0.0 <= args.mix_weight <= 1.0:
-        raise UsageError(f"--mix_weight {args.mix_weight}: must be in [0, 1]")
-    if args.snapshot_batches is not None and args.snapshot_batches < 1:
-        raise UsageError("--snapshot_batches must be >= 1")
-    for flag in ("snapshot_seconds", "poll_seconds", "merge_seconds", "stop_after"):
-        _check_seconds(flag, getattr(args, flag, None))
-    if getattr(args, "poll_seconds", None) is None:
-        args.poll_seconds = DEFAULT_POLL_SECONDS
-    if args.mix_weight > 0:
+def check_mix_weight(stream: StreamRequest, learner: okl_core.Learner) -> None:
+    """Refuse at launch a ``--mix_weight`` above 0 for a learner that cannot mix (the flags themselves: :class:`StreamRequest`)."""
+    if stream.mix_weight > 0:
         try:
             okl_core.check_mixable(learner)
         except okl_core.NotMergeableError as err:
-            raise UsageError(f"--mix_weight {args.mix_weight}: {err}; stream with --mix_weight 0") from None
+            raise UsageError(f"--mix_weight {stream.mix_weight}: {err}; stream with --mix_weight 0") from None
 
 
 def _print_snapshot(record: str, key: str) -> None:
@@ -137,41 +113,43 @@ def _print_snapshot(record: str, key: str) -> None:
     print(f"shard {r['shard']} snapshot {r['interval']}: {sum(b['rows'] for b in r['batches'])} rows ({r['n_seen']} in all), online {metric}{note}", flush=True)
 
 
-def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
-    """Add the streaming graph of ``job`` to ``pipeline``; returns what it resolved and its outputs.
+def build_streaming_graph(pipeline: beam.Pipeline, job: TrainJob) -> dict:
+    """Add the streaming graph of ``job`` (its request's streaming flags) to ``pipeline``; returns what it resolved and its outputs.
 
     The returned dict holds ``started_from``, ``first_version`` and ``pattern`` (printed as
     one JSON line), and the PCollections ``snapshots`` and ``versions`` for callers that
     add steps of their own.
     """
     pipeline.options.view_as(StandardOptions).streaming = True
-    learner = job.learner
-    check_streaming_args(args, learner)
-    data, first_version, started_from = initial_model(args, learner, job.output, job.source)
+    learner, stream, input_path = job.learner, job.request.streaming, job.request.input
+    if stream is None or input_path is None:
+        raise ValueError("not a streaming job: resolve it from a request with --streaming and --input")
+    check_mix_weight(stream, learner)
+    data, first_version, started_from = initial_model(stream.init_model, learner, job.output, job.source)
     # The files the model continued from has learned (read again, they would count twice), and
     # those an earlier job on this output dead-lettered (reported once): read at launch.
     learned, dead_lettered = job.restart
     # Files are named relative to the watched folder: a restart after it moved (or on a worker that
     # mounts it elsewhere) knows them. Records okl wrote before name them by absolute path.
-    root = watch_root(watch_pattern(args.input))
+    root = watch_root(watch_pattern(input_path))
     learned = {relative_identity(key, root): got for key, got in learned.items()}
     dead_lettered = frozenset(relative_identity(key, root) for key in dead_lettered)
     spec = LearnerSpec(learner.name, job.params)
     start = time.time()
-    stop = None if args.stop_after is None else start + args.stop_after
+    stop = None if stream.stop_after is None else start + stream.stop_after
     num_shards = job.plan.num_shards
     read = ReadParquetFiles(learner.config.n_inputs, learner.task, getattr(learner.config, "n_classes", None), num_shards, job.plan.batch_rows, learned,
                             dead_lettered, root)
-    files = pipeline | "WatchParquet" >> WatchParquet(watch_pattern(args.input), num_shards, args.poll_seconds, start, stop)
-    notices = pipeline | "VersionNotices" >> VersionNotices(job.output, args.poll_seconds, num_shards, start, stop)
-    snapshot_batches = args.snapshot_batches or (None if args.snapshot_seconds else 10)
+    files = pipeline | "WatchParquet" >> WatchParquet(watch_pattern(input_path), num_shards, stream.poll_seconds, start, stop)
+    notices = pipeline | "VersionNotices" >> VersionNotices(job.output, stream.poll_seconds, num_shards, start, stop)
     trained = (
         (files, notices)
         | "FilesAndVersions" >> beam.Flatten()
-        | "StreamTrainOnline" >> StreamTrainOnline(spec, data, snapshot_batches=snapshot_batches, snapshot_seconds=args.snapshot_seconds, mix_weight=args.mix_weight, read=read)
+        | "StreamTrainOnline" >> StreamTrainOnline(spec, data, snapshot_batches=stream.snapshot_every, snapshot_seconds=stream.snapshot_seconds,
+                                                  mix_weight=stream.mix_weight, read=read)
     )
     snapshots = trained["snapshots"]
-    merge_seconds = args.merge_seconds or args.poll_seconds
+    merge_seconds = stream.window_seconds
     versions = (
         snapshots
         | "MergeSnapshots" >> MergeSnapshots(spec, merge_seconds, first_version, base=data, learned=learned,
@@ -182,7 +160,7 @@ def build_streaming_graph(pipeline: beam.Pipeline, job, args) -> dict:
     dead = trained["dead_letter"] | "WriteDeadLetters" >> WriteDeadLetterFiles(job.output)
     dead | "LogDeadLetters" >> beam.Map(lambda path: print(f"bad rows: {path}", flush=True))
     snapshots | "WriteSnapshotRecords" >> WriteSnapshotRecords(job.output, first_version) | "LogSnapshots" >> beam.Map(_print_snapshot, headline(learner.task).summary_key)
-    resolved = {"started_from": started_from, "first_version": first_version, "pattern": watch_pattern(args.input), "merge_seconds": merge_seconds,
+    resolved = {"started_from": started_from, "first_version": first_version, "pattern": watch_pattern(input_path), "merge_seconds": merge_seconds,
                 "files_learned": sum(1 for f in learned.values() if f["done"]),  # skipped when they match the pattern
                 "files_dead_lettered": len(dead_lettered)}  # by an earlier job: skipped unless they now hold rows to learn
     print(json.dumps(resolved), flush=True)
@@ -196,7 +174,7 @@ def add_streaming_flags(parser) -> None:
     group.add_argument("--snapshot_batches", type=int, help="each shard snapshots its state every N batches (default 10 unless --snapshot_seconds)")
     group.add_argument("--snapshot_seconds", type=float, help="each shard snapshots its state T seconds after the first batch of an interval")
     group.add_argument("--mix_weight", type=float, default=0.0, help="weight w of a newer merged version mixed into a shard: (1-w) local + w merged (default 0: no mixing)")
-    # default None: a batch job can then tell that it was given (pipelines.job.check_train_flags)
+    # default None: a batch job can then tell that it was given (pipelines.requests.TrainRequest.from_args)
     group.add_argument("--poll_seconds", type=float, help=f"how often new input files and new model versions are looked for (default {DEFAULT_POLL_SECONDS})")
     group.add_argument("--merge_seconds", type=float, help="length of the processing-time windows: one merged version per window in which a snapshot arrived (default: --poll_seconds)")
     group.add_argument("--init_model", help="model file to start from (default: the newest model-vNNNNNN.npz in --output, else a fresh model)")
@@ -227,7 +205,7 @@ def streaming_pipeline(beam_argv: list[str]) -> tuple[beam.Pipeline, bool]:
     return make_pipeline(options, runner="PrismRunner" if local else None), local
 
 
-def run_streaming(args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
+def run_streaming(job: TrainJob) -> TrainResult:
     """Run the streaming graph of ``job`` until --stop_after or cancellation.
 
     Raises
@@ -236,8 +214,8 @@ def run_streaming(args, job: TrainJob, beam_argv: list[str]) -> TrainResult:
         Bad streaming flags, or a local run for which Prism could not be started (the
         message says what to do).
     """
-    pipeline, local = streaming_pipeline(beam_argv)
-    build_streaming_graph(pipeline, job, args)
+    pipeline, local = streaming_pipeline(list(job.request.beam_args))
+    build_streaming_graph(pipeline, job)
     write_preparation(job)  # beside the versions, once the launch is accepted (a refused one leaves no file)
     try:
         pipeline_result = start_job(pipeline)

@@ -39,10 +39,10 @@ from okl_experiments.data import okl_sources
 from okl_experiments.grid import SearchSpace
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 from okl_experiments.runs import dask_client
-from okl_core.learners.base import check_seed
 from okl_core.publish import StagedDirectory, remove_made_dirs
 from okl_experiments.sweep import (BEST_FILE, MARKDOWN_FILE, RESULTS_FILE, SweepResult, SweepSettings, check_settings,
                                    baseline_flag, make_points, markdown_table, ranked, read_results, sweep)
+from pipelines.requests import SweepRequest
 
 __all__ = ["build_parser", "run"]
 
@@ -87,7 +87,7 @@ def run(argv: list[str] | None = None) -> SweepResult:
     """Parse flags, run the sweep, print the table and where the files went."""
     args = build_parser().parse_args(argv)
     try:
-        return _run(args)
+        return _run(SweepRequest.from_args(args))
     except (ValueError, FileNotFoundError) as err:
         raise SystemExit(f"{prog('sweep')}: error: {err}") from None
 
@@ -102,61 +102,53 @@ def _compile(learner: str, points) -> None:
             continue
 
 
-def _run(args) -> SweepResult:
-    learner_class(args.learner)  # unknown names fail before any work
-    _check_counts(args)
-    space = SearchSpace.from_tokens(args.grid)
-    if args.grid_file:
-        space = SearchSpace.from_file(args.grid_file).merged(space)
-    check_output_dir(args.output)
-    train, test = okl_sources(args.input, args.test)
-    points = make_points(args.learner, space, train, args.samples, args.search_seed)
-    settings = SweepSettings(learner=args.learner, train=train, test=test, repeats=args.repeats,
-                             shuffle_seed=None if args.order == "file" else args.shuffle_seed, reseed=args.reseed,
-                             batch_rows=args.batch_rows, curve_points=args.curve_points)
-    check_settings(settings, args.rank_by)
-    staged, made = _output(args.output, args.resume, args.overwrite)
-    print(f"sweep: {args.learner} on {args.input} ({train.n_rows} rows), {len(points)} points x {args.repeats} runs", file=sys.stderr)
-    if args.scheduler is None or args.scheduler == "serial":  # workers on this machine: they find the folds compiled
-        _compile(args.learner, points)
+def _run(request: SweepRequest) -> SweepResult:
+    learner_class(request.learner)  # unknown names fail before any work
+    space = SearchSpace.from_tokens(list(request.grid))
+    if request.grid_file:
+        space = SearchSpace.from_file(request.grid_file).merged(space)
+    check_output_dir(request.output)
+    train, test = okl_sources(request.input, request.test)
+    points = make_points(request.learner, space, train, request.samples, request.search_seed)
+    settings = SweepSettings(learner=request.learner, train=train, test=test, repeats=request.repeats, shuffle_seed=request.run_shuffle_seed,
+                             reseed=request.reseed, batch_rows=request.batch_rows, curve_points=request.curve_points)
+    check_settings(settings, request.rank_by)
+    staged, made = _output(request.output, request.resume, request.overwrite)
+    print(f"sweep: {request.learner} on {request.input} ({train.n_rows} rows), {len(points)} points x {request.repeats} runs", file=sys.stderr)
+    if request.local:  # workers on this machine: they find the folds compiled
+        _compile(request.learner, points)
     try:
-        with dask_client(args.scheduler, args.num_workers, args.dashboard) as client:
-            result = sweep(settings, points, out_dir=staged.tmp if staged else args.output, metric=args.rank_by,
-                           resume=args.resume, client=client, space=space.describe(), swept=space.swept, progress=sys.stderr)
+        with dask_client(request.scheduler, request.num_workers, request.dashboard) as client:
+            result = sweep(settings, points, out_dir=staged.tmp if staged else request.output, rank_by=request.rank_by,
+                           resume=request.resume, client=client, space=space.describe(), swept=space.swept, progress=sys.stderr)
     except BaseException:
         if staged:
             staged.abort()  # the old sweep stays as it was
         remove_made_dirs(made)  # a new output that got nothing (the scheduler could not be reached) is not left behind
         raise
     if staged:
-        result = _published(staged, result, args.output)
-    print(markdown_table(result.rows, result.metric, result.swept))
-    workers = {r["worker"] for r in result.task_results}
-    loads = sum(r["loaded"] for r in result.task_results)
-    print(f"\n{len(result.task_results)} runs on {len(workers)} worker(s); data sets loaded {loads} time(s)")
-    if args.resume:
-        print(f"{result.ran} points run, {result.skipped} skipped (already in {result.results_path})")
-    print(f"\nresults: {result.results_path}")
-    if result.best is not None:
-        print(f"best by {result.metric}: {json.dumps(result.best['params'], sort_keys=True)} -> {result.best_path}")
-        top = ranked(result.rows, result.metric)[0]
-        flag = baseline_flag(top, result.metric)
-        if flag:  # even the best point learned nothing a user could rely on
-            print(f"WARNING: the best point ({top['point']}) is flagged: {flag} (see the baseline column)")
+        result = _published(staged, result, request.output)
+    _print_result(result, request.resume)
     if not any(row["status"] == "ok" for row in result.rows):
         raise SystemExit(f"{prog('sweep')}: error: no point succeeded (first error: {_first_error(result.rows)}); no best config written")
     return result
 
 
-def _check_counts(args) -> None:
-    """Counts and seeds, before any work (a seed of -1 would fail deep in a run, naming no flag)."""
-    counts = {"--repeats": args.repeats, "--num_workers": args.num_workers, "--batch_rows": args.batch_rows,
-              "--curve_points": args.curve_points, "--samples": args.samples}
-    for flag, value in counts.items():
-        if value is not None and value < 1:  # --samples 0 once ran the whole grid
-            raise ValueError(f"{flag} must be >= 1, got {value}")
-    check_seed("--shuffle_seed", args.shuffle_seed)
-    check_seed("--search_seed", args.search_seed)
+def _print_result(result: SweepResult, resumed: bool) -> None:
+    """The Markdown table, the runs and data loads, the best point and where the files went."""
+    print(markdown_table(result.rows, result.rank_by, result.swept))
+    workers = {r["worker"] for r in result.task_results}
+    loads = sum(r["loaded"] for r in result.task_results)
+    print(f"\n{len(result.task_results)} runs on {len(workers)} worker(s); data sets loaded {loads} time(s)")
+    if resumed:
+        print(f"{result.ran} points run, {result.skipped} skipped (already in {result.results_path})")
+    print(f"\nresults: {result.results_path}")
+    if result.best is not None:
+        print(f"best by {result.rank_by}: {json.dumps(result.best['params'], sort_keys=True)} -> {result.best_path}")
+        top = ranked(result.rows, result.rank_by)[0]
+        flag = baseline_flag(top, result.rank_by)
+        if flag:  # even the best point learned nothing a user could rely on
+            print(f"WARNING: the best point ({top['point']}) is flagged: {flag} (see the baseline column)")
 
 
 _SWEEP_FILES = {RESULTS_FILE, MARKDOWN_FILE, BEST_FILE}
@@ -176,8 +168,6 @@ def _output(output: str, resume: bool, overwrite: bool) -> tuple[StagedDirectory
         ``--resume`` into a folder holding no sweep, an ``--overwrite`` of a folder that is
         not a sweep's output, or an output that cannot be written.
     """
-    if resume and overwrite:
-        raise ValueError("--resume continues the sweep in --output, --overwrite replaces it: pass one of them")
     held = sorted(os.listdir(output)) if os.path.isdir(output) else []
     if held and not (resume or overwrite):
         raise ValueError(f"--output {output} already holds files ({', '.join(held[:3])}{', ...' if len(held) > 3 else ''}); "

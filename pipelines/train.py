@@ -48,7 +48,8 @@ from okl_experiments.progress import wall_time_text
 from pipelines.cli import Parser, compile_learner, main, prog, running_as_command
 from pipelines.common import (UsageError, configure_logging, live_progress, make_pipeline, okl_and_beam_args, pipeline_options, run_pipeline,
                               workers_are_local)
-from pipelines.job import DEMO_LEARNER, SYNTHETIC_TRAIN_ROWS, TrainResult, build_graph, counters, read_metrics, resolve_job
+from pipelines.job import DEMO_LEARNER, SYNTHETIC_TRAIN_ROWS, TrainJob, TrainResult, build_graph, counters, read_metrics, resolve_job
+from pipelines.requests import TrainRequest
 from pipelines.stream import add_streaming_flags, run_streaming
 
 __all__ = ["run", "parse_args", "build_parser"]
@@ -91,12 +92,17 @@ def build_parser() -> Parser:
     return parser
 
 
-def parse_args(argv=None, parser: Parser | None = None) -> tuple[argparse.Namespace, list[str]]:
-    """Split ``argv`` into okl's arguments and Beam's pipeline options; exit (status 2) on an
-    argument that neither defines. ``--help`` with ``--learner NAME`` ends with NAME's parameters."""
+def parse_args(argv: list[str] | None = None, parser: Parser | None = None) -> TrainRequest:
+    """The :class:`~pipelines.requests.TrainRequest` of ``argv`` (okl's arguments, and Beam's pipeline
+    options in ``beam_args``); exit (status 2) on an argument that neither defines, or a flag
+    refused. ``--help`` with ``--learner NAME`` ends with NAME's parameters."""
     parser = parser or build_parser()
     _describe_learner_in_help(parser, sys.argv[1:] if argv is None else list(argv))
-    return okl_and_beam_args(parser, argv)
+    args, beam_argv = okl_and_beam_args(parser, argv)
+    try:
+        return TrainRequest.from_args(args, beam_argv)
+    except UsageError as err:
+        parser.error(str(err))
 
 
 def _describe_learner_in_help(parser: Parser, argv: list[str]) -> None:
@@ -112,7 +118,7 @@ def _describe_learner_in_help(parser: Parser, argv: list[str]) -> None:
         parser.epilog = learner_text(names[-1])
 
 
-def _print_summary(result: TrainResult, job, launched_at: float) -> None:
+def _print_summary(result: TrainResult, job: TrainJob, launched_at: float) -> None:
     for key, label in (("model", "model"), ("metrics", "metrics"), ("plot", "online error"), ("dead_letter", "dead letters")):
         print(f"{label + ':':14s}{result.files[key]}")
     m = result.metrics
@@ -182,21 +188,21 @@ def run(argv=None) -> TrainResult:
     configure_logging()
     launched_at = time.time()
     parser = build_parser()
-    args, beam_argv = parse_args(argv, parser)
+    request = parse_args(argv, parser)
     try:
-        job = resolve_job(args)
+        job = resolve_job(request)
     except UsageError as err:
         parser.error(str(err))
-    if args.streaming:
+    if request.streaming is not None:
         try:
-            return run_streaming(args, job, beam_argv)
+            return run_streaming(job)
         except BaseException as err:
             job.abandon()  # a launch refused (or failed) after resolve_job made --output leaves no folder behind
             if isinstance(err, UsageError):
                 parser.error(str(err))
             raise
     try:
-        pipeline = make_pipeline(pipeline_options(beam_argv))
+        pipeline = make_pipeline(pipeline_options(list(request.beam_args)))
         if workers_are_local(pipeline.options):  # the first use's compiling, said here, not in silence in each worker
             compile_learner(job.learner, "train")
         with live_progress("train", job.source.n_rows, pipeline.options) as progress:

@@ -59,8 +59,8 @@ def test_sweep_numbers_equal_a_serial_run_and_data_is_loaded_once_per_worker(cli
     train, test = okl_source(str(tmp_path / "train")), okl_source(str(tmp_path / "test"))
     settings = SweepSettings("fogd", train, test, repeats=3)
     points = _points(train, ["sigma=0.5,1,2", "eta=0.05,0.2", "n_components=32"])
-    result = sweep(settings, points, out_dir=str(tmp_path / "out"), client=client, metric="test_mistake_rate")
-    assert result.ran == 6 and result.skipped == 0 and result.metric == "test_mistake_rate"
+    result = sweep(settings, points, out_dir=str(tmp_path / "out"), client=client, rank_by="test_mistake_rate")
+    assert result.ran == 6 and result.skipped == 0 and result.rank_by == "test_mistake_rate"
     for row, point in zip(result.rows, points):
         online, test_values = _serial(point.params, X, y, 3, Xt=Xt, yt=yt)
         assert row["status"] == "ok" and row["runs"] == 3
@@ -196,7 +196,7 @@ def test_with_a_test_set_the_default_ranking_is_still_the_online_metric(tmp_path
     train, test = okl_source(str(tmp_path / "train")), okl_source(str(tmp_path / "test"))
     points = _points(train, ["sigma=0.5,4", "eta=0.2", "n_components=16"])
     result = sweep(SweepSettings("fogd", train, test), points, out_dir=str(tmp_path / "out"))
-    assert result.metric == "online_mistake_rate" and result.best["rank_by"]["metric"] == "online_mistake_rate"
+    assert result.rank_by == "online_mistake_rate" and result.best["rank_by"]["metric"] == "online_mistake_rate"
     best_row = min(result.rows, key=lambda r: (r["online_mistake_rate_mean"], r["point"]))
     assert result.best["params"]["sigma"] == json.loads(best_row["params"])["sigma"]
     assert read_results(result.results_path)[1]["rank_by"] == "online_mistake_rate"

@@ -96,10 +96,10 @@ def test_train_refuses_what_neither_okl_nor_beam_defines(argv, refused, capsys):
 
 
 def test_train_takes_the_dashed_flags_of_the_issue_and_beams_own_options():
-    args, beam_argv = train.parse_args(["--num-shards", "4", "--batch-rows", "64", "--runner=DirectRunner",
-                                        "--direct_num_workers", "2", "--direct_running_mode=multi_processing"])
-    assert (args.num_shards, args.batch_rows) == (4, 64)
-    assert beam_argv == ["--runner=DirectRunner", "--direct_num_workers", "2", "--direct_running_mode=multi_processing"]
+    request = train.parse_args(["--num-shards", "4", "--batch-rows", "64", "--runner=DirectRunner",
+                                "--direct_num_workers", "2", "--direct_running_mode=multi_processing"])
+    assert (request.num_shards, request.batch_rows) == (4, 64)
+    assert request.beam_args == ("--runner=DirectRunner", "--direct_num_workers", "2", "--direct_running_mode=multi_processing")
 
 
 @pytest.mark.parametrize("call, message", [
@@ -125,8 +125,8 @@ def test_deprecated_spellings_still_work_with_a_warning(capsys):
     ]
     args = reproduce.build_parser().parse_args(["--out=o", "--workers=1"])
     assert (args.output, args.num_workers) == ("o", 1)
-    args, _ = prepare._parse(["molecular", "in.csv", "old_out", "--workers", "2"])
-    assert (args.out, args.num_workers) == ("old_out", 2)
+    request = prepare._parse(["molecular", "in.csv", "old_out", "--workers", "2"])
+    assert (request.output.out, request.source.num_workers) == ("old_out", 2)
     assert "the output directory as the last argument is deprecated; use --output DIR" in capsys.readouterr().err
     line = _one_line_error(capsys, lambda: prepare._parse(["csv", "in.csv", "a", "--output", "b", "--target", "y"]))
     assert line.endswith("give the output directory once: --output b or a")
@@ -281,6 +281,9 @@ def beam_inputs(tmp_path_factory):
     ("--environment_type=BOGUS", "--environment_type BOGUS: not an environment type Beam knows; use DOCKER, PROCESS, EXTERNAL or LOOPBACK"),
     ("--flink_master=not:a:url", "--flink_master not:a:url: expected [local], [auto] or HOST:PORT (e.g. localhost:8081)"),
     ("--flink_master=localhost:0", "--flink_master localhost:0: expected [local], [auto] or HOST:PORT (e.g. localhost:8081)"),
+    # a value Beam's own parser refuses (okl parses Beam's options with the PipelineOptions subclasses' declarations)
+    ("--direct_num_workers=two", "Beam pipeline option: argument --direct_num_workers: invalid int value: 'two'"),
+    ("--checkpointing_interval=soon", "Beam pipeline option: argument --checkpointing_interval: invalid int value: 'soon'"),
     # Beam's own validation when the pipeline is built (after the data were opened): the error escapes run() to main
     ("--environment_type=PROCESS", "Beam pipeline options: Option process_command is required for environment type PROCESS"),
 ])

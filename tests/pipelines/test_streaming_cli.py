@@ -4,7 +4,6 @@ learner that cannot mix is refused at launch with --mix_weight > 0."""
 import os
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,7 +11,8 @@ import pytest
 import okl_core
 from okl_core.data.layout import write_dataset
 from pipelines.common import UsageError
-from pipelines.stream import check_streaming_args
+from pipelines.requests import StreamRequest
+from pipelines.stream import check_mix_weight
 
 
 def test_streaming_without_a_prism_binary_is_a_clear_usage_error(tmp_path):
@@ -28,30 +28,23 @@ def test_streaming_without_a_prism_binary_is_a_clear_usage_error(tmp_path):
     assert not (tmp_path / "out").exists()  # made at launch, and once left behind empty
 
 
-def _streaming_args(mix_weight):
-    return SimpleNamespace(rounds=1, mix_weight=mix_weight, snapshot_batches=None, snapshot_seconds=None,
-                           poll_seconds=1.0, merge_seconds=None)
-
-
 def test_mix_weight_refuses_learners_that_cannot_mix_at_launch():
     for name in ("kernel_ogd", "pkawv_taylor", "nogd"):
         learner = okl_core.make_learner(name, n_inputs=3)
         with pytest.raises(UsageError, match=rf"--mix_weight 0\.5: {name} cannot mix") as err:
-            check_streaming_args(_streaming_args(0.5), learner)
+            check_mix_weight(StreamRequest(mix_weight=0.5), learner)
         assert "\n" not in str(err.value)
-        check_streaming_args(_streaming_args(0.0), learner)  # weight 0: streams without mixing
+        check_mix_weight(StreamRequest(mix_weight=0.0), learner)  # weight 0: streams without mixing
     for name in ("fogd", "dsg", "raker"):
-        check_streaming_args(_streaming_args(0.5), okl_core.make_learner(name, n_inputs=3))
+        check_mix_weight(StreamRequest(mix_weight=0.5), okl_core.make_learner(name, n_inputs=3))
 
 
 @pytest.mark.parametrize("flag", ["stop_after", "snapshot_seconds", "poll_seconds", "merge_seconds"])
 @pytest.mark.parametrize("value, shown", [(-5.0, "-5"), (0.0, "0"), (float("nan"), "nan"), (float("inf"), "inf")])
 def test_time_flags_must_be_finite_and_positive(flag, value, shown):
     """Issue: inf and NaN gave Beam tracebacks (some after the job ran), --stop_after 0 ran and learned nothing."""
-    args = _streaming_args(0.0)
-    setattr(args, flag, value)
     with pytest.raises(UsageError) as err:
-        check_streaming_args(args, okl_core.make_learner("fogd", n_inputs=3))
+        StreamRequest(**{flag: value})
     assert str(err.value) == f"--{flag} {shown}: must be a finite number of seconds > 0"
 
 
@@ -83,11 +76,11 @@ def test_a_streamed_directory_of_plain_parquet_files_is_watched_as_dir_star_parq
 
     (tmp_path / "in").mkdir()
     _plain_parquet(tmp_path / "in" / "a.parquet")
-    args, _ = train.build_parser().parse_known_args(
+    request = train.parse_args(
         ["--streaming", "--input", str(tmp_path / "in"), "--learner", "fogd", "--sigma", "1", "--output", str(tmp_path / "out")])
-    job = resolve_job(args)
+    job = resolve_job(request)
     assert (job.source.n_features, job.source.task) == (4, "binary")
-    resolved = build_streaming_graph(beam.Pipeline(options=PipelineOptions([])), job, args)
+    resolved = build_streaming_graph(beam.Pipeline(options=PipelineOptions([])), job)
     assert resolved["pattern"] == str(tmp_path / "in" / "*.parquet")
 
 
@@ -170,11 +163,11 @@ def test_a_relaunch_takes_up_the_files_an_earlier_job_dead_lettered(tmp_path):
         p | beam.Create([(path, dead) for path, (_, dead) in judged]) | WriteDeadLetterFiles(str(output))
     letters = {path: open(dead_letter_file(str(output), path), "rb").read() for path in (foreign, mixed)}
 
-    args, _ = train.build_parser().parse_known_args(
+    request = train.parse_args(
         ["--streaming", "--input", str(watched), "--learner", "fogd", "--sigma", "1", "--output", str(output)])
-    job = resolve_job(args)  # was: UsageError naming foreign.parquet
+    job = resolve_job(request)  # was: UsageError naming foreign.parquet
     assert [g[0] for g in job.source.row_groups] == [good]  # the judged files are left out of the launch's checks
-    resolved = build_streaming_graph(beam.Pipeline(options=PipelineOptions([])), job, args)
+    resolved = build_streaming_graph(beam.Pipeline(options=PipelineOptions([])), job)
     assert resolved["files_dead_lettered"] == 2
     again = ReadParquetFiles(4, "binary", None, 1, 16, dead_lettered=dead_lettered_files(str(output), {}))
     assert again.read(foreign, 0) == ([], [])
@@ -209,9 +202,9 @@ def test_a_relaunch_whose_only_file_an_earlier_job_dead_lettered_in_part_opens_i
         p | beam.Create([(mixed, dead)]) | WriteDeadLetterFiles(str(output))
     assert dead_lettered_files(str(output), {}) == {mixed}
 
-    args, _ = train.build_parser().parse_known_args(
+    request = train.parse_args(
         ["--streaming", "--input", str(watched), "--learner", "fogd", "--sigma", "1", "--output", str(output)])
-    job = resolve_job(args)  # was: UsageError, no data set at the glob
+    job = resolve_job(request)  # was: UsageError, no data set at the glob
     assert ([g[0] for g in job.source.row_groups], job.source.n_rows, job.source.task) == ([mixed], 40, "binary")
     assert len(batches) == 3
 
@@ -271,8 +264,6 @@ def test_the_model_a_streaming_job_starts_from_records_the_classes_its_versions_
     """The start model records the data's classes (dataset.json), else those of the model it
     continues from (files without dataset.json: their classes are the codes); MergeSnapshots
     writes them into every version (tests/transforms/test_streaming.py)."""
-    from argparse import Namespace
-
     from pipelines.job import _open
     from pipelines.stream import initial_model
 
@@ -280,11 +271,10 @@ def test_the_model_a_streaming_job_starts_from_records_the_classes_its_versions_
     learner, state = okl_core.load_model(model)
     source = _open(str(root / "b01"), "--input", streaming=True)
     glob_source = _open(str(root / "b10" / "*.parquet"), "--input", streaming=True)  # no dataset.json: not checked
-    fresh = Namespace(init_model=None)
-    cases = [(fresh, source, learner.init(), [0, 1]), (Namespace(init_model=model), source, state, [0, 1]),
-             (Namespace(init_model=model), glob_source, state, [0, 1]), (fresh, glob_source, learner.init(), None)]
-    for args, data, expected, classes in cases:
-        started, _, _ = initial_model(args, learner, str(tmp_path / "out"), data)
+    cases = [(None, source, learner.init(), [0, 1]), (model, source, state, [0, 1]),
+             (model, glob_source, state, [0, 1]), (None, glob_source, learner.init(), None)]
+    for init_model, data, expected, classes in cases:
+        started, _, _ = initial_model(init_model, learner, str(tmp_path / "out"), data)
         assert okl_core.model_classes(started) == classes
         assert started == okl_core.model_bytes(learner, expected, classes)
 

@@ -266,10 +266,10 @@ def test_restart_continues_from_the_newest_version_while_an_idle_shard_blocks_no
         "--snapshot_batches", "1", "--mix_weight", str(MIX), "--poll_seconds", str(POLL), "--merge_seconds", str(MERGE),
         "--stop_after", "12", "--output", output,
     ]
-    args, beam_argv = train.parse_args(argv)
-    job = resolve_job(args)
-    pipeline, _ = streaming_pipeline([*beam_argv, "--runner=PrismRunner", f"--prism_location={prism_location}"])
-    resolved = build_streaming_graph(pipeline, job, args)
+    request = train.parse_args(argv)
+    job = resolve_job(request)
+    pipeline, _ = streaming_pipeline([*request.beam_args, "--runner=PrismRunner", f"--prism_location={prism_location}"])
+    resolved = build_streaming_graph(pipeline, job)
     assert resolved["started_from"] == newest_path and resolved["first_version"] == newest_version + 1
     rows = binary_data(16, seed=999)[0]
     start = time.time()

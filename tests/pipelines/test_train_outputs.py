@@ -219,8 +219,8 @@ def test_the_default_output_is_one_safe_folder_for_every_input(tmp_path, data, m
             info = json.load(f)
         with open(os.path.join(data, "dataset.json"), "w") as f:
             json.dump({**info, "name": recorded_name}, f)
-    args, _ = train.build_parser().parse_known_args(_no_output_args(given, *(["--streaming"] if streaming else [])))
-    job = resolve_job(args)
+    request = train.parse_args(_no_output_args(given, *(["--streaming"] if streaming else [])))
+    job = resolve_job(request)
     assert job.output == os.path.join("runs", f"{expected}-fogd")
     if streaming:  # written in place
         assert os.listdir("runs") == [f"{expected}-fogd"]

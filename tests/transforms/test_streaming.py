@@ -377,11 +377,11 @@ def test_the_streaming_graph_writes_its_dead_letters(tmp_path, caplog):
 
     X, y = binary_data(100)
     write_dataset(tmp_path / "in", X, y, "binary")
-    args, _ = train.build_parser().parse_known_args(
+    request = train.parse_args(
         ["--streaming", "--input", str(tmp_path / "in"), "--learner", "fogd", "--sigma", "1", "--output", str(tmp_path / "out")]
     )
     graph = beam.Pipeline(options=PipelineOptions([]))
-    build_streaming_graph(graph, resolve_job(args), args)
+    build_streaming_graph(graph, resolve_job(request))
     labels = {t.full_label for t in graph.transforms_stack[0].parts}
     assert {"WatchParquet", "WriteDeadLetters", "StreamTrainOnline", "WriteModelVersions"} <= labels
     ours = [m for m in (r.getMessage() for r in caplog.records) if "may not be deterministic" in m and "label=[TrainShards]" in m]
@@ -389,7 +389,6 @@ def test_the_streaming_graph_writes_its_dead_letters(tmp_path, caplog):
 
 
 def test_restart_picks_the_newest_version_and_continues_numbering(tmp_path):
-    import argparse
 
     from pipelines.common import UsageError
     from pipelines.stream import initial_model
@@ -398,18 +397,17 @@ def test_restart_picks_the_newest_version_and_continues_numbering(tmp_path):
     X, y = binary_data(200)
     for v in (1, 2, 3):
         okl_core.save_model(tmp_path / version_file_name(v), learner, _fold(learner, X, y, 0, v))
-    args = argparse.Namespace(init_model=None)
-    data, next_version, source = initial_model(args, learner, str(tmp_path))
+    data, next_version, source = initial_model(None, learner, str(tmp_path))
     assert next_version == 4 and source.endswith(version_file_name(3))
     assert data == okl_core.model_bytes(learner, _fold(learner, X, y, 0, 3))
-    data, next_version, _ = initial_model(argparse.Namespace(init_model=str(tmp_path / version_file_name(1))), learner, str(tmp_path))
+    data, next_version, _ = initial_model(str(tmp_path / version_file_name(1)), learner, str(tmp_path))
     assert next_version == 4 and data == okl_core.model_bytes(learner, _fold(learner, X, y, 0, 1))
-    data, next_version, source = initial_model(args, learner, str(tmp_path / "empty"))
+    data, next_version, source = initial_model(None, learner, str(tmp_path / "empty"))
     assert next_version == 1 and data == okl_core.model_bytes(learner, learner.init())
     # A restart with other parameters: the version it found is named as --output's, not as an --init_model the user never gave.
     other = LearnerSpec(SPEC.name, {**SPEC.params, "sigma": SPEC.params.get("sigma", 1.0) * 2}).build()
     with pytest.raises(UsageError, match=rf"^--output {tmp_path} holds a model version this job cannot continue \(.*model-v000003.npz: .*configs differ"):
-        initial_model(args, other, str(tmp_path))
+        initial_model(None, other, str(tmp_path))
 
 
 _STATE_READS: list = []
