@@ -49,9 +49,10 @@ import importlib
 import json
 import logging
 import os
-import re
+import shutil
 import sys
 import tempfile
+from urllib.error import URLError
 
 from pipelines.cli import BEAM_NOISE as _BEAM_NOISE, without_beam_noise as _without_beam_noise  # pipelines.cli imports no Beam
 
@@ -95,8 +96,10 @@ _LOG = logging.getLogger(__name__)
 _QUIET_LOGGERS = {
     # Lines relayed from local SDK workers (start-up notices at WARNING); their errors still show.
     "apache_beam.runners.portability.local_job_service": logging.ERROR,
-    # Prism's own log, relayed line by line at INFO and WARNING.
-    "PrismRunner": logging.ERROR,
+    # Prism's own log, relayed line by line: at INFO and WARNING chatter; at ERROR its echo of a
+    # failed bundle ("Prism received bundle error ...", "stage.Execute aborting ..."), which the
+    # job's error repeats, and which the command reports (in one line when it is the user's to fix).
+    "PrismRunner": logging.CRITICAL,
     "apache_beam.runners.portability.prism_runner": logging.ERROR,
     "apache_beam.utils.subprocess_server": logging.ERROR,
     # "Matching Continuously is stateful, and can scale poorly" at every streaming launch.
@@ -291,18 +294,34 @@ def make_pipeline(options: PipelineOptions, runner=None) -> beam.Pipeline:
         validation of the options failed (``--environment_type=PROCESS`` without its
         ``process_command``, DataflowRunner without ``--project``, ...): one line, Beam's errors joined.
     """
+    from apache_beam.runners import create_runner
+
     named = runner or options.view_as(StandardOptions).runner
     local = named is None or (isinstance(named, str) and named.lower() in DIRECT_NAMES)
     try:
-        with _validation_warnings_held():
-            return beam.Pipeline(runner=_local_runner() if local else named, options=options)
+        chosen = _local_runner() if local else create_runner(named) if isinstance(named, str) else named
     except ImportError as err:
         raise UsageError(f"--runner {named}: {one_line(err)}") from None
-    except ValueError as err:
-        if "validations errors" not in str(err):
-            raise
-        problems = [line.strip().rstrip(".") for line in str(err).splitlines()[1:] if line.strip()]
-        raise UsageError(f"Beam pipeline options: {'; '.join(problems)}") from None
+    with _validation_warnings_held():
+        try:
+            return beam.Pipeline(runner=chosen, options=options)
+        except ValueError:
+            problems = _validation_errors(options, chosen)
+            if not problems:
+                raise
+            raise UsageError(f"Beam pipeline options: {'; '.join(problems)}") from None
+
+
+def _validation_errors(options: PipelineOptions, runner) -> list[str]:
+    """Beam's validation errors of ``options`` for ``runner``, each without its full stop (empty: valid).
+
+    Asked of Beam's validator (the one ``beam.Pipeline`` runs) once ``beam.Pipeline`` has
+    refused the options with a ValueError, rather than read from that error's text.
+    """
+    from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
+
+    errors = PipelineOptionsValidator(options, runner).validate()
+    return [line.strip().rstrip(".") for error in errors for line in str(error).splitlines() if line.strip()]
 
 
 _SDK_WORKER = "pipelines.sdk_worker"
@@ -400,49 +419,89 @@ def start_job(pipeline: beam.Pipeline):
     ------
     UsageError
         The job server of ``--runner=FlinkRunner`` / ``SparkRunner`` (a Java jar Beam fetches
-        from Maven Central when no jar is given) could not be started: the jar could not be
+        from Maven Central when no jar is given) cannot be started: the jar cannot be
         fetched, or ``java`` is missing. One line naming the flag and what to do
-        (:func:`_job_server_problem`), instead of Beam's chain of tracebacks.
+        (:func:`_check_job_server`), instead of Beam's chain of tracebacks.
     """
-    try:
-        return pipeline.run()
-    except (RuntimeError, FileNotFoundError) as err:
-        line = _job_server_problem(type(pipeline.runner).__name__, pipeline.options, err)
-        if line is None:
-            raise
-        raise UsageError(line) from None
+    _check_job_server(pipeline.runner, pipeline.options)
+    return pipeline.run()
 
 
-_FETCH_FAILED = re.compile(r"Unable to fetch remote job server jar at (\S+): (.*?)\. (?:Also failed|If no Internet access)")
-_STAGE_AT = re.compile(r"stage the jar at (\S+)$")
+def _job_server(runner, options: PipelineOptions):
+    """The Java job server Beam's ``runner`` would start for ``options`` (None: it starts none), and the flag naming its jar.
+
+    Flink and Spark start one unless ``--job_endpoint`` names a running one, or the job
+    is submitted as an uber jar (the runners' ``default_job_server``).
+    """
+    from apache_beam.options.pipeline_options import FlinkRunnerOptions, SparkRunnerOptions
+    from apache_beam.runners.portability.flink_runner import MAGIC_HOST_NAMES, FlinkJarJobServer, FlinkRunner
+    from apache_beam.runners.portability.spark_runner import SparkJarJobServer, SparkRunner
+
+    if options.view_as(PortableOptions).job_endpoint:
+        return None, None
+    if isinstance(runner, FlinkRunner):
+        flink = options.view_as(FlinkRunnerOptions)
+        if flink.flink_submit_uber_jar and FlinkRunner.add_http_scheme(flink.flink_master) not in MAGIC_HOST_NAMES:
+            return None, None
+        return FlinkJarJobServer(options), "--flink_job_server_jar"
+    if isinstance(runner, SparkRunner) and not options.view_as(SparkRunnerOptions).spark_submit_uber_jar:
+        return SparkJarJobServer(options), "--spark_job_server_jar"
+    return None, None
 
 
-def _job_server_problem(runner_name: str, options: PipelineOptions, err: BaseException) -> str | None:
-    """The one line for the job server of the runner ``runner_name`` that Beam could not start (None: ``err`` is something else)."""
+def _check_job_server(runner, options: PipelineOptions) -> None:
+    """Fetch the job server jar of ``runner`` (as Beam would next) and find ``java``, before Beam tries to start it.
+
+    Beam's own failures are chains of tracebacks whose one useful line is in their text;
+    okl fetches the jar first with Beam's own fetcher (``JavaJarServer.local_jar``, into the
+    same cache, so Beam then finds it there) and reads why a fetch failed from the
+    ``URLError`` it raises, and looks for the ``--job_server_java_launcher`` itself.
+
+    Raises
+    ------
+    UsageError
+        The jar cannot be fetched, or ``java`` is not found.
+    """
     from apache_beam.options.pipeline_options import FlinkRunnerOptions, JobServerOptions, SparkRunnerOptions
+    from apache_beam.utils.subprocess_server import JavaJarServer
 
-    runner = runner_name.lower()
-    flag = _JOB_SERVER_JARS.get(runner)
-    view = FlinkRunnerOptions if "flink" in runner else SparkRunnerOptions
-    jar = getattr(options.view_as(view), flag[2:], None) if flag else None
+    server, flag = _job_server(runner, options)
+    if server is None or flag is None:
+        return
+    name = type(runner).__name__
+    given = getattr(options.view_as(FlinkRunnerOptions if flag.startswith("--flink") else SparkRunnerOptions), flag[2:], None)
+    url = server.path_to_jar()
+    cache = options.view_as(JobServerOptions).jar_cache_dir or JavaJarServer.JAR_CACHE
+    try:
+        JavaJarServer.local_jar(url, cache)
+    except RuntimeError as err:
+        why = _first_url_error(err)
+        if why is None:
+            raise
+        if given:
+            raise UsageError(f"{flag} {given}: Beam could not fetch it ({why}); give the path of a downloaded jar") from None
+        fixes = [f"pass {flag}=PATH" + (f" ({_MAKE_FLINK_JAR.format(version=_flink_beam_version())})" if flag.startswith("--flink") else ""),
+                 f"put the jar at {os.path.join(cache, os.path.basename(url))}",
+                 "use a running job server: --runner=PortableRunner --job_endpoint=HOST:PORT"]
+        raise UsageError(f"--runner={name}: Beam could not fetch its job server jar ({os.path.basename(url)}: {why}); "
+                         f"{', '.join(fixes[:-1])}, or {fixes[-1]}") from None
     launcher = options.view_as(JobServerOptions).job_server_java_launcher
-    if isinstance(err, FileNotFoundError):
-        if err.filename != launcher:
-            return None
-        return (f"--runner={runner_name}: its job server runs on Java, and {launcher!r} is not found; "
-                "install Java 11 or newer (or pass --job_server_java_launcher=PATH)")
-    fetched = _FETCH_FAILED.search(str(err))
-    if fetched is None:
-        return None
-    url, why = fetched.groups()
-    if jar:
-        return f"{flag} {jar}: Beam could not fetch it ({why}); give the path of a downloaded jar"
-    stage = _STAGE_AT.search(str(err))
-    fixes = [f"pass {flag}=PATH" + (f" ({_MAKE_FLINK_JAR.format(version=_flink_beam_version())})" if "flink" in runner else "")] if flag else []
-    fixes += [f"put the jar at {stage.group(1)}"] if stage else []
-    fixes += ["use a running job server: --runner=PortableRunner --job_endpoint=HOST:PORT"]
-    what_to_do = f"{', '.join(fixes[:-1])}, or {fixes[-1]}" if len(fixes) > 1 else fixes[0]
-    return f"--runner={runner_name}: Beam could not fetch its job server jar ({os.path.basename(url)}: {why}); {what_to_do}"
+    if shutil.which(launcher) is None:
+        raise UsageError(f"--runner={name}: its job server runs on Java, and {launcher!r} is not found; "
+                         "install Java 11 or newer (or pass --job_server_java_launcher=PATH)")
+
+
+def _first_url_error(err: BaseException) -> URLError | None:
+    """The first ``URLError`` in the chain that ended in ``err`` (Beam's fetcher tries a mirror after it), or None."""
+    found = None
+    current: BaseException | None = err
+    seen: set[int] = set()
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, URLError):
+            found = current
+        current = current.__cause__ or current.__context__
+    return found
 
 
 def run_pipeline(pipeline: beam.Pipeline):

@@ -13,8 +13,10 @@ they happen before the worker reads them:
   traceback, and the others their broken connections to the command (some ninety lines
   before the command's ``interrupted``).
 * **Console logging.** The workers' console (the command's stderr) carries warnings and
-  errors only, formatted as the commands format theirs, without Beam's harmless root
-  warnings (:class:`pipelines.cli.BeamNoise`). Beam's worker logs its start-up at INFO
+  errors only, formatted as the commands format theirs, without the stray warnings Beam's
+  modules log on the root logger (:class:`pipelines.cli.BeamNoise`), nor the worker's own
+  start-up warnings (Beam 2.62's "No semi_persistent_directory found": its module runs as
+  ``__main__``, whose logger is kept at ERROR). Beam's worker logs its start-up at INFO
   (``Logging handler created.``, ``Load pipeline options from file: ...``) before it reads
   the job's log level (``--default_sdk_harness_log_level``, ERROR for these workers) from
   the options; without a handler of the worker's own, the "apitools not found" warning
@@ -48,6 +50,7 @@ def _quiet_console() -> None:
     root = logging.getLogger()
     root.addHandler(handler)
     root.addFilter(BEAM_NOISE)
+    logging.getLogger("__main__").setLevel(logging.ERROR)  # Beam's worker module, run as __main__ (its _LOGGER's name)
 
 
 def main() -> None:
