@@ -26,20 +26,22 @@ unless given: otherwise every worker logs some twenty start-up lines at INFO.
 
 Logging
 -------
-Importing okl changes no logging configuration. Beam logs two root WARNINGs that are
-harmless for okl and only alarm users: "apitools not found ..." (on import, when Beam's
-optional GCP extras are absent) and "Resource module is not available ..." (by
-RunInference on every model load when torch is not installed: Beam 2.77 imports
-``resource`` together with a torch-only module). This module imports Beam with the first
-dropped for the length of the import only; :func:`pipelines.cli.main` drops both while a
-command runs, and :func:`configure_logging`, which the CLIs call when they run, from the
-console handlers too. It also drops Prism's two ERROR lines about a failed bundle ("Prism
-received bundle error ...", "stage.Execute aborting due to bundle error ..."): the job then
-fails with an error that names the bundle and the stage and holds the worker's traceback,
-and the command reports that (in one line when it is the user's to fix)
-(:class:`pipelines.cli.BeamNoise`). Local ``multi_processing`` workers start through
-:mod:`pipelines.sdk_worker`, which keeps their console to errors from their first line. The only other filter drops the runners' tracebacks of an ``okl_core.CapacityError``,
-whose one line the command prints (:func:`transforms.worker.quiet_capacity_traces`).
+Importing okl changes no logging configuration. The console is kept quiet by logging
+configuration only: levels on Beam's named loggers (:data:`_QUIET_LOGGERS`: relayed worker
+and Prism chatter at ERROR, Prism's echo of a failed bundle above it, since the job's error
+says the same and the command reports that) and two filters. :class:`pipelines.cli.BeamNoise`
+drops the warnings Beam's modules log on the root logger, which no named level reaches
+("apitools not found ..." on import without Beam's GCP extras; "Resource module is not
+available ..." by RunInference without torch): this module imports Beam with it on the root
+logger for the length of the import only; :func:`pipelines.cli.main` keeps it there while a
+command runs, and :func:`configure_logging`, which the CLIs call when they run, puts it on the
+console handlers too. The other drops the runners' tracebacks of an ``okl_core.CapacityError``,
+whose one line the command prints (:func:`transforms.worker.quiet_capacity_traces`; the one
+stream okl wraps, for the copy Beam's SDK harness prints). Local ``multi_processing`` workers
+start through :mod:`pipelines.sdk_worker`, which keeps their console to errors from their first line.
+
+Errors okl reports in one line are recognised by type or checked by okl before Beam acts
+(:func:`make_pipeline`, :func:`start_job`), never by the words of Beam's messages.
 """
 
 from __future__ import annotations
@@ -299,7 +301,7 @@ def make_pipeline(options: PipelineOptions, runner=None) -> beam.Pipeline:
     named = runner or options.view_as(StandardOptions).runner
     local = named is None or (isinstance(named, str) and named.lower() in DIRECT_NAMES)
     try:
-        chosen = _local_runner() if local else create_runner(named) if isinstance(named, str) else named
+        chosen = _local_runner(options) if local else create_runner(named) if isinstance(named, str) else named
     except ImportError as err:
         raise UsageError(f"--runner {named}: {one_line(err)}") from None
     with _validation_warnings_held():
@@ -328,20 +330,30 @@ _SDK_WORKER = "pipelines.sdk_worker"
 """The module local ``multi_processing`` workers run (Beam's worker, quiet and stopped by the command)."""
 
 
-def _local_runner():
-    """The FnApiRunner, whose ``multi_processing`` worker processes start through :mod:`pipelines.sdk_worker`.
+def _local_runner(options: PipelineOptions):
+    """The FnApiRunner, by its public runner name; with ``multi_processing`` workers, one whose
+    worker processes start through :mod:`pipelines.sdk_worker`.
 
-    ``FnApiRunner.run_pipeline`` gives its ``multi_processing`` environment the command
-    ``<python> -m apache_beam.runners.worker.sdk_worker_main``, with no option to name another;
-    the environment is a plain command in the pipeline's description, which the runner then
-    runs, so this runner names okl's module there instead (the same Beam worker, started with
-    Ctrl-C and SIGTERM left to the command and a quiet console).
+    Beam's ``DirectRunner`` (``SwitchingDirectRunner``) cannot be asked to skip Prism for a
+    batch job (module docstring), so okl names the runner it falls back to, ``FnApiRunner``
+    (``StandardOptions.KNOWN_RUNNER_NAMES``), with the same ``--direct_*`` options.
+
+    Kept patch: ``FnApiRunner.run_pipeline`` gives its ``multi_processing`` environment the
+    command ``<python> -m apache_beam.runners.worker.sdk_worker_main``, with no option to name
+    another, and Beam starts that command with nothing okl can set before the worker's first
+    line runs (signal dispositions, a console handler). The environment is a plain command in
+    the pipeline's description, which the runner then runs, so this runner names okl's module
+    there instead (the same Beam worker, started with Ctrl-C and SIGTERM left to the command
+    and a quiet console).
     """
     import shlex
 
     from apache_beam.portability import python_urns
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from apache_beam.runners import create_runner
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # the module KNOWN_RUNNER_NAMES resolves "FnApiRunner" to
 
+    if options.view_as(DirectOptions).direct_running_mode != "multi_processing":
+        return create_runner("FnApiRunner")
     beam_worker = f" -m {SDK_WORKER_MAIN}".encode()
     # Beam runs the command through a shell: with ``exec`` the shell becomes the worker, so no
     # shell sits between the runner and its worker (a group's SIGTERM ended the shell, and the

@@ -118,7 +118,7 @@ class _DropCapacityTraces(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.ERROR:
             return True
-        if record.exc_info and capacity_error_line(record.exc_info[1]) is not None:
+        if record.exc_info and record.exc_info[1] is not None and capacity_error_line(record.exc_info[1]) is not None:
             return False
         return _capacity_in_text(record.getMessage()) is None
 
