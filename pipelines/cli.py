@@ -141,7 +141,7 @@ class Parser(argparse.ArgumentParser):
         """Print ``<prog>: error: <message>`` (one line, no usage) and exit with status 2."""
         self.exit(2, f"{self.prog}: error: {message}\n")
 
-    def parse_known_args(self, args: Sequence[str] | None = None, namespace=None):
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
         args = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(self._spelled(args), namespace)
 
@@ -156,11 +156,12 @@ class Parser(argparse.ArgumentParser):
 
     def _spelled(self, args: list[str]) -> list[str]:
         """``args`` with dashed aliases and deprecated flags rewritten to their flag (before ``--``)."""
-        known, deprecated = set(), {}
+        known: set[str] = set()
+        deprecated: dict[str, str] = {}
         for parser in self._parsers():
             known.update(parser._option_string_actions)
             deprecated.update(getattr(parser, "deprecated", {}))
-        out = []
+        out: list[str] = []
         for i, token in enumerate(args):
             if token == "--":
                 return out + args[i:]
@@ -280,7 +281,8 @@ def exit_without_teardown(reason: str) -> None:
     exception``, exit status -6, after the job had succeeded and its outputs were written:
     2 of about 20 such runs in this project's CI). :func:`main` flushes the output streams
     and logging first; okl registers no exit handlers, and the embedded job server's own
-    stop does nothing, so nothing of the run is skipped.
+    stop does nothing, so nothing of the run is skipped. Kept: no public Beam API stops that
+    service (``EmbeddedJobServer.stop`` is empty).
     """
     _EXIT_WITHOUT_TEARDOWN.append(reason)
 
@@ -329,7 +331,11 @@ def _error_line(err: BaseException) -> tuple[str, int] | None:
 def _quiet_runner_disconnects() -> None:
     """After a one-line error the process ends: Beam's SDK worker threads that fail because the
     runner they talk to is stopping (gRPC UNAVAILABLE or CANCELLED, e.g. a worker's ``read_state``
-    stream as Prism goes) print nothing; any other thread's exception is printed as before."""
+    stream as Prism goes) print nothing; any other thread's exception is printed as before.
+
+    Kept: ``threading.excepthook`` is Python's own hook for a thread's uncaught exception, and
+    Beam offers no way to end its harness threads quietly; they are recognised by the type and
+    status code of their gRPC error, not by its text."""
     before = threading.excepthook
 
     def hook(args) -> None:

@@ -123,8 +123,8 @@ def runners_dir() -> str:
 # -- Prism ---------------------------------------------------------------------------
 def _version_key(version: str) -> tuple[int, int, int]:
     """(major, minor, patch) of ``2.77.0``, ``v2.77.0`` or ``2.78.0.dev0``."""
-    parts = [int(part) for part in re.findall(r"\d+", version)[:3]]
-    return tuple(parts + [0] * (3 - len(parts)))
+    major, minor, patch = ([int(part) for part in re.findall(r"\d+", version)[:3]] + [0, 0, 0])[:3]
+    return major, minor, patch
 
 
 def _served_prism_version(go: str, version: str, env: dict) -> str:
