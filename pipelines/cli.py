@@ -89,9 +89,18 @@ class BeamNoise(logging.Filter):
     is not installed. They are recognised by where they come from (a file of the
     ``apache_beam`` package, the root logger, below ERROR), not by their words, so that a
     reworded notice stays dropped and no warning of okl's or the user's is.
+
+    It also drops Prism's errors, which Beam relays from Prism's own log under the name
+    ``PrismRunner`` (at ``--prism_log_level=error``, okl's default, they are all it relays):
+    they are about the job Prism runs ("Prism received bundle error ...", "stage.Execute
+    aborting ..."), whose failure the job's error reports with the bundle, the stage and the
+    worker's traceback, and the command reports that (in one line when it is the user's to
+    fix). Beam gives those records that name after they were logged, so no logger level reaches them.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "PrismRunner":
+            return record.levelno < logging.ERROR
         if record.name != "root" or record.levelno >= logging.ERROR:
             return True
         beam = sys.modules.get("apache_beam")  # a record from Beam's files: Beam is (being) imported

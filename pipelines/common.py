@@ -98,10 +98,8 @@ _LOG = logging.getLogger(__name__)
 _QUIET_LOGGERS = {
     # Lines relayed from local SDK workers (start-up notices at WARNING); their errors still show.
     "apache_beam.runners.portability.local_job_service": logging.ERROR,
-    # Prism's own log, relayed line by line: at INFO and WARNING chatter; at ERROR its echo of a
-    # failed bundle ("Prism received bundle error ...", "stage.Execute aborting ..."), which the
-    # job's error repeats, and which the command reports (in one line when it is the user's to fix).
-    "PrismRunner": logging.CRITICAL,
+    # Prism's own log, relayed line by line at INFO and WARNING.
+    "PrismRunner": logging.ERROR,
     "apache_beam.runners.portability.prism_runner": logging.ERROR,
     "apache_beam.utils.subprocess_server": logging.ERROR,
     # "Matching Continuously is stateful, and can scale poorly" at every streaming launch.
