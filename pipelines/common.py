@@ -324,6 +324,8 @@ def _validation_errors(options: PipelineOptions, runner) -> list[str]:
     return [line.strip().rstrip(".") for error in errors for line in str(error).splitlines() if line.strip()]
 
 
+_FN_API_RUNNER = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+"""The FnApiRunner's public name (Beam 2.62 knows no short one)."""
 _SDK_WORKER = "pipelines.sdk_worker"
 """The module local ``multi_processing`` workers run (Beam's worker, quiet and stopped by the command)."""
 
@@ -333,8 +335,9 @@ def _local_runner(options: PipelineOptions):
     worker processes start through :mod:`pipelines.sdk_worker`.
 
     Beam's ``DirectRunner`` (``SwitchingDirectRunner``) cannot be asked to skip Prism for a
-    batch job (module docstring), so okl names the runner it falls back to, ``FnApiRunner``
-    (``StandardOptions.KNOWN_RUNNER_NAMES``), with the same ``--direct_*`` options.
+    batch job (module docstring), so okl names the runner it falls back to, by the full name
+    ``create_runner`` takes in every Beam release okl supports (:data:`_FN_API_RUNNER`; Beam
+    2.77 also lists it in ``StandardOptions.ALL_KNOWN_RUNNERS``), with the same ``--direct_*`` options.
 
     Kept patch: ``FnApiRunner.run_pipeline`` gives its ``multi_processing`` environment the
     command ``<python> -m apache_beam.runners.worker.sdk_worker_main``, with no option to name
@@ -348,10 +351,10 @@ def _local_runner(options: PipelineOptions):
 
     from apache_beam.portability import python_urns
     from apache_beam.runners import create_runner
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # the module KNOWN_RUNNER_NAMES resolves "FnApiRunner" to
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # _FN_API_RUNNER
 
     if options.view_as(DirectOptions).direct_running_mode != "multi_processing":
-        return create_runner("FnApiRunner")
+        return create_runner(_FN_API_RUNNER)
     beam_worker = f" -m {SDK_WORKER_MAIN}".encode()
     # Beam runs the command through a shell: with ``exec`` the shell becomes the worker, so no
     # shell sits between the runner and its worker (a group's SIGTERM ended the shell, and the
