@@ -19,10 +19,10 @@ behaviour; every other runner is passed through unchanged.
 :mod:`pipelines.sdk_worker` (:func:`_local_runner`), which leaves Ctrl-C and SIGTERM to the
 command and keeps their console to warnings and errors from their first line; when the
 command is stopped, :func:`run_pipeline` ends them (:func:`_stop_local_workers`). The
-FnApiRunner hands them no pipeline options, so :func:`run_pipeline` gives them the job's
-options the way Beam's SDK harness contract allows, a JSON file named by
-``PIPELINE_OPTIONS_FILE`` in their environment, with ``--default_sdk_harness_log_level=ERROR``
-unless given: otherwise every worker logs some twenty start-up lines at INFO.
+FnApiRunner hands them no pipeline options, so the runner gives them the job's options the
+way Beam's SDK harness contract allows, a JSON file named by ``PIPELINE_OPTIONS_FILE`` in
+their environment, with ``--default_sdk_harness_log_level=ERROR`` unless given: otherwise
+every worker logs some twenty start-up lines at INFO (:func:`_worker_options_file`).
 
 Logging
 -------
@@ -363,10 +363,12 @@ def _local_runner(options: PipelineOptions):
 
     class LocalRunner(FnApiRunner):
         def run_via_runner_api(self, pipeline_proto, options):
-            for environment in pipeline_proto.components.environments.values():
-                if environment.urn == python_urns.SUBPROCESS_SDK and environment.payload.endswith(beam_worker):
-                    environment.payload = f"{exec_}{shlex.quote(sys.executable)} -m {_SDK_WORKER}".encode()
-            return super().run_via_runner_api(pipeline_proto, options)
+            with _worker_options_file(options) as path:
+                named = f" {shlex.quote(path)}" if path else ""
+                for environment in pipeline_proto.components.environments.values():
+                    if environment.urn == python_urns.SUBPROCESS_SDK and environment.payload.endswith(beam_worker):
+                        environment.payload = f"{exec_}{shlex.quote(sys.executable)} -m {_SDK_WORKER}{named}".encode()
+                return super().run_via_runner_api(pipeline_proto, options)
 
     return LocalRunner()
 
@@ -408,21 +410,24 @@ def _validation_warnings_held():
 
 
 @contextlib.contextmanager
-def _local_worker_options(options: PipelineOptions):
-    """Local multi-process workers read ``options`` from ``PIPELINE_OPTIONS_FILE`` while this lasts."""
-    direct = options.view_as(DirectOptions)
-    if direct.direct_running_mode != "multi_processing" or "PIPELINE_OPTIONS_FILE" in os.environ:
-        yield
+def _worker_options_file(options: PipelineOptions):
+    """The path of a file holding ``options`` for local worker processes while this lasts (None: the
+    environment names one already).
+
+    The FnApiRunner hands its ``multi_processing`` workers no pipeline options; Beam's SDK
+    harness reads them from the JSON file named by ``PIPELINE_OPTIONS_FILE``, which
+    :mod:`pipelines.sdk_worker` sets in the worker's own environment from its argument. With
+    ``--default_sdk_harness_log_level=ERROR`` unless given: otherwise every worker logs some
+    twenty start-up lines at INFO.
+    """
+    if "PIPELINE_OPTIONS_FILE" in os.environ:  # the user's: Beam's worker reads it
+        yield None
         return
     values = {"default_sdk_harness_log_level": "ERROR", **options.get_all_options(drop_default=True, retain_unknown_options=True)}
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="okl-worker-options-") as f:
         json.dump({"options": values}, f, default=str)
         f.flush()
-        os.environ["PIPELINE_OPTIONS_FILE"] = f.name
-        try:
-            yield
-        finally:
-            del os.environ["PIPELINE_OPTIONS_FILE"]
+        yield f.name
 
 
 def start_job(pipeline: beam.Pipeline):
@@ -518,10 +523,10 @@ def _first_url_error(err: BaseException) -> URLError | None:
 
 
 def run_pipeline(pipeline: beam.Pipeline):
-    """Run ``pipeline`` to completion and return its result (local workers get the job's options)."""
+    """Run ``pipeline`` to completion and return its result (local workers are ended when the command is stopped)."""
     from pipelines.cli import exit_without_teardown, reclaim_interrupt, when_stopped
 
-    with _local_worker_options(pipeline.options), when_stopped(_stop_local_workers):
+    with when_stopped(_stop_local_workers):
         result = start_job(pipeline)
         reclaim_interrupt()  # a job server's own Ctrl-C handler is not reentrant (pipelines.cli.reclaim_interrupt)
         result.wait_until_finish()

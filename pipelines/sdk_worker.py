@@ -29,6 +29,7 @@ with ``python -m`` (:func:`transforms.worker.is_sdk_worker_process` recognises i
 from __future__ import annotations
 
 import logging
+import os
 import runpy
 import signal
 import sys
@@ -53,11 +54,18 @@ def _quiet_console() -> None:
     logging.getLogger("__main__").setLevel(logging.ERROR)  # Beam's worker module, run as __main__ (its _LOGGER's name)
 
 
-def main() -> None:
-    """Ignore Ctrl-C and SIGTERM, log warnings and errors only, then run Beam's SDK worker."""
+def main(argv: list[str] | None = None) -> None:
+    """Ignore Ctrl-C and SIGTERM, log warnings and errors only, then run Beam's SDK worker.
+
+    ``argv`` (default: the command line): the job's options file, if any, which Beam's worker
+    reads from ``PIPELINE_OPTIONS_FILE`` (:func:`pipelines.common._worker_options_file`).
+    """
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
     _quiet_console()
+    options_file = (sys.argv[1:] if argv is None else argv)[:1]
+    if options_file:
+        os.environ["PIPELINE_OPTIONS_FILE"] = options_file[0]  # this worker's own environment, which Beam's worker reads
     runpy.run_module(_BEAM_WORKER, run_name="__main__", alter_sys=True)
 
 

@@ -84,3 +84,20 @@ def test_a_capacity_error_is_found_in_what_a_real_pipeline_raises():
             assert capacity_error_line(err) == "kernel_ogd: the support set would exceed max_support=5; raise max_support", options
         else:
             raise AssertionError(f"{options}: the job did not fail")
+
+
+def test_worker_processes_get_the_jobs_options_and_the_launchers_environment_is_left_alone():
+    """okl's multi_processing workers read the job's options (logging at errors unless given) from
+    the file their own PIPELINE_OPTIONS_FILE names; the launcher's environment never names one."""
+    import json
+
+    def options_seen(_):
+        path = os.environ.get("PIPELINE_OPTIONS_FILE")
+        with open(path) as f:
+            options = json.load(f)["options"]
+        return os.getpid() != launcher, options["default_sdk_harness_log_level"], options["direct_running_mode"]
+
+    launcher = os.getpid()
+    with make_pipeline(PipelineOptions(["--direct_num_workers=1", "--direct_running_mode=multi_processing"])) as p:
+        assert_that(p | beam.Create([0]) | beam.Map(options_seen), equal_to([(True, "ERROR", "multi_processing")]))
+    assert "PIPELINE_OPTIONS_FILE" not in os.environ
