@@ -28,14 +28,14 @@ Logging
 -------
 Importing okl changes no logging configuration. The console is kept quiet by logging
 configuration only: levels on Beam's named loggers (:data:`_QUIET_LOGGERS`: relayed worker
-and Prism chatter at ERROR, Prism's echo of a failed bundle above it, since the job's error
-says the same and the command reports that) and two filters. :class:`pipelines.cli.BeamNoise`
-drops the warnings Beam's modules log on the root logger, which no named level reaches
-("apitools not found ..." on import without Beam's GCP extras; "Resource module is not
-available ..." by RunInference without torch): this module imports Beam with it on the root
-logger for the length of the import only; :func:`pipelines.cli.main` keeps it there while a
-command runs, and :func:`configure_logging`, which the CLIs call when they run, puts it on the
-console handlers too. The other drops the runners' tracebacks of an ``okl_core.CapacityError``,
+and Prism chatter at ERROR) and two filters. :class:`pipelines.cli.BeamNoise` drops what no
+named level reaches: the warnings Beam's modules log on the root logger ("apitools not found
+..." on import without Beam's GCP extras; "Resource module is not available ..." by
+RunInference without torch), and Prism's errors, which echo a failed bundle that the job's
+error reports (and the command, in one line when it is the user's to fix). This module
+imports Beam with it on the root logger for the length of the import only;
+:func:`pipelines.cli.main` keeps it there while a command runs, and :func:`configure_logging`,
+which the CLIs call when they run, puts it on the console handlers too. The other drops the runners' tracebacks of an ``okl_core.CapacityError``,
 whose one line the command prints (:func:`transforms.worker.quiet_capacity_traces`; the one
 stream okl wraps, for the copy Beam's SDK harness prints). Local ``multi_processing`` workers
 start through :mod:`pipelines.sdk_worker`, which keeps their console to errors from their first line.
@@ -510,7 +510,7 @@ def _check_job_server(runner, options: PipelineOptions) -> None:
 
 
 def _first_url_error(err: BaseException) -> URLError | None:
-    """The first ``URLError`` in the chain that ended in ``err`` (Beam's fetcher tries a mirror after it), or None."""
+    """The first ``URLError`` raised in the chain that ended in ``err`` (the deepest: Beam's fetcher then tries a mirror), or None."""
     found = None
     current: BaseException | None = err
     seen: set[int] = set()
