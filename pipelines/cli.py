@@ -40,7 +40,7 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 if TYPE_CHECKING:
     from okl_core.learners.base import Learner
@@ -150,7 +150,7 @@ class Parser(argparse.ArgumentParser):
         """Print ``<prog>: error: <message>`` (one line, no usage) and exit with status 2."""
         self.exit(2, f"{self.prog}: error: {message}\n")
 
-    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
+    def parse_known_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
         args = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(self._spelled(args), namespace)
 
