@@ -43,7 +43,8 @@ _CONSOLE_FORMAT = "%(levelname)s %(name)s: %(message)s"  # pipelines.common.conf
 
 
 def _quiet_console() -> None:
-    """A console handler of the worker's own: warnings and errors, without Beam's noise."""
+    """A console handler of the worker's own: warnings and errors, without Beam's noise nor a
+    learner's capacity error, whose one line the command prints (:func:`transforms.worker.quiet_capacity_traces`)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter(_CONSOLE_FORMAT))
@@ -52,6 +53,9 @@ def _quiet_console() -> None:
     root.addHandler(handler)
     root.addFilter(BEAM_NOISE)
     logging.getLogger("__main__").setLevel(logging.ERROR)  # Beam's worker module, run as __main__ (its _LOGGER's name)
+    from transforms.worker import quiet_capacity_traces  # imports Beam: once the handler and filter are in place
+
+    quiet_capacity_traces()
 
 
 def main(argv: list[str] | None = None) -> None:

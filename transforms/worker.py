@@ -22,10 +22,12 @@ in-process, LOOPBACK) leaves the caller's collector alone.
 A learner that outgrows a cap of its config (:class:`okl_core.CapacityError`: ``max_support``,
 ``max_rows``, ...) ends the job; the command then prints the error's one line
 (:func:`capacity_error_line` finds it in whatever the runner raises), and
-:func:`quiet_capacity_traces`, installed by the CLIs and by :func:`settle_worker_process` in
-workers, keeps the runners' tracebacks of it off the console: the ones they log, and the
-copy Beam's SDK harness prints to ``sys.stderr`` (``sdk_worker.py``: in the launcher itself
-when its workers are threads of it, ``LOOPBACK`` on Prism or ``multi_threading``).
+:func:`quiet_capacity_traces`, installed by the CLIs and by okl's local worker processes
+(:mod:`pipelines.sdk_worker`), the processes whose console is the user's terminal, keeps the
+runners' tracebacks of it off that console: the ones they log, and the copy Beam's SDK harness
+prints to ``sys.stderr`` (``sdk_worker.py``: in the launcher itself when its workers are
+threads of it, ``LOOPBACK`` on Prism or ``multi_threading``). Remote workers (Flink's,
+Dataflow's) keep theirs in their logs.
 """
 
 from __future__ import annotations
@@ -65,7 +67,6 @@ def settle_worker_process() -> bool:
         gc.collect()  # nothing unreachable is frozen with the rest (one full collection: 0.09 s in a worker, once)
         gc.freeze()
         atexit.register(gc.freeze)  # runs before the interpreter's final collection
-        quiet_capacity_traces()
     return True
 
 
@@ -157,8 +158,9 @@ class _QuietCapacityStderr:
 
 
 def quiet_capacity_traces() -> None:
-    """Drop capacity errors' tracebacks from this process's console (the CLIs, and SDK workers,
-    whose traceback would reach the same terminal): its logs and Beam's printed copy; idempotent."""
+    """Drop capacity errors' tracebacks from this process's console (the CLIs, and okl's local
+    worker processes, whose traceback would reach the same terminal): its logs and Beam's printed
+    copy; idempotent."""
     for handler in logging.getLogger().handlers:  # handlers, not the root logger: Beam's loggers' records reach them directly
         if _CAPACITY_TRACES not in handler.filters:
             handler.addFilter(_CAPACITY_TRACES)
