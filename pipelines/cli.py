@@ -40,7 +40,7 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NoReturn
 
 if TYPE_CHECKING:
     from okl_core.learners.base import Learner
@@ -77,27 +77,35 @@ def okl_names():
 
 
 class BeamNoise(logging.Filter):
-    """Drops Beam's two root warnings that are harmless for okl and only alarm users, and Prism's
-    echo of a failed bundle.
+    """Drops the warnings Beam's modules log on the root logger: stray notices, harmless for okl,
+    that only alarm users.
 
-    "apitools not found ..." is logged when Beam is first imported without its optional GCP
-    extras (by ``logging.warning``, which also gives the root logger a handler of its own);
-    "Resource module is not available ..." by RunInference on every model load when torch is
-    not installed. "No semi_persistent_directory found ..." is logged at WARNING by the SDK
-    workers of older Beam releases (2.62, okl's lower bound) before they read the job's log
-    level; okl's pipelines define no functions in ``__main__``, which is what it warns about.
-    Prism's two ERROR lines about a failed bundle ("Prism received bundle error
-    ...", "stage.Execute aborting due to bundle error ...") repeat what the job's error says,
-    which the command reports (in one line when it is the user's to fix).
+    Beam's modules log through loggers of their own names, which the commands configure by
+    level (:func:`pipelines.common.configure_logging`); a few call ``logging.warning`` at
+    module level instead, so their records carry the root logger's name and no level of a
+    named logger reaches them: "apitools not found ..." when Beam is first imported without
+    its optional GCP extras (which also gives the root logger a handler of its own), and
+    "Resource module is not available ..." by RunInference on every model load when torch
+    is not installed. They are recognised by where they come from (a file of the
+    ``apache_beam`` package, the root logger, below ERROR), not by their words, so that a
+    reworded notice stays dropped and no warning of okl's or the user's is.
+
+    It also drops Prism's errors, which Beam relays from Prism's own log under the name
+    ``PrismRunner`` (at ``--prism_log_level=error``, okl's default, they are all it relays):
+    they are about the job Prism runs ("Prism received bundle error ...", "stage.Execute
+    aborting ..."), whose failure the job's error reports with the bundle, the stage and the
+    worker's traceback, and the command reports that (in one line when it is the user's to
+    fix). Beam gives those records that name after they were logged, so no logger level reaches them.
     """
 
-    PREFIXES = ("apitools not found", "Resource module is not available", "No semi_persistent_directory found")
-    PRISM_PREFIXES = ("Prism received bundle error from worker response", "stage.Execute aborting due to bundle error")
-
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name == "PrismRunner" and str(record.msg).startswith(self.PRISM_PREFIXES):
-            return False
-        return not str(record.msg).startswith(self.PREFIXES)
+        if record.name == "PrismRunner":
+            return record.levelno < logging.ERROR
+        if record.name != "root" or record.levelno >= logging.ERROR:
+            return True
+        beam = sys.modules.get("apache_beam")  # a record from Beam's files: Beam is (being) imported
+        where = getattr(beam, "__file__", None)
+        return not (where and os.path.abspath(record.pathname).startswith(os.path.dirname(os.path.abspath(where)) + os.sep))
 
 
 BEAM_NOISE = BeamNoise()
@@ -142,9 +150,9 @@ class Parser(argparse.ArgumentParser):
         """Print ``<prog>: error: <message>`` (one line, no usage) and exit with status 2."""
         self.exit(2, f"{self.prog}: error: {message}\n")
 
-    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:  # type: ignore[override]
-        # (one signature for argparse's overloads, which differ only in the namespace's type)
-        return super().parse_known_args(self._spelled(list(sys.argv[1:] if args is None else args)), namespace)
+    def parse_known_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
+        args = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(self._spelled(args), namespace)
 
     def _parsers(self) -> list[argparse.ArgumentParser]:
         """This parser and every sub-command's, recursively."""
@@ -282,7 +290,8 @@ def exit_without_teardown(reason: str) -> None:
     exception``, exit status -6, after the job had succeeded and its outputs were written:
     2 of about 20 such runs in this project's CI). :func:`main` flushes the output streams
     and logging first; okl registers no exit handlers, and the embedded job server's own
-    stop does nothing, so nothing of the run is skipped.
+    stop does nothing, so nothing of the run is skipped. Kept: no public Beam API stops that
+    service (``EmbeddedJobServer.stop`` is empty).
     """
     _EXIT_WITHOUT_TEARDOWN.append(reason)
 
@@ -331,7 +340,11 @@ def _error_line(err: BaseException) -> tuple[str, int] | None:
 def _quiet_runner_disconnects() -> None:
     """After a one-line error the process ends: Beam's SDK worker threads that fail because the
     runner they talk to is stopping (gRPC UNAVAILABLE or CANCELLED, e.g. a worker's ``read_state``
-    stream as Prism goes) print nothing; any other thread's exception is printed as before."""
+    stream as Prism goes) print nothing; any other thread's exception is printed as before.
+
+    Kept: ``threading.excepthook`` is Python's own hook for a thread's uncaught exception, and
+    Beam offers no way to end its harness threads quietly; they are recognised by the type and
+    status code of their gRPC error, not by its text."""
     before = threading.excepthook
 
     def hook(args) -> None:

@@ -19,27 +19,29 @@ behaviour; every other runner is passed through unchanged.
 :mod:`pipelines.sdk_worker` (:func:`_local_runner`), which leaves Ctrl-C and SIGTERM to the
 command and keeps their console to warnings and errors from their first line; when the
 command is stopped, :func:`run_pipeline` ends them (:func:`_stop_local_workers`). The
-FnApiRunner hands them no pipeline options, so :func:`run_pipeline` gives them the job's
-options the way Beam's SDK harness contract allows, a JSON file named by
-``PIPELINE_OPTIONS_FILE`` in their environment, with ``--default_sdk_harness_log_level=ERROR``
-unless given: otherwise every worker logs some twenty start-up lines at INFO.
+FnApiRunner hands them no pipeline options, so the runner gives them the job's options the
+way Beam's SDK harness contract allows, a JSON file named by ``PIPELINE_OPTIONS_FILE`` in
+their environment, with ``--default_sdk_harness_log_level=ERROR`` unless given: otherwise
+every worker logs some twenty start-up lines at INFO (:func:`_worker_options_file`).
 
 Logging
 -------
-Importing okl changes no logging configuration. Beam logs two root WARNINGs that are
-harmless for okl and only alarm users: "apitools not found ..." (on import, when Beam's
-optional GCP extras are absent) and "Resource module is not available ..." (by
-RunInference on every model load when torch is not installed: Beam 2.77 imports
-``resource`` together with a torch-only module). This module imports Beam with the first
-dropped for the length of the import only; :func:`pipelines.cli.main` drops both while a
-command runs, and :func:`configure_logging`, which the CLIs call when they run, from the
-console handlers too. It also drops Prism's two ERROR lines about a failed bundle ("Prism
-received bundle error ...", "stage.Execute aborting due to bundle error ..."): the job then
-fails with an error that names the bundle and the stage and holds the worker's traceback,
-and the command reports that (in one line when it is the user's to fix)
-(:class:`pipelines.cli.BeamNoise`). Local ``multi_processing`` workers start through
-:mod:`pipelines.sdk_worker`, which keeps their console to errors from their first line. The only other filter drops the runners' tracebacks of an ``okl_core.CapacityError``,
-whose one line the command prints (:func:`transforms.worker.quiet_capacity_traces`).
+Importing okl changes no logging configuration. The console is kept quiet by logging
+configuration only: levels on Beam's named loggers (:data:`_QUIET_LOGGERS`: relayed worker
+and Prism chatter at ERROR) and two filters. :class:`pipelines.cli.BeamNoise` drops what no
+named level reaches: the warnings Beam's modules log on the root logger ("apitools not found
+..." on import without Beam's GCP extras; "Resource module is not available ..." by
+RunInference without torch), and Prism's errors, which echo a failed bundle that the job's
+error reports (and the command, in one line when it is the user's to fix). This module
+imports Beam with it on the root logger for the length of the import only;
+:func:`pipelines.cli.main` keeps it there while a command runs, and :func:`configure_logging`,
+which the CLIs call when they run, puts it on the console handlers too. The other drops the runners' tracebacks of an ``okl_core.CapacityError``,
+whose one line the command prints (:func:`transforms.worker.quiet_capacity_traces`; the one
+stream okl wraps, for the copy Beam's SDK harness prints). Local ``multi_processing`` workers
+start through :mod:`pipelines.sdk_worker`, which keeps their console to errors from their first line.
+
+Errors okl reports in one line are recognised by type or checked by okl before Beam acts
+(:func:`make_pipeline`, :func:`start_job`), never by the words of Beam's messages.
 """
 
 from __future__ import annotations
@@ -50,10 +52,11 @@ import importlib
 import json
 import logging
 import os
-import re
+import shutil
 import sys
 import tempfile
 from typing import Any, NoReturn
+from urllib.error import URLError
 
 from pipelines.cli import BEAM_NOISE as _BEAM_NOISE, without_beam_noise as _without_beam_noise  # pipelines.cli imports no Beam
 
@@ -312,38 +315,67 @@ def make_pipeline(options: PipelineOptions, runner=None) -> beam.Pipeline:
         validation of the options failed (``--environment_type=PROCESS`` without its
         ``process_command``, DataflowRunner without ``--project``, ...): one line, Beam's errors joined.
     """
+    from apache_beam.runners import create_runner
+
     named = runner or options.view_as(StandardOptions).runner
     local = named is None or (isinstance(named, str) and named.lower() in DIRECT_NAMES)
     try:
-        with _validation_warnings_held():
-            return beam.Pipeline(runner=_local_runner() if local else named, options=options)
+        chosen = _local_runner(options) if local else create_runner(named) if isinstance(named, str) else named
     except ImportError as err:
         raise UsageError(f"--runner {named}: {one_line(err)}") from None
-    except ValueError as err:
-        if "validations errors" not in str(err):
-            raise
-        problems = [line.strip().rstrip(".") for line in str(err).splitlines()[1:] if line.strip()]
-        raise UsageError(f"Beam pipeline options: {'; '.join(problems)}") from None
+    with _validation_warnings_held():
+        try:
+            return beam.Pipeline(runner=chosen, options=options)
+        except ValueError:
+            problems = _validation_errors(options, chosen)
+            if not problems:
+                raise
+            raise UsageError(f"Beam pipeline options: {'; '.join(problems)}") from None
 
 
+def _validation_errors(options: PipelineOptions, runner) -> list[str]:
+    """Beam's validation errors of ``options`` for ``runner``, each without its full stop (empty: valid).
+
+    Asked of Beam's validator (the one ``beam.Pipeline`` runs) once ``beam.Pipeline`` has
+    refused the options with a ValueError, rather than read from that error's text.
+    """
+    from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
+
+    errors = PipelineOptionsValidator(options, runner).validate()
+    return [line.strip().rstrip(".") for error in errors for line in str(error).splitlines() if line.strip()]
+
+
+_FN_API_RUNNER = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+"""The FnApiRunner's public name (Beam 2.62 knows no short one)."""
 _SDK_WORKER = "pipelines.sdk_worker"
 """The module local ``multi_processing`` workers run (Beam's worker, quiet and stopped by the command)."""
 
 
-def _local_runner():
-    """The FnApiRunner, whose ``multi_processing`` worker processes start through :mod:`pipelines.sdk_worker`.
+def _local_runner(options: PipelineOptions):
+    """The FnApiRunner, by its public runner name; with ``multi_processing`` workers, one whose
+    worker processes start through :mod:`pipelines.sdk_worker`.
 
-    ``FnApiRunner.run_pipeline`` gives its ``multi_processing`` environment the command
-    ``<python> -m apache_beam.runners.worker.sdk_worker_main``, with no option to name another;
-    the environment is a plain command in the pipeline's description, which the runner then
-    runs, so this runner names okl's module there instead (the same Beam worker, started with
-    Ctrl-C and SIGTERM left to the command and a quiet console).
+    Beam's ``DirectRunner`` (``SwitchingDirectRunner``) cannot be asked to skip Prism for a
+    batch job (module docstring), so okl names the runner it falls back to, by the full name
+    ``create_runner`` takes in every Beam release okl supports (:data:`_FN_API_RUNNER`; Beam
+    2.77 also lists it in ``StandardOptions.ALL_KNOWN_RUNNERS``), with the same ``--direct_*`` options.
+
+    Kept patch: ``FnApiRunner.run_pipeline`` gives its ``multi_processing`` environment the
+    command ``<python> -m apache_beam.runners.worker.sdk_worker_main``, with no option to name
+    another, and Beam starts that command with nothing okl can set before the worker's first
+    line runs (signal dispositions, a console handler). The environment is a plain command in
+    the pipeline's description, which the runner then runs, so this runner names okl's module
+    there instead (the same Beam worker, started with Ctrl-C and SIGTERM left to the command
+    and a quiet console).
     """
     import shlex
 
     from apache_beam.portability import python_urns
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from apache_beam.runners import create_runner
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # _FN_API_RUNNER
 
+    if options.view_as(DirectOptions).direct_running_mode != "multi_processing":
+        return create_runner(_FN_API_RUNNER)
     beam_worker = f" -m {SDK_WORKER_MAIN}".encode()
     # Beam runs the command through a shell: with ``exec`` the shell becomes the worker, so no
     # shell sits between the runner and its worker (a group's SIGTERM ended the shell, and the
@@ -352,10 +384,12 @@ def _local_runner():
 
     class LocalRunner(FnApiRunner):
         def run_via_runner_api(self, pipeline_proto, options):
-            for environment in pipeline_proto.components.environments.values():
-                if environment.urn == python_urns.SUBPROCESS_SDK and environment.payload.endswith(beam_worker):
-                    environment.payload = f"{exec_}{shlex.quote(sys.executable)} -m {_SDK_WORKER}".encode()
-            return super().run_via_runner_api(pipeline_proto, options)
+            with _worker_options_file(options) as path:
+                named = f" {shlex.quote(path)}" if path else ""
+                for environment in pipeline_proto.components.environments.values():
+                    if environment.urn == python_urns.SUBPROCESS_SDK and environment.payload.endswith(beam_worker):
+                        environment.payload = f"{exec_}{shlex.quote(sys.executable)} -m {_SDK_WORKER}{named}".encode()
+                return super().run_via_runner_api(pipeline_proto, options)
 
     return LocalRunner()
 
@@ -397,21 +431,24 @@ def _validation_warnings_held():
 
 
 @contextlib.contextmanager
-def _local_worker_options(options: PipelineOptions):
-    """Local multi-process workers read ``options`` from ``PIPELINE_OPTIONS_FILE`` while this lasts."""
-    direct = options.view_as(DirectOptions)
-    if direct.direct_running_mode != "multi_processing" or "PIPELINE_OPTIONS_FILE" in os.environ:
-        yield
+def _worker_options_file(options: PipelineOptions):
+    """The path of a file holding ``options`` for local worker processes while this lasts (None: the
+    environment names one already).
+
+    The FnApiRunner hands its ``multi_processing`` workers no pipeline options; Beam's SDK
+    harness reads them from the JSON file named by ``PIPELINE_OPTIONS_FILE``, which
+    :mod:`pipelines.sdk_worker` sets in the worker's own environment from its argument. With
+    ``--default_sdk_harness_log_level=ERROR`` unless given: otherwise every worker logs some
+    twenty start-up lines at INFO.
+    """
+    if "PIPELINE_OPTIONS_FILE" in os.environ:  # the user's: Beam's worker reads it
+        yield None
         return
     values = {"default_sdk_harness_log_level": "ERROR", **options.get_all_options(drop_default=True, retain_unknown_options=True)}
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="okl-worker-options-") as f:
         json.dump({"options": values}, f, default=str)
         f.flush()
-        os.environ["PIPELINE_OPTIONS_FILE"] = f.name
-        try:
-            yield
-        finally:
-            del os.environ["PIPELINE_OPTIONS_FILE"]
+        yield f.name
 
 
 def start_job(pipeline: beam.Pipeline):
@@ -421,56 +458,96 @@ def start_job(pipeline: beam.Pipeline):
     ------
     UsageError
         The job server of ``--runner=FlinkRunner`` / ``SparkRunner`` (a Java jar Beam fetches
-        from Maven Central when no jar is given) could not be started: the jar could not be
+        from Maven Central when no jar is given) cannot be started: the jar cannot be
         fetched, or ``java`` is missing. One line naming the flag and what to do
-        (:func:`_job_server_problem`), instead of Beam's chain of tracebacks.
+        (:func:`_check_job_server`), instead of Beam's chain of tracebacks.
     """
-    try:
-        return pipeline.run()
-    except (RuntimeError, FileNotFoundError) as err:
-        line = _job_server_problem(type(pipeline.runner).__name__, pipeline.options, err)
-        if line is None:
-            raise
-        raise UsageError(line) from None
+    _check_job_server(pipeline.runner, pipeline.options)
+    return pipeline.run()
 
 
-_FETCH_FAILED = re.compile(r"Unable to fetch remote job server jar at (\S+): (.*?)\. (?:Also failed|If no Internet access)")
-_STAGE_AT = re.compile(r"stage the jar at (\S+)$")
+def _job_server(runner, options: PipelineOptions):
+    """The Java job server Beam's ``runner`` would start for ``options`` (None: it starts none), and the flag naming its jar.
+
+    Flink and Spark start one unless ``--job_endpoint`` names a running one, or the job
+    is submitted as an uber jar (the runners' ``default_job_server``).
+    """
+    from apache_beam.options.pipeline_options import FlinkRunnerOptions, SparkRunnerOptions
+    from apache_beam.runners.portability.flink_runner import MAGIC_HOST_NAMES, FlinkJarJobServer, FlinkRunner
+    from apache_beam.runners.portability.spark_runner import SparkJarJobServer, SparkRunner
+
+    if options.view_as(PortableOptions).job_endpoint:
+        return None, None
+    if isinstance(runner, FlinkRunner):
+        flink = options.view_as(FlinkRunnerOptions)
+        if flink.flink_submit_uber_jar and FlinkRunner.add_http_scheme(flink.flink_master) not in MAGIC_HOST_NAMES:
+            return None, None
+        return FlinkJarJobServer(options), "--flink_job_server_jar"
+    if isinstance(runner, SparkRunner) and not options.view_as(SparkRunnerOptions).spark_submit_uber_jar:
+        return SparkJarJobServer(options), "--spark_job_server_jar"
+    return None, None
 
 
-def _job_server_problem(runner_name: str, options: PipelineOptions, err: BaseException) -> str | None:
-    """The one line for the job server of the runner ``runner_name`` that Beam could not start (None: ``err`` is something else)."""
+def _check_job_server(runner, options: PipelineOptions) -> None:
+    """Fetch the job server jar of ``runner`` (as Beam would next) and find ``java``, before Beam tries to start it.
+
+    Beam's own failures are chains of tracebacks whose one useful line is in their text;
+    okl fetches the jar first with Beam's own fetcher (``JavaJarServer.local_jar``, into the
+    same cache, so Beam then finds it there) and reads why a fetch failed from the
+    ``URLError`` it raises, and looks for the ``--job_server_java_launcher`` itself.
+
+    Raises
+    ------
+    UsageError
+        The jar cannot be fetched, or ``java`` is not found.
+    """
     from apache_beam.options.pipeline_options import FlinkRunnerOptions, JobServerOptions, SparkRunnerOptions
+    from apache_beam.utils.subprocess_server import JavaJarServer
 
-    runner = runner_name.lower()
-    flag = _JOB_SERVER_JARS.get(runner)
-    view = FlinkRunnerOptions if "flink" in runner else SparkRunnerOptions
-    jar = getattr(options.view_as(view), flag[2:], None) if flag else None
+    server, flag = _job_server(runner, options)
+    if server is None or flag is None:
+        return
+    name = type(runner).__name__
+    given = getattr(options.view_as(FlinkRunnerOptions if flag.startswith("--flink") else SparkRunnerOptions), flag[2:], None)
+    url = server.path_to_jar()
+    cache = options.view_as(JobServerOptions).jar_cache_dir or JavaJarServer.JAR_CACHE
+    try:
+        JavaJarServer.local_jar(url, cache)
+    except RuntimeError as err:
+        why = _first_url_error(err)
+        if why is None:
+            raise
+        if given:
+            raise UsageError(f"{flag} {given}: Beam could not fetch it ({why}); give the path of a downloaded jar") from None
+        fixes = [f"pass {flag}=PATH" + (f" ({_MAKE_FLINK_JAR.format(version=_flink_beam_version())})" if flag.startswith("--flink") else ""),
+                 f"put the jar at {os.path.join(cache, os.path.basename(url))}",
+                 "use a running job server: --runner=PortableRunner --job_endpoint=HOST:PORT"]
+        raise UsageError(f"--runner={name}: Beam could not fetch its job server jar ({os.path.basename(url)}: {why}); "
+                         f"{', '.join(fixes[:-1])}, or {fixes[-1]}") from None
     launcher = options.view_as(JobServerOptions).job_server_java_launcher
-    if isinstance(err, FileNotFoundError):
-        if err.filename != launcher:
-            return None
-        return (f"--runner={runner_name}: its job server runs on Java, and {launcher!r} is not found; "
-                "install Java 11 or newer (or pass --job_server_java_launcher=PATH)")
-    fetched = _FETCH_FAILED.search(str(err))
-    if fetched is None:
-        return None
-    url, why = fetched.groups()
-    if jar:
-        return f"{flag} {jar}: Beam could not fetch it ({why}); give the path of a downloaded jar"
-    stage = _STAGE_AT.search(str(err))
-    fixes = [f"pass {flag}=PATH" + (f" ({_MAKE_FLINK_JAR.format(version=_flink_beam_version())})" if "flink" in runner else "")] if flag else []
-    fixes += [f"put the jar at {stage.group(1)}"] if stage else []
-    fixes += ["use a running job server: --runner=PortableRunner --job_endpoint=HOST:PORT"]
-    what_to_do = f"{', '.join(fixes[:-1])}, or {fixes[-1]}" if len(fixes) > 1 else fixes[0]
-    return f"--runner={runner_name}: Beam could not fetch its job server jar ({os.path.basename(url)}: {why}); {what_to_do}"
+    if shutil.which(launcher) is None:
+        raise UsageError(f"--runner={name}: its job server runs on Java, and {launcher!r} is not found; "
+                         "install Java 11 or newer (or pass --job_server_java_launcher=PATH)")
+
+
+def _first_url_error(err: BaseException) -> URLError | None:
+    """The first ``URLError`` raised in the chain that ended in ``err`` (the deepest: Beam's fetcher then tries a mirror), or None."""
+    found = None
+    current: BaseException | None = err
+    seen: set[int] = set()
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, URLError):
+            found = current
+        current = current.__cause__ or current.__context__
+    return found
 
 
 def run_pipeline(pipeline: beam.Pipeline):
-    """Run ``pipeline`` to completion and return its result (local workers get the job's options)."""
+    """Run ``pipeline`` to completion and return its result (local workers are ended when the command is stopped)."""
     from pipelines.cli import exit_without_teardown, reclaim_interrupt, when_stopped
 
-    with _local_worker_options(pipeline.options), when_stopped(_stop_local_workers):
+    with when_stopped(_stop_local_workers):
         result = start_job(pipeline)
         reclaim_interrupt()  # a job server's own Ctrl-C handler is not reentrant (pipelines.cli.reclaim_interrupt)
         result.wait_until_finish()

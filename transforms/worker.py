@@ -22,10 +22,12 @@ in-process, LOOPBACK) leaves the caller's collector alone.
 A learner that outgrows a cap of its config (:class:`okl_core.CapacityError`: ``max_support``,
 ``max_rows``, ...) ends the job; the command then prints the error's one line
 (:func:`capacity_error_line` finds it in whatever the runner raises), and
-:func:`quiet_capacity_traces`, installed by the CLIs and by :func:`settle_worker_process` in
-workers, keeps the runners' tracebacks of it off the console: the ones they log, and the
-copy Beam's SDK harness prints to ``sys.stderr`` (``sdk_worker.py``: in the launcher itself
-when its workers are threads of it, ``LOOPBACK`` on Prism or ``multi_threading``).
+:func:`quiet_capacity_traces`, installed by the CLIs and by okl's local worker processes
+(:mod:`pipelines.sdk_worker`), the processes whose console is the user's terminal, keeps the
+runners' tracebacks of it off that console: the ones they log, and the copy Beam's SDK harness
+prints to ``sys.stderr`` (``sdk_worker.py``: in the launcher itself when its workers are
+threads of it, ``LOOPBACK`` on Prism or ``multi_threading``). Remote workers (Flink's,
+Dataflow's) keep theirs in their logs.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from __future__ import annotations
 import atexit
 import gc
 import logging
-import re
 import sys
 import threading
 
@@ -66,14 +67,26 @@ def settle_worker_process() -> bool:
         gc.collect()  # nothing unreachable is frozen with the rest (one full collection: 0.09 s in a worker, once)
         gc.freeze()
         atexit.register(gc.freeze)  # runs before the interpreter's final collection
-        quiet_capacity_traces()
     return True
 
 
-# okl_core.CapacityError's one line (okl_core.learners.support.cap_error), as it reaches the
-# launcher: re-raised by an in-process runner with Beam's "[while running ...]" appended, or
-# inside the text of a worker's traceback (worker processes, Prism, Flink).
-_CAPACITY_LINE = re.compile(r"(?:CapacityError|ValueError): (\S+: [^\n]*? (?:would exceed|more than) \w+=[^;\n]+; [^\n]*?)(?: \[while running [^\n]*\])?$", re.M)
+_CAPACITY_TYPE = f"{okl_core.CapacityError.__module__}.{okl_core.CapacityError.__qualname__}: "
+"""How a :class:`okl_core.CapacityError` begins its line in a traceback's text (Python's format:
+``module.Class: message``), where it reaches the launcher as text: a worker process's,
+Prism's or Flink's failed bundle hands back the worker's traceback as a string."""
+
+
+def _capacity_in_text(text: str) -> str | None:
+    """The message of the first :class:`okl_core.CapacityError` in a traceback's ``text``, or None.
+
+    The first: a runner that re-raises an error with its step appended chains it to the
+    original, which the traceback holds first, as the learner raised it.
+    """
+    for line in text.splitlines():
+        at = line.find(_CAPACITY_TYPE)  # at the line's start, unless a runner prefixed the worker's lines
+        if at >= 0:
+            return line[at + len(_CAPACITY_TYPE):]
+    return None
 
 
 def capacity_error_line(err: BaseException) -> str | None:
@@ -81,18 +94,21 @@ def capacity_error_line(err: BaseException) -> str | None:
 
     A learner outgrowing its config's cap is the config's limit, not a defect: the command
     reports that one line (which names the parameter to raise) instead of Beam's traceback.
+    Found by type in the chain of ``err`` (an in-process runner re-raises the learner's error,
+    a copy of its type with the step appended, chained to the original: the original's message
+    is the one line), or in the traceback text a worker's error carries (:func:`_capacity_in_text`).
     """
     seen: set[int] = set()
+    found: str | None = None
     current: BaseException | None = err
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, okl_core.CapacityError):
-            return str(current).split(" [while running ")[0]
-        found = _CAPACITY_LINE.findall(str(current))
-        if found:
-            return found[-1]
+            found = str(current)  # the last one in the chain: the learner's own
+        elif found is None:
+            found = _capacity_in_text(str(current))
         current = current.__cause__ or current.__context__
-    return None
+    return found
 
 
 class _DropCapacityTraces(logging.Filter):
@@ -103,9 +119,9 @@ class _DropCapacityTraces(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.ERROR:
             return True
-        if record.exc_info and isinstance(record.exc_info[1], okl_core.CapacityError):
+        if record.exc_info and record.exc_info[1] is not None and capacity_error_line(record.exc_info[1]) is not None:
             return False
-        return not _CAPACITY_LINE.search(record.getMessage())
+        return _capacity_in_text(record.getMessage()) is None
 
 
 _CAPACITY_TRACES = _DropCapacityTraces()
@@ -114,14 +130,21 @@ _CAPACITY_TRACES = _DropCapacityTraces()
 class _QuietCapacityStderr:
     """``sys.stderr`` without the tracebacks of a :class:`okl_core.CapacityError` that Beam's SDK
     harness prints (``print(traceback, file=sys.stderr)``: the text, then print's newline,
-    both dropped); every other write, and every other attribute, is the stream's."""
+    both dropped); every other write, and every other attribute, is the stream's.
+
+    The one stream okl replaces, because no configuration reaches that copy: Beam's
+    ``SdkHarness._execute`` prints a failed instruction's traceback with ``print`` (beside
+    logging it, which :class:`_DropCapacityTraces` handles), so neither a logging filter nor
+    a level keeps it off the console of a process that runs an SDK harness (the command, when
+    its workers are threads of it; a local worker process).
+    """
 
     def __init__(self, stream):
         self.stream = stream
         self._dropped = threading.local()  # print's newline follows the text in the same thread
 
     def write(self, text: str) -> int:
-        if text.startswith("Traceback (most recent call last)") and _CAPACITY_LINE.search(text):
+        if text.startswith("Traceback (most recent call last)") and _capacity_in_text(text) is not None:
             self._dropped.last = True
             return len(text)
         if text == "\n" and getattr(self._dropped, "last", False):
@@ -135,8 +158,9 @@ class _QuietCapacityStderr:
 
 
 def quiet_capacity_traces() -> None:
-    """Drop capacity errors' tracebacks from this process's console (the CLIs, and SDK workers,
-    whose traceback would reach the same terminal): its logs and Beam's printed copy; idempotent."""
+    """Drop capacity errors' tracebacks from this process's console (the CLIs, and okl's local
+    worker processes, whose traceback would reach the same terminal): its logs and Beam's printed
+    copy; idempotent."""
     for handler in logging.getLogger().handlers:  # handlers, not the root logger: Beam's loggers' records reach them directly
         if _CAPACITY_TRACES not in handler.filters:
             handler.addFilter(_CAPACITY_TRACES)

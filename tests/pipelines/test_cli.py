@@ -415,3 +415,47 @@ def test_after_a_one_line_error_threads_cut_off_by_the_stopping_runner_print_not
     assert done.returncode == 2
     assert done.stderr.startswith("python -m pipelines.train: error: bad flag\n"), done.stderr
     assert "UNAVAILABLE" not in done.stderr and "ValueError: a real defect" in done.stderr
+
+
+def test_beams_stray_root_warnings_and_prisms_errors_are_dropped_by_origin_not_by_their_words():
+    """BeamNoise: warnings Beam's own files log on the root logger are dropped whatever they say (here
+    RunInference's real "Resource module is not available" call, and a reworded one); the same words
+    from anyone else, Beam's named loggers and any ERROR pass; Prism's relayed errors are dropped."""
+    import logging
+    import os
+
+    import apache_beam
+    from apache_beam.ml.inference import base
+
+    from pipelines.cli import BEAM_NOISE
+
+    class Kept(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.records: list[logging.LogRecord] = []
+
+        def emit(self, record):
+            self.records.append(record)
+
+    kept = Kept()
+    kept.addFilter(BEAM_NOISE)
+    root = logging.getLogger()
+    root.addHandler(kept)
+    try:
+        if base.resource is None:  # without torch (okl does not need it), Beam logs its warning on the root logger
+            base._get_current_process_memory_in_bytes()
+        assert kept.records == []
+        beam_file = os.path.join(os.path.dirname(apache_beam.__file__), "io", "anything.py")
+        for name, level, path, message in [
+            ("root", logging.WARNING, beam_file, "some reworded notice"),  # dropped: Beam's file, root logger
+            ("root", logging.WARNING, __file__, "Resource module is not available"),  # kept: not Beam's
+            ("apache_beam.io.fileio", logging.WARNING, beam_file, "a named logger's warning"),  # kept
+            ("root", logging.ERROR, beam_file, "an error"),  # kept
+            ("PrismRunner", logging.ERROR, "prism.go", "any words: Prism's error about the job"),  # dropped
+            ("PrismRunner", logging.INFO, "prism.go", "Prism's log at --prism_log_level=info"),  # kept
+        ]:
+            root.handle(logging.LogRecord(name, level, path, 1, message, None, None))
+        assert [record.getMessage() for record in kept.records] == [
+            "Resource module is not available", "a named logger's warning", "an error", "Prism's log at --prism_log_level=info"]
+    finally:
+        root.removeHandler(kept)
