@@ -149,7 +149,7 @@ def describe_learner(name: str | type[Learner]) -> LearnerDescription:
         class_name=cls.__name__,
         family=_family_module(cls).rsplit(".", 1)[-1],
         summary=_summary(cls.__doc__ or ""),
-        paper=_first_sentence(_summary(sys.modules[_family_module(cls)].__doc__ or "")),
+        paper=_paper(cls),
         tasks=tasks,
         task_by=task_by,
         merge=cls.merge_semantics,
@@ -164,6 +164,19 @@ def _family_module(cls: type[Learner]) -> str:
     (``okl_core.learners.oks`` for a class in ``okl_core.learners.oks.learners``), else its own."""
     parts = cls.__module__.split(".")
     return ".".join(parts[:3]) if parts[:2] == ["okl_core", "learners"] else cls.__module__
+
+
+_CITATION = re.compile(r"\b(?:19|20)\d\d\b")
+
+
+def _paper(cls: type[Learner]) -> str:
+    """The first sentence of the docstring of the class's own module when it cites a paper (a
+    year: ``budget.bogd``'s), else of its family's (``okl_core.learners.oks``'s)."""
+    for module in (cls.__module__, _family_module(cls)):
+        sentence = _first_sentence(_summary(sys.modules[module].__doc__ or ""))
+        if _CITATION.search(sentence):
+            return sentence
+    return sentence
 
 
 def _parameter(learner: str, field: dataclasses.Field, cls: type[Learner]) -> ParameterDescription:
