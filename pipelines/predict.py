@@ -57,11 +57,12 @@ from okl_core.data.plan import StreamPlan
 from okl_core.data.preparation import PREPARATION_FILE, prepare_like, raw_table_kind, read_preparation
 from okl_core.data.sources import REJECTS_FILE, one_line_error
 from okl_core.metrics import Prequential
+from okl_core.jsonio import strict_json
 from okl_core.predictions import probability_link
 from okl_experiments.metrics import with_baseline
 from okl_experiments.params import check_data_fits
 from okl_experiments.progress import wall_time_text
-from okl_experiments.text import read_json, strict_json
+from okl_experiments.text import read_json
 from pipelines.cli import Parser, main, prog, running_as_command
 from pipelines.job import OUTPUT_FILES, check_model_classes, counters, data_facts, stage_output
 from pipelines.requests import PredictRequest

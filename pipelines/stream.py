@@ -30,9 +30,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
 import okl_core
+from okl_core.jsonio import loads_json
+from okl_core.reporting import headline
 from okl_core.state import parse_version
-from okl_experiments.metrics import headline
-from okl_experiments.text import loads_json
 from pipelines.cli import reclaim_interrupt
 from pipelines.common import DIRECT_NAMES, PRISM_NAMES, UsageError, make_pipeline, pipeline_options, runner_name, start_job, use_local_prism
 from pipelines.job import TrainJob, TrainResult, check_model_classes, counters, data_classes, start_refused, write_preparation

@@ -41,7 +41,8 @@ import time
 
 import okl_core
 from okl_core.catalog import learner_text
-from okl_experiments.metrics import NOT_BETTER, baseline_name, headline, with_baseline
+from okl_core.reporting import baseline_name, headline
+from okl_experiments.metrics import NOT_BETTER, with_baseline
 from okl_experiments.params import DEFAULT_BATCH_ROWS
 from okl_experiments.params import derived_line
 from okl_experiments.progress import wall_time_text

@@ -15,7 +15,7 @@ import pytest
 import okl_core
 from okl_core.data.layout import write_dataset
 from okl_core.data.plan import StreamPlan
-from okl_experiments.text import loads_json, strict_json
+from okl_core.jsonio import loads_json, strict_json
 from pipelines import predict, train
 from tests.pipelines.reference import reference_model
 

@@ -147,7 +147,7 @@ def test_online_error_figure_of_a_short_sharded_run(tmp_path, binary_set):
     and the legend stands outside the axes, clear of every line."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401  (the figure draws on Agg)
 
-    from okl_experiments.metrics import job_curves
+    from okl_core.reporting import job_curves
     from transforms.outputs import online_error_figure
 
     root, *_ = binary_set
