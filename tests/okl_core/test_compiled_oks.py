@@ -18,6 +18,7 @@ from okl_core.learners.oks import learners as oks_learners
 from okl_core.learners.oks import tsallis_step
 from tests.okl_core.real_data import a9a
 from tests.okl_core.reference import oks as reference
+from tests.okl_core.test_compiled_folds import labels, pixels
 
 pytest.importorskip("numba", reason="numba is not installed")
 D_IN = 64
@@ -46,19 +47,6 @@ CASES = [
     ("oks", dict(horizon=600, predict_with="mixture")),
     ("rf_oks_pp", dict(n_components=32, predict_with="mixture")),
 ]
-
-
-def pixels(n, d=D_IN, seed=0):
-    """Pixel-like rows (k/255, ~70% zero) and digit labels from a linear map."""
-    rng = np.random.default_rng(seed)
-    X = rng.random((n, d), dtype=np.float32)
-    X[rng.random((n, d)) < 0.7] = 0.0
-    X = (np.round(X * 255.0) / 255.0).astype(np.float32)
-    return X, np.argmax(X @ rng.standard_normal((d, 10)), axis=1)
-
-
-def labels(learner, digits):
-    return np.where(digits % 2 == 0, 1.0, -1.0) if learner.task == "binary" else digits / 9.0
 
 
 class Reference:
