@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from okl_core.kernels import Kernel
-from okl_core.learners.base import CheckedConfig, Learner, NotMergeableError, check_int, check_seed, validate_xy
+from okl_core.learners.base import CheckedConfig, Learner, NotMergeableError, validate_xy
 from okl_core.learners.compiled import folds
 from okl_core.learners.kernel_ogd import KernelConfig
 from okl_core.learners.rules import PerceptronRule, RegressionRule, RuleCode
@@ -37,20 +37,12 @@ class SupportBudgetConfig(KernelConfig):
 
     budget: int = 100
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("budget", self.budget, 1)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SeededConfig(SupportBudgetConfig):
     """A budget learner that removes at random: ``seed`` keys the draws (with the example index)."""
 
     seed: int = 0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_seed("seed", self.seed)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -59,10 +51,6 @@ class ClassesConfig(CheckedConfig):
 
     n_classes: int
     task = "multiclass"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("n_classes", self.n_classes, 2)
 
 
 # -- state and storage ----------------------------------------------------------------------

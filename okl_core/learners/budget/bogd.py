@@ -11,14 +11,10 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from okl_core.learners.base import check_choice, check_int, check_nonnegative, check_positive
 from okl_core.learners.budget._support import BudgetSet, ClassesConfig, SeededConfig, SeededLearner, labels_f64, scores_2d
 from okl_core.learners.rules import HINGE, MulticlassHingeRule, RegressionRuleConfig, RuleCode
 
-__all__ = ["BOGDConfig", "MBOGDConfig", "BOGDRConfig", "BOGD", "MBOGD", "BOGDRegressor", "DECAYS", "BOGD_REMOVALS"]
-
-DECAYS = ("every_example", "on_update")
-BOGD_REMOVALS = ("random", "oldest")
+__all__ = ["BOGDConfig", "MBOGDConfig", "BOGDRConfig", "BOGD", "MBOGD", "BOGDRegressor"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -46,18 +42,6 @@ class BOGDConfig(SeededConfig):
     gamma: float = float("inf")
     removal: str = "random"
     task = "binary"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("budget", self.budget, 2)
-        check_positive("eta", self.eta)
-        check_nonnegative("lam", self.lam)
-        check_choice("decay", self.decay, set(DECAYS))
-        if not (isinstance(self.gamma, (int, float)) and not isinstance(self.gamma, bool) and self.gamma > 0):
-            raise ValueError(f"gamma must be a number > 0 (inf: no bound), got {self.gamma!r}")
-        check_choice("removal", self.removal, set(BOGD_REMOVALS))
-        if self.eta * self.lam >= 1:
-            raise ValueError(f"eta * lam must be < 1 (the decay factor is 1 - eta lam), got {self.eta * self.lam!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

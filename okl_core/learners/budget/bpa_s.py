@@ -11,7 +11,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from okl_core.learners.base import check_positive
 from okl_core.learners.budget._support import BudgetLearner, BudgetSet, ClassesConfig, SupportBudgetConfig, scores_2d
 
 __all__ = ["BPASConfig", "MBPASConfig", "BPAS", "MBPAS"]
@@ -29,10 +28,6 @@ class BPASConfig(SupportBudgetConfig):
     budget: int = 300
     C: float = 1.0
     task = "binary"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("C", self.C)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

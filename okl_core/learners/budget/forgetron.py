@@ -11,18 +11,14 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from okl_core.learners.base import check_bool, check_choice
 from okl_core.learners.budget._support import BudgetLearner, BudgetSet, ClassesConfig, SupportBudgetConfig, fold_module, labels_f64, scores_2d
 from okl_core.learners.rules import RegressionRuleConfig
 
 __all__ = ["ForgetronConfig", "MForgetronConfig", "ForgetronRConfig", "ForgetronState", "Forgetron", "MForgetron",
-           "ForgetronRegressor", "forgetron_shrink", "FORGETRON_RATIO", "PHI_ROOTS", "FORGETRON_MARGINS"]
+           "ForgetronRegressor", "forgetron_shrink", "FORGETRON_RATIO"]
 
 FORGETRON_RATIO = 15.0 / 32.0
 """The Forgetron's bound on the removal damage: ``Q_t + Psi_t <= (15/32) M_t``."""
-
-PHI_ROOTS = ("feasible", "code")
-FORGETRON_MARGINS = ("class_score", "multiclass")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -42,11 +38,6 @@ class ForgetronConfig(SupportBudgetConfig):
     phi_root: str = "feasible"
     task = "binary"
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_bool("shrinking", self.shrinking)
-        check_choice("phi_root", self.phi_root, set(PHI_ROOTS))
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MForgetronConfig(ClassesConfig, ForgetronConfig):
@@ -56,10 +47,6 @@ class MForgetronConfig(ClassesConfig, ForgetronConfig):
 
     margin: str = "class_score"
     task = "multiclass"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_choice("margin", self.margin, set(FORGETRON_MARGINS))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

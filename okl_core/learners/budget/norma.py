@@ -11,7 +11,6 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from okl_core.learners.base import check_nonnegative, check_positive
 from okl_core.learners.budget._support import BudgetLearner, BudgetSet, SupportBudgetConfig, labels_f64, scores_2d
 
 __all__ = ["NORMARConfig", "NORMAState", "NORMARegressor"]
@@ -32,17 +31,6 @@ class NORMARConfig(SupportBudgetConfig):
     nu: float = 0.4
     eps: float = 0.1
     task = "regression"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("eta", self.eta)
-        check_nonnegative("lam", self.lam)
-        check_positive("nu", self.nu)
-        if self.nu > 1:
-            raise ValueError(f"nu must be in (0, 1], got {self.nu!r}")
-        check_nonnegative("eps", self.eps)
-        if self.eta * self.lam >= 1:
-            raise ValueError(f"eta * lam must be < 1 (the decay factor is 1 - eta lam), got {self.eta * self.lam!r}")
 
 
 class NORMAState(NamedTuple):

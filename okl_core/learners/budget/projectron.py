@@ -12,14 +12,12 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from okl_core.learners.base import check_choice, check_positive
 from okl_core.learners.budget._support import BudgetLearner, BudgetSet, ClassesConfig, SupportBudgetConfig
 from okl_core.learners.rules import RegressionRuleConfig
 
 __all__ = ["ProjectronConfig", "MProjectronConfig", "ProjectronRConfig", "ProjectronState", "Projectron",
-           "ProjectronPlusPlus", "MProjectron", "MProjectronPlusPlus", "ProjectronRegressor", "MARGIN_TESTS", "MARGIN_CODES"]
+           "ProjectronPlusPlus", "MProjectron", "MProjectronPlusPlus", "ProjectronRegressor", "MARGIN_CODES"]
 
-MARGIN_TESTS = ("eta", "code")
 MARGIN_CODES = {"eta": 1, "code": 2}  # the folds' codes (_folds.MARGIN_ETA, MARGIN_CODE)
 
 
@@ -34,11 +32,6 @@ class ProjectronConfig(SupportBudgetConfig):
     eta: float = 0.1
     margin_test: str = "eta"
     task = "binary"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("eta", self.eta)
-        check_choice("margin_test", self.margin_test, set(MARGIN_TESTS))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -57,10 +50,6 @@ class ProjectronRConfig(RegressionRuleConfig, SupportBudgetConfig):
     eta: float = 0.1
     projection_eta: float = 0.1
     task = "regression"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("projection_eta", self.projection_eta)
 
 
 class ProjectronState(NamedTuple):

@@ -1,7 +1,8 @@
 """Online kernel selection's configs: the loss, the hypothesis radius, each rule's constants.
 
 The fields of :class:`OKSConfig`, :class:`OKSPlusPlusConfig`, :class:`IOKSConfig` and their
-random-feature versions (:mod:`okl_core.learners.oks`), checked at construction, and the
+random-feature versions (:mod:`okl_core.learners.oks`), checked at construction against their
+declarations in :mod:`okl_core.parameters` (no checks of their own), and the
 per-loss constants of the experiments (spec/oks.md).
 """
 
@@ -12,7 +13,7 @@ import math
 from typing import ClassVar
 
 from okl_core.derived import scaled_dictionary
-from okl_core.learners.base import CheckedConfig, check_bool, check_choice, check_int, check_positive
+from okl_core.learners.base import CheckedConfig
 from okl_core.learners.multikernel import OKS_DICTIONARY, MultiKernelConfig, RandomFeatureMultiKernelConfig
 from okl_core.learners.support import SupportCapConfig
 
@@ -46,15 +47,6 @@ class _SelectionFields(CheckedConfig):
     loss: str = "logistic"
     norm_bound: float | None = None
     predict_with: str = "best"
-
-    _losses: ClassVar[tuple[str, ...]] = ("logistic", "square", "absolute")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_choice("loss", self.loss, set(self._losses))
-        if self.norm_bound is not None:
-            check_positive("norm_bound", self.norm_bound)
-        check_choice("predict_with", self.predict_with, {"best", "mixture"})
 
     @property
     def task(self) -> str:
@@ -113,12 +105,6 @@ class OKSConfig(_KernelSelectionConfig):
 
     data_defaults: ClassVar[dict] = {"horizon": "n"}
 
-    def __post_init__(self):
-        super().__post_init__()
-        check_int("horizon", self.horizon, 1)
-        if self.step_scale is not None:
-            check_positive("step_scale", self.step_scale)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _OKSPlusPlusFields(CheckedConfig):
@@ -133,11 +119,6 @@ class _OKSPlusPlusFields(CheckedConfig):
     """
 
     tuning: str = "paper"
-    _losses: ClassVar[tuple[str, ...]] = ("logistic", "square")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_choice("tuning", self.tuning, {"paper", "released_code"})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -178,12 +159,6 @@ class _IOKSFields(CheckedConfig):
     loss_cap: bool = True
 
     data_defaults: ClassVar[dict] = {"horizon": "n"}
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("horizon", self.horizon, 2)
-        check_positive("loss_max", self.loss_max)
-        check_bool("loss_cap", self.loss_cap)
 
     @property
     def loss_ceiling(self) -> float:
