@@ -25,16 +25,19 @@ from __future__ import annotations
 import json
 import os
 import time
+from urllib.parse import urlsplit
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 import okl_core
+from okl_core.data.schema import one_line
 from okl_core.jsonio import loads_json
 from okl_core.reporting import headline
 from okl_core.state import parse_version
 from pipelines.cli import reclaim_interrupt
-from pipelines.common import DIRECT_NAMES, PRISM_NAMES, UsageError, make_pipeline, pipeline_options, runner_name, start_job, use_local_prism
+from pipelines.common import (DIRECT_NAMES, PRISM_NAMES, UsageError, _first_url_error, make_pipeline, pipeline_options, runner_name,
+                              start_job, use_local_prism)
 from pipelines.job import TrainJob, TrainResult, check_model_classes, counters, data_classes, start_refused, write_preparation
 from pipelines.requests import DEFAULT_POLL_SECONDS, StreamRequest
 from transforms.streaming import (
@@ -45,7 +48,7 @@ from transforms.read import DatasetSource, is_remote, read_bytes
 from transforms.train import LearnerSpec
 
 __all__ = ["watch_pattern", "version_in", "initial_model", "check_mix_weight", "build_streaming_graph", "streaming_pipeline",
-           "run_streaming", "add_streaming_flags"]
+           "check_prism", "run_streaming", "add_streaming_flags"]
 
 
 def watch_pattern(path: str) -> str:
@@ -202,7 +205,47 @@ def streaming_pipeline(beam_argv: list[str]) -> tuple[beam.Pipeline, bool]:
     local = name is None or name in DIRECT_NAMES | PRISM_NAMES
     if local:
         use_local_prism(options, beam_argv)
+        check_prism(options)
     return make_pipeline(options, runner="PrismRunner" if local else None), local
+
+
+def check_prism(options: PipelineOptions) -> None:
+    """Find the Prism binary a local run will start (fetching it as Beam would next), before Beam tries.
+
+    ``--prism_location`` (okl's cached binary, :func:`pipelines.common.use_local_prism`, when
+    not given) must be a file when it is a local path. Otherwise Beam's own resolution and
+    fetcher (``PrismJobServer``: a file system path, an Apache Beam GitHub release, or the
+    release of the installed apache-beam) fetch it into Beam's cache, where Beam then finds
+    it; a failed fetch is read from the ``URLError`` it raised, not from Beam's message texts.
+
+    Raises
+    ------
+    UsageError
+        No binary: :data:`_PRISM_HELP` with why (one line).
+    """
+    from apache_beam.options.pipeline_options import PrismRunnerOptions
+    from apache_beam.runners.portability.prism_runner import PrismJobServer
+
+    location = options.view_as(PrismRunnerOptions).prism_location
+    if location and not urlsplit(location).scheme:
+        if not os.path.isfile(location):
+            raise UsageError(_prism_help(f"--prism_location {location}: {'not a file' if os.path.exists(location) else 'no such file'}"))
+        return
+    try:
+        source = PrismJobServer(options).path_to_binary()
+        PrismJobServer.local_bin(source)
+    except ValueError as err:  # a --prism_location Beam cannot read, or no release binary for this platform
+        raise UsageError(_prism_help(one_line(err))) from None
+    except RuntimeError as err:
+        why = _first_url_error(err)
+        if why is None:
+            raise
+        raise UsageError(_prism_help(f"fetching {location or 'it from GitHub'} failed: {why.reason}")) from None
+
+
+def _prism_help(error: str) -> str:
+    """:data:`_PRISM_HELP` for ``error``, with the installed Beam version."""
+    return _PRISM_HELP.format(error=error, version=beam.__version__)
 
 
 def run_streaming(job: TrainJob) -> TrainResult:
@@ -211,18 +254,13 @@ def run_streaming(job: TrainJob) -> TrainResult:
     Raises
     ------
     UsageError
-        Bad streaming flags, or a local run for which Prism could not be started (the
-        message says what to do).
+        Bad streaming flags, or a local run without a Prism binary (:func:`check_prism`:
+        the message says what to do).
     """
-    pipeline, local = streaming_pipeline(list(job.request.beam_args))
+    pipeline, _ = streaming_pipeline(list(job.request.beam_args))
     build_streaming_graph(pipeline, job)
     write_preparation(job)  # beside the versions, once the launch is accepted (a refused one leaves no file)
-    try:
-        pipeline_result = start_job(pipeline)
-    except (RuntimeError, OSError, ValueError) as err:
-        if local and "prism" in f"{err!r} {err.__cause__!r}".lower():
-            raise UsageError(_PRISM_HELP.format(error=str(err).split(": <")[0], version=beam.__version__)) from None
-        raise
+    pipeline_result = start_job(pipeline)
     reclaim_interrupt()  # Beam's job server put its own Ctrl-C handler in place: not reentrant (a 2nd Ctrl-C deadlocked)
     pipeline_result.wait_until_finish()
     files = {**job.files, "model": (okl_core.model_versions(job.output) or [(0, job.files["model"])])[-1][1]}
