@@ -670,24 +670,36 @@ class MergeSnapshots(beam.PTransform):
         )
 
 
-def _write_new(path: str, data: bytes) -> None:
-    """Write a file that must not exist yet (versions are never overwritten)."""
+def _write_new(path: str, data: bytes) -> bool:
+    """Write a file that must not exist yet (versions are never overwritten); False when it exists."""
     if is_remote(path):
         if FileSystems.exists(path):
-            raise FileExistsError(f"{path} exists: versioned model files are never overwritten")
+            return False
         with FileSystems.create(path) as f:  # object stores publish a whole object at close
             f.write(data)
-    elif not write_new_file(path, data):
-        raise FileExistsError(f"{path} exists: versioned model files are never overwritten; restart with a new --output or from it (--init_model)")
+        return True
+    return write_new_file(path, data)
 
 
 class _WriteVersion(beam.DoFn):
-    """One writer (single key): a version is written only if newer than the last written.
+    """One writer (single key): each merged version written once, under the next free number.
 
-    A version not written (a stale merge, or one replayed after it was written) still
-    passes its ``new_files`` on to the next version written (``CARRY``): they are learned
-    by the models that follow, and a record adds files up by taking the most rows, so
-    recording a file twice is harmless and dropping it is not.
+    Idempotent under replay. After a restore from a checkpoint (Flink) the merger proposes
+    again the numbers the failed attempt already wrote, with other contents (its merges
+    fall in other processing-time windows). Nothing is written before the number is
+    checked: a proposal whose number holds a version with the same model bytes that
+    continues the same version (``files_since``) is that version, replayed: nothing is
+    written; one that differs goes to the next free number, and the proposals after it
+    keep that offset (``LAST``: the last number written and the offset, proposed ->
+    written), so no version is lost, overwritten or written twice with other contents.
+    Each record continues the last version this writer wrote (``files_since``): the
+    failed attempt's versions are left out of the chain a restart reads, and the files
+    they learned are learned again by the replay.
+
+    A proposal not written (one behind the last written, or a replay of a written version)
+    still passes the files it learned on to the next version written (``CARRY``): a record
+    adds files up by taking the most rows, so recording a file twice is harmless and
+    dropping it is not.
     """
 
     LAST = ReadModifyWriteStateSpec("last", StrUtf8Coder())
@@ -696,32 +708,65 @@ class _WriteVersion(beam.DoFn):
     def __init__(self, directory: str, manifest_every: int = MANIFEST_EVERY):
         self.directory, self.manifest_every = directory.rstrip("/"), int(manifest_every)
         self.stale = Metrics.counter(METRICS_NAMESPACE, "stale_merges_skipped")
+        self.renumbered = Metrics.counter(METRICS_NAMESPACE, "versions_renumbered")  # a replay's versions moved past the failed attempt's
 
     def process(self, element, last_state=beam.DoFn.StateParam(LAST), carry=beam.DoFn.StateParam(CARRY)):
-        _, (version, data, record) = element
-        path = f"{self.directory}/{version_file_name(version)}"
+        _, (proposed, data, record) = element
+        last, offset = _last_written(last_state.read())
         parsed = json.loads(record)
-        if version <= int(last_state.read() or 0) or self._written_before(path, data):
+        new = dict(parsed.get("new_files") or {})
+        if last is not None and proposed + offset <= last:  # behind what this writer wrote: a stale merge
             self.stale.inc()
-            for key, got in (parsed.get("new_files") or {}).items():
-                carry.add((key, int(got["rows"]), bool(got["done"])))
+            _add_to(carry, new)
             return
-        carried = list(carry.read())
-        if carried and "new_files" in parsed:
-            parsed["new_files"] = dict(sorted(add_learned(parsed["new_files"], {k: {"rows": r, "done": d} for k, r, d in carried}).items()))
-            record = strict_json(parsed, sort_keys=True)
-        write_bytes(path[: -len(".npz")] + ".json", (record + "\n").encode())  # what the version merges; before the model
-        if self.manifest_every and version % self.manifest_every == 0 and "new_files" in parsed:
-            self._write_manifest(version, parsed)
-        _write_new(path, data)  # the version exists from here on: its record and manifest are in place
-        last_state.write(str(version))
-        carry.clear()
+        if "new_files" in parsed:
+            add_learned(new, {k: {"rows": r, "done": d} for k, r, d in carry.read()})
+            parsed["new_files"] = dict(sorted(new.items()))
+            if last is not None:
+                parsed["files_since"] = last  # the chain of what this writer wrote, not the proposal's numbering
+        version = proposed + offset
+        while True:
+            parsed["version"] = version
+            path = f"{self.directory}/{version_file_name(version)}"
+            if _exists(path):
+                if self._replayed(path, data, parsed):  # this version, written before the restore: nothing to write
+                    self.stale.inc()
+                    self._done(last_state, carry, version, proposed)
+                    _add_to(carry, _not_in(new, self._written_record(path).get("new_files") or {}))
+                    return
+                version += 1
+                continue
+            text = strict_json(parsed, sort_keys=True)
+            write_bytes(path[: -len(".npz")] + ".json", (text + "\n").encode())  # no model under this number: a failed attempt's record at most
+            if self.manifest_every and version % self.manifest_every == 0 and "new_files" in parsed:
+                self._write_manifest(version, parsed)
+            if _write_new(path, data):  # the version exists from here on: its record and manifest are in place
+                break
+            version += 1  # written meanwhile by another writer (a worker of the failed attempt still running)
+        if version != proposed:
+            self.renumbered.inc()
+        self._done(last_state, carry, version, proposed)
         yield version, path
 
     @staticmethod
-    def _written_before(path: str, data: bytes) -> bool:
-        """The version exists with these very bytes: a replay of its write (a different one is refused by ``_write_new``)."""
-        return _exists(path) and read_bytes(path) == data
+    def _done(last_state, carry, version: int, proposed: int) -> None:
+        last_state.write(json.dumps([version, version - proposed]))
+        carry.clear()
+
+    @staticmethod
+    def _replayed(path: str, data: bytes, record: dict) -> bool:
+        """The version at ``path`` holds these model bytes and continues the same version as ``record``."""
+        return read_bytes(path) == data and _WriteVersion._written_record(path).get("files_since", False) == record.get("files_since")
+
+    @staticmethod
+    def _written_record(path: str) -> dict:
+        """The record of the version at ``path`` ({} when it has none okl could read)."""
+        record_path = path[: -len(".npz")] + ".json"
+        try:
+            written = _read_json(record_path, "version record") if _exists(record_path) else {}
+        except ValueError:
+            return {}
+        return written if isinstance(written, dict) else {}
 
     def _write_manifest(self, version: int, record: dict) -> None:
         """Every file the version has learned, so that a restart reads this instead of the records before it."""
@@ -732,14 +777,35 @@ class _WriteVersion(beam.DoFn):
         write_bytes(manifest_file(self.directory, version), (strict_json(manifest, sort_keys=True) + "\n").encode())
 
 
+def _last_written(text: str | None) -> tuple[int | None, int]:
+    """``(last version written, offset proposed -> written)`` of :class:`_WriteVersion`'s state (a bare number: offset 0)."""
+    if not text:
+        return None, 0
+    value = json.loads(text)
+    return (int(value), 0) if isinstance(value, int) else (int(value[0]), int(value[1]))
+
+
+def _add_to(carry, files: dict) -> None:
+    for key, got in files.items():
+        carry.add((key, int(got["rows"]), bool(got["done"])))
+
+
+def _not_in(files: dict, recorded: dict) -> dict:
+    """The entries of ``files`` that ``recorded`` does not already hold (as many rows, done alike)."""
+    return {k: v for k, v in files.items()
+            if k not in recorded or int(v["rows"]) > int(recorded[k]["rows"]) or (bool(v["done"]) and not recorded[k]["done"])}
+
+
 class WriteModelVersions(beam.PTransform):
     """Write merged versions as ``model-vNNNNNN.npz`` and ``model-vNNNNNN.json`` (what it merges).
 
     The model file is written last, atomically and never over an existing one: a reader
     that sees the model sees its record, and every ``manifest_every``-th version's
-    manifest of every file learned (:func:`manifest_file`). A version written again with
-    the same bytes (a replay) is skipped. Returns ``PCollection[(version, path)]``,
-    strictly increasing versions.
+    manifest of every file learned (:func:`manifest_file`). Writes are idempotent under
+    replay: a version written again with the same bytes is skipped, and a replay with
+    other contents (after a restore from a checkpoint) is written under the next free
+    number. Returns ``PCollection[(version, path)]``, strictly increasing versions (the
+    numbers written, which may run ahead of the merger's).
     """
 
     def __init__(self, directory: str, manifest_every: int = MANIFEST_EVERY):
