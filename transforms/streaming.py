@@ -80,7 +80,7 @@ __all__ = [
     "StreamTrainOnline", "MergeSnapshots", "WriteModelVersions", "VersionNotices", "WatchParquet", "ReadParquetFiles",
     "WriteDeadLetterFiles", "WriteSnapshotRecords", "Snapshot", "MergedVersion", "newest_version", "file_shard",
     "learned_key", "learned_files", "add_learned", "continued_from", "dead_lettered_files",
-    "dead_letter_file", "snapshot_record_file", "watch_root", "file_identity", "relative_identity", "manifest_file", "MANIFEST_EVERY",
+    "dead_letter_file", "snapshot_record_file", "watch_root", "input_root", "file_identity", "relative_identity", "manifest_file", "MANIFEST_EVERY",
 ]
 
 Snapshot = typing.Tuple[int, int, bytes, str]
@@ -242,14 +242,17 @@ def continued_from(output: str, init_model: str | None) -> str | None:
     return newest[1] if newest else None
 
 
-def dead_lettered_files(directory: str, learned: dict) -> frozenset[str]:
+def dead_lettered_files(directory: str, learned: dict, root: str | None = None) -> frozenset[str]:
     """The streamed files an earlier job on ``directory`` dead-lettered (``dead_letter/<name>.jsonl``,
     which names the file) that ``learned`` (:func:`learned_files` of the version continued from)
     does not hold whole, as :func:`learned_key` names them.
 
-    A restart leaves them out of its launch checks, and does not dead-letter them again
-    when they still hold nothing to learn (:class:`ReadParquetFiles`): an unreadable file,
-    or one whose every row was bad, is reported once.
+    A dead letter names its file by its path and by its identity under the folder watched
+    then (:func:`file_identity`): with ``root`` (the folder watched now, :func:`watch_root`)
+    the file is the one with that identity under ``root``, so a restart after the watched
+    folder moved knows it too. A restart leaves them out of its launch checks, and does not
+    dead-letter them again when they still hold nothing to learn (:class:`ReadParquetFiles`):
+    an unreadable file, or one whose every row was bad, is reported once.
     """
     folder = f"{directory.rstrip('/')}/dead_letter"
     if is_remote(folder):
@@ -258,20 +261,32 @@ def dead_lettered_files(directory: str, learned: dict) -> frozenset[str]:
         letters = [os.path.join(folder, name) for name in sorted(os.listdir(folder))] if os.path.isdir(folder) else []
     found = set()
     for letter in letters:
-        named = _dead_letter_subject(letter)
-        if named is not None and not (learned.get(named) or {}).get("done"):
+        named = _dead_letter_subject(letter, root)
+        if named is not None and not (learned.get(relative_identity(named, root)) or learned.get(named) or {}).get("done"):
             found.add(named)
     return frozenset(found)
 
 
-def _dead_letter_subject(path: str) -> str | None:
-    """The streamed file a dead-letter file is about (its first record's ``file``), as :func:`learned_key` names it."""
+def _dead_letter_subject(path: str, root: str | None = None) -> str | None:
+    """The streamed file a dead-letter file is about (its first record's ``identity`` under ``root``,
+    else its ``file``), as :func:`learned_key` names it."""
     try:
         with (FileSystems.open(path) if is_remote(path) else open(path, "rb")) as f:
             first = json.loads(f.readline() or b"null")
     except (OSError, ValueError):  # not a dead letter okl wrote: nothing to skip
         return None
-    return learned_key(first["file"]) if isinstance(first, dict) and isinstance(first.get("file"), str) else None
+    if not (isinstance(first, dict) and isinstance(first.get("file"), str)):
+        return None
+    identity = first.get("identity")
+    if root is not None and isinstance(identity, str) and identity and not (identity.startswith("/") or is_remote(identity)):
+        return f"{root.rstrip('/')}/{identity}"  # relative to the folder watched then: the same name under the one watched now
+    return learned_key(first["file"])
+
+
+def input_root(path: str) -> str:
+    """The watched folder of a streaming job's ``--input``: a glob's :func:`watch_root`, else the folder itself
+    (as ``pipelines.stream`` watches ``<folder>/*.parquet``)."""
+    return watch_root(path if any(c in path for c in "*?[") else path.rstrip("/") + "/*.parquet")
 
 
 def newest_version(directory: str) -> tuple[int, str] | None:
@@ -912,7 +927,7 @@ class ReadParquetFiles(beam.DoFn):
             self.unreadable.inc()
             # The watcher matches each name once: a file still being written, or replaced later, is not read again.
             reason = f"unreadable Parquet file: {one_line(err)}; not retried: write files elsewhere and rename them into the watched directory"
-            record = {"split": "train", "file": path, "row": None, "shard": shard, "reason": reason}
+            record = {"split": "train", "file": path, "identity": key, "row": None, "shard": shard, "reason": reason}
             return [], [json.dumps(record, sort_keys=True)]
         first = 0 if done is None else min(int(done["rows"]), len(checked.y))  # good rows the version continued from holds
         batches = []
@@ -927,7 +942,7 @@ class ReadParquetFiles(beam.DoFn):
         if checked.reasons:
             self.rejected.inc(len(checked.reasons))
         dead = [
-            json.dumps({"split": "train", "file": path, "row": int(checked.bad_row[k]), "shard": shard, "reason": reason}, sort_keys=True)
+            json.dumps({"split": "train", "file": path, "identity": key, "row": int(checked.bad_row[k]), "shard": shard, "reason": reason}, sort_keys=True)
             for k, reason in enumerate(checked.reasons)
         ]
         return batches, dead

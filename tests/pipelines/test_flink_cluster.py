@@ -49,15 +49,7 @@ def flink_python(job_server) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(job_server, flink_python, tmp_path_factory):
-    """A cluster of 2 TaskManagers for the module; afterwards nothing of it may be running.
-
-    Jobs on the cluster run only with ``OKL_FLINK_CLUSTER_JOBS=1``: on this project's 2-core CI
-    machine the small batch job failed 2 of 5 runs (cause not yet found) and the streaming job
-    restarted spontaneously (a TaskManager out of heap or past its heartbeat), so they are not
-    yet part of ``make test``. Starting and stopping the cluster is (the tests above).
-    """
-    if os.environ.get("OKL_FLINK_CLUSTER_JOBS") != "1":
-        pytest.skip("jobs on the Flink session cluster run with OKL_FLINK_CLUSTER_JOBS=1 (not yet reliable on 2 cores)")
+    """A cluster of 2 TaskManagers for the module (every job here shares it); afterwards nothing of it may be running."""
     state_dir = str(tmp_path_factory.mktemp("flink-cluster"))
     try:
         running = flink_cluster.start_cluster(2, state_dir, python=flink_python)
@@ -382,7 +374,6 @@ def fault_on_cluster(cluster, flink_python, streaming_flags, tmp_path, name, kil
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=REPLAY_DEFECT)
 def test_a_killed_worker_pool_costs_a_restart_not_a_row(cluster, flink_python, streaming_flags, tmp_path):
     """kill -9 of a TaskManager's worker pool and its Python SDK workers while files arrive (a sidecar lost);
     its supervisor starts the pool again 3 s later, as Kubernetes restarts a container."""
@@ -396,7 +387,6 @@ def test_a_killed_worker_pool_costs_a_restart_not_a_row(cluster, flink_python, s
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=REPLAY_DEFECT)
 def test_a_killed_taskmanager_costs_a_restart_not_a_row(cluster, flink_python, streaming_flags, tmp_path):
     """kill -9 of a TaskManager while files arrive: the job restarts from its last checkpoint on the one left."""
     try:

@@ -483,3 +483,46 @@ if __name__ == "__main__":
     for check in FIRST_JOB_CHECKS:
         check(job)
         print(f"passed: {check.__name__}", flush=True)
+
+
+def test_a_restart_after_the_watched_folder_moved_does_not_dead_letter_its_files_again(tmp_path, prism_location, capsys):
+    """Issue: dead letters named their file by absolute path only, so after the watched folder moved a
+    restart did not know the files an earlier job had dead-lettered (the launch refused the foreign
+    file, or the job reported them again). Dead letters now also name the file relative to the
+    watched folder, as version records do: the restart from the moved folder launches, leaves the
+    dead-lettered files and their dead letters alone, and learns only the new file."""
+    watched, staging, output = tmp_path / "in", tmp_path / "staging", str(tmp_path / "out")
+    watched.mkdir(), staging.mkdir()
+    X, y = binary_data(500, seed=12)
+    X[[5, 60]] = np.nan  # two bad rows in the first file: learned whole, its dead letter written once
+    write_dataset(staging / "set", X, y, "binary", n_shards=2, check_values=False)
+    parts = sorted((staging / "set").glob("*.parquet"))
+    os.rename(parts[0], watched / "a.parquet")
+    bad = [("garbage.parquet", b"not a parquet file"), ("foreign.parquet", _foreign_parquet(staging / "foreign"))]
+    argv = ["--streaming", "--input", str(watched), *PARAMS, "--batch_rows", str(BATCH_ROWS), "--snapshot_batches", "1",
+            "--poll_seconds", str(POLL), "--stop_after", "6", "--output", output, "--runner=PrismRunner", f"--prism_location={prism_location}"]
+    dropper = Dropper(str(staging), str(watched), [], every=0, extra=bad, started=os.path.join(output, "snapshots", "run-000001"))
+    dropper.start()
+    train.run(argv)
+    dropper.join()
+    names = ["a.parquet", *(name for name, _ in bad)]
+    letters = {name: (os.stat(dead_letter_file(output, name)).st_mtime_ns, open(dead_letter_file(output, name), "rb").read()) for name in names}
+    assert sorted(os.listdir(os.path.join(output, "dead_letter"))) == sorted(n + ".jsonl" for n in names)
+    assert {json.loads(line)["identity"] for name in names for line in letters[name][1].splitlines()} == set(names)
+    assert [json.loads(line)["row"] for line in letters["a.parquet"][1].splitlines()] == [5, 60]
+    assert _versions(output)[-1][1]["n_seen"] == 248
+    capsys.readouterr()
+
+    moved = tmp_path / "moved" / "in"
+    os.renames(watched, moved)
+    os.rename(parts[1], moved / "b.parquet")
+    argv[argv.index("--input") + 1] = str(moved)
+    argv[argv.index("--stop_after") + 1] = "3"
+    train.run(argv)
+    out = capsys.readouterr().out
+    launch = json.loads(out.splitlines()[0])
+    assert (launch["files_learned"], launch["files_dead_lettered"]) == (1, 2)
+    assert "bad rows:" not in out  # no dead letter written (nor reported) again
+    assert sorted(os.listdir(os.path.join(output, "dead_letter"))) == sorted(n + ".jsonl" for n in names)
+    assert {name: (os.stat(dead_letter_file(output, name)).st_mtime_ns, open(dead_letter_file(output, name), "rb").read()) for name in names} == letters
+    assert _versions(output)[-1][1]["n_seen"] == 248 + 250 and _learned_whole(output) == ["a.parquet", "b.parquet"]
