@@ -290,10 +290,10 @@ def wait_for_checkpoint(cluster, job_id, timeout=120):
 class RestartWatch(threading.Thread):
     """Follows a job after a fault: when Flink has it running again, and whether a restart rewrote a version.
 
-    A task that fails on "versioned model files are never overwritten" after a restore from a
-    checkpoint (versions are not idempotent under replay: the replayed merges fall in other
-    processing-time windows) is restarted by Flink until its attempts run out; the job is
-    cancelled at the first such failure instead, and the test then fails on the job's exit status.
+    A task that failed on "versioned model files are never overwritten" after a restore from a
+    checkpoint (the replayed merges fall in other processing-time windows than the failed
+    attempt's, whose versions exist) would be restarted by Flink until its attempts ran out; the
+    job is cancelled at the first such failure instead, and the test then fails on the job's exit status.
     """
 
     def __init__(self, cluster, job_id):
@@ -339,11 +339,6 @@ def test_streaming_on_the_cluster_learns_every_row_once(cluster, flink_python, s
     run = stream(tmp_path, flink_python, streaming_flags)
     MEASURED["no fault"] = figures = check_exactly_once(run)
     print(f"streaming on the Flink session cluster, no fault: {figures}")
-
-
-REPLAY_DEFECT = ("after a restore from a checkpoint the replayed merges fall in other processing-time windows and "
-                 "WriteModelVersions meets the versions the failed attempt wrote (FileExistsError: versioned model files "
-                 "are never overwritten): versions are not idempotent under replay on Flink (transforms/streaming.py)")
 
 
 def fault_on_cluster(cluster, flink_python, streaming_flags, tmp_path, name, kill):
