@@ -602,6 +602,7 @@ def _last_written(text: str | None) -> tuple[int | None, int]:
 
 
 def _add_to(carry, files: dict) -> None:
+    """Append the file progress ``files`` to the writer's ``CARRY`` bag."""
     for key, got in files.items():
         carry.add((key, int(got["rows"]), bool(got["done"])))
 
