@@ -152,12 +152,11 @@ def test_real_data_gives_the_direct_runner_bytes(case, cluster, flink_python, da
 
 # -- streaming with faults -------------------------------------------------------------
 STREAM_ROWS, STREAM_FILES, STREAM_EVERY = 250, 20, 1.5
-# s from launch: the job's start on the cluster (~45 s on a busy machine) + the files' arrival (30 s) + a restart;
-# no longer: the TaskManagers' heap use grows while a streaming job runs (flink_cluster.TASKMANAGER_MEMORY)
-STREAM_STOP = 110.0
-# Polls every 2 s: each poll of the watched folder and of the versions adds to the TaskManagers' heap (restart_taskmanagers).
+# s from launch: the job's start on the cluster (~45 s on a busy machine) and its first checkpoint + the files' arrival
+# (30 s) + a restart; no longer: the TaskManagers' heap use grows while a streaming job runs (flink_cluster.TASKMANAGER_MEMORY)
+STREAM_STOP = 130.0
 STREAM_ARGS = ["--learner", "fogd", "--param", "n_components=32", "--sigma", "1.5", "--eta", "0.1", "--num_shards", "2",
-               "--batch_rows", "100", "--snapshot_batches", "1", "--poll_seconds", "2", "--merge_seconds", "1"]
+               "--batch_rows", "100", "--snapshot_batches", "1", "--poll_seconds", "0.5", "--merge_seconds", "1"]
 
 
 class VersionWatch(threading.Thread):
@@ -185,10 +184,10 @@ def version_record(path) -> dict:
         return {k: v for k, v in json.load(f).items() if k != "time"}
 
 
-def stream(root, python, runner_args, fault=None, stop_after=STREAM_STOP):
+def stream(root, python, runner_args, fault=None, stop_after=STREAM_STOP, before_files=None):
     """A streaming job in its own process (``python -m pipelines.train --streaming``) while files arrive; ``fault(job,
     command, info)`` is called once a third of them have landed (and sets ``info["at"]``, the time of its kill). Returns what happened; the job must end with exit status 0
-    (``fault`` may restart it and return the new process)."""
+    (``fault`` may restart it and return the new process). ``before_files()``: what to wait for before the files after the first arrive."""
     from tests.pipelines.test_streaming_prism import Dropper, _files, _write_file
 
     root = str(root)
@@ -203,9 +202,12 @@ def stream(root, python, runner_args, fault=None, stop_after=STREAM_STOP):
     watch = VersionWatch(output)
     began = time.time()
     job = launch(command)
-    dropper.start(), watch.start()
+    watch.start()
     fault_info = {}
     try:
+        if before_files is not None:
+            before_files()
+        dropper.start()
         if fault is not None:
             while len(dropper.landed) < STREAM_FILES // 3 and job.poll() is None:
                 time.sleep(0.2)
@@ -217,7 +219,7 @@ def stream(root, python, runner_args, fault=None, stop_after=STREAM_STOP):
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
-    dropper.join(), watch.stop.set(), watch.join()
+    dropper.join(), watch.stop.set(), watch.join()  # (reached only once the dropper started)
     watch.look()
     assert job.returncode == 0, out[-4000:]
     return {"output": output, "files": {n: (X, y) for n, X, y in files}, "bad": names[7], "watch": watch, "began": began,
@@ -323,6 +325,12 @@ class RestartWatch(threading.Thread):
             time.sleep(0.5)
 
 
+def first_checkpoint(cluster) -> None:
+    """Until the cluster's streaming job runs and has completed a checkpoint: the files then arrive
+    while it runs, and a fault after a third of them has a checkpoint to restart from."""
+    wait_for_checkpoint(cluster, running_job(cluster))
+
+
 def restarts(cluster, job_id) -> int:
     """How many times the job failed (and was restarted): the JobManager's exception history, kept after the job ends."""
     return len(flink_figure(cluster, job_id, "/exceptions", lambda r: r["exceptionHistory"]["entries"]))
@@ -359,7 +367,7 @@ def streaming_flags(cluster):
 def test_streaming_on_the_cluster_learns_every_row_once(cluster, flink_python, streaming_flags, tmp_path):
     """The reference run: no fault, checkpoints on."""
     restart_taskmanagers(cluster)
-    run = stream(tmp_path, flink_python, streaming_flags)
+    run = stream(tmp_path, flink_python, streaming_flags, before_files=lambda: first_checkpoint(cluster))
     MEASURED["no fault"] = figures = check_exactly_once(run)
     print(f"streaming on the Flink session cluster, no fault: {figures}")
 
@@ -378,7 +386,7 @@ def fault_on_cluster(cluster, flink_python, streaming_flags, tmp_path, name, kil
 
     restart_taskmanagers(cluster)
     try:
-        run = stream(tmp_path, flink_python, streaming_flags, fault=fault)
+        run = stream(tmp_path, flink_python, streaming_flags, fault=fault, before_files=lambda: first_checkpoint(cluster))
     finally:
         if "watch" in state:
             state["watch"].stop.set()

@@ -421,15 +421,13 @@ def _foreign_parquet(path) -> bytes:
     return open(path, "rb").read()
 
 
-def test_a_restart_skips_the_files_the_previous_job_dead_lettered(tmp_path, prism_location, capsys):
-    """Issue: a relaunch on the same --output was refused ("--input ...: foreign.parquet: not in the okl
-    layout") while the watched folder still held a file the previous job had dead-lettered. The
-    restart launches, leaves the two dead-lettered files (not Parquet; another schema) alone -- their
-    dead letters as the first job wrote them, not reported again -- and learns only the new file."""
+def _job_beside_bad_files(tmp_path, prism_location, X, y, n_files):
+    """A streaming job on ``a.parquet`` (the first of ``n_files`` files of ``X, y``) while an unreadable
+    file and a Parquet file of another schema land beside it. Returns ``(watched folder, output, the
+    files, the bad files (name, bytes), argv)``."""
     watched, staging, output = tmp_path / "in", tmp_path / "staging", str(tmp_path / "out")
     watched.mkdir(), staging.mkdir()
-    X, y = binary_data(750, seed=11)
-    write_dataset(staging / "set", X, y, "binary", n_shards=3)  # 3 files of 250 rows, disjoint row numbers
+    write_dataset(staging / "set", X, y, "binary", n_shards=n_files, check_values=False)
     parts = sorted((staging / "set").glob("*.parquet"))
     os.rename(parts[0], watched / "a.parquet")
     bad = [("garbage.parquet", b"not a parquet file"), ("foreign.parquet", _foreign_parquet(staging / "foreign"))]
@@ -439,6 +437,16 @@ def test_a_restart_skips_the_files_the_previous_job_dead_lettered(tmp_path, pris
     dropper.start()
     train.run(argv)
     dropper.join()
+    return watched, output, parts, bad, argv
+
+
+def test_a_restart_skips_the_files_the_previous_job_dead_lettered(tmp_path, prism_location, capsys):
+    """Issue: a relaunch on the same --output was refused ("--input ...: foreign.parquet: not in the okl
+    layout") while the watched folder still held a file the previous job had dead-lettered. The
+    restart launches, leaves the two dead-lettered files (not Parquet; another schema) alone -- their
+    dead letters as the first job wrote them, not reported again -- and learns only the new file."""
+    X, y = binary_data(750, seed=11)
+    watched, output, parts, bad, argv = _job_beside_bad_files(tmp_path, prism_location, X, y, 3)  # 3 files of 250 rows, disjoint row numbers
     letters = {name: (os.stat(dead_letter_file(output, name)).st_mtime_ns, open(dead_letter_file(output, name), "rb").read()) for name, _ in bad}
     assert json.loads(letters["garbage.parquet"][1].splitlines()[0])["reason"].startswith("unreadable Parquet file")
     assert all(json.loads(line)["row"] == -1 for line in letters["foreign.parquet"][1].splitlines())  # its row group cannot be read
@@ -491,20 +499,9 @@ def test_a_restart_after_the_watched_folder_moved_does_not_dead_letter_its_files
     file, or the job reported them again). Dead letters now also name the file relative to the
     watched folder, as version records do: the restart from the moved folder launches, leaves the
     dead-lettered files and their dead letters alone, and learns only the new file."""
-    watched, staging, output = tmp_path / "in", tmp_path / "staging", str(tmp_path / "out")
-    watched.mkdir(), staging.mkdir()
     X, y = binary_data(500, seed=12)
     X[[5, 60]] = np.nan  # two bad rows in the first file: learned whole, its dead letter written once
-    write_dataset(staging / "set", X, y, "binary", n_shards=2, check_values=False)
-    parts = sorted((staging / "set").glob("*.parquet"))
-    os.rename(parts[0], watched / "a.parquet")
-    bad = [("garbage.parquet", b"not a parquet file"), ("foreign.parquet", _foreign_parquet(staging / "foreign"))]
-    argv = ["--streaming", "--input", str(watched), *PARAMS, "--batch_rows", str(BATCH_ROWS), "--snapshot_batches", "1",
-            "--poll_seconds", str(POLL), "--stop_after", "6", "--output", output, "--runner=PrismRunner", f"--prism_location={prism_location}"]
-    dropper = Dropper(str(staging), str(watched), [], every=0, extra=bad, started=os.path.join(output, "snapshots", "run-000001"))
-    dropper.start()
-    train.run(argv)
-    dropper.join()
+    watched, output, parts, bad, argv = _job_beside_bad_files(tmp_path, prism_location, X, y, 2)
     names = ["a.parquet", *(name for name, _ in bad)]
     letters = {name: (os.stat(dead_letter_file(output, name)).st_mtime_ns, open(dead_letter_file(output, name), "rb").read()) for name in names}
     assert sorted(os.listdir(os.path.join(output, "dead_letter"))) == sorted(n + ".jsonl" for n in names)
