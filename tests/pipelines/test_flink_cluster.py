@@ -415,9 +415,6 @@ def test_a_killed_worker_pool_costs_a_restart_not_a_row(cluster, flink_python, s
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="not yet seen passing with versions idempotent under replay: in its last run the "
-                   "streaming job on the cluster read no file before its sources ended (an intermittent stall of streaming "
-                   "jobs on the cluster, 3 of 10 jobs here, cause not found)")
 def test_a_killed_taskmanager_costs_a_restart_not_a_row(cluster, flink_python, streaming_flags, tmp_path):
     """kill -9 of a TaskManager while files arrive: the job restarts from its last checkpoint on the one left."""
     try:
