@@ -99,25 +99,34 @@ CLUSTER_ENV = "OKL_FLINK_CLUSTER"
 TASKMANAGER_MEMORY = {
     "taskmanager.cpu.cores": "1",
     "taskmanager.memory.framework.heap.size": "128m",
-    "taskmanager.memory.task.heap.size": "1024m",
-    "taskmanager.memory.framework.off-heap.size": "64m",
-    "taskmanager.memory.task.off-heap.size": "0m",
+    "taskmanager.memory.task.heap.size": "2560m",
+    # Flink's batch shuffle takes its read buffers (batch-shuffle.size, 64 MB) from the framework's
+    # off-heap memory, and Beam's gRPC to the SDK workers takes direct buffers from the task's: with
+    # 64 MB and 0 MB, a batch task failed to deploy now and then ("Can't allocate enough direct
+    # buffer for batch shuffle read buffer pool") and its restarted job hung.
+    "taskmanager.memory.framework.off-heap.size": "128m",
+    "taskmanager.memory.framework.off-heap.batch-shuffle.size": "64m",
+    "taskmanager.memory.task.off-heap.size": "128m",
     "taskmanager.memory.managed.size": "64m",
     "taskmanager.memory.network.min": "256m",
     "taskmanager.memory.network.max": "256m",
-    "taskmanager.memory.jvm-metaspace.size": "192m",
+    "taskmanager.memory.jvm-metaspace.size": "384m",
     "taskmanager.memory.jvm-overhead.min": "128m",
     "taskmanager.memory.jvm-overhead.max": "128m",
     "external-resources": "none",
 }
-"""A TaskManager's memory and CPU (about 1.8 GB a process): Flink's scripts derive these; without them it refuses to start.
+"""A TaskManager's memory and CPU (about 3.7 GB a process): Flink's scripts derive these; without them it refuses to start.
 
 The streaming job's state lives on the TaskManagers' heap (Flink's default state backend), and
-its use grows while the job runs: with 256 MB and 512 MB of task heap a TaskManager ran out of
-it a minute or two into a stream."""
+its use grows while the job runs: Beam's Flink runner registers new state for every deferred
+remainder of a Python splittable DoFn (apache/beam#27648), which the PeriodicImpulses polling the
+watched folder and the versions defer all the time (a class histogram of a full heap: 2 million
+``CopyOnWriteStateMap`` of 30,000 registered states). A TaskManager with 1 GB of task heap ran out
+of it about three minutes into a stream, one with 1.5 GB in about four. Each job loads its own
+copy of Beam's classes (Flink's child-first class loading), hence the metaspace."""
 # The JVM flags that Flink's scripts derive from TASKMANAGER_MEMORY (heap = framework + task heap;
 # direct memory = framework + task off-heap + network).
-_TASKMANAGER_JVM = ["-Xms1152m", "-Xmx1152m", "-XX:MaxDirectMemorySize=320m", "-XX:MaxMetaspaceSize=192m"]
+_TASKMANAGER_JVM = ["-Xms2688m", "-Xmx2688m", "-XX:MaxDirectMemorySize=512m", "-XX:MaxMetaspaceSize=384m"]
 _JOBMANAGER_JVM = ["-Xms256m", "-Xmx512m", "-XX:MaxMetaspaceSize=256m"]
 _STATE_FILE = "cluster.json"
 _START_TIMEOUT = 240.0  # seconds: JVM start-up on a small, busy machine
@@ -381,7 +390,7 @@ def start_cluster(taskmanagers: int = 2, state_dir: str | None = None, slots: in
     Parameters
     ----------
     taskmanagers : int
-        Number of TaskManager processes (each about 1 GB, ``slots`` task slots).
+        Number of TaskManager processes (each about 3.7 GB, ``slots`` task slots).
     state_dir : str, optional
         Config folders, logs, checkpoints and ``cluster.json`` (default :func:`default_state_dir`).
     slots : int

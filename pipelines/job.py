@@ -43,7 +43,7 @@ from pipelines.requests import TrainRequest
 from transforms.evaluate import Evaluate
 from transforms.outputs import MANIFEST_FILE, WriteRunOutputs, run_id, write_bytes
 from transforms.read import METRICS_NAMESPACE, DatasetSource, ReadShards, is_remote
-from transforms.streaming import continued_from, dead_lettered_files, learned_files
+from transforms.streaming import continued_from, dead_lettered_files, input_root, learned_files
 from transforms.train import LearnerSpec, MergeBySeed, TrainOnline
 
 __all__ = ["TrainJob", "TrainResult", "resolve_job", "build_graph", "counters", "read_metrics", "data_facts", "stage_output", "DEMO_LEARNER",
@@ -248,11 +248,12 @@ def files_learned_by(output: str, init_model: str | None, start: str | None) -> 
         raise start_refused(output, init_model, start, err, damaged=True) from None
 
 
-def _restart_files(output: str, init_model: str | None) -> tuple[dict, frozenset[str]]:
+def _restart_files(output: str, init_model: str | None, watched: str | None = None) -> tuple[dict, frozenset[str]]:
     """What the model a streaming job on ``output`` starts from has learned (:func:`files_learned_by`),
-    and the files an earlier job dead-lettered that it has not learned whole (:func:`dead_lettered_files`)."""
+    and the files an earlier job dead-lettered that it has not learned whole (:func:`dead_lettered_files`,
+    found under the folder ``watched`` now: ``--input``)."""
     learned = files_learned_by(output, init_model, continued_from(output, init_model))
-    return learned, dead_lettered_files(output, learned)
+    return learned, dead_lettered_files(output, learned, None if watched is None else input_root(watched))
 
 
 def _streaming_input(request: TrainRequest, learner_name: str) -> tuple[DatasetSource, tuple[dict, frozenset[str]] | None]:
@@ -269,7 +270,7 @@ def _streaming_input(request: TrainRequest, learner_name: str) -> tuple[DatasetS
         return _open(path, "--input", streaming=True), None
     assert request.streaming is not None
     output = request.output or _default_output(files_name(path), learner_name)  # the name open_dataset gives these files
-    restart = _restart_files(output, request.streaming.init_model)
+    restart = _restart_files(output, request.streaming.init_model, path)
     return _open(path, "--input", streaming=True, skip=restart[1]), restart
 
 
@@ -409,7 +410,7 @@ def resolve_job(request: TrainRequest) -> TrainJob:
         files = {key: f"{output.rstrip('/')}/{file}" for key, file in OUTPUT_FILES.items()}
         job = _resolve_learning(request, source, test, name, params, output, files)
         if request.streaming is not None:
-            job.restart = restart or _restart_files(output, request.streaming.init_model)
+            job.restart = restart or _restart_files(output, request.streaming.init_model, request.input)
     except BaseException:
         if staging is not None:
             staging.abort()

@@ -39,40 +39,45 @@ sorted by shard (weighted by ``n_seen``): a shard that stays idle never blocks a
 and one that has been idle contributes its last snapshot. When the input ends
 (``--stop_after``, a drained or bounded source), every shard sends a last snapshot and
 the last window is merged, so no learned row is left out of the last version.
+
+What the stream reads and records of its files (the reader of new files, file identities,
+the chain of version records and manifests, dead letters) is in :mod:`transforms.stream_files`;
+its names are exported here too.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import time
 import typing
 import uuid
-import zlib
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.coders import BooleanCoder, BytesCoder, StrUtf8Coder, TupleCoder, VarIntCoder
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import window
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
-from apache_beam.utils.timestamp import Duration, Timestamp
+from apache_beam.utils.timestamp import MAX_TIMESTAMP, Duration, Timestamp
 
 import okl_core
-from okl_core.data.layout import one_line
-from okl_core.data.validate import CheckedRows
 from okl_core.divergence import diverged as is_diverged
+from okl_core.jsonio import strict_json
 from okl_core.learners.compiled import warm_up
+from okl_core.learners.base import mixing_weight
 from okl_core.merge import check_mergeable, mix_states
 from okl_core.metrics import Prequential
-from okl_core.state import model_versions, parse_version, raw_state_bytes, state_from_raw_bytes, version_file_name, write_new_file
-from okl_core.jsonio import strict_json
-from transforms.elements import BatchPiece, ModelCache, StreamEvent
+from okl_core.state import raw_state_bytes, state_from_raw_bytes, version_file_name, write_new_file
+from transforms.elements import ModelCache, StreamEvent
 from transforms.outputs import write_bytes
-from transforms.read import METRICS_NAMESPACE, DatasetSource, RowGroupReader, is_remote, read_bytes
+from transforms.read import METRICS_NAMESPACE, is_remote, read_bytes
+from transforms.stream_files import (
+    MANIFEST_EVERY, ReadParquetFiles, WriteDeadLetterFiles, WriteSnapshotRecords, add_learned, continued_from, dead_letter_file,
+    dead_lettered_files, file_exists, file_identity, file_shard, input_root, learned_files, learned_key, manifest_file, newest_version,
+    read_json_file, relative_identity, snapshot_record_file, watch_root,
+)
 from transforms.train import LearnerSpec
 from transforms.worker import settle_worker_process
 
@@ -80,7 +85,7 @@ __all__ = [
     "StreamTrainOnline", "MergeSnapshots", "WriteModelVersions", "VersionNotices", "WatchParquet", "ReadParquetFiles",
     "WriteDeadLetterFiles", "WriteSnapshotRecords", "Snapshot", "MergedVersion", "newest_version", "file_shard",
     "learned_key", "learned_files", "add_learned", "continued_from", "dead_lettered_files",
-    "dead_letter_file", "snapshot_record_file", "watch_root", "file_identity", "relative_identity", "manifest_file", "MANIFEST_EVERY",
+    "dead_letter_file", "snapshot_record_file", "watch_root", "input_root", "file_identity", "relative_identity", "manifest_file", "MANIFEST_EVERY",
 ]
 
 Snapshot = typing.Tuple[int, int, bytes, str]
@@ -94,194 +99,6 @@ _END_OF_STREAM = window.GlobalWindow().max_timestamp()
 # timer, so that timer cannot fire before they have arrived (the legacy direct runner
 # fired both at the same watermark).
 _SHARDS_END = _END_OF_STREAM - Duration(seconds=1)
-
-
-def file_shard(path: str, num_shards: int) -> int:
-    """The shard of a streamed file: CRC-32 of its base name mod ``num_shards`` (stable everywhere)."""
-    return zlib.crc32(os.path.basename(path).encode("utf-8")) % num_shards
-
-
-def learned_key(path: str) -> str:
-    """How a streamed file is named in the records of what was learned: a local path made absolute."""
-    return path if is_remote(path) else os.path.abspath(path)
-
-
-def watch_root(pattern: str) -> str:
-    """The folder whose files a watched ``pattern`` matches: its leading folders without glob
-    characters (absolute where local). Streamed files are named relative to it (:func:`file_identity`)."""
-    fixed = []
-    for part in pattern.split("/")[:-1]:
-        if any(c in part for c in "*?["):
-            break
-        fixed.append(part)
-    root = "/".join(fixed) or ("/" if pattern.startswith("/") else ".")
-    return root if is_remote(root) else os.path.abspath(root)
-
-
-def file_identity(path: str, root: str | None) -> str:
-    """How a streamed file is named in the records of what was learned: its path relative to
-    ``root`` (:func:`watch_root`; ``/``-separated), so that a restart after the watched folder
-    moved, or on a worker that mounts it elsewhere, still knows it; outside ``root`` (or
-    without one), :func:`learned_key`."""
-    return relative_identity(learned_key(path), root)
-
-
-def relative_identity(key: str, root: str | None) -> str:
-    """``key`` (a :func:`learned_key` or an identity already relative) relative to ``root`` when it lies under it."""
-    prefix = None if root is None else root.rstrip("/") + "/"
-    return key[len(prefix):] if prefix is not None and key.startswith(prefix) else key
-
-
-MANIFEST_EVERY = 64
-"""Every this many versions, the whole set of files learned is written as a manifest (:func:`manifest_file`)."""
-
-
-def manifest_file(directory: str, version: int) -> str:
-    """The compacted manifest of what version ``version`` has learned: ``directory/manifests/learned-vNNNNNN.json``."""
-    return f"{directory.rstrip('/')}/manifests/learned-v{version:06d}.json"
-
-
-def _exists(path: str) -> bool:
-    return FileSystems.exists(path) if is_remote(path) else os.path.isfile(path)
-
-
-def _record_path(model_path: str) -> str | None:
-    return model_path[: -len(".npz")] + ".json" if model_path.endswith(".npz") else None
-
-
-def _read_json(path: str, what: str):
-    """A JSON file okl wrote (ValueError, one line naming it, when it cannot be read or parsed)."""
-    try:
-        return json.loads(read_bytes(path))
-    except OSError as err:
-        raise ValueError(f"{path}: the {what} cannot be read ({one_line(err)})") from None
-    except (ValueError, RecursionError) as err:  # JSONDecodeError, UnicodeDecodeError: ValueErrors; RecursionError: nested too deeply
-        raise ValueError(f"{path}: not a {what} okl wrote ({one_line(err)})") from None
-
-
-def learned_files(model_path: str, root: str | None = None) -> dict[str, dict]:
-    """What the model version ``model_path`` has learned, from its record (``model-vNNNNNN.json``).
-
-    ``{file identity: {"rows": good rows learned, "done": whole file learned}}``; empty for a
-    model without a record (``--init_model`` of another file). A record holds the files new
-    since the version it names (``files_since``): the chain of records is followed back to
-    a compacted manifest (:func:`manifest_file`) or to its start, at most
-    :data:`MANIFEST_EVERY` records. A record written by okl before versions held only what
-    was new lists every file by absolute path (``files``): those under the folder watched
-    then (the ``root`` of the newer record that continues it, else ``root``: the watched
-    folder, :func:`watch_root`) are named relative to it.
-
-    Raises
-    ------
-    ValueError
-        A record or manifest that cannot be read or is not one okl writes (truncated, not
-        JSON, ``files`` of another shape, a chain that names a missing record): one line
-        naming the file. A restart must not guess which files a version holds: skipping
-        too many loses rows, too few learns rows twice.
-    """
-    record_path = _record_path(model_path)
-    if record_path is None or not _exists(record_path):
-        return {}
-    directory = model_path.rsplit("/", 1)[0] if "/" in model_path else "."
-    learned: dict[str, dict] = {}
-    recorded_root = None  # the folder watched by the job that continued the record read next
-    while True:
-        record = _read_json(record_path, "version record")
-        try:
-            if not (isinstance(record, dict) and "files_since" in record):  # a record of every file, by absolute path
-                old_root = recorded_root or root  # the folder it watched, as the job that continued it knew it
-                return add_learned(learned, {relative_identity(k, old_root): v for k, v in _record_files(record).items()})
-            recorded_root = record.get("root") if isinstance(record.get("root"), str) else recorded_root
-            add_learned(learned, _record_files(record, "new_files"))
-            since = record["files_since"]
-            if not (since is None or (isinstance(since, int) and not isinstance(since, bool) and 0 < since < int(record.get("version", since + 1)))):
-                raise ValueError(f"'files_since' is {json.dumps(since)[:40]}, not an earlier version number or null")
-        except ValueError as err:
-            raise ValueError(f"{record_path}: not a version record okl wrote ({err})") from None
-        manifest = manifest_file(directory, int(record["version"]))
-        if _exists(manifest):
-            try:
-                return add_learned(learned, _record_files(_read_json(manifest, "manifest of learned files")))
-            except ValueError as err:
-                raise ValueError(f"{manifest}: not a manifest of learned files okl wrote ({one_line(err)})") from None
-        if since is None:
-            return learned
-        record_path = f"{directory}/{version_file_name(since)[: -len('.npz')]}.json"
-        if not _exists(record_path):
-            raise ValueError(f"{record_path}: missing, and a later version's record names it as the one it continues (files_since)")
-
-
-def _record_files(record, key: str = "files") -> dict[str, dict]:
-    """The ``files`` of a parsed version record, checked: ``{path: {"rows": int >= 0, "done": bool}}`` (ValueError saying what is wrong)."""
-    if not isinstance(record, dict):
-        raise ValueError(f"a JSON {type(record).__name__}, not an object")
-    files = record.get(key) or {}
-    if not isinstance(files, dict):
-        raise ValueError(f"'{key}' is a JSON {type(files).__name__}, not an object of file -> progress")
-    for path, got in files.items():
-        rows = got.get("rows") if isinstance(got, dict) else None
-        if not (isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0 and isinstance(got.get("done"), bool)):
-            raise ValueError(f"'{key}' entry {path!r} is {json.dumps(got)[:80]}, not an object of rows (an integer >= 0) and done (true or false)")
-    return dict(files)
-
-
-def add_learned(into: dict, files: dict) -> dict:
-    """Fold the file progress ``files`` into ``into`` (more rows wins; done stays done)."""
-    for path, got in files.items():
-        had = into.get(path, {"rows": 0, "done": False})
-        into[path] = {"rows": max(int(had["rows"]), int(got["rows"])), "done": bool(had["done"] or got["done"])}
-    return into
-
-
-def continued_from(output: str, init_model: str | None) -> str | None:
-    """The model file a streaming job on ``output`` starts from: ``init_model``, else the newest
-    version in ``output`` (a restart), else None (a fresh model)."""
-    if init_model:
-        return init_model
-    newest = newest_version(output)
-    return newest[1] if newest else None
-
-
-def dead_lettered_files(directory: str, learned: dict) -> frozenset[str]:
-    """The streamed files an earlier job on ``directory`` dead-lettered (``dead_letter/<name>.jsonl``,
-    which names the file) that ``learned`` (:func:`learned_files` of the version continued from)
-    does not hold whole, as :func:`learned_key` names them.
-
-    A restart leaves them out of its launch checks, and does not dead-letter them again
-    when they still hold nothing to learn (:class:`ReadParquetFiles`): an unreadable file,
-    or one whose every row was bad, is reported once.
-    """
-    folder = f"{directory.rstrip('/')}/dead_letter"
-    if is_remote(folder):
-        letters = [m.path for m in FileSystems.match([FileSystems.join(folder, "*.jsonl")])[0].metadata_list]
-    else:
-        letters = [os.path.join(folder, name) for name in sorted(os.listdir(folder))] if os.path.isdir(folder) else []
-    found = set()
-    for letter in letters:
-        named = _dead_letter_subject(letter)
-        if named is not None and not (learned.get(named) or {}).get("done"):
-            found.add(named)
-    return frozenset(found)
-
-
-def _dead_letter_subject(path: str) -> str | None:
-    """The streamed file a dead-letter file is about (its first record's ``file``), as :func:`learned_key` names it."""
-    try:
-        with (FileSystems.open(path) if is_remote(path) else open(path, "rb")) as f:
-            first = json.loads(f.readline() or b"null")
-    except (OSError, ValueError):  # not a dead letter okl wrote: nothing to skip
-        return None
-    return learned_key(first["file"]) if isinstance(first, dict) and isinstance(first.get("file"), str) else None
-
-
-def newest_version(directory: str) -> tuple[int, str] | None:
-    """``(version, path)`` of the newest ``model-vNNNNNN.npz`` in ``directory`` (local or remote)."""
-    if not is_remote(directory):
-        found = model_versions(directory)
-        return found[-1] if found else None
-    matches = FileSystems.match([FileSystems.join(directory, "model-v*.npz")])[0].metadata_list
-    found = sorted((parse_version(m.path), m.path) for m in matches if parse_version(m.path) is not None)  # type: ignore[misc]
-    return found[-1] if found else None
 
 
 def _now() -> float:
@@ -521,10 +338,8 @@ class StreamTrainOnline(beam.PTransform):
         super().__init__()
         if not snapshot_batches and not snapshot_seconds:
             raise ValueError("StreamTrainOnline needs snapshot_batches or snapshot_seconds")
-        if not 0.0 <= float(mix_weight) <= 1.0:
-            raise ValueError(f"mix_weight must be in [0, 1], got {mix_weight}")
         self.spec, self.initial_model = spec, initial_model
-        self.snapshot_batches, self.snapshot_seconds, self.mix_weight = snapshot_batches, snapshot_seconds, float(mix_weight)
+        self.snapshot_batches, self.snapshot_seconds, self.mix_weight = snapshot_batches, snapshot_seconds, mixing_weight(mix_weight)
         self.clock, self.read = clock, read
 
     def expand(self, events):
@@ -670,24 +485,36 @@ class MergeSnapshots(beam.PTransform):
         )
 
 
-def _write_new(path: str, data: bytes) -> None:
-    """Write a file that must not exist yet (versions are never overwritten)."""
+def _write_new(path: str, data: bytes) -> bool:
+    """Write a file that must not exist yet (versions are never overwritten); False when it exists."""
     if is_remote(path):
         if FileSystems.exists(path):
-            raise FileExistsError(f"{path} exists: versioned model files are never overwritten")
+            return False
         with FileSystems.create(path) as f:  # object stores publish a whole object at close
             f.write(data)
-    elif not write_new_file(path, data):
-        raise FileExistsError(f"{path} exists: versioned model files are never overwritten; restart with a new --output or from it (--init_model)")
+        return True
+    return write_new_file(path, data)
 
 
 class _WriteVersion(beam.DoFn):
-    """One writer (single key): a version is written only if newer than the last written.
+    """One writer (single key): each merged version written once, under the next free number.
 
-    A version not written (a stale merge, or one replayed after it was written) still
-    passes its ``new_files`` on to the next version written (``CARRY``): they are learned
-    by the models that follow, and a record adds files up by taking the most rows, so
-    recording a file twice is harmless and dropping it is not.
+    Idempotent under replay. After a restore from a checkpoint (Flink) the merger proposes
+    again the numbers the failed attempt already wrote, with other contents (its merges
+    fall in other processing-time windows). Nothing is written before the number is
+    checked: a proposal whose number holds a version with the same model bytes that
+    continues the same version (``files_since``) is that version, replayed: nothing is
+    written; one that differs goes to the next free number, and the proposals after it
+    keep that offset (``LAST``: the last number written and the offset, proposed ->
+    written), so no version is lost, overwritten or written twice with other contents.
+    Each record continues the last version this writer wrote (``files_since``): the
+    failed attempt's versions are left out of the chain a restart reads, and the files
+    they learned are learned again by the replay.
+
+    A proposal not written (one behind the last written, or a replay of a written version)
+    still passes the files it learned on to the next version written (``CARRY``): a record
+    adds files up by taking the most rows, so recording a file twice is harmless and
+    dropping it is not.
     """
 
     LAST = ReadModifyWriteStateSpec("last", StrUtf8Coder())
@@ -696,32 +523,65 @@ class _WriteVersion(beam.DoFn):
     def __init__(self, directory: str, manifest_every: int = MANIFEST_EVERY):
         self.directory, self.manifest_every = directory.rstrip("/"), int(manifest_every)
         self.stale = Metrics.counter(METRICS_NAMESPACE, "stale_merges_skipped")
+        self.renumbered = Metrics.counter(METRICS_NAMESPACE, "versions_renumbered")  # a replay's versions moved past the failed attempt's
 
     def process(self, element, last_state=beam.DoFn.StateParam(LAST), carry=beam.DoFn.StateParam(CARRY)):
-        _, (version, data, record) = element
-        path = f"{self.directory}/{version_file_name(version)}"
+        _, (proposed, data, record) = element
+        last, offset = _last_written(last_state.read())
         parsed = json.loads(record)
-        if version <= int(last_state.read() or 0) or self._written_before(path, data):
+        new = dict(parsed.get("new_files") or {})
+        if last is not None and proposed + offset <= last:  # behind what this writer wrote: a stale merge
             self.stale.inc()
-            for key, got in (parsed.get("new_files") or {}).items():
-                carry.add((key, int(got["rows"]), bool(got["done"])))
+            _add_to(carry, new)
             return
-        carried = list(carry.read())
-        if carried and "new_files" in parsed:
-            parsed["new_files"] = dict(sorted(add_learned(parsed["new_files"], {k: {"rows": r, "done": d} for k, r, d in carried}).items()))
-            record = strict_json(parsed, sort_keys=True)
-        write_bytes(path[: -len(".npz")] + ".json", (record + "\n").encode())  # what the version merges; before the model
-        if self.manifest_every and version % self.manifest_every == 0 and "new_files" in parsed:
-            self._write_manifest(version, parsed)
-        _write_new(path, data)  # the version exists from here on: its record and manifest are in place
-        last_state.write(str(version))
-        carry.clear()
+        if "new_files" in parsed:
+            add_learned(new, {k: {"rows": r, "done": d} for k, r, d in carry.read()})
+            parsed["new_files"] = dict(sorted(new.items()))
+            if last is not None:
+                parsed["files_since"] = last  # the chain of what this writer wrote, not the proposal's numbering
+        version = proposed + offset
+        while True:
+            parsed["version"] = version
+            path = f"{self.directory}/{version_file_name(version)}"
+            if file_exists(path):
+                if self._replayed(path, data, parsed):  # this version, written before the restore: nothing to write
+                    self.stale.inc()
+                    self._done(last_state, carry, version, proposed)
+                    _add_to(carry, _not_in(new, self._written_record(path).get("new_files") or {}))
+                    return
+                version += 1
+                continue
+            text = strict_json(parsed, sort_keys=True)
+            write_bytes(path[: -len(".npz")] + ".json", (text + "\n").encode())  # no model under this number: a failed attempt's record at most
+            if self.manifest_every and version % self.manifest_every == 0 and "new_files" in parsed:
+                self._write_manifest(version, parsed)
+            if _write_new(path, data):  # the version exists from here on: its record and manifest are in place
+                break
+            version += 1  # written meanwhile by another writer (a worker of the failed attempt still running)
+        if version != proposed:
+            self.renumbered.inc()
+        self._done(last_state, carry, version, proposed)
         yield version, path
 
     @staticmethod
-    def _written_before(path: str, data: bytes) -> bool:
-        """The version exists with these very bytes: a replay of its write (a different one is refused by ``_write_new``)."""
-        return _exists(path) and read_bytes(path) == data
+    def _done(last_state, carry, version: int, proposed: int) -> None:
+        last_state.write(json.dumps([version, version - proposed]))
+        carry.clear()
+
+    @staticmethod
+    def _replayed(path: str, data: bytes, record: dict) -> bool:
+        """The version at ``path`` holds these model bytes and continues the same version as ``record``."""
+        return read_bytes(path) == data and _WriteVersion._written_record(path).get("files_since", False) == record.get("files_since")
+
+    @staticmethod
+    def _written_record(path: str) -> dict:
+        """The record of the version at ``path`` ({} when it has none okl could read)."""
+        record_path = path[: -len(".npz")] + ".json"
+        try:
+            written = read_json_file(record_path, "version record") if file_exists(record_path) else {}
+        except ValueError:
+            return {}
+        return written if isinstance(written, dict) else {}
 
     def _write_manifest(self, version: int, record: dict) -> None:
         """Every file the version has learned, so that a restart reads this instead of the records before it."""
@@ -732,14 +592,36 @@ class _WriteVersion(beam.DoFn):
         write_bytes(manifest_file(self.directory, version), (strict_json(manifest, sort_keys=True) + "\n").encode())
 
 
+def _last_written(text: str | None) -> tuple[int | None, int]:
+    """``(last version written, offset proposed -> written)`` of :class:`_WriteVersion`'s state (a bare number: offset 0)."""
+    if not text:
+        return None, 0
+    value = json.loads(text)
+    return (int(value), 0) if isinstance(value, int) else (int(value[0]), int(value[1]))
+
+
+def _add_to(carry, files: dict) -> None:
+    """Append the file progress ``files`` to the writer's ``CARRY`` bag."""
+    for key, got in files.items():
+        carry.add((key, int(got["rows"]), bool(got["done"])))
+
+
+def _not_in(files: dict, recorded: dict) -> dict:
+    """The entries of ``files`` that ``recorded`` does not already hold (as many rows, done alike)."""
+    return {k: v for k, v in files.items()
+            if k not in recorded or int(v["rows"]) > int(recorded[k]["rows"]) or (bool(v["done"]) and not recorded[k]["done"])}
+
+
 class WriteModelVersions(beam.PTransform):
     """Write merged versions as ``model-vNNNNNN.npz`` and ``model-vNNNNNN.json`` (what it merges).
 
     The model file is written last, atomically and never over an existing one: a reader
     that sees the model sees its record, and every ``manifest_every``-th version's
-    manifest of every file learned (:func:`manifest_file`). A version written again with
-    the same bytes (a replay) is skipped. Returns ``PCollection[(version, path)]``,
-    strictly increasing versions.
+    manifest of every file learned (:func:`manifest_file`). Writes are idempotent under
+    replay: a version written again with the same bytes is skipped, and a replay with
+    other contents (after a restore from a checkpoint) is written under the next free
+    number. Returns ``PCollection[(version, path)]``, strictly increasing versions (the
+    numbers written, which may run ahead of the merger's).
     """
 
     def __init__(self, directory: str, manifest_every: int = MANIFEST_EVERY):
@@ -771,7 +653,7 @@ class VersionNotices(beam.PTransform):
         from apache_beam.transforms.periodicsequence import PeriodicImpulse
 
         directory, num_shards = self.directory, self.num_shards
-        kwargs = {} if self.stop_timestamp is None else {"stop_timestamp": self.stop_timestamp}
+        stop = MAX_TIMESTAMP if self.stop_timestamp is None else self.stop_timestamp  # PeriodicImpulse's own default
 
         def notices(_):
             newest = newest_version(directory)
@@ -779,161 +661,9 @@ class VersionNotices(beam.PTransform):
 
         return (
             pbegin
-            | "Poll" >> PeriodicImpulse(start_timestamp=self.start_timestamp, fire_interval=self.poll_seconds, **kwargs)
+            | "Poll" >> PeriodicImpulse(start_timestamp=self.start_timestamp, stop_timestamp=stop, fire_interval=self.poll_seconds)
             | "Newest" >> beam.FlatMap(notices).with_output_types(typing.Tuple[int, StreamEvent])
         )
-
-
-class ReadParquetFiles(beam.DoFn):
-    """Read one new Parquet file into ``(shard, StreamEvent)`` batches; bad rows to ``dead_letter``.
-
-    The file's shard is :func:`file_shard`; its rows are checked against the learner's
-    shape (``n_inputs``, task, classes) and cut into batches of ``batch_rows`` in file order.
-    A file with bad rows (or an unreadable file) sends one ``(path, JSON lines)`` element to
-    the ``dead_letter`` output: every bad row of the file, for :class:`WriteDeadLetterFiles`.
-    Row groups are read by the batch reader (:class:`~transforms.read.RowGroupReader`): page
-    checksums verified, the rows of a row group that cannot be read dead-lettered (row -1,
-    ``unreadable row group: row group G (...)``) while the rest of the file is learned.
-    ``learned`` (a restart: :func:`learned_files` of the version continued from) maps a
-    file to the good rows already in that version: a file learned whole is skipped, one
-    learned in part resumes after those rows. ``dead_lettered`` (a restart:
-    :func:`dead_lettered_files`) names the files an earlier job dead-lettered: one that
-    still holds nothing to learn is skipped, its dead letter left as that job wrote it.
-    :class:`StreamTrainOnline` reads whole-file events with the same :meth:`read`.
-    Files are named in ``learned`` and ``dead_lettered`` by :func:`file_identity`: relative
-    to ``root`` (the watched folder, :func:`watch_root`) when given.
-    """
-
-    def __init__(self, n_features: int, task: str, n_classes: int | None, num_shards: int, batch_rows: int, learned: dict | None = None,
-                 dead_lettered: frozenset[str] = frozenset(), root: str | None = None):
-        self.n_features, self.task, self.n_classes = n_features, task, n_classes
-        self.num_shards, self.batch_rows, self.root = num_shards, batch_rows, root
-        self.learned, self.dead_lettered = dict(learned or {}), frozenset(dead_lettered)
-        self.files = Metrics.counter(METRICS_NAMESPACE, "train_files_read")
-        self.skipped = Metrics.counter(METRICS_NAMESPACE, "train_files_skipped")  # learned by the version continued from
-        self.rejected = Metrics.counter(METRICS_NAMESPACE, "train_rows_rejected")
-        self.unreadable = Metrics.counter(METRICS_NAMESPACE, "train_files_unreadable")
-
-    def _checked(self, path: str) -> CheckedRows:
-        """Every row group of ``path`` checked as batch training checks it (unreadable groups: bad rows)."""
-        source = DatasetSource(os.path.basename(path), path, self.task, self.n_features, self.n_classes, ())
-        reader = RowGroupReader(source, "train", keep=1)
-        parts = [reader.checked(path, g, rows)[0] for g, rows in enumerate(reader.group_rows(path))]
-        if not parts:  # no row groups: no rows
-            empty = np.zeros(0, np.int64)
-            y = np.zeros(0, np.float32 if self.task == "regression" else np.int32)
-            return CheckedRows(np.zeros((0, self.n_features), np.float32), y, empty, np.zeros(0, bool), empty, [])
-        joined = {k: np.concatenate([getattr(c, k) for c in parts]) for k in ("X", "y", "row", "good", "bad_row")}
-        return CheckedRows(**joined, reasons=[r for c in parts for r in c.reasons])
-
-    def identity(self, path: str) -> str:
-        """How ``path`` is named in the records of what was learned (:func:`file_identity` under ``root``)."""
-        return file_identity(path, self.root)
-
-    def read(self, path: str, shard: int) -> tuple[list[StreamEvent], list[str]]:
-        """The file's batches in file order, and its dead-letter records (JSON lines: every bad row, or the unreadable file)."""
-        key = self.identity(path)
-        done = self.learned.get(key)
-        if done is not None and done["done"]:
-            self.skipped.inc()
-            return [], []
-        try:
-            checked = self._checked(path)
-        except Exception as err:  # a foreign or broken file must not stop the stream
-            if key in self.dead_lettered:  # an earlier job reported it: once is enough
-                self.skipped.inc()
-                return [], []
-            self.unreadable.inc()
-            # The watcher matches each name once: a file still being written, or replaced later, is not read again.
-            reason = f"unreadable Parquet file: {one_line(err)}; not retried: write files elsewhere and rename them into the watched directory"
-            record = {"split": "train", "file": path, "row": None, "shard": shard, "reason": reason}
-            return [], [json.dumps(record, sort_keys=True)]
-        first = 0 if done is None else min(int(done["rows"]), len(checked.y))  # good rows the version continued from holds
-        batches = []
-        for seq, start in enumerate(range(first, len(checked.y), self.batch_rows)):
-            stop = min(start + self.batch_rows, len(checked.y))
-            piece = BatchPiece(shard, 0, seq, start, stop, checked.X[start:stop], checked.y[start:stop], checked.row[start:stop])
-            batches.append(StreamEvent(path, seq=seq, piece=piece))
-        if not batches and key in self.dead_lettered:  # every row bad, reported by an earlier job (with rows to learn, it is read as new)
-            self.skipped.inc()
-            return [], []
-        self.files.inc()
-        if checked.reasons:
-            self.rejected.inc(len(checked.reasons))
-        dead = [
-            json.dumps({"split": "train", "file": path, "row": int(checked.bad_row[k]), "shard": shard, "reason": reason}, sort_keys=True)
-            for k, reason in enumerate(checked.reasons)
-        ]
-        return batches, dead
-
-    def process(self, path: str):
-        shard = file_shard(path, self.num_shards)
-        batches, dead = self.read(path, shard)
-        if dead:
-            yield beam.pvalue.TaggedOutput("dead_letter", (path, dead))
-        for event in batches:
-            yield shard, event
-
-
-def dead_letter_file(directory: str, path: str) -> str:
-    """Where the bad rows of the streamed file ``path`` go: ``directory/dead_letter/<name>.jsonl``."""
-    return f"{directory.rstrip('/')}/dead_letter/{os.path.basename(path)}.jsonl"
-
-
-def snapshot_record_file(directory: str, first_version: int, shard: int, interval: int) -> str:
-    """Where a snapshot's record goes: ``directory/snapshots/run-VVVVVV/shard-SSSS-interval-KKKKKK.json``.
-
-    ``VVVVVV`` is the first version the job writes: a restarted job counts its intervals
-    from 0 again, in a folder of its own.
-    """
-    return f"{directory.rstrip('/')}/snapshots/run-{first_version:06d}/shard-{shard:04d}-interval-{interval:06d}.json"
-
-
-class WriteDeadLetterFiles(beam.PTransform):
-    """Write each input file's bad rows as ``dead_letter/<file name>.jsonl`` under ``directory``.
-
-    One file per input file, written whole (atomically where local), so a stream's dead
-    letters never interleave and a file read again after a restart rewrites the same
-    bytes. Takes the ``dead_letter`` output of :class:`ReadParquetFiles`; returns
-    ``PCollection[str]`` of the paths written.
-    """
-
-    def __init__(self, directory: str):
-        super().__init__()
-        self.directory = directory
-
-    def expand(self, dead):
-        directory = self.directory
-
-        def write(element):
-            path, records = element
-            target = dead_letter_file(directory, path)
-            write_bytes(target, "".join(r + "\n" for r in records).encode())
-            return target
-
-        return dead | "WriteFiles" >> beam.Map(write).with_output_types(str)
-
-
-class WriteSnapshotRecords(beam.PTransform):
-    """Write each snapshot's JSON record (metrics of the interval, the batches it learned).
-
-    One whole file per snapshot, at :func:`snapshot_record_file` (``first_version``: the
-    first version this job writes). Returns ``PCollection[str]`` of the records.
-    """
-
-    def __init__(self, directory: str, first_version: int):
-        super().__init__()
-        self.directory, self.first_version = directory, int(first_version)
-
-    def expand(self, snapshots):
-        directory, first_version = self.directory, self.first_version
-
-        def write(snapshot):
-            shard, interval, _, record = snapshot
-            write_bytes(snapshot_record_file(directory, first_version, shard, interval), (record + "\n").encode())
-            return record
-
-        return snapshots | "WriteRecords" >> beam.Map(write).with_output_types(str)
 
 
 class WatchParquet(beam.PTransform):

@@ -49,15 +49,7 @@ def flink_python(job_server) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(job_server, flink_python, tmp_path_factory):
-    """A cluster of 2 TaskManagers for the module; afterwards nothing of it may be running.
-
-    Jobs on the cluster run only with ``OKL_FLINK_CLUSTER_JOBS=1``: on this project's 2-core CI
-    machine the small batch job failed 2 of 5 runs (cause not yet found) and the streaming job
-    restarted spontaneously (a TaskManager out of heap or past its heartbeat), so they are not
-    yet part of ``make test``. Starting and stopping the cluster is (the tests above).
-    """
-    if os.environ.get("OKL_FLINK_CLUSTER_JOBS") != "1":
-        pytest.skip("jobs on the Flink session cluster run with OKL_FLINK_CLUSTER_JOBS=1 (not yet reliable on 2 cores)")
+    """A cluster of 2 TaskManagers for the module (every job here shares it); afterwards nothing of it may be running."""
     state_dir = str(tmp_path_factory.mktemp("flink-cluster"))
     try:
         running = flink_cluster.start_cluster(2, state_dir, python=flink_python)
@@ -160,8 +152,8 @@ def test_real_data_gives_the_direct_runner_bytes(case, cluster, flink_python, da
 
 # -- streaming with faults -------------------------------------------------------------
 STREAM_ROWS, STREAM_FILES, STREAM_EVERY = 250, 20, 1.5
-# s from launch: the job's start on the cluster (~45 s on a busy machine) + the files' arrival (30 s) + a restart;
-# no longer: the TaskManagers' heap use grows while a streaming job runs (flink_cluster.TASKMANAGER_MEMORY)
+# s from launch: the job's start on the cluster (~45 s on a busy machine) + the files' arrival
+# (30 s) + a restart; no longer: the TaskManagers' heap use grows while a streaming job runs (flink_cluster.TASKMANAGER_MEMORY)
 STREAM_STOP = 110.0
 STREAM_ARGS = ["--learner", "fogd", "--param", "n_components=32", "--sigma", "1.5", "--eta", "0.1", "--num_shards", "2",
                "--batch_rows", "100", "--snapshot_batches", "1", "--poll_seconds", "0.5", "--merge_seconds", "1"]
@@ -210,9 +202,10 @@ def stream(root, python, runner_args, fault=None, stop_after=STREAM_STOP):
     watch = VersionWatch(output)
     began = time.time()
     job = launch(command)
-    dropper.start(), watch.start()
+    watch.start()
     fault_info = {}
     try:
+        dropper.start()
         if fault is not None:
             while len(dropper.landed) < STREAM_FILES // 3 and job.poll() is None:
                 time.sleep(0.2)
@@ -267,6 +260,7 @@ def recovery_seconds(run) -> float:
 
 
 CHECKPOINT_MS = 2000
+IDLE_MS = int((STREAM_STOP - 20) * 1000)  # past --stop_after: a job's sources start some 40 s after its launch
 MEASURED = {}
 """Figures of the streaming runs (printed by each test; the fault-free run is the reference)."""
 
@@ -287,21 +281,27 @@ def flink_figure(cluster, job_id, path, key):
         return key(json.loads(response.read()))
 
 
-def wait_for_checkpoint(cluster, job_id, timeout=120):
-    """Until the job has completed a checkpoint (what a restart starts from)."""
+def wait_for_checkpoint(cluster, job_id, timeout=20) -> bool:
+    """Until the job has completed a checkpoint (what a restart starts from), for at most ``timeout`` s; whether it has.
+
+    The first checkpoint may take long (its barrier waits for the bundles in flight); a fault
+    before it restarts the job from its start, which must learn each row once as well.
+    """
     deadline = time.monotonic() + timeout
     while flink_figure(cluster, job_id, "/checkpoints", lambda r: r["counts"]["completed"]) < 1:
-        assert time.monotonic() < deadline, "the job completed no checkpoint"
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.5)
+    return True
 
 
 class RestartWatch(threading.Thread):
     """Follows a job after a fault: when Flink has it running again, and whether a restart rewrote a version.
 
-    A task that fails on "versioned model files are never overwritten" after a restore from a
-    checkpoint (versions are not idempotent under replay: the replayed merges fall in other
-    processing-time windows) is restarted by Flink until its attempts run out; the job is
-    cancelled at the first such failure instead, and the test then fails on the job's exit status.
+    A task that failed on "versioned model files are never overwritten" after a restore from a
+    checkpoint (the replayed merges fall in other processing-time windows than the failed
+    attempt's, whose versions exist) would be restarted by Flink until its attempts ran out; the
+    job is cancelled at the first such failure instead, and the test then fails on the job's exit status.
     """
 
     def __init__(self, cluster, job_id):
@@ -335,37 +335,56 @@ def restarts(cluster, job_id) -> int:
     return len(flink_figure(cluster, job_id, "/exceptions", lambda r: r["exceptionHistory"]["entries"]))
 
 
+def restart_taskmanagers(cluster) -> None:
+    """Stop every TaskManager and start it again (a rolling restart; no job is running).
+
+    Beam's Flink runner keeps state of every deferred remainder of a Python splittable DoFn on
+    the TaskManager's heap (apache/beam#27648): the PeriodicImpulses that poll the watched folder
+    and the versions make it grow for as long as a streaming job runs, so each streaming test
+    starts on TaskManagers of its own (with the heap of one that ran a job before, the third
+    streaming job on a cluster ran out of it).
+    """
+    for role in [p.role for p in cluster.processes if p.role.startswith("taskmanager-")]:
+        pid = cluster.process(role).pid
+        os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while flink_cluster.process_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if flink_cluster.process_alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+            time.sleep(1)
+        flink_cluster.restart_process(cluster, role)
+
+
 @pytest.fixture(scope="module")
 def streaming_flags(cluster):
-    # Sources idle 5 s end (after --stop_after), so that the job ends: with checkpoints on, Beam keeps them open otherwise.
-    return [*cluster.runner_options(), f"--checkpointing_interval={CHECKPOINT_MS}", "--shutdown_sources_after_idle_ms=5000"]
+    # Sources idle this long end, so that the job ends: with checkpoints on, Beam keeps them open otherwise. The Impulse
+    # under each PeriodicImpulse is idle from its start: with 5 s the job now and then ended before it had read a file.
+    return [*cluster.runner_options(), f"--checkpointing_interval={CHECKPOINT_MS}", f"--shutdown_sources_after_idle_ms={IDLE_MS}"]
 
 
 @pytest.mark.slow
 def test_streaming_on_the_cluster_learns_every_row_once(cluster, flink_python, streaming_flags, tmp_path):
     """The reference run: no fault, checkpoints on."""
+    restart_taskmanagers(cluster)
     run = stream(tmp_path, flink_python, streaming_flags)
     MEASURED["no fault"] = figures = check_exactly_once(run)
     print(f"streaming on the Flink session cluster, no fault: {figures}")
 
 
-REPLAY_DEFECT = ("after a restore from a checkpoint the replayed merges fall in other processing-time windows and "
-                 "WriteModelVersions meets the versions the failed attempt wrote (FileExistsError: versioned model files "
-                 "are never overwritten): versions are not idempotent under replay on Flink (transforms/streaming.py)")
-
-
 def fault_on_cluster(cluster, flink_python, streaming_flags, tmp_path, name, kill):
-    """The streaming job with ``kill(cluster)`` once a checkpoint is complete; checks and figures."""
+    """The streaming job with ``kill(cluster)`` once a third of the files landed (and a checkpoint completed, if one does within 20 s); checks and figures."""
     state = {}
 
     def fault(job, command, info):
         state["job"] = job_id = running_job(cluster)
-        wait_for_checkpoint(cluster, job_id)
+        state["checkpoint"] = wait_for_checkpoint(cluster, job_id)
         info["at"] = time.time()
         kill(cluster)
         state["watch"] = RestartWatch(cluster, job_id)
         state["watch"].start()
 
+    restart_taskmanagers(cluster)
     try:
         run = stream(tmp_path, flink_python, streaming_flags, fault=fault)
     finally:
@@ -375,6 +394,7 @@ def fault_on_cluster(cluster, flink_python, streaming_flags, tmp_path, name, kil
                   f"a version rewritten: {state['watch'].rewrite}")
     assert state["watch"].rewrite is None, state["watch"].rewrite
     figures = {**check_exactly_once(run), "recovery_seconds": recovery_seconds(run), "restarts": restarts(cluster, state["job"]),
+               "from_a_checkpoint": state["checkpoint"],
                "running_again_seconds": state["watch"].running_again}
     MEASURED[name] = figures
     print(f"streaming on the Flink session cluster, {name}: {figures} (no fault: {MEASURED.get('no fault')})")
@@ -382,7 +402,6 @@ def fault_on_cluster(cluster, flink_python, streaming_flags, tmp_path, name, kil
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=REPLAY_DEFECT)
 def test_a_killed_worker_pool_costs_a_restart_not_a_row(cluster, flink_python, streaming_flags, tmp_path):
     """kill -9 of a TaskManager's worker pool and its Python SDK workers while files arrive (a sidecar lost);
     its supervisor starts the pool again 3 s later, as Kubernetes restarts a container."""
@@ -396,14 +415,14 @@ def test_a_killed_worker_pool_costs_a_restart_not_a_row(cluster, flink_python, s
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=REPLAY_DEFECT)
 def test_a_killed_taskmanager_costs_a_restart_not_a_row(cluster, flink_python, streaming_flags, tmp_path):
     """kill -9 of a TaskManager while files arrive: the job restarts from its last checkpoint on the one left."""
     try:
         fault_on_cluster(cluster, flink_python, streaming_flags, tmp_path, "TaskManager killed",
                          lambda cluster: os.killpg(cluster.process("taskmanager-2").pid, signal.SIGKILL))
     finally:
-        flink_cluster.restart_process(cluster, "taskmanager-2")  # the next test gets 2 TaskManagers again
+        if not flink_cluster.process_alive(cluster.process("taskmanager-2").pid):  # killed: the next test gets 2 TaskManagers again
+            flink_cluster.restart_process(cluster, "taskmanager-2")
 
 
 def parent(pid: int) -> int:

@@ -421,15 +421,13 @@ def _foreign_parquet(path) -> bytes:
     return open(path, "rb").read()
 
 
-def test_a_restart_skips_the_files_the_previous_job_dead_lettered(tmp_path, prism_location, capsys):
-    """Issue: a relaunch on the same --output was refused ("--input ...: foreign.parquet: not in the okl
-    layout") while the watched folder still held a file the previous job had dead-lettered. The
-    restart launches, leaves the two dead-lettered files (not Parquet; another schema) alone -- their
-    dead letters as the first job wrote them, not reported again -- and learns only the new file."""
+def _job_beside_bad_files(tmp_path, prism_location, X, y, n_files):
+    """A streaming job on ``a.parquet`` (the first of ``n_files`` files of ``X, y``) while an unreadable
+    file and a Parquet file of another schema land beside it. Returns ``(watched folder, output, the
+    files, the bad files (name, bytes), argv)``."""
     watched, staging, output = tmp_path / "in", tmp_path / "staging", str(tmp_path / "out")
     watched.mkdir(), staging.mkdir()
-    X, y = binary_data(750, seed=11)
-    write_dataset(staging / "set", X, y, "binary", n_shards=3)  # 3 files of 250 rows, disjoint row numbers
+    write_dataset(staging / "set", X, y, "binary", n_shards=n_files, check_values=False)
     parts = sorted((staging / "set").glob("*.parquet"))
     os.rename(parts[0], watched / "a.parquet")
     bad = [("garbage.parquet", b"not a parquet file"), ("foreign.parquet", _foreign_parquet(staging / "foreign"))]
@@ -439,6 +437,16 @@ def test_a_restart_skips_the_files_the_previous_job_dead_lettered(tmp_path, pris
     dropper.start()
     train.run(argv)
     dropper.join()
+    return watched, output, parts, bad, argv
+
+
+def test_a_restart_skips_the_files_the_previous_job_dead_lettered(tmp_path, prism_location, capsys):
+    """Issue: a relaunch on the same --output was refused ("--input ...: foreign.parquet: not in the okl
+    layout") while the watched folder still held a file the previous job had dead-lettered. The
+    restart launches, leaves the two dead-lettered files (not Parquet; another schema) alone -- their
+    dead letters as the first job wrote them, not reported again -- and learns only the new file."""
+    X, y = binary_data(750, seed=11)
+    watched, output, parts, bad, argv = _job_beside_bad_files(tmp_path, prism_location, X, y, 3)  # 3 files of 250 rows, disjoint row numbers
     letters = {name: (os.stat(dead_letter_file(output, name)).st_mtime_ns, open(dead_letter_file(output, name), "rb").read()) for name, _ in bad}
     assert json.loads(letters["garbage.parquet"][1].splitlines()[0])["reason"].startswith("unreadable Parquet file")
     assert all(json.loads(line)["row"] == -1 for line in letters["foreign.parquet"][1].splitlines())  # its row group cannot be read
@@ -483,3 +491,35 @@ if __name__ == "__main__":
     for check in FIRST_JOB_CHECKS:
         check(job)
         print(f"passed: {check.__name__}", flush=True)
+
+
+def test_a_restart_after_the_watched_folder_moved_does_not_dead_letter_its_files_again(tmp_path, prism_location, capsys):
+    """Issue: dead letters named their file by absolute path only, so after the watched folder moved a
+    restart did not know the files an earlier job had dead-lettered (the launch refused the foreign
+    file, or the job reported them again). Dead letters now also name the file relative to the
+    watched folder, as version records do: the restart from the moved folder launches, leaves the
+    dead-lettered files and their dead letters alone, and learns only the new file."""
+    X, y = binary_data(500, seed=12)
+    X[[5, 60]] = np.nan  # two bad rows in the first file: learned whole, its dead letter written once
+    watched, output, parts, bad, argv = _job_beside_bad_files(tmp_path, prism_location, X, y, 2)
+    names = ["a.parquet", *(name for name, _ in bad)]
+    letters = {name: (os.stat(dead_letter_file(output, name)).st_mtime_ns, open(dead_letter_file(output, name), "rb").read()) for name in names}
+    assert sorted(os.listdir(os.path.join(output, "dead_letter"))) == sorted(n + ".jsonl" for n in names)
+    assert {json.loads(line)["identity"] for name in names for line in letters[name][1].splitlines()} == set(names)
+    assert [json.loads(line)["row"] for line in letters["a.parquet"][1].splitlines()] == [5, 60]
+    assert _versions(output)[-1][1]["n_seen"] == 248
+    capsys.readouterr()
+
+    moved = tmp_path / "moved" / "in"
+    os.renames(watched, moved)
+    os.rename(parts[1], moved / "b.parquet")
+    argv[argv.index("--input") + 1] = str(moved)
+    argv[argv.index("--stop_after") + 1] = "3"
+    train.run(argv)
+    out = capsys.readouterr().out
+    launch = json.loads(out.splitlines()[0])
+    assert (launch["files_learned"], launch["files_dead_lettered"]) == (1, 2)
+    assert "bad rows:" not in out  # no dead letter written (nor reported) again
+    assert sorted(os.listdir(os.path.join(output, "dead_letter"))) == sorted(n + ".jsonl" for n in names)
+    assert {name: (os.stat(dead_letter_file(output, name)).st_mtime_ns, open(dead_letter_file(output, name), "rb").read()) for name in names} == letters
+    assert _versions(output)[-1][1]["n_seen"] == 248 + 250 and _learned_whole(output) == ["a.parquet", "b.parquet"]

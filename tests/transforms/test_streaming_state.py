@@ -133,19 +133,19 @@ def _version(v: int, new: dict, data: bytes) -> tuple:
 
 def test_a_version_written_again_is_skipped_and_what_it_learned_reaches_the_next(tmp_path):
     """Under replay (a worker's state restored, the version already written) a version write is
-    idempotent: the same bytes are not written again, and its new files are carried into the
-    next version written, so the chain loses no file. Other bytes under a written number: refused."""
+    idempotent: the same bytes are not written again, and the new files it holds that the written
+    version does not are carried into the next version written, so the chain loses no file. Other
+    bytes under a written number go to the next free number (tests/transforms/test_streaming_replay.py)."""
     out = str(tmp_path)
     writer = _WriteVersion(out, manifest_every=2)
     last, carry = Cell(), Bag()
     assert list(writer.process(_version(1, {"a": {"rows": 4, "done": True}}, b"model-1"), last, carry)) == [(1, f"{out}/{version_file_name(1)}")]
     replayed_last = Cell()  # the writer's state as a checkpoint before version 1 left it
     assert list(writer.process(_version(1, {"a": {"rows": 4, "done": True}, "b": {"rows": 2, "done": False}}, b"model-1"), replayed_last, carry)) == []
-    with pytest.raises(FileExistsError, match="never overwritten"):
-        list(writer.process(_version(1, {}, b"another model"), Cell(), Bag()))
+    assert carry.read() == [("b", 2, False)]
     assert list(writer.process(_version(2, {"c": {"rows": 4, "done": True}}, b"model-2"), replayed_last, carry)) == [(2, f"{out}/{version_file_name(2)}")]
     record = json.load(open(f"{out}/model-v000002.json"))
-    assert record["new_files"] == {"a": {"rows": 4, "done": True}, "b": {"rows": 2, "done": False}, "c": {"rows": 4, "done": True}}
+    assert record["new_files"] == {"b": {"rows": 2, "done": False}, "c": {"rows": 4, "done": True}} and record["files_since"] == 1
     assert carry.read() == [] and open(f"{out}/{version_file_name(1)}", "rb").read() == b"model-1"
     # version 2 is a manifest's: every file learned
     assert json.load(open(manifest_file(out, 2)))["files"] == {"a": {"rows": 4, "done": True}, "b": {"rows": 2, "done": False}, "c": {"rows": 4, "done": True}}
