@@ -277,14 +277,17 @@ MEASURED = {}
 """Figures of the streaming runs (printed by each test; the fault-free run is the reference)."""
 
 
-def running_job(cluster, timeout=300) -> str:
-    """The id of the cluster's running job (waits for it)."""
+def running_job(cluster, output=None, timeout=300) -> str:
+    """The id of the cluster's running job (waits for it). None running by then and no version in
+    ``output``: the job never ran or ended without reading a file (:class:`JobReadNoFile`)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         running = [job["id"] for job in cluster.jobs() if job["status"] == "RUNNING"]
         if running:
             return running[-1]
         time.sleep(0.5)
+    if output is not None and not okl_core.model_versions(output):
+        raise JobReadNoFile(f"no job running on the cluster {timeout} s after a third of the files landed, and no model version")
     pytest.fail("no job is running on the cluster")
 
 
@@ -390,7 +393,7 @@ def fault_on_cluster(cluster, flink_python, streaming_flags, tmp_path, name, kil
     state = {}
 
     def fault(job, command, info):
-        state["job"] = job_id = running_job(cluster)
+        state["job"] = job_id = running_job(cluster, output=command[command.index("--output") + 1])
         state["checkpoint"] = wait_for_checkpoint(cluster, job_id)
         info["at"] = time.time()
         kill(cluster)
