@@ -41,7 +41,7 @@ import dataclasses
 import numpy as np
 from numpy.typing import ArrayLike
 
-from okl_core.learners.compiled import kernels
+from okl_core.learners.compiled import folds
 from okl_core.numerics import libm_exp, pinned
 from okl_core.random import permutation
 from okl_core.validation import check_bandwidth, check_int
@@ -158,16 +158,15 @@ def row_against_buffer(kernel: str, sigma: float, x: np.ndarray, columns: np.nda
     Returns
     -------
     ndarray (m,) float64
-        Compiled (``okl_core.learners._jit_folds.kernel_row_into``) when numba is there, else
+        Compiled (``okl_core.learners._jit_folds.kernel_row_into``) for float64 rows, else
         :func:`reference_row_against_buffer`: the same bytes.
     """
-    jit = kernels()
-    if jit is None or not (x.dtype == columns.dtype == sq_norms.dtype == np.float64):
+    if not (x.dtype == columns.dtype == sq_norms.dtype == np.float64):
         return reference_row_against_buffer(kernel, sigma, x, columns, sq_norms)
     _check_kernel(kernel)
     m = columns.shape[1]
     out = np.empty(m)
-    jit.kernel_row_into(*compiled_kernel(kernel, sigma), x, columns, sq_norms, m, out)
+    folds("okl_core.learners._jit_folds").kernel_row_into(*compiled_kernel(kernel, sigma), x, columns, sq_norms, m, out)
     return out
 
 

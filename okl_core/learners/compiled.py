@@ -44,7 +44,7 @@ from okl_core.numerics import pin_new_libraries
 if TYPE_CHECKING:
     from okl_core.learners.base import Learner
 
-__all__ = ["folds", "njit", "FOLD_MODULES", "warm_up", "cache_dir", "fold_cache_dir", "fold_sources_digest", "kernels"]
+__all__ = ["folds", "njit", "FOLD_MODULES", "warm_up", "cache_dir", "fold_cache_dir", "fold_sources_digest"]
 
 FOLD_MODULES: tuple[str, ...] = (
     "okl_core.learners._jit_folds",
@@ -151,12 +151,6 @@ def folds(module: str) -> ModuleType:
     if not loaded:
         pin_new_libraries()
     return folds_module
-
-
-def kernels() -> ModuleType:
-    """The shared fold helpers (``okl_core.learners._jit_folds``: kernel rows, the rules' codes),
-    as :func:`folds` gives them."""
-    return folds("okl_core.learners._jit_folds")
 
 
 def _use_cache_dir() -> None:

@@ -74,6 +74,21 @@ def train_bytes(learner, X, y, splits):
     return out + [np.ascontiguousarray(learner.predict(state, X[:50])).tobytes()]
 
 
+def fold_on_demand_without_guesses(stops):
+    """:func:`multikernel.fold_on_demand` with no features guessed ahead and small blocks, recording
+    each stop of the fold in ``stops``: the driver's stop-and-resume path on every row."""
+    original = multikernel.fold_on_demand
+
+    def no_guess(bank, omega, X, guess, run, block_bytes=8 * 2**20):
+        def counted(*args):
+            stops.append(run(*args))
+            return stops[-1]
+
+        original(bank, omega, X, lambda start, stop: np.zeros((stop - start, omega.shape[0]), dtype=bool), counted, block_bytes=40_000)
+
+    return no_guess
+
+
 def use_numpy(monkeypatch, name):
     """Make learner ``name`` run the numpy reference folds of tests/okl_core/reference."""
     use_reference_folds(monkeypatch)
@@ -146,15 +161,8 @@ def test_compiled_fold_without_guessed_features_stops_and_resumes(monkeypatch, m
     # No features computed ahead: the fold stops at every row for the kernel it drew, the
     # driver computes that kernel for the rest of the block, and the bytes do not change.
     reference, learner, X, y = both_folds(monkeypatch, name, params, splits=2)
-    original = multikernel.fold_on_demand
     stops = []
-
-    def no_guess(bank, omega, X, guess, run, block_bytes=8 * 2**20):
-        def counted(*args):
-            stops.append(run(*args))
-            return stops[-1]
-
-        original(bank, omega, X, lambda start, stop: np.zeros((stop - start, omega.shape[0]), dtype=bool), counted, block_bytes=40_000)
+    no_guess = fold_on_demand_without_guesses(stops)
 
     monkeypatch.setattr(getattr(okl_core.learners, module), "fold_on_demand", no_guess)
     assert train_bytes(learner, X, y, 2) == reference

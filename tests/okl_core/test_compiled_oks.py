@@ -18,7 +18,7 @@ from okl_core.learners.oks import learners as oks_learners
 from okl_core.learners.oks import tsallis_step
 from tests.okl_core.real_data import a9a
 from tests.okl_core.reference import oks as reference
-from tests.okl_core.test_compiled_folds import labels, pixels
+from tests.okl_core.test_compiled_folds import fold_on_demand_without_guesses, labels, pixels
 
 pytest.importorskip("numba", reason="numba is not installed")
 D_IN = 64
@@ -112,15 +112,8 @@ def test_compiled_folds_after_a_merge(name):
 def test_compiled_fold_without_guessed_features_stops_and_resumes(monkeypatch, name, params):
     # No features computed ahead: the fold stops at every row for the kernel it drew, the
     # driver computes that kernel for the rest of the block, and the bytes do not change.
-    original = multikernel.fold_on_demand
     stops = []
-
-    def no_guess(bank, omega, X, guess, run, block_bytes=8 * 2**20):
-        def counted(*args):
-            stops.append(run(*args))
-            return stops[-1]
-
-        original(bank, omega, X, lambda start, stop: np.zeros((stop - start, omega.shape[0]), dtype=bool), counted, block_bytes=40_000)
+    no_guess = fold_on_demand_without_guesses(stops)
 
     monkeypatch.setattr(oks_learners, "fold_on_demand", no_guess)
     got, want = both(name, params, splits=2)

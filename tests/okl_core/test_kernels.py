@@ -50,8 +50,6 @@ def test_the_compiled_kernel_row_has_the_reference_bytes(name, d, m, density):
     """The compiled row (okl_core.learners._jit_folds.kernel_row_into) against the numpy
     reference, on MNIST-, a9a- and dense-shaped rows: identical bytes, and within rounding
     of the Gram matrix."""
-    from okl_core.learners.compiled import kernels as compiled_kernels
-
     rng = np.random.default_rng(d + m)
     for _ in range(10):
         columns = np.ascontiguousarray(np.round(rng.random((d, m)) * 255) / 255 * (rng.random((d, m)) < density))
