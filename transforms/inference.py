@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import typing
 from typing import Any, Iterable, Optional, Sequence
 
 import apache_beam as beam

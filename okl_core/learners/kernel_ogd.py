@@ -46,7 +46,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from okl_core.kernels import Kernel
-from okl_core.learners.base import CheckedConfig, Learner, NotMergeableError, validate_xy
+from okl_core.learners.base import CheckedConfig, Learner, validate_xy
 from okl_core.learners.compiled import folds
 from okl_core.learners.rules import (
     BinaryHingeRule,

@@ -309,7 +309,7 @@ class Raker(_RandomFeatureMultiKernel[RakerState]):
         X, y = validate_xy(self, X, y)
         theta, log_w, n_seen = state.theta.copy(), state.log_w.copy(), int(state.n_seen)
         scores = np.empty(len(y))
-        cfg, jit = self.config, folds(MULTIKERNEL_FOLDS)
+        jit = folds(MULTIKERNEL_FOLDS)
         state_arrays, steps = jit.Weighted(theta, log_w), self._steps(jit)
         omega = self.bank.stack() if len(y) else np.empty((0, 0, 0), np.float32)  # no rows: no frequencies
         for start, Z in self.bank.row_blocks(omega, X):  # (n, N, 2D): all kernels every step

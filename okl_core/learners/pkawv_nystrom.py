@@ -358,7 +358,6 @@ class _NystromRun:
         return np.ascontiguousarray(self.chol * signs[:, None])
 
     def state(self) -> NystromState:
-        m = self.m
         return NystromState(
             inputs=self.inputs,
             targets=self.targets,

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import okl_core
-from okl_core.learners import compiled, multikernel
+from okl_core.learners import compiled
 from okl_core.learners.oks import learners as oks_learners
 from okl_core.learners.oks import tsallis_step
 from tests.okl_core.real_data import a9a

@@ -290,7 +290,6 @@ def test_data_flag_reads_a_users_raw_file_with_the_specs_conversion(tmp_path, ca
 
 def test_missing_data_is_skipped_with_where_to_get_it(tmp_path, capsys):
     from pipelines import reproduce as cli
-    from pipelines.cli import UsageError
 
     outcomes = cli.run(["--only", "fogd-ijcnn1,raker-airquality", "--scheduler", "serial", "--quiet",
                         "--data_root", str(tmp_path)])

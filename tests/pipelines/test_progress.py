@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # "train [####...]  42% 8,192/20,000 rows, 9,000 rows/s | shard 0: 4,096 rows 12,000 rows/s | shard 1: ... | 1.2 s"

@@ -44,7 +44,7 @@ def test_remote_input_and_output_give_the_local_model(tmp_path):
     X, y = binary_data(1500)
     write_dataset(tmp_path / "data", X, y, "binary", n_shards=2, row_group_rows=400)
     args = ["--learner", "fogd", "--param", "n_components=16", "--sigma", "median", "--num_shards", "2", "--batch_rows", "256"]
-    local = train.run(["--input", str(tmp_path / "data"), *args, "--output", str(tmp_path / "local")])
+    train.run(["--input", str(tmp_path / "data"), *args, "--output", str(tmp_path / "local")])
     remote = train.run(["--input", PREFIX + str(tmp_path / "data"), *args, "--output", PREFIX + str(tmp_path / "remote")])
     assert remote.metrics is None and remote.model_path == PREFIX + str(tmp_path / "remote" / "model.npz")
     assert (tmp_path / "remote" / "model.npz").read_bytes() == (tmp_path / "local" / "model.npz").read_bytes()

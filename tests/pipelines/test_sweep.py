@@ -1,6 +1,5 @@
 """``python -m pipelines.sweep``: the table, the files, data loaded once per worker, best.json for pipelines.train."""
 
-import json
 import os
 import re
 import subprocess

@@ -187,7 +187,6 @@ def test_a_shard_mixes_the_newest_version_it_was_told_of_with_the_documented_for
 
 def test_restart_from_a_version_continues_as_an_uninterrupted_run(tmp_path):
     X, y = binary_data(600)
-    learner = SPEC.build()
     pieces = _pieces(X, y, 0, 0, 6)
     whole, _ = _run_shards([[p] for p in pieces], snapshot_batches=2)
     _, versions = _run_shards([[p] for p in pieces[:2]], tmp_path / "a", snapshot_batches=2)

@@ -108,28 +108,9 @@ statistics). The kernel versions cannot mix (they cannot merge).
 
 from __future__ import annotations
 
-import dataclasses
-
-from okl_core.learners.oks.config import (
-    LOSS_CODES,
-    IOKSConfig,
-    OKSConfig,
-    OKSPlusPlusConfig,
-    RFIOKSConfig,
-    RFOKSPlusPlusConfig,
-)
-from okl_core.learners.oks.learners import (
-    IOKS,
-    OKS,
-    RFIOKS,
-    IOKSState,
-    OKSPlusPlus,
-    OKSPlusPlusState,
-    OKSState,
-    RFIOKSState,
-    RFOKSPlusPlus,
-    RFOKSPlusPlusState,
-)
+from okl_core.learners.oks import config, learners
+from okl_core.learners.oks.config import *  # noqa: F403  (config's and learners' __all__)
+from okl_core.learners.oks.learners import *  # noqa: F403
 from okl_core.learners.oks.rules import (
     IOKSRule,
     IOKSStats,
@@ -145,21 +126,8 @@ from okl_core.learners.oks.rules import (
 from okl_core.learners.oks.storage import FeatureStorage, SupportStorage
 
 __all__ = [
-    "OKSConfig",
-    "OKSPlusPlusConfig",
-    "IOKSConfig",
-    "RFOKSPlusPlusConfig",
-    "RFIOKSConfig",
-    "OKS",
-    "OKSPlusPlus",
-    "IOKS",
-    "RFOKSPlusPlus",
-    "RFIOKS",
-    "OKSState",
-    "OKSPlusPlusState",
-    "IOKSState",
-    "RFOKSPlusPlusState",
-    "RFIOKSState",
+    *config.__all__,
+    *learners.__all__,
     "OKSStats",
     "OKSPlusPlusStats",
     "IOKSStats",
@@ -169,7 +137,6 @@ __all__ = [
     "IOKSRule",
     "SupportStorage",
     "FeatureStorage",
-    "LOSS_CODES",
     "tsallis_step",
     "oks_pp_constant",
     "oks_pp_distribution",
