@@ -69,15 +69,32 @@ from pipelines.cli import UsageError  # noqa: E402  (the CLIs' one-line errors; 
 from transforms.worker import SDK_WORKER_MAIN, quiet_capacity_traces  # noqa: E402  (after Beam: see above)
 
 __all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_args", "make_pipeline", "start_job", "run_pipeline", "configure_logging",
-           "live_progress", "workers_are_local", "spare_core_per_shard", "runner_name", "DIRECT_NAMES", "PRISM_NAMES", "FlinkCheckpointOptions"]
+           "live_progress", "workers_are_local", "spare_core_per_shard", "runner_name", "DIRECT_NAMES", "PRISM_NAMES", "FlinkCheckpointOptions",
+           "FINISH_BUNDLE_BEFORE_CHECKPOINTING"]
+
+
+FINISH_BUNDLE_BEFORE_CHECKPOINTING = "finish_bundle_before_checkpointing"
+"""Beam's Flink option okl turns on with every ``--checkpointing_interval``: without it a streaming job can lose every element of a source.
+
+With it off (Beam's default) a bundle still open when a checkpoint's barrier arrives is
+finished inside the snapshot, where Beam's Flink runner (2.62) buffers the bundle's output
+but emits the watermark it advances at once. A stateless step right after a source's
+impulse then sends the end-of-time watermark ahead of its elements, and the next stateful
+step drops them all as late: the cluster's streaming job read no file in about 1 run of 6,
+when its first checkpoint met the first bundle of the file watch. With it on, the bundle
+is finished before the barrier and its output leaves ahead of the watermark
+(``tests/pipelines/test_flink.py::test_a_checkpoint_during_the_first_bundle_loses_nothing``).
+"""
 
 
 class FlinkCheckpointOptions(PipelineOptions):
-    """``--checkpointing_interval`` and ``--shutdown_sources_after_idle_ms``: Flink runner options Beam's Python SDK does not declare.
+    """``--checkpointing_interval``, ``--shutdown_sources_after_idle_ms``, ``--finish_bundle_before_checkpointing``: Flink options Beam's Python SDK lacks.
 
     Beam's Java ``FlinkPipelineOptions`` reads them from the pipeline options the job server
     receives; declared here, the okl CLIs accept them and Beam sends them (unset: no
-    checkpoints; sources that end are shut down unless checkpoints are on).
+    checkpoints; sources that end are shut down unless checkpoints are on). With checkpoints
+    on, :func:`pipeline_options` also sends ``finish_bundle_before_checkpointing``
+    (:data:`FINISH_BUNDLE_BEFORE_CHECKPOINTING`).
     """
 
     @classmethod
@@ -88,6 +105,10 @@ class FlinkCheckpointOptions(PipelineOptions):
         parser.add_argument("--shutdown_sources_after_idle_ms", type=int, default=None,
                             help="Flink: end a source idle this many milliseconds (with checkpoints on, Beam keeps "
                                  "finished sources open forever, so a job with --stop_after never ends without it)")
+        parser.add_argument(f"--{FINISH_BUNDLE_BEFORE_CHECKPOINTING}", action="store_true",
+                            help="Flink: finish open bundles before a checkpoint's barrier, not inside the snapshot "
+                                 "(always on with --checkpointing_interval: otherwise a source's elements can arrive "
+                                 "after its end-of-time watermark and be dropped as late)")
 
 
 DIRECT_NAMES = {"directrunner", "direct"}
@@ -283,6 +304,9 @@ def pipeline_options(beam_argv: list[str]) -> PipelineOptions:
         portable.environment_type = "LOOPBACK"
     if runner_name(options) in PRISM_NAMES:
         use_local_prism(options, beam_argv)
+    flink = options.view_as(FlinkCheckpointOptions)
+    if flink.checkpointing_interval is not None:
+        flink.finish_bundle_before_checkpointing = True  # FINISH_BUNDLE_BEFORE_CHECKPOINTING: else elements can be lost
     return options
 
 

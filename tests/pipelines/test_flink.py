@@ -131,3 +131,29 @@ def test_the_streaming_job_runs_on_flink(job_server, flink_python, tmp_path):
     print(f"streaming on Flink: {time.perf_counter() - started:.1f} s")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count("passed: ") == 4, proc.stdout
+
+
+def marked_after_a_checkpoint_race(python: str, jar: str, out, raw: bool) -> int:
+    """How many elements ``tests/pipelines/checkpoint_race.py`` got through to its stateful step."""
+    out.mkdir()
+    proc = subprocess.run(
+        [python, "-m", "tests.pipelines.checkpoint_race", str(out), *(["--raw"] if raw else []), f"--flink_job_server_jar={jar}"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return len(os.listdir(out))
+
+
+@pytest.mark.slow
+def test_a_checkpoint_during_the_first_bundle_loses_nothing(job_server, flink_python, tmp_path):
+    """okl's options (``--checkpointing_interval`` turns on ``--finish_bundle_before_checkpointing``) keep a
+    source's elements ahead of its end-of-time watermark when a checkpoint meets its first bundle.
+
+    The same job on Beam's own options loses every element (the stall of the cluster's streaming
+    job, ``pipelines.common.FINISH_BUNDLE_BEFORE_CHECKPOINTING``): that run shows the scenario
+    reaches the race, so the first assertion can fail.
+    """
+    from tests.pipelines.checkpoint_race import ELEMENTS
+
+    assert marked_after_a_checkpoint_race(flink_python, job_server, tmp_path / "okl", raw=False) == ELEMENTS
+    assert marked_after_a_checkpoint_race(flink_python, job_server, tmp_path / "beam", raw=True) == 0

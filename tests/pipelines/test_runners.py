@@ -121,3 +121,18 @@ def test_the_make_run_command_as_is(tmp_path):
     assert metrics["rows"]["trained"] == SYNTHETIC_TRAIN_ROWS
     assert metrics["test"]["mse"] < 0.0115  # the noise variance is 0.01, the target variance 0.075
     assert "runs/synthetic-fogd_r/online_error.png" in proc.stdout
+
+
+@pytest.mark.parametrize("given, sent", [
+    ([], None),
+    (["--checkpointing_interval=2000"], True),
+    (["--checkpointing_interval=2000", "--finish_bundle_before_checkpointing"], True),
+])
+def test_checkpoints_on_flink_finish_bundles_before_the_barrier(given, sent):
+    """Options with ``--checkpointing_interval`` carry ``finish_bundle_before_checkpointing`` to Beam's Flink
+    runner (what its job server reads), so a checkpoint never reorders a bundle's output and watermark
+    (``test_flink.py::test_a_checkpoint_during_the_first_bundle_loses_nothing`` runs the race)."""
+    from pipelines.common import FINISH_BUNDLE_BEFORE_CHECKPOINTING, pipeline_options
+
+    options = pipeline_options(["--runner=FlinkRunner", "--streaming", *given]).get_all_options(drop_default=True)
+    assert options.get(FINISH_BUNDLE_BEFORE_CHECKPOINTING) is sent
