@@ -74,11 +74,12 @@ __all__ = ["UsageError", "pipeline_options", "unknown_to_beam", "okl_and_beam_ar
 
 
 FINISH_BUNDLE_BEFORE_CHECKPOINTING = "finish_bundle_before_checkpointing"
-"""Beam's Flink option okl turns on with every ``--checkpointing_interval``: without it a streaming job can lose every element of a source.
+"""Beam's Flink option okl turns on for every Flink job (``--runner=FlinkRunner``, or any with ``--checkpointing_interval``):
+without it a checkpoint or savepoint can make a streaming job lose every element of a source.
 
-With it off (Beam's default) a bundle still open when a checkpoint's barrier arrives is
-finished inside the snapshot, where Beam's Flink runner (2.62) buffers the bundle's output
-but emits the watermark it advances at once. A stateless step right after a source's
+With it off (Beam's default), a bundle still open when a checkpoint's (or a savepoint's)
+barrier arrives is finished inside the snapshot, where Beam's Flink runner (2.62) buffers
+the bundle's output but emits the watermark it advances at once. A stateless step right after a source's
 impulse then sends the end-of-time watermark ahead of its elements, and the next stateful
 step drops them all as late: the cluster's streaming job read no file in about 1 run of 6,
 when its first checkpoint met the first bundle of the file watch. With it on, the bundle
@@ -92,8 +93,8 @@ class FlinkCheckpointOptions(PipelineOptions):
 
     Beam's Java ``FlinkPipelineOptions`` reads them from the pipeline options the job server
     receives; declared here, the okl CLIs accept them and Beam sends them (unset: no
-    checkpoints; sources that end are shut down unless checkpoints are on). With checkpoints
-    on, :func:`pipeline_options` also sends ``finish_bundle_before_checkpointing``
+    checkpoints; sources that end are shut down unless checkpoints are on). For a Flink job,
+    :func:`pipeline_options` also sends ``finish_bundle_before_checkpointing``
     (:data:`FINISH_BUNDLE_BEFORE_CHECKPOINTING`).
     """
 
@@ -107,14 +108,16 @@ class FlinkCheckpointOptions(PipelineOptions):
                                  "finished sources open forever, so a job with --stop_after never ends without it)")
         parser.add_argument(f"--{FINISH_BUNDLE_BEFORE_CHECKPOINTING}", action="store_true",
                             help="Flink: finish open bundles before a checkpoint's barrier, not inside the snapshot "
-                                 "(always on with --checkpointing_interval: otherwise a source's elements can arrive "
-                                 "after its end-of-time watermark and be dropped as late)")
+                                 "(always on for Flink jobs: otherwise a source's elements can arrive after its "
+                                 "end-of-time watermark and be dropped as late)")
 
 
 DIRECT_NAMES = {"directrunner", "direct"}
 """``--runner`` values (lower case) of the DirectRunner, which okl runs on the FnApiRunner (module docstring)."""
 PRISM_NAMES = {"prismrunner", "prism"}
 """``--runner`` values (lower case) of Beam's Prism runner."""
+FLINK_NAMES = {"flinkrunner", "flink"}
+"""``--runner`` values (lower case) of Beam's Flink runner."""
 _LOG = logging.getLogger(__name__)
 
 
@@ -305,7 +308,7 @@ def pipeline_options(beam_argv: list[str]) -> PipelineOptions:
     if runner_name(options) in PRISM_NAMES:
         use_local_prism(options, beam_argv)
     flink = options.view_as(FlinkCheckpointOptions)
-    if flink.checkpointing_interval is not None:
+    if runner_name(options) in FLINK_NAMES or flink.checkpointing_interval is not None:
         flink.finish_bundle_before_checkpointing = True  # FINISH_BUNDLE_BEFORE_CHECKPOINTING: else elements can be lost
     return options
 

@@ -146,7 +146,7 @@ def marked_after_a_checkpoint_race(python: str, jar: str, out, raw: bool) -> int
 
 @pytest.mark.slow
 def test_a_checkpoint_during_the_first_bundle_loses_nothing(job_server, flink_python, tmp_path):
-    """okl's options (``--checkpointing_interval`` turns on ``--finish_bundle_before_checkpointing``) keep a
+    """okl's options (a Flink job gets ``--finish_bundle_before_checkpointing``) keep a
     source's elements ahead of its end-of-time watermark when a checkpoint meets its first bundle.
 
     The same job on Beam's own options loses every element (the stall of the cluster's streaming

@@ -163,8 +163,8 @@ class JobReadNoFile(AssertionError):
     """The streaming job on the cluster ended without reading a file.
 
     It did, about 1 run in 7, until okl turned on Beam's ``--finish_bundle_before_checkpointing``
-    with every ``--checkpointing_interval`` (``pipelines.common.FINISH_BUNDLE_BEFORE_CHECKPOINTING``):
-    the first checkpoint met the first bundle of the watch's splittable DoFn, whose end-of-time
+    for every Flink job (``pipelines.common.FINISH_BUNDLE_BEFORE_CHECKPOINTING``):
+    the first checkpoint met the first bundle after the impulse of the watch's splittable DoFn, whose end-of-time
     watermark then left ahead of its output, and the stateful deduplication step after it
     dropped every match as late (Flink REST: that step's input watermark +inf, records in > 0,
     out 0). Its own failure type, so that a recurrence reads as what it is."""

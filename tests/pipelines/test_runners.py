@@ -124,15 +124,18 @@ def test_the_make_run_command_as_is(tmp_path):
 
 
 @pytest.mark.parametrize("given, sent", [
-    ([], None),
-    (["--checkpointing_interval=2000"], True),
-    (["--checkpointing_interval=2000", "--finish_bundle_before_checkpointing"], True),
+    (["--runner=FlinkRunner", "--streaming"], True),
+    (["--runner=flink"], True),
+    (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--streaming", "--checkpointing_interval=2000"], True),
+    (["--runner=FlinkRunner", "--checkpointing_interval=2000", "--finish_bundle_before_checkpointing"], True),
+    (["--runner=DirectRunner"], None),
+    (["--runner=PrismRunner", "--streaming"], None),
 ])
-def test_checkpoints_on_flink_finish_bundles_before_the_barrier(given, sent):
-    """Options with ``--checkpointing_interval`` carry ``finish_bundle_before_checkpointing`` to Beam's Flink
-    runner (what its job server reads), so a checkpoint never reorders a bundle's output and watermark
+def test_flink_jobs_finish_bundles_before_a_checkpoint(given, sent):
+    """Flink jobs (and any with ``--checkpointing_interval``) carry ``finish_bundle_before_checkpointing`` to Beam's
+    Flink runner (what its job server reads), so a checkpoint never reorders a bundle's output and watermark
     (``test_flink.py::test_a_checkpoint_during_the_first_bundle_loses_nothing`` runs the race)."""
     from pipelines.common import FINISH_BUNDLE_BEFORE_CHECKPOINTING, pipeline_options
 
-    options = pipeline_options(["--runner=FlinkRunner", "--streaming", *given]).get_all_options(drop_default=True)
+    options = pipeline_options(given).get_all_options(drop_default=True)
     assert options.get(FINISH_BUNDLE_BEFORE_CHECKPOINTING) is sent
