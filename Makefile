@@ -72,16 +72,22 @@ docs: setup
 
 ## test: the type check, the docs build, the fast suite (and the Beam-facing tests on the lowest supported Beam,
 ## in .venv-flink); slow tests run too when CI=true or OKL_RUN_SLOW=1
+# The suite runs on TEST_WORKERS processes (pytest-xdist), a test module on one of them (its
+# module-scoped engines, such as the Flink session cluster, start once): many tests mostly wait
+# on subprocesses, JVMs and streams.
+TEST_WORKERS ?= 2
+XDIST = -n $(TEST_WORKERS) --dist loadfile
+
 test: setup runners typecheck docs
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 	@if [ -x $(FLINK_VENV)/bin/python ]; then \
 	    echo "== the same Beam-facing tests on apache-beam $$($(FLINK_VENV)/bin/python -c 'import apache_beam; print(apache_beam.__version__)') (lower bound)"; \
-	    $(FLINK_VENV)/bin/python -m pytest -q -p no:cacheprovider --disable-warnings -m "not prism and not flink" $(LOWER_BOUND_TESTS); \
+	    $(FLINK_VENV)/bin/python -m pytest -q $(XDIST) -p no:cacheprovider --disable-warnings -m "not prism and not flink" $(LOWER_BOUND_TESTS); \
 	else echo "test: no $(FLINK_VENV): the lower bound of apache-beam was not tested"; fi
 
 ## test-all: every test, slow ones included
 test-all: setup runners typecheck
-	OKL_RUN_SLOW=1 $(PY) -m pytest -q $(PYTEST_ARGS)
+	OKL_RUN_SLOW=1 $(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 ## bench: the benchmarks in bench/ (ratios measured in one process)
 bench: setup

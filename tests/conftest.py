@@ -14,7 +14,14 @@ def run_slow() -> bool:
     return os.environ.get("CI", "").lower() == "true" or os.environ.get("OKL_RUN_SLOW") == "1"
 
 
+# Modules that take longest (minutes: a Flink session cluster and its streams, the embedded Flink
+# jobs) go first, so that `make test`'s workers (pytest-xdist, a module per worker) end together.
+LONGEST_FIRST = ("test_flink_cluster.py", "test_flink.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each module's tests stay in order
     if run_slow():
         return
     skip = pytest.mark.skip(reason="slow test: set OKL_RUN_SLOW=1 (CI runs it)")

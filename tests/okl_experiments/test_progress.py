@@ -40,7 +40,8 @@ def test_live_line_per_shard_summed_over_rounds_and_for_many_shards():
     assert "predict-1" not in LiveProgress("predict", 10, enabled=False).line({"predict-1": {"rows": 4, "seconds": 1.0}})
 
 
-def test_live_progress_draws_on_its_stream_and_keeps_the_last_line():
+def test_live_progress_draws_on_its_stream_and_keeps_the_last_line(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # the line is cut at the terminal's width, which depends on where pytest runs
     stream = io.StringIO()
     with LiveProgress("train", 100, enabled=True, stream=stream, interval=0.05) as live:
         Heartbeat(live.directory, "shard-0-r0").beat(100, done=True)
