@@ -447,26 +447,3 @@ def parent(pid: int) -> int:
             return int(f.read().rsplit(")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
         return -1
-
-
-@pytest.mark.slow
-@pytest.mark.prism
-def test_on_prism_a_killed_job_is_restarted_by_okl_and_learns_every_row_once(tmp_path):
-    """Prism keeps no checkpoints: the job (okl, Prism and its workers) killed with -9 and started again continues
-    from its newest version, and every row is learned once."""
-    from pipelines.local_runners import prism_binary
-
-    prism = prism_binary()
-    if prism is None:
-        pytest.skip("Prism is not built (`make runners`)")
-
-    def kill_and_restart(job, command, info):
-        time.sleep(3)
-        info["at"] = time.time()
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait()
-        return launch(command)
-
-    run = stream(tmp_path, sys.executable, ["--runner=PrismRunner", f"--prism_location={prism}"], fault=kill_and_restart)
-    figures = {**check_exactly_once(run), "recovery_seconds": recovery_seconds(run)}
-    print(f"streaming on Prism, the job killed and restarted: {figures}")
