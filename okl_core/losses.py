@@ -180,7 +180,9 @@ def make_loss(name: str, param: float | None = None) -> Loss:
     param = float(param)
     if name == "quantile" and not 0.0 < param < 1.0:
         raise ValueError(f"quantile tau must be in (0, 1), got {param}")
-    if name != "quantile" and not (param >= 0.0 and math.isfinite(param)):
-        raise ValueError(f"{name} parameter must be a finite number >= 0, got {param}")
+    if name == "huber" and not (param > 0.0 and math.isfinite(param)):  # 0: a zero gradient everywhere, nothing is learned
+        raise ValueError(f"huber threshold must be a finite number > 0, got {param}")
+    if name == "eps_insensitive" and not (param >= 0.0 and math.isfinite(param)):
+        raise ValueError(f"eps_insensitive parameter must be a finite number >= 0, got {param}")
     base = LOSSES[name]
     return Loss(name, base.task, *_PARAMETRISED[name](param))

@@ -359,10 +359,10 @@ PARAMETERS: dict[str, Parameter] = {
     # DSG
     "loss_param": Parameter(
         Described(
-            "huber, eps_insensitive: number >= 0; quantile: (0, 1); the other losses take none",
-            accepted=({"loss_param": None}, {"loss": "huber", "loss_param": 0.0}, {"loss": "eps_insensitive", "loss_param": 0.5},
-                      {"loss": "quantile", "loss_param": 0.25}, {"loss": "huber", "loss_param": None}),
-            refused=({"loss_param": 1.0}, {"loss": "huber", "loss_param": -0.5}, {"loss": "huber", "loss_param": math.inf},
+            "huber: number > 0; eps_insensitive: number >= 0; quantile: (0, 1); the other losses take none",
+            accepted=({"loss_param": None}, {"loss": "huber", "loss_param": 0.5}, {"loss": "eps_insensitive", "loss_param": 0.0},
+                      {"loss": "eps_insensitive", "loss_param": 0.5}, {"loss": "quantile", "loss_param": 0.25}, {"loss": "huber", "loss_param": None}),
+            refused=({"loss_param": 1.0}, {"loss": "huber", "loss_param": -0.5}, {"loss": "huber", "loss_param": 0.0}, {"loss": "huber", "loss_param": math.inf},
                      {"loss": "quantile", "loss_param": 1.0}, {"loss": "quantile", "loss_param": 0.0},
                      {"loss": "eps_insensitive", "loss_param": "0.1"}),
         ),

@@ -223,5 +223,11 @@ def test_config_validation():
         okl_core.make_learner("dsg", n_inputs=3, loss="huber", loss_param="a")
     with pytest.raises(ValueError, match=r"^loss_param of loss 'huber' must be a number, got True$"):
         okl_core.make_learner("dsg", n_inputs=3, loss="huber", loss_param=True)
-    with pytest.raises(ValueError, match=r"^huber parameter must be a finite number >= 0, got inf$"):
+    with pytest.raises(ValueError, match=r"^huber threshold must be a finite number > 0, got inf$"):
         okl_core.make_learner("dsg", n_inputs=3, loss="huber", loss_param=float("inf"))
+    # a zero threshold clips every gradient to 0: nothing would ever be learned
+    with pytest.raises(ValueError, match=r"^huber threshold must be a finite number > 0, got 0.0$"):
+        okl_core.make_learner("dsg", n_inputs=3, loss="huber", loss_param=0.0)
+    with pytest.raises(ValueError, match=r"^eps_insensitive parameter must be a finite number >= 0, got -0.1$"):
+        okl_core.make_learner("dsg", n_inputs=3, loss="eps_insensitive", loss_param=-0.1)
+    assert okl_core.make_learner("dsg", n_inputs=3, loss="eps_insensitive", loss_param=0.0).task == "regression"  # the absolute loss
