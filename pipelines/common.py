@@ -299,7 +299,8 @@ def okl_and_beam_args(parser, argv: list[str] | None):
 
 
 def pipeline_options(beam_argv: list[str]) -> PipelineOptions:
-    """Beam options from the arguments okl does not use, with the local-run defaults."""
+    """Beam options from the arguments okl does not use, with the local-run defaults and, for a
+    Flink job, ``--finish_bundle_before_checkpointing`` (:data:`FINISH_BUNDLE_BEFORE_CHECKPOINTING`)."""
     options = PipelineOptions(beam_argv)
     given = " ".join(beam_argv)
     portable = options.view_as(PortableOptions)
