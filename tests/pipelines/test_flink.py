@@ -156,4 +156,6 @@ def test_a_checkpoint_during_the_first_bundle_loses_nothing(job_server, flink_py
     from tests.pipelines.checkpoint_race import ELEMENTS
 
     assert marked_after_a_checkpoint_race(flink_python, job_server, tmp_path / "okl", raw=False) == ELEMENTS
-    assert marked_after_a_checkpoint_race(flink_python, job_server, tmp_path / "beam", raw=True) == 0
+    lost_without = ELEMENTS - marked_after_a_checkpoint_race(flink_python, job_server, tmp_path / "beam", raw=True)
+    assert lost_without == ELEMENTS, (f"on Beam's own options the job lost {lost_without} of {ELEMENTS} elements, not all: the "
+                                      "scenario no longer reaches the race (a Beam that fixed it, or a checkpoint that missed the bundle)")
