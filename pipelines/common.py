@@ -248,8 +248,7 @@ def _check_environment_type(environment_type: str | None) -> None:
         raise UsageError(f"--environment_type {environment_type}: not an environment type Beam knows; use DOCKER, PROCESS, EXTERNAL or LOOPBACK")
 
 
-_JOB_SERVER_JARS = {"flinkrunner": "--flink_job_server_jar", "flink": "--flink_job_server_jar",
-                    "sparkrunner": "--spark_job_server_jar", "spark": "--spark_job_server_jar"}
+_JOB_SERVER_JARS = {**dict.fromkeys(FLINK_NAMES, "--flink_job_server_jar"), **dict.fromkeys(("sparkrunner", "spark"), "--spark_job_server_jar")}
 """The runners that start a Java job server of their own, and the flag that names its jar."""
 _MAKE_FLINK_JAR = "`make runners` builds one for apache-beam {version}: docs/runners.md, 'Prism and a local Flink cluster'"
 
@@ -306,10 +305,11 @@ def pipeline_options(beam_argv: list[str]) -> PipelineOptions:
     portable = options.view_as(PortableOptions)
     if portable.job_endpoint == "embed" and "--environment_type" not in given:
         portable.environment_type = "LOOPBACK"
-    if runner_name(options) in PRISM_NAMES:
+    runner = runner_name(options)
+    if runner in PRISM_NAMES:
         use_local_prism(options, beam_argv)
     flink = options.view_as(FlinkCheckpointOptions)
-    if runner_name(options) in FLINK_NAMES or flink.checkpointing_interval is not None:
+    if runner in FLINK_NAMES or flink.checkpointing_interval is not None:
         flink.finish_bundle_before_checkpointing = True  # FINISH_BUNDLE_BEFORE_CHECKPOINTING: else elements can be lost
     return options
 

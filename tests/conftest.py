@@ -16,12 +16,11 @@ def run_slow() -> bool:
 
 # Modules that take longest (minutes: a Flink session cluster and its streams, the embedded Flink
 # jobs) go first, so that `make test`'s workers (pytest-xdist, a module per worker) end together.
-LONGEST_FIRST = ("test_flink_cluster.py", "test_flink.py")
+LONGEST_FIRST = {"test_flink_cluster.py": 0, "test_flink.py": 1}
 
 
 def pytest_collection_modifyitems(config, items):
-    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each module's tests stay in order
+    items.sort(key=lambda item: LONGEST_FIRST.get(item.path.name, len(LONGEST_FIRST)))  # stable: each module's tests stay in order
     if run_slow():
         return
     skip = pytest.mark.skip(reason="slow test: set OKL_RUN_SLOW=1 (CI runs it)")
