@@ -1,4 +1,4 @@
-"""Reproduce the papers' reference numbers (spec/*.md) with the learners okl has.
+"""Reproduce the papers' reference numbers (listed in docs/reproducing.md) with the learners okl has.
 
 Example::
 
